@@ -1,0 +1,375 @@
+"""Hook a model, record every module call into a `Trace`, and leave the model as it was.
+
+This is the only module that installs hooks. It uses torch's public global module hooks
+(`register_module_forward_pre_hook` / `register_module_forward_hook`) for the length of a
+`with` block, so it sees modules that are not registered under the root too, and never
+writes into the user's modules.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules.module import (
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+)
+
+from pytest_fwdorder.describe import (
+    describe_arguments,
+    describe_keyword_arguments,
+    describe_value,
+)
+from pytest_fwdorder.errors import FwdOrderWarning
+from pytest_fwdorder.trace import Call, RenderOptions, Trace
+
+# Calls listed in the note added to an exception raised by forward.
+_CALLS_IN_FAILURE_NOTE = 12
+
+
+def resolve_model(model: object, *, entry_point: str) -> nn.Module:
+    """Return the module to trace, unwrapping torch.compile and DataParallel wrappers.
+
+    Raises TypeError for anything that is not an `nn.Module` or is a TorchScript module,
+    whose calls never reach Python hooks.
+    """
+    if isinstance(model, torch.jit.ScriptModule):
+        raise TypeError(
+            f"{entry_point} cannot trace a TorchScript module ({type(model).__name__}): "
+            "scripted code never calls Python forward hooks. Trace the nn.Module you "
+            "scripted, before torch.jit.script / torch.jit.trace."
+        )
+    if not isinstance(model, nn.Module):
+        hint = ""
+        if callable(model):
+            hint = (
+                ": pass the model, not its forward method"
+                if hasattr(model, "__self__")
+                else ": to trace a model built by a function, pass the function to "
+                "trace_forward with device='meta' (or call it yourself)"
+            )
+        raise TypeError(f"{entry_point} expected an nn.Module, got {type(model).__name__!r}{hint}")
+    wrapped = _unwrap(model)
+    if wrapped is not model:
+        warnings.warn(
+            f"{entry_point} traced the module inside {type(model).__name__} "
+            f"({type(wrapped).__name__}); paths are relative to it and the wrapper's own "
+            "machinery (compiled graphs, replicas) is not part of the trace",
+            FwdOrderWarning,
+            stacklevel=3,
+        )
+    return wrapped
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    inner = getattr(model, "_orig_mod", None)  # torch.compile's OptimizedModule
+    if isinstance(inner, nn.Module):
+        return _unwrap(inner)
+    if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+        return _unwrap(model.module)
+    return model
+
+
+@dataclass
+class _ModuleState:
+    """What a forward can change in a model, captured so that it can be put back."""
+
+    training: list[tuple[nn.Module, bool]]
+    # Per module: its own dict as it was, and (name, version, requires_grad) per parameter.
+    parameters: list[tuple[nn.Module, dict[str, Any], list[tuple[str, int, bool]]]]
+    buffers: list[tuple[nn.Module, dict[str, Any], dict[str, torch.Tensor]]]
+    grad_enabled: bool
+    cpu_rng: torch.Tensor
+    cuda_rng: list[torch.Tensor] | None
+
+
+def _version(tensor: torch.Tensor) -> int:
+    try:
+        return tensor._version
+    except RuntimeError:  # inference tensors keep no version counter
+        return -1
+
+
+def _capture_state(root: nn.Module) -> _ModuleState:
+    modules = list(root.modules())
+    parameters = []
+    buffers = []
+    for module in modules:
+        # Every module, even one with none yet: forward may register a parameter or buffer.
+        parameters.append(
+            (
+                module,
+                dict(module._parameters),
+                [
+                    (name, _version(value), value.requires_grad)
+                    for name, value in module._parameters.items()
+                    if value is not None
+                ],
+            )
+        )
+        with torch.no_grad():
+            copies = {
+                name: value.detach().clone()
+                for name, value in module._buffers.items()
+                if value is not None
+            }
+        buffers.append((module, dict(module._buffers), copies))
+    return _ModuleState(
+        training=[(module, module.training) for module in modules],
+        parameters=parameters,
+        buffers=buffers,
+        grad_enabled=torch.is_grad_enabled(),
+        cpu_rng=torch.random.get_rng_state(),
+        # Asking for CUDA's state would initialise CUDA; only save it if it is in use.
+        cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,  # type: ignore[no-untyped-call]
+    )
+
+
+def _restore_state(state: _ModuleState) -> None:
+    torch.set_grad_enabled(state.grad_enabled)
+    torch.random.set_rng_state(state.cpu_rng)
+    if state.cuda_rng is not None:
+        torch.cuda.set_rng_state_all(state.cuda_rng)
+    for module, training in state.training:
+        module.training = training
+    changed_in_place: list[str] = []
+    for module, original, versions in state.parameters:
+        module._parameters.clear()
+        module._parameters.update(original)
+        for name, version, requires_grad in versions:
+            parameter = original[name]
+            assert parameter is not None  # only non-None parameters were listed
+            parameter.requires_grad_(requires_grad)
+            if _version(parameter) != version:
+                changed_in_place.append(f"{type(module).__name__}.{name}")
+    for module, original, copies in state.buffers:
+        module._buffers.clear()
+        module._buffers.update(original)
+        for name, copy in copies.items():
+            buffer = original[name]
+            assert buffer is not None  # only non-None buffers were copied
+            if buffer.is_inference():
+                with torch.inference_mode():
+                    buffer.copy_(copy)
+            else:
+                with torch.no_grad():
+                    buffer.copy_(copy)
+    if changed_in_place:
+        warnings.warn(
+            f"forward changed parameters in place ({', '.join(changed_in_place[:5])}); "
+            "pytest-fwdorder puts buffers back but does not copy parameters, so these "
+            "keep the values forward gave them",
+            FwdOrderWarning,
+            stacklevel=4,
+        )
+
+
+class _Recorder:
+    """The hook pair and the bookkeeping of one recording."""
+
+    def __init__(self, root: nn.Module, trace: Trace) -> None:
+        self.trace = trace
+        self.calls = trace.calls
+        self.thread_id = threading.get_ident()
+        # id(module) -> (path, registered). Unregistered modules are kept alive in
+        # `self.keep_alive` so that their ids cannot be reused by another module mid-trace.
+        self.places: dict[int, tuple[str, bool]] = {}
+        for path, module in root.named_modules():
+            self.places[id(module)] = (path, True)
+        self.keep_alive: list[nn.Module] = []
+        self.taken_paths = {path for path, _ in self.places.values()}
+        self.call_counts: dict[int, int] = {}
+        self.open_calls: list[tuple[nn.Module, Call]] = []
+
+    def before_forward(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        if threading.get_ident() != self.thread_id:
+            return
+        place = self.places.get(id(module))
+        if place is None:
+            if not self.open_calls:
+                return  # a module outside the model, called outside the model
+            place = self._place_unregistered(module)
+        module_id = id(module)
+        nth = self.call_counts.get(module_id, 0) + 1
+        self.call_counts[module_id] = nth
+        open_calls = self.open_calls
+        parent = open_calls[-1][1] if open_calls else None
+        call = Call(
+            path=place[0],
+            module_type=type(module).__name__,
+            nth=nth,
+            depth=len(open_calls),
+            parent=parent,
+            registered=place[1],
+            index=len(self.calls),
+            args=describe_arguments(args),
+        )
+        self.calls.append(call)
+        if parent is not None:
+            parent.children.append(call)
+        open_calls.append((module, call))
+
+    def after_forward(self, module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
+        # torch calls this with (kwargs, output) normally, and with (output,) alone when
+        # forward raised (the always_call path ignores with_kwargs).
+        if threading.get_ident() != self.thread_id:
+            return
+        open_calls = self.open_calls
+        if not open_calls or open_calls[-1][0] is not module:
+            return
+        call = open_calls.pop()[1]
+        if len(rest) == 2:
+            call.kwargs = describe_keyword_arguments(rest[0])
+            call.output = describe_value(rest[1])
+        else:
+            call.raised = True
+
+    def _place_unregistered(self, module: nn.Module) -> tuple[str, bool]:
+        parent_module, parent_call = self.open_calls[-1]
+        parent_path = parent_call.path
+        prefix = f"{parent_path}." if parent_path else ""
+        registered = False
+        path = None
+        for name, child in parent_module._modules.items():
+            if child is module:  # registered during this forward
+                path, registered = f"{prefix}{name}", parent_call.registered
+                break
+        if path is None:
+            path = _attribute_path(parent_module, module, prefix)
+        if path is None or path in self.taken_paths:
+            base = f"{prefix}<{type(module).__name__}>"
+            path, number = base, 1
+            while path in self.taken_paths:
+                number += 1
+                path = f"{base}{number}"
+        self.taken_paths.add(path)
+        place = (path, registered)
+        self.places[id(module)] = place
+        self.keep_alive.append(module)
+        return place
+
+    @contextmanager
+    def hooks_installed(self) -> Iterator[None]:
+        pre_handle = register_module_forward_pre_hook(self.before_forward)
+        try:
+            post_handle = register_module_forward_hook(
+                self.after_forward, with_kwargs=True, always_call=True
+            )
+        except BaseException:
+            pre_handle.remove()
+            raise
+        try:
+            yield
+        finally:
+            pre_handle.remove()
+            post_handle.remove()
+            self.keep_alive.clear()
+            self.open_calls.clear()
+
+    def failure_note(self) -> str:
+        """Where forward failed and what ran before it, for the note on the user's error."""
+        if not self.calls:
+            return "pytest-fwdorder: forward raised before any module call was recorded"
+        failing = [call for call in self.calls if call.raised]
+        lines = [f"pytest-fwdorder: forward raised after {len(self.calls)} recorded calls."]
+        if failing:
+            innermost = max(failing, key=lambda call: call.depth)
+            chain = []
+            current: Call | None = innermost
+            while current is not None:
+                chain.append(f"{current.display_path} ({current.module_type})")
+                current = current.parent
+            lines.append(f"Raised in: {' < '.join(chain)}")
+        shown = self.calls[-_CALLS_IN_FAILURE_NOTE:]
+        lines.append(f"Calls recorded up to the failure (last {len(shown)}):")
+        lines.extend(
+            f"  {'  ' * call.depth}{call.display_path} {call.module_type} #{call.nth}"
+            f"{'  <- raised' if call.raised else ''}"
+            for call in shown
+        )
+        return "\n".join(lines)
+
+
+def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
+    """Name an unregistered module by where its owner keeps it: `blocks[0]`, `heads['a']`."""
+    for name, value in vars(owner).items():
+        if value is module:
+            return f"{prefix}{name}"
+        if isinstance(value, (list, tuple)):
+            for position, item in enumerate(value):
+                if item is module:
+                    return f"{prefix}{name}[{position}]"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if item is module:
+                    return f"{prefix}{name}[{key!r}]"
+    return None
+
+
+def _callable_paths(root: nn.Module) -> tuple[str, ...]:
+    return tuple(
+        path
+        for path, module in root.named_modules()
+        if type(module).forward is not nn.Module.forward
+    )
+
+
+def _aliases(root: nn.Module) -> dict[str, tuple[str, ...]]:
+    first_names: dict[int, str] = {}
+    others: dict[int, list[str]] = {}
+    for path, module in root.named_modules(remove_duplicate=False):
+        if id(module) in first_names:
+            others.setdefault(id(module), []).append(path)
+        else:
+            first_names[id(module)] = path
+    return {first_names[module_id]: tuple(names) for module_id, names in others.items()}
+
+
+def new_trace(root: nn.Module, options: RenderOptions) -> Trace:
+    """An empty trace for `root`, knowing its registered modules and their other names."""
+    return Trace(
+        root_type=type(root).__name__,
+        callable_paths=_callable_paths(root),
+        aliases=_aliases(root),
+        options=options,
+    )
+
+
+@contextmanager
+def recording(root: nn.Module, trace: Trace, *, restore_state: bool = True) -> Iterator[_Recorder]:
+    """Record into `trace` every call made in this thread inside the block.
+
+    Hooks are removed and (with `restore_state`) parameters, buffers, training and
+    requires_grad flags, grad mode and the CPU random state are put back, also when the
+    block raises. An exception from the block gets a note naming the calls recorded.
+    """
+    recorder = _Recorder(root, trace)
+    state = _capture_state(root) if restore_state else None
+    try:
+        with recorder.hooks_installed():
+            yield recorder
+    except BaseException as error:
+        error.add_note(recorder.failure_note())
+        raise
+    finally:
+        if state is not None:
+            _restore_state(state)
+
+
+def run_forward(
+    root: nn.Module,
+    forward: Callable[[], object],
+    options: RenderOptions,
+) -> Trace:
+    """Record one call of `forward` (which calls the model) and return the trace."""
+    trace = new_trace(root, options)
+    with recording(root, trace):
+        forward()
+    return trace

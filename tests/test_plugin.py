@@ -1,0 +1,336 @@
+"""The plugin as a user sees it: fixtures, golden files, failures, updates, xdist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+MODEL_TEST = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, {width})
+        self.act = nn.{activation}()
+
+    def forward(self, x):
+        x = self.act(self.linear(x))
+        {extra_line}
+        return x
+
+
+def test_block(forward_trace, snapshot):
+    block = Block().to(torch.{dtype})
+    trace = forward_trace(block, torch.randn(2, 4, dtype=torch.{dtype}))
+    assert trace == snapshot
+"""
+
+DEFAULTS = {"width": 8, "activation": "ReLU", "extra_line": "", "dtype": "float32"}
+GOLDEN = Path("__snapshots__/test_model/test_block.fwdorder.txt")
+
+
+def containing(text: str) -> str:
+    """An fnmatch pattern for a line containing `text` literally (golden text has brackets)."""
+    escaped = "".join({"[": "[[]", "]": "[]]", "*": "[*]", "?": "[?]"}.get(c, c) for c in text)
+    return f"*{escaped}*"
+
+
+def write_model_test(pytester: pytest.Pytester, **changes: str | int) -> None:
+    pytester.makepyfile(test_model=MODEL_TEST.format(**{**DEFAULTS, **changes}))
+
+
+@pytest.fixture
+def accepted(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project whose golden file was written and accepted."""
+    write_model_test(pytester)
+    pytester.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    return pytester
+
+
+def test_a_missing_golden_fails_and_says_it_does_not_exist(pytester: pytest.Pytester) -> None:
+    write_model_test(pytester)
+
+    result = pytester.runpytest()
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Snapshot 'test_block' does not exist!*", "*--snapshot-update*"])
+
+
+def test_snapshot_update_writes_a_readable_golden_file(pytester: pytest.Pytester) -> None:
+    write_model_test(pytester)
+
+    pytester.runpytest("--snapshot-update").assert_outcomes(passed=1)
+
+    assert (pytester.path / GOLDEN).read_text() == (
+        "# pytest-fwdorder trace (format 1)\n"
+        "# model: Block\n"
+        "# calls: 3\n"
+        "# modules called: 3\n"
+        "# called more than once (0)\n"
+        "# registered but never called (0)\n"
+        "# called but not registered under the model (0)\n"
+        "<root>: Block (f32[2,4]) -> f32[2,8]\n"
+        "  linear: Linear (f32[2,4]) -> f32[2,8]\n"
+        "  act: ReLU (f32[2,8]) -> f32[2,8]\n"
+    )
+
+
+def test_a_rerun_against_the_accepted_golden_passes(accepted: pytest.Pytester) -> None:
+    result = accepted.runpytest()
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 snapshot passed*"])
+
+
+@pytest.mark.parametrize(
+    ("change", "summary", "diff_lines"),
+    [
+        pytest.param(
+            {"activation": "GELU"},
+            "type changed at 1 call: ReLU -> GELU",
+            ["-   act: ReLU (f32[2,8]) -> f32[2,8]", "+   act: GELU (f32[2,8]) -> f32[2,8]"],
+            id="class",
+        ),
+        pytest.param(
+            {"width": 6},
+            "output changed at 3 calls: <root> output (2, 8) -> (2, 6); linear output (2, 8) -> (2, 6)",
+            [
+                "-   linear: Linear (f32[2,4]) -> f32[2,8]",
+                "+   linear: Linear (f32[2,4]) -> f32[2,6]",
+            ],
+            id="shape",
+        ),
+        pytest.param(
+            {"dtype": "float64"},
+            "input changed at 3 calls: <root> input dtype f32 -> f64",
+            ["- <root>: Block (f32[2,4]) -> f32[2,8]", "+ <root>: Block (f64[2,4]) -> f64[2,8]"],
+            id="dtype",
+        ),
+        pytest.param(
+            {"extra_line": "x = self.act(x)"},
+            "1 call inserted: act #2 (ReLU) after act",
+            [
+                "-   act: ReLU (f32[2,8]) -> f32[2,8]",
+                "+   act: ReLU #1 (f32[2,8]) -> f32[2,8]",
+                "+   act: ReLU #2 ",
+            ],
+            id="reuse-count",
+        ),
+    ],
+)
+def test_a_changed_model_fails_with_a_summary_and_the_changed_lines(
+    accepted: pytest.Pytester, change: dict[str, str | int], summary: str, diff_lines: list[str]
+) -> None:
+    write_model_test(accepted, **change)
+
+    result = accepted.runpytest("-vv")
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([containing(summary)])
+    result.stdout.fnmatch_lines([containing(line) for line in diff_lines])
+
+
+def test_a_changed_call_order_fails_naming_the_moved_call(accepted: pytest.Pytester) -> None:
+    source = (accepted.path / "test_model.py").read_text()
+    reordered = (
+        source.replace("x = self.act(self.linear(x))", "x = self.linear(self.act(x))")
+        .replace("nn.Linear(4, 8)", "nn.Linear(4, 4)")
+        .replace("(4, {width})", "(4, 4)")
+    )
+    (accepted.path / "test_model.py").write_text(reordered)
+
+    result = accepted.runpytest("-vv")
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([containing("1 call moved: act (ReLU)")])
+
+
+def test_reuse_count_change_is_named_in_the_summary(accepted: pytest.Pytester) -> None:
+    write_model_test(accepted, extra_line="x = self.act(x)")
+
+    result = accepted.runpytest("-vv")
+
+    result.stdout.fnmatch_lines(["*reuse count changed: act 1 -> 2*"])
+
+
+def test_snapshot_update_accepts_an_intended_change(accepted: pytest.Pytester) -> None:
+    write_model_test(accepted, activation="GELU")
+
+    accepted.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    result = accepted.runpytest()
+
+    result.assert_outcomes(passed=1)
+    assert "act: GELU" in (accepted.path / GOLDEN).read_text()
+
+
+def rename_test(project: pytest.Pytester) -> None:
+    source = (project.path / "test_model.py").read_text()
+    (project.path / "test_model.py").write_text(
+        source.replace("def test_block", "def test_renamed")
+    )
+
+
+def test_a_golden_whose_test_was_removed_is_reported_unused(accepted: pytest.Pytester) -> None:
+    rename_test(accepted)
+
+    result = accepted.runpytest("--snapshot-update")
+    rename_test(accepted)  # a no-op: the file is already renamed
+    reported = accepted.runpytest()
+
+    result.stdout.fnmatch_lines(["*1 snapshot generated. 1 unused snapshot deleted.*"])
+    reported.assert_outcomes(passed=1)
+
+
+def test_an_unused_golden_fails_the_run_until_it_is_cleaned_up(accepted: pytest.Pytester) -> None:
+    rename_test(accepted)
+    accepted.runpytest("--snapshot-update", "-k", "nothing_matches")
+
+    result = accepted.runpytest("-p", "no:randomly")
+
+    assert (accepted.path / GOLDEN).exists()
+    result.stdout.fnmatch_lines(["*1 snapshot unused*"])
+
+
+def test_snapshot_update_deletes_the_unused_golden(accepted: pytest.Pytester) -> None:
+    rename_test(accepted)
+
+    accepted.runpytest("--snapshot-update").assert_outcomes(passed=1)
+
+    assert not (accepted.path / GOLDEN).exists()
+    assert (accepted.path / "__snapshots__/test_model/test_renamed.fwdorder.txt").exists()
+
+
+def test_two_trace_assertions_in_one_test_get_two_golden_files(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_two="""
+        import torch
+        from torch import nn
+
+        def test_pair(forward_trace, snapshot):
+            assert forward_trace(nn.ReLU(), torch.randn(1)) == snapshot
+            assert forward_trace(nn.Tanh(), torch.randn(1)) == snapshot(name="tanh")
+        """
+    )
+
+    pytester.runpytest("--snapshot-update").assert_outcomes(passed=1)
+
+    written = sorted(path.name for path in (pytester.path / "__snapshots__" / "test_two").iterdir())
+    assert written == ["test_pair.fwdorder.txt", "test_pair[tanh].fwdorder.txt"]
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_xdist_gives_the_same_results(accepted: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    accepted.makepyfile(
+        test_more="""
+        import torch
+        from torch import nn
+
+        def test_other(forward_trace, snapshot):
+            assert forward_trace(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), torch.randn(1, 2)) == snapshot
+        """
+    )
+    accepted.runpytest("-n", "2", "--snapshot-update").assert_outcomes(passed=2)
+
+    passing = accepted.runpytest("-n", "2")
+    write_model_test(accepted, activation="GELU")
+    failing = accepted.runpytest("-n", "2")
+
+    passing.assert_outcomes(passed=2)
+    failing.assert_outcomes(passed=1, failed=1)
+    failing.stdout.fnmatch_lines(["*type changed at 1 call: ReLU -> GELU*"])
+
+
+def test_comparing_two_traces_explains_the_difference(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_compare="""
+        import torch
+        from torch import nn
+
+        def test_compare(forward_trace):
+            before = forward_trace(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), torch.randn(1, 2))
+            after = forward_trace(nn.Sequential(nn.Linear(2, 2), nn.LeakyReLU()), torch.randn(1, 2))
+            assert after == before
+        """
+    )
+
+    result = pytester.runpytest()
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*traces differ (- right, + left):*", "*type changed at 1 call: ReLU -> LeakyReLU*"]
+    )
+
+
+def test_the_marker_sets_defaults_for_the_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_marker="""
+        import pytest, torch
+        from torch import nn
+
+        @pytest.mark.fwdorder(show_devices=True)
+        def test_devices(forward_trace):
+            assert "f32[1,2]@cpu" in forward_trace(nn.ReLU(), torch.randn(1, 2)).render()
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_the_ini_option_sets_the_device_for_the_whole_project(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfwdorder_device = meta\n")
+    pytester.makepyfile(
+        test_meta="""
+        import torch
+        from torch import nn
+
+        def test_meta(forward_trace):
+            trace = forward_trace(lambda: nn.Linear(2, 3), torch.randn(1, 2))
+            assert trace[0].output_tensors[0].device == "meta"
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_an_unknown_marker_keyword_is_an_error_naming_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_bad_marker="""
+        import pytest
+
+        @pytest.mark.fwdorder(devise="meta")
+        def test_bad(forward_trace):
+            pass
+        """
+    )
+
+    result = pytester.runpytest()
+
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [containing("unknown keyword(s) ['devise']: it takes device, show_devices")]
+    )
+
+
+def test_a_bad_device_in_the_ini_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfwdorder_device = gpu0\n")
+    pytester.makepyfile(test_nothing="def test_nothing(): pass")
+
+    result = pytester.runpytest()
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*fwdorder_device is not a torch device: 'gpu0'*"])
+
+
+def test_the_report_header_names_the_torch_version(pytester: pytest.Pytester) -> None:
+    import torch
+
+    pytester.makepyfile(test_nothing="def test_nothing(): pass")
+
+    result = pytester.runpytest()
+
+    result.stdout.fnmatch_lines([f"fwdorder: torch {torch.__version__}"])
