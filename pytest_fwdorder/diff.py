@@ -40,6 +40,7 @@ INPUT_CHANGED = "input changed"
 OUTPUT_CHANGED = "output changed"
 NESTING_CHANGED = "nesting changed"
 REGISTRATION_CHANGED = "registration changed"
+FROZEN_CHANGED = "frozen state changed"
 REUSE_CHANGED = "reuse count changed"
 
 # Order of the summary: what a reviewer should read first comes first.
@@ -53,6 +54,7 @@ KINDS = (
     OUTPUT_CHANGED,
     NESTING_CHANGED,
     REGISTRATION_CHANGED,
+    FROZEN_CHANGED,
     REUSE_CHANGED,
 )
 _EXAMPLES = 5
@@ -308,6 +310,9 @@ def _compare_pair(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
     if old_line.registered != new_line.registered:
         state = "now registered" if new_line.registered else "no longer registered"
         changes.append(Change(REGISTRATION_CHANGED, old_line, new_line, state, position))
+    if old_line.frozen != new_line.frozen:
+        state = "now frozen" if new_line.frozen else "no longer frozen"
+        changes.append(Change(FROZEN_CHANGED, old_line, new_line, state, position))
     return changes
 
 

@@ -210,6 +210,7 @@ class _Recorder:
             registered=place[1],
             index=len(self.calls),
             args=describe_arguments(args),
+            frozen=_is_frozen(module),
         )
         self.calls.append(call)
         if parent is not None:
@@ -295,6 +296,13 @@ class _Recorder:
             for call in shown
         )
         return "\n".join(lines)
+
+
+def _is_frozen(module: nn.Module) -> bool:
+    parameters = module._parameters
+    if not parameters:
+        return False
+    return not any(value is not None and value.requires_grad for value in parameters.values())
 
 
 def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:

@@ -6,8 +6,8 @@ per call in execution order, indented two spaces per nesting level:
     layer1.0.relu: ReLU #2 (f32[1,64,56,56]) -> f32[1,64,56,56]
 
 path, class, which call of that module it is (only for modules called more than once),
-`[unregistered]` for modules not registered under the model, inputs (positional, then
-keyword) and output. No running index numbers, ids, addresses or timings: inserting one
+`[frozen]` for modules whose own parameters all have requires_grad=False, `[unregistered]`
+for modules not registered under the model, inputs (positional, then keyword) and output. No running index numbers, ids, addresses or timings: inserting one
 call changes one line.
 """
 
@@ -28,6 +28,7 @@ from pytest_fwdorder.trace import (
 
 FORMAT_LINE = "# pytest-fwdorder trace (format 1)"
 UNREGISTERED_MARK = "[unregistered]"
+FROZEN_MARK = "[frozen]"
 RAISED = "raised"
 _LISTED_IN_HEADER = 200
 
@@ -44,6 +45,7 @@ class GoldenLine:
     inputs: str
     outputs: str
     text: str
+    frozen: bool = False
 
     @property
     def identity(self) -> tuple[str, int]:
@@ -94,6 +96,8 @@ def golden_lines(trace: Trace) -> list[GoldenLine]:
         head = f"{'  ' * call.depth}{path}: {call.module_type}"
         if counts[call.path] > 1:
             head += f" #{call.nth}"
+        if call.frozen:
+            head += f" {FROZEN_MARK}"
         if not call.registered:
             head += f" {UNREGISTERED_MARK}"
         inputs = render_inputs(call, devices)
@@ -108,6 +112,7 @@ def golden_lines(trace: Trace) -> list[GoldenLine]:
                 inputs=inputs,
                 outputs=outputs,
                 text=f"{head} {inputs} -> {outputs}",
+                frozen=call.frozen,
             )
         )
     return lines
@@ -180,16 +185,18 @@ def parse_call_line(raw: str) -> GoldenLine:
         return GoldenLine(depth, stripped, "?", 1, True, "", "", raw)
     head, signature = rest[:open_paren], rest[open_paren + 1 :]
     words = head.split(" ")
-    module_type, nth, registered = words[0], 1, True
+    module_type, nth, registered, frozen = words[0], 1, True, False
     for word in words[1:]:
         if word.startswith("#") and word[1:].isdigit():
             nth = int(word[1:])
         elif word == UNREGISTERED_MARK:
             registered = False
+        elif word == FROZEN_MARK:
+            frozen = True
     close = _matching_close(signature)
     inputs = signature[: close + 1]
     outputs = signature[close + 1 :].removeprefix(" -> ")
-    return GoldenLine(depth, path, module_type, nth, registered, inputs, outputs, raw)
+    return GoldenLine(depth, path, module_type, nth, registered, inputs, outputs, raw, frozen)
 
 
 def _matching_close(text: str) -> int:

@@ -85,13 +85,15 @@ class Call:
     `path` is the dotted path from the traced root (`""` for the root itself); `nth` counts
     the calls of that module instance (1, 2, 3 ...); `depth` is 0 for an outermost call.
     `registered` is False for a module reached in forward but not registered under the root
-    (kept in a plain list, say): its parameters are neither trained nor saved.
+    (kept in a plain list, say): its parameters are neither trained nor saved. `frozen` is
+    True when the module has parameters of its own and none of them requires grad.
     """
 
     __slots__ = (
         "args",
         "children",
         "depth",
+        "frozen",
         "index",
         "kwargs",
         "module_type",
@@ -117,6 +119,7 @@ class Call:
         kwargs: tuple[tuple[str, ValueDescription], ...] = (),
         output: ValueDescription | None = None,
         raised: bool = False,
+        frozen: bool = False,
     ) -> None:
         self.path = path
         self.module_type = module_type
@@ -129,6 +132,7 @@ class Call:
         self.kwargs = kwargs
         self.output = output
         self.raised = raised
+        self.frozen = frozen
         self.children: list[Call] = []
 
     @property
