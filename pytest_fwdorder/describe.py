@@ -150,3 +150,28 @@ def _describe_key(key: Any) -> str:
     if isinstance(key, (str, int, bool)) or key is None:
         return repr(key)
     return f"<{type(key).__name__}>"
+
+
+def tensors_of(value: object) -> list[torch.Tensor]:
+    """Every tensor inside a value (tuples, lists, dicts, namedtuples, dataclasses), in order."""
+    found: list[torch.Tensor] = []
+    pending: list[tuple[object, int]] = [(value, 0)]
+    seen: set[int] = set()
+    while pending:
+        current, depth = pending.pop()
+        if isinstance(current, torch.Tensor):
+            found.append(current)
+            continue
+        if depth >= MAXIMUM_DEPTH or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, Mapping):
+            items: list[object] = list(current.values())
+        elif isinstance(current, (tuple, list)):
+            items = list(current)
+        elif dataclasses.is_dataclass(current) and not isinstance(current, type):
+            items = [getattr(current, item.name) for item in dataclasses.fields(current)]
+        else:
+            continue
+        pending.extend((item, depth + 1) for item in reversed(items))
+    return found

@@ -26,6 +26,7 @@ from pytest_fwdorder.describe import (
     describe_arguments,
     describe_keyword_arguments,
     describe_value,
+    tensors_of,
 )
 from pytest_fwdorder.errors import FwdOrderWarning
 from pytest_fwdorder.trace import Call, RenderOptions, Trace
@@ -174,8 +175,12 @@ def _restore_state(state: _ModuleState) -> None:
 class _Recorder:
     """The hook pair and the bookkeeping of one recording."""
 
-    def __init__(self, root: nn.Module, trace: Trace) -> None:
+    def __init__(self, root: nn.Module, trace: Trace, *, capture_outputs: bool = False) -> None:
         self.trace = trace
+        # With capture_outputs: (call, detached copies of its output tensors), in the order
+        # calls finished. Off by default: a trace holds no tensor.
+        self.capture_outputs = capture_outputs
+        self.captured: list[tuple[Call, list[torch.Tensor]]] = []
         self.calls = trace.calls
         self.thread_id = threading.get_ident()
         # id(module) -> (path, registered). Unregistered modules are kept alive in
@@ -229,6 +234,9 @@ class _Recorder:
         if len(rest) == 2:
             call.kwargs = describe_keyword_arguments(rest[0])
             call.output = describe_value(rest[1])
+            if self.capture_outputs:
+                copies = [tensor.detach().clone() for tensor in tensors_of(rest[1])]
+                self.captured.append((call, copies))
         else:
             call.raised = True
 
@@ -351,14 +359,16 @@ def new_trace(root: nn.Module, options: RenderOptions) -> Trace:
 
 
 @contextmanager
-def recording(root: nn.Module, trace: Trace, *, restore_state: bool = True) -> Iterator[_Recorder]:
+def recording(
+    root: nn.Module, trace: Trace, *, restore_state: bool = True, capture_outputs: bool = False
+) -> Iterator[_Recorder]:
     """Record into `trace` every call made in this thread inside the block.
 
     Hooks are removed and (with `restore_state`) parameters, buffers, training and
     requires_grad flags, grad mode and the CPU random state are put back, also when the
     block raises. An exception from the block gets a note naming the calls recorded.
     """
-    recorder = _Recorder(root, trace)
+    recorder = _Recorder(root, trace, capture_outputs=capture_outputs)
     state = _capture_state(root) if restore_state else None
     try:
         with recorder.hooks_installed():

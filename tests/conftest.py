@@ -6,3 +6,13 @@ from __future__ import annotations
 # torch._dynamo registers C++ operators at import, so a second import fails: import it
 # once here so that every in-process run finds it already loaded.
 import torch._dynamo  # noqa: F401
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_are_not_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytester run inside an xdist worker would inherit the worker's environment, and
+    syrupy would then skip its report and unused-snapshot cleanup as workers do."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

@@ -1,0 +1,150 @@
+"""Compare two traces' execution structure, ignoring what the caller names. Pure, no torch."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from pytest_fwdorder.diff import TraceDiff, diff_lines, diff_traces
+from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.render import FROZEN_MARK, UNREGISTERED_MARK, GoldenLine, golden_lines
+from pytest_fwdorder.trace import Trace
+
+_TENSOR = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
+_DIMENSION = re.compile(r"dim:(-?[0-9]+)")
+_NAMES = ("paths", "dtypes", "batch", "shapes", "types", "frozen")
+
+IgnoreItem = str | Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _Ignored:
+    paths: bool = False
+    dtypes: bool = False
+    shapes: bool = False
+    types: bool = False
+    frozen: bool = False
+    dimensions: frozenset[int] = frozenset()
+    type_names: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        parts = [
+            name
+            for name, on in (
+                ("paths", self.paths),
+                ("dtypes", self.dtypes),
+                ("shapes", self.shapes),
+                ("types", self.types),
+                ("frozen", self.frozen),
+            )
+            if on
+        ]
+        parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
+        parts += [f"{old} as {new}" for old, new in self.type_names]
+        return ", ".join(parts) if parts else "nothing"
+
+
+def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
+    if isinstance(ignore, str):
+        ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
+    ignored = _Ignored()
+    for item in ignore:
+        if isinstance(item, Mapping):
+            ignored = replace(ignored, type_names=ignored.type_names + tuple(item.items()))
+        elif item == "batch":
+            ignored = replace(ignored, dimensions=ignored.dimensions | {0})
+        elif item in _NAMES:
+            ignored = replace(ignored, **{item: True})
+        elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
+            ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
+        else:
+            raise ValueError(
+                f"cannot ignore {item!r}: name one of {', '.join(map(repr, _NAMES))}, "
+                "'dim:N' for one dimension of every tensor, or a mapping of module types "
+                "to treat as equal such as {'LeakyReLU': 'ReLU'}"
+            )
+    return ignored
+
+
+def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
+    type_names = dict(ignored.type_names)
+
+    def tensor(match: re.Match[str]) -> str:
+        dtype = "*" if ignored.dtypes else match.group(1)
+        sizes = match.group(2).split(",") if match.group(2) else []
+        count = len(sizes)
+        sizes = [
+            "?"
+            if ignored.shapes
+            or position in ignored.dimensions
+            or position - count in ignored.dimensions
+            else size
+            for position, size in enumerate(sizes)
+        ]
+        return f"{dtype}[{','.join(sizes)}]"
+
+    normalized = []
+    for line in lines:
+        module_type = "?" if ignored.types else type_names.get(line.module_type, line.module_type)
+        path = "" if ignored.paths else line.path
+        nth = 1 if ignored.paths else line.nth
+        frozen = False if ignored.frozen else line.frozen
+        inputs = _TENSOR.sub(tensor, line.inputs)
+        outputs = _TENSOR.sub(tensor, line.outputs)
+        head = f"{'  ' * line.depth}{path + ': ' if path else ''}{module_type}"
+        if nth > 1 or (not ignored.paths and " #" in line.text.split(" (", 1)[0]):
+            head += f" #{nth}"
+        if frozen:
+            head += f" {FROZEN_MARK}"
+        if not line.registered:
+            head += f" {UNREGISTERED_MARK}"
+        normalized.append(
+            GoldenLine(
+                depth=line.depth,
+                path=path,
+                module_type=module_type,
+                nth=nth,
+                registered=line.registered,
+                inputs=inputs,
+                outputs=outputs,
+                text=f"{head} {inputs} -> {outputs}",
+                frozen=frozen,
+            )
+        )
+    return normalized
+
+
+def structure_diff(expected: Trace, actual: Trace, ignore: Iterable[IgnoreItem] = ()) -> TraceDiff:
+    """The differences between two traces that remain once `ignore` is applied."""
+    ignored = _parse_ignore(ignore)
+    return diff_lines(
+        [],
+        _normalize(golden_lines(expected), ignored),
+        [],
+        _normalize(golden_lines(actual), ignored),
+        match_paths=not ignored.paths,
+    )
+
+
+def assert_same_structure(
+    expected: Trace, actual: Trace, *, ignore: Iterable[IgnoreItem] = ()
+) -> TraceDiff:
+    """Fail unless two traces have the same execution structure once `ignore` is applied.
+
+    `ignore` names what may differ: `"paths"` (module names and reuse: a shared ReLU split in
+    three), `"dtypes"`, `"batch"` (dimension 0), `"dim:N"` (any one dimension, negative
+    counts from the end), `"shapes"`, `"types"`, `"frozen"`, and mappings of module types to
+    treat as equal, such as `{"LeakyReLU": "ReLU"}`.
+
+    Returns the full diff (nothing ignored) so that a passing test can still say what changed:
+    `assert_same_structure(a, b, ignore=("paths",)).summary()` -> `... 48 calls renamed`.
+    Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
+    """
+    ignored = _parse_ignore(ignore)
+    remaining = structure_diff(expected, actual, ignore)
+    if remaining:
+        raise StructureMismatchError(
+            f"execution structure differs (ignoring {ignored.describe()}):\n{remaining.render()}"
+        )
+    return diff_traces(expected, actual)
