@@ -7,8 +7,22 @@ def test_resnet50(forward_trace, snapshot):
 
 from __future__ import annotations
 
+from pytest_fwdorder.checkpoint import (
+    CheckpointReport,
+    assert_checkpoint_loads,
+    check_checkpoint,
+)
+from pytest_fwdorder.compare import assert_same_structure, structure_diff
 from pytest_fwdorder.diff import Change, TraceDiff, diff_golden, diff_traces
-from pytest_fwdorder.errors import EmptyTraceError, FwdOrderWarning, MetaTraceError
+from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
+from pytest_fwdorder.errors import (
+    CheckpointMismatchError,
+    EmptyTraceError,
+    FwdOrderWarning,
+    MetaTraceError,
+    NotEquivalentError,
+    StructureMismatchError,
+)
 from pytest_fwdorder.render import render_trace
 from pytest_fwdorder.snapshot import TraceSnapshotExtension
 from pytest_fwdorder.trace import Call, TensorDescription, Trace
@@ -19,9 +33,14 @@ __version__ = "0.1.0"
 __all__ = [
     "Call",
     "Change",
+    "CheckpointMismatchError",
+    "CheckpointReport",
     "EmptyTraceError",
+    "EquivalenceReport",
     "FwdOrderWarning",
     "MetaTraceError",
+    "NotEquivalentError",
+    "StructureMismatchError",
     "TensorDescription",
     "TensorSpec",
     "Trace",
@@ -29,9 +48,15 @@ __all__ = [
     "TraceSnapshotExtension",
     "Tracer",
     "__version__",
+    "assert_checkpoint_loads",
+    "assert_equivalent",
+    "assert_same_structure",
+    "check_checkpoint",
+    "copy_weights",
     "diff_golden",
     "diff_traces",
     "record",
     "render_trace",
+    "structure_diff",
     "trace_forward",
 ]

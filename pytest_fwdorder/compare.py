@@ -55,7 +55,7 @@ def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
         elif item == "batch":
             ignored = replace(ignored, dimensions=ignored.dimensions | {0})
         elif item in _NAMES:
-            ignored = replace(ignored, **{item: True})
+            ignored = replace(ignored, **{item: True})  # type: ignore[arg-type]
         elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
             ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
         else:

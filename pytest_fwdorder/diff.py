@@ -3,12 +3,14 @@
 Alignment runs in two passes, each a longest increasing subsequence over unique keys
 (O(n log n), so two 100,000-call traces diff in well under a second):
 
-1. by identity, (path, nth): the calls both traces have, in the same order, are anchors;
-   common calls out of order are *moved*;
-2. between two anchors, by structure, (type, depth, inputs, outputs): pairs found there
-   are *renamed* calls; the rest are *removed* or *inserted*.
+1. by identity, (path, nth, class): the calls both traces have, in the same order, are
+   anchors; common calls out of order are *moved*;
+2. between two anchors, by structure, (type, inputs, outputs): pairs found there are
+   *renamed* calls (and *nesting changed* if their depth differs); the rest are *removed*
+   or *inserted*.
 
-Anchored pairs whose class, inputs, outputs or nesting differ are *changed* in that way.
+Left over between pairs, calls with the same path and another class are *type changed*.
+Pairs whose inputs, outputs, nesting, frozen or registered state differ are changed so.
 """
 
 from __future__ import annotations
@@ -227,17 +229,32 @@ def _align_gap(
     rows: list[_Row],
     changes: list[Change],
 ) -> None:
-    """Pair a gap's calls by structure (renamed); the rest are removed, inserted or moved."""
+    """Pair a gap's calls by structure (renamed), then same path with another class (type
+    changed); the rest are removed, inserted or moved."""
     pairable_old = [i for i in gap_old if i not in moved_old]
     pairable_new = [j for j in gap_new if j not in moved_new]
-    old_keys = _unique_keys([old[i] for i in pairable_old], _structure)
-    new_keys = _unique_keys([new[j] for j in pairable_new], _structure)
-    positions = {key: index for index, key in enumerate(old_keys)}
-    common = [(positions[key], index) for index, key in enumerate(new_keys) if key in positions]
-    pairs = [(pairable_old[i], pairable_new[j]) for i, j in _longest_increasing(common)]
+    structural = _pairs_by(old, new, pairable_old, pairable_new, _structure)
+    pairs: list[tuple[int, int, bool]] = []  # (old, new, paired by structure)
+    previous_old = previous_new = -1
+    for anchor_old, anchor_new in [*structural, (len(old), len(new))]:
+        between_old = pairable_old[
+            bisect.bisect_right(pairable_old, previous_old) : bisect.bisect_left(
+                pairable_old, anchor_old
+            )
+        ]
+        between_new = pairable_new[
+            bisect.bisect_right(pairable_new, previous_new) : bisect.bisect_left(
+                pairable_new, anchor_new
+            )
+        ]
+        pairs += [(i, j, False) for i, j in _pairs_by(old, new, between_old, between_new, _path)]
+        if anchor_old < len(old):
+            pairs.append((anchor_old, anchor_new, True))
+        previous_old, previous_new = anchor_old, anchor_new
     old_iter, new_iter = iter(gap_old), iter(gap_new)
     old_next, new_next = next(old_iter, None), next(new_iter, None)
-    for old_index, new_index in [*pairs, (None, None)]:
+    ending: list[tuple[int | None, int | None, bool]] = [*pairs, (None, None, False)]
+    for old_index, new_index, by_structure in ending:
         while old_next is not None and (old_index is None or old_next < old_index):
             rows.append(_Row(old_next, None, True))
             if old_next in moved_old:
@@ -257,12 +274,41 @@ def _align_gap(
         if old_index is None or new_index is None:
             break
         old_line, new_line = old[old_index], new[new_index]
-        renamed = old_line.identity != new_line.identity
-        rows.append(_Row(old_index, new_index, renamed or old_line.text != new_line.text))
-        if renamed:
-            detail = f"{_name(old_line)} -> {_name(new_line)}"
-            changes.append(Change(RENAMED, old_line, new_line, detail, new_index))
+        if by_structure:
+            pair_changes = []
+            if old_line.identity != new_line.identity:
+                detail = f"{_name(old_line)} -> {_name(new_line)}"
+                pair_changes.append(Change(RENAMED, old_line, new_line, detail, new_index))
+            if old_line.depth != new_line.depth:
+                detail = f"depth {old_line.depth} -> {new_line.depth}"
+                pair_changes.append(Change(NESTING_CHANGED, old_line, new_line, detail, new_index))
+        else:
+            pair_changes = _compare_pair(old_line, new_line, new_index)
+        changes.extend(pair_changes)
+        rows.append(
+            _Row(old_index, new_index, bool(pair_changes) or old_line.text != new_line.text)
+        )
         old_next, new_next = next(old_iter, None), next(new_iter, None)
+
+
+def _pairs_by(
+    old: list[GoldenLine],
+    new: list[GoldenLine],
+    old_indexes: list[int],
+    new_indexes: list[int],
+    key: Callable[[GoldenLine], Hashable],
+) -> list[tuple[int, int]]:
+    """The longest in-order pairing of two index lists whose lines share a key."""
+    if not old_indexes or not new_indexes:
+        return []
+    old_keys = _unique_keys([old[i] for i in old_indexes], key)
+    positions = {found: index for index, found in enumerate(old_keys)}
+    common = [
+        (positions[found], index)
+        for index, found in enumerate(_unique_keys([new[j] for j in new_indexes], key))
+        if found in positions
+    ]
+    return [(old_indexes[i], new_indexes[j]) for i, j in _longest_increasing(common)]
 
 
 def _compare_pair(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
@@ -349,11 +395,19 @@ def _header_changes(old_header: list[str], new_header: list[str]) -> list[str]:
 
 
 def _identity(line: GoldenLine) -> Hashable:
+    # The class is part of a call's identity for anchoring: wrapping a model moves `0` from
+    # a Linear to the wrapper, and the two must not anchor each other.
+    return (line.path, line.nth, line.module_type)
+
+
+def _path(line: GoldenLine) -> Hashable:
     return line.identity
 
 
 def _structure(line: GoldenLine) -> Hashable:
-    return (line.module_type, line.depth, line.inputs, line.outputs)
+    # No depth: wrapping a model (`nn.Sequential(model)`) shifts every depth by one, and its
+    # calls must still pair up; the depth change is reported as a nesting change.
+    return (line.module_type, line.inputs, line.outputs)
 
 
 def _unique_keys(
@@ -409,7 +463,8 @@ def _rows_to_show(rows: list[_Row], context: int) -> list[bool]:
 
 
 def _name(line: GoldenLine) -> str:
-    return line.path if line.nth == 1 else f"{line.path} #{line.nth}"
+    name = line.path or line.module_type  # no path when a comparison ignores paths
+    return name if line.nth == 1 else f"{name} #{line.nth}"
 
 
 def _where(lines: list[GoldenLine], index: int) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 # pytester's in-process runs drop modules first imported during the run from sys.modules.
 # torch._dynamo registers C++ operators at import, so a second import fails: import it
 # once here so that every in-process run finds it already loaded.
 import torch._dynamo  # noqa: F401
-
-import pytest
 
 
 @pytest.fixture(autouse=True)

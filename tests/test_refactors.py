@@ -1,0 +1,182 @@
+"""Gating refactors on torchvision ResNet-50: structure, explained diffs, equivalence, checkpoints."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from refactors import (
+    resnet50,
+    with_leaky_relu,
+    with_one_input_channel,
+    with_se_after_layer2,
+    with_split_relu,
+)
+from torch import nn
+
+from pytest_fwdorder import (
+    CheckpointMismatchError,
+    NotEquivalentError,
+    StructureMismatchError,
+    assert_checkpoint_loads,
+    assert_equivalent,
+    assert_same_structure,
+    check_checkpoint,
+    copy_weights,
+    trace_forward,
+)
+
+IMAGE = torch.randn(1, 3, 64, 64)
+
+
+@pytest.fixture(scope="module")
+def baseline() -> object:
+    return trace_forward(resnet50(), IMAGE)
+
+
+def test_splitting_the_shared_relu_keeps_the_structure_when_paths_are_ignored(baseline) -> None:
+    split = trace_forward(with_split_relu(resnet50()), IMAGE)
+
+    difference = assert_same_structure(baseline, split, ignore=("paths",))
+
+    assert difference.count("renamed") == 48
+    assert "48 calls renamed: layer1.0.relu -> layer1.0.relu1" in difference.summary()
+
+
+def test_splitting_the_shared_relu_fails_when_paths_count(baseline) -> None:
+    split = trace_forward(with_split_relu(resnet50()), IMAGE)
+
+    with pytest.raises(StructureMismatchError, match=r"ignoring nothing\):\n.*48 calls renamed"):
+        assert_same_structure(baseline, split)
+
+
+def test_swapping_relu_for_leaky_relu_is_summarised_as_one_type_change(baseline) -> None:
+    leaky = trace_forward(with_leaky_relu(resnet50()), IMAGE)
+
+    summary = baseline.diff(leaky).summary()
+
+    assert "type changed at 49 calls: ReLU -> LeakyReLU" in summary.splitlines()
+
+
+def test_a_type_mapping_lets_the_leaky_relu_swap_pass(baseline) -> None:
+    leaky = trace_forward(with_leaky_relu(resnet50()), IMAGE)
+
+    assert_same_structure(baseline, leaky, ignore=({"LeakyReLU": "ReLU"},))
+    with pytest.raises(StructureMismatchError, match="type changed at 49 calls"):
+        assert_same_structure(baseline, leaky)
+
+
+def test_an_inserted_se_block_is_named_with_where_it_went(baseline) -> None:
+    with_se = trace_forward(with_se_after_layer2(resnet50()), IMAGE)
+
+    summary = baseline.diff(with_se).summary()
+
+    assert (
+        "6 calls inserted: layer2.se (SEBlock, with 5 nested calls) after layer2.3"
+        in summary.splitlines()
+    )
+
+
+def test_a_one_channel_first_conv_is_summarised_as_an_input_change() -> None:
+    before = trace_forward(resnet50(), torch.randn(1, 3, 224, 224))
+    after = trace_forward(with_one_input_channel(resnet50()), torch.randn(1, 1, 224, 224))
+
+    summary = before.diff(after).summary()
+
+    assert "conv1 input (1, 3, 224, 224) -> (1, 1, 224, 224)" in summary
+    assert summary.splitlines()[0] == "183 calls before, 183 after: 2 calls input changed"
+
+
+def test_ignoring_the_batch_dimension_accepts_another_batch_size(baseline) -> None:
+    bigger = trace_forward(resnet50(), torch.randn(3, 3, 64, 64))
+
+    assert_same_structure(baseline, bigger, ignore=("batch",))
+    with pytest.raises(StructureMismatchError, match="output changed at 183 calls"):
+        assert_same_structure(baseline, bigger, ignore=("dim:1",))
+
+
+def test_ignoring_dtypes_accepts_a_half_precision_copy() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    single = trace_forward(model, torch.randn(2, 4))
+    double = trace_forward(copy.deepcopy(model).double(), torch.randn(2, 4, dtype=torch.float64))
+
+    assert_same_structure(single, double, ignore=("dtypes",))
+
+
+def test_an_unknown_thing_to_ignore_is_rejected_with_the_valid_names(baseline) -> None:
+    with pytest.raises(ValueError, match=r"cannot ignore 'names': name one of 'paths', 'dtypes'"):
+        assert_same_structure(baseline, baseline, ignore=("names",))
+
+
+def test_a_model_and_its_renamed_copy_are_equivalent() -> None:
+    model = resnet50()
+    renamed = with_split_relu(copy.deepcopy(model))
+
+    report = assert_equivalent(model, renamed, IMAGE)
+
+    assert len(report.comparisons) == 183
+    assert str(report).startswith("equivalent: 183 paired calls")
+
+
+def test_a_perturbed_layer_is_reported_as_the_first_divergence() -> None:
+    model = resnet50()
+    perturbed = copy.deepcopy(model)
+    with torch.no_grad():
+        perturbed.layer3[2].bn2.weight.mul_(1.5)
+
+    with pytest.raises(
+        NotEquivalentError,
+        match=r"^first divergence at layer3\.2\.bn2 \(call 113 of 183\): max abs diff .* > atol 1e-05",
+    ):
+        assert_equivalent(model, perturbed, IMAGE)
+
+
+def test_copy_weights_pairs_renamed_modules_by_call_not_by_key() -> None:
+    source = resnet50()
+    target = resnet50()
+    target.head = target.fc  # the refactor renamed fc to head
+    del target.fc
+    target.forward = _forward_with_head.__get__(target)
+
+    copied = copy_weights(source, target, IMAGE)
+
+    assert ("fc", "head") in copied
+    assert torch.equal(target.head.weight, source.fc.weight)
+    assert_equivalent(source, target, IMAGE)
+
+
+def _forward_with_head(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+    x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+    return self.head(torch.flatten(self.avgpool(x), 1))
+
+
+def test_a_renamed_layer_breaks_old_checkpoints_with_the_nearest_key_named() -> None:
+    checkpoint = resnet50().state_dict()
+    renamed = resnet50()
+    renamed.head = renamed.fc
+    del renamed.fc
+
+    report = check_checkpoint(renamed, checkpoint)
+
+    assert not report.loads
+    assert [str(problem) for problem in report.missing] == [
+        "head.weight (1000, 2048) (nearest: fc.weight (1000, 2048))",
+        "head.bias (1000,) (nearest: fc.bias (1000,))",
+    ]
+    assert [problem.key for problem in report.unexpected] == ["fc.weight", "fc.bias"]
+    with pytest.raises(CheckpointMismatchError, match=r"missing from the checkpoint \(2\)"):
+        assert_checkpoint_loads(renamed, checkpoint)
+
+
+def test_a_shape_mismatch_in_a_checkpoint_is_listed() -> None:
+    report = check_checkpoint(with_one_input_channel(resnet50()), resnet50())
+
+    assert [str(problem) for problem in report.mismatched] == [
+        "conv1.weight (64, 1, 7, 7) (nearest: conv1.weight (64, 3, 7, 7))"
+    ]
+
+
+def test_an_unchanged_checkpoint_loads() -> None:
+    assert check_checkpoint(resnet50(), resnet50().state_dict()).loads
