@@ -12,7 +12,7 @@ from torch import nn
 
 from pytest_fwdorder.diff import diff_traces
 from pytest_fwdorder.errors import NotEquivalentError
-from pytest_fwdorder.recorder import new_trace, recording, resolve_model
+from pytest_fwdorder.recorder import recording, resolve_model
 from pytest_fwdorder.trace import Call, RenderOptions, Trace
 
 
@@ -162,21 +162,19 @@ def copy_weights(
 
 
 def _trace(root: nn.Module, inputs: Sequence[Any], keyword_inputs: dict[str, Any]) -> Trace:
-    trace = new_trace(root, RenderOptions())
-    with recording(root, trace), torch.no_grad():
+    with recording(root, RenderOptions()) as recorder, torch.no_grad():
         root(*copy.deepcopy(tuple(inputs)), **copy.deepcopy(keyword_inputs))
-    return trace
+    return recorder.trace
 
 
 def _trace_with_outputs(
     model: nn.Module, inputs: Sequence[Any], keyword_inputs: dict[str, Any]
 ) -> tuple[Trace, list[tuple[Call, list[torch.Tensor]]]]:
     root = resolve_model(model, entry_point="assert_equivalent")
-    trace = new_trace(root, RenderOptions())
     # Copies of the inputs: an in-place op in the first model must not change the second's.
-    with recording(root, trace, capture_outputs=True) as recorder:
+    with recording(root, RenderOptions(), capture_outputs=True) as recorder:
         root(*copy.deepcopy(tuple(inputs)), **copy.deepcopy(keyword_inputs))
-    return trace, recorder.captured
+    return recorder.trace, recorder.captured
 
 
 def _pair_calls(first: Trace, second: Trace) -> dict[int, Call]:

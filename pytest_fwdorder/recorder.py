@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -79,11 +79,48 @@ def _unwrap(model: nn.Module) -> nn.Module:
 
 
 @dataclass
-class _ModuleState:
-    """What a forward can change in a model, captured so that it can be put back."""
+class _ModelIndex:
+    """One walk over the model: its modules, their first paths, other names and callables."""
 
-    training: list[tuple[nn.Module, bool]]
-    # Per module: its own dict as it was, and (name, version, requires_grad) per parameter.
+    modules: list[nn.Module]
+    first_paths: dict[int, str]
+    aliases: dict[str, tuple[str, ...]]
+    callable_paths: tuple[str, ...]
+
+
+def index_model(root: nn.Module) -> _ModelIndex:
+    modules: list[nn.Module] = []
+    first_paths: dict[int, str] = {}
+    other_names: dict[int, list[str]] = {}
+    for path, module in root.named_modules(remove_duplicate=False):
+        module_id = id(module)
+        if module_id in first_paths:
+            other_names.setdefault(module_id, []).append(path)
+        else:
+            first_paths[module_id] = path
+            modules.append(module)
+    return _ModelIndex(
+        modules=modules,
+        first_paths=first_paths,
+        aliases={first_paths[module_id]: tuple(names) for module_id, names in other_names.items()},
+        callable_paths=tuple(
+            first_paths[id(module)]
+            for module in modules
+            if type(module).forward is not nn.Module.forward
+        ),
+    )
+
+
+@dataclass
+class _ModuleState:
+    """What a forward can change in a model, captured so that it can be put back.
+
+    Capture is cheap (references, version counters, flags); only buffers are copied, since
+    a forward may update them in place (BatchNorm's running statistics).
+    """
+
+    modules: list[nn.Module]
+    training: list[bool]
     parameters: list[tuple[nn.Module, dict[str, Any], list[tuple[str, int, bool]]]]
     buffers: list[tuple[nn.Module, dict[str, Any], dict[str, torch.Tensor]]]
     grad_enabled: bool
@@ -98,32 +135,33 @@ def _version(tensor: torch.Tensor) -> int:
         return -1
 
 
-def _capture_state(root: nn.Module) -> _ModuleState:
-    modules = list(root.modules())
+def _capture_state(modules: list[nn.Module]) -> _ModuleState:
     parameters = []
     buffers = []
-    for module in modules:
-        # Every module, even one with none yet: forward may register a parameter or buffer.
-        parameters.append(
-            (
-                module,
-                dict(module._parameters),
-                [
-                    (name, _version(value), value.requires_grad)
-                    for name, value in module._parameters.items()
+    with torch.no_grad():
+        for module in modules:
+            if module._parameters:
+                parameters.append(
+                    (
+                        module,
+                        dict(module._parameters),
+                        [
+                            (name, _version(value), value.requires_grad)
+                            for name, value in module._parameters.items()
+                            if value is not None
+                        ],
+                    )
+                )
+            if module._buffers:
+                copies = {
+                    name: value.detach().clone()
+                    for name, value in module._buffers.items()
                     if value is not None
-                ],
-            )
-        )
-        with torch.no_grad():
-            copies = {
-                name: value.detach().clone()
-                for name, value in module._buffers.items()
-                if value is not None
-            }
-        buffers.append((module, dict(module._buffers), copies))
+                }
+                buffers.append((module, dict(module._buffers), copies))
     return _ModuleState(
-        training=[(module, module.training) for module in modules],
+        modules=modules,
+        training=[module.training for module in modules],
         parameters=parameters,
         buffers=buffers,
         grad_enabled=torch.is_grad_enabled(),
@@ -133,29 +171,44 @@ def _capture_state(root: nn.Module) -> _ModuleState:
     )
 
 
+def _same_entries(current: dict[str, Any], original: dict[str, Any]) -> bool:
+    if len(current) != len(original):
+        return False
+    return all(current.get(name, current) is value for name, value in original.items())
+
+
 def _restore_state(state: _ModuleState) -> None:
     torch.set_grad_enabled(state.grad_enabled)
     torch.random.set_rng_state(state.cpu_rng)
     if state.cuda_rng is not None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
-    for module, training in state.training:
-        module.training = training
+    with_parameters = {id(module) for module, _, _ in state.parameters}
+    with_buffers = {id(module) for module, _, _ in state.buffers}
+    for module, training in zip(state.modules, state.training, strict=True):
+        if module.training is not training:
+            module.training = training
+        # A module that had none may have registered a parameter or buffer in forward.
+        if module._parameters and id(module) not in with_parameters:
+            module._parameters.clear()
+        if module._buffers and id(module) not in with_buffers:
+            module._buffers.clear()
     changed_in_place: list[str] = []
     for module, original, versions in state.parameters:
-        module._parameters.clear()
-        module._parameters.update(original)
+        if not _same_entries(module._parameters, original):
+            module._parameters.clear()
+            module._parameters.update(original)
         for name, version, requires_grad in versions:
             parameter = original[name]
-            assert parameter is not None  # only non-None parameters were listed
-            parameter.requires_grad_(requires_grad)
+            if parameter.requires_grad is not requires_grad:
+                parameter.requires_grad_(requires_grad)
             if _version(parameter) != version:
                 changed_in_place.append(f"{type(module).__name__}.{name}")
     for module, original, copies in state.buffers:
-        module._buffers.clear()
-        module._buffers.update(original)
+        if not _same_entries(module._buffers, original):
+            module._buffers.clear()
+            module._buffers.update(original)
         for name, copy in copies.items():
             buffer = original[name]
-            assert buffer is not None  # only non-None buffers were copied
             if buffer.is_inference():
                 with torch.inference_mode():
                     buffer.copy_(copy)
@@ -175,7 +228,7 @@ def _restore_state(state: _ModuleState) -> None:
 class _Recorder:
     """The hook pair and the bookkeeping of one recording."""
 
-    def __init__(self, root: nn.Module, trace: Trace, *, capture_outputs: bool = False) -> None:
+    def __init__(self, index: _ModelIndex, trace: Trace, *, capture_outputs: bool = False) -> None:
         self.trace = trace
         # With capture_outputs: (call, detached copies of its output tensors), in the order
         # calls finished. Off by default: a trace holds no tensor.
@@ -185,9 +238,9 @@ class _Recorder:
         self.thread_id = threading.get_ident()
         # id(module) -> (path, registered). Unregistered modules are kept alive in
         # `self.keep_alive` so that their ids cannot be reused by another module mid-trace.
-        self.places: dict[int, tuple[str, bool]] = {}
-        for path, module in root.named_modules():
-            self.places[id(module)] = (path, True)
+        self.places: dict[int, tuple[str, bool]] = {
+            module_id: (path, True) for module_id, path in index.first_paths.items()
+        }
         self.keep_alive: list[nn.Module] = []
         self.taken_paths = {path for path, _ in self.places.values()}
         self.call_counts: dict[int, int] = {}
@@ -329,47 +382,29 @@ def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | N
     return None
 
 
-def _callable_paths(root: nn.Module) -> tuple[str, ...]:
-    return tuple(
-        path
-        for path, module in root.named_modules()
-        if type(module).forward is not nn.Module.forward
-    )
-
-
-def _aliases(root: nn.Module) -> dict[str, tuple[str, ...]]:
-    first_names: dict[int, str] = {}
-    others: dict[int, list[str]] = {}
-    for path, module in root.named_modules(remove_duplicate=False):
-        if id(module) in first_names:
-            others.setdefault(id(module), []).append(path)
-        else:
-            first_names[id(module)] = path
-    return {first_names[module_id]: tuple(names) for module_id, names in others.items()}
-
-
-def new_trace(root: nn.Module, options: RenderOptions) -> Trace:
-    """An empty trace for `root`, knowing its registered modules and their other names."""
-    return Trace(
-        root_type=type(root).__name__,
-        callable_paths=_callable_paths(root),
-        aliases=_aliases(root),
-        options=options,
-    )
-
-
 @contextmanager
 def recording(
-    root: nn.Module, trace: Trace, *, restore_state: bool = True, capture_outputs: bool = False
+    root: nn.Module,
+    options: RenderOptions,
+    *,
+    restore_state: bool = True,
+    capture_outputs: bool = False,
 ) -> Iterator[_Recorder]:
-    """Record into `trace` every call made in this thread inside the block.
+    """Record every call made in this thread inside the block into `recorder.trace`.
 
     Hooks are removed and (with `restore_state`) parameters, buffers, training and
-    requires_grad flags, grad mode and the CPU random state are put back, also when the
+    requires_grad flags, grad mode and the random state are put back, also when the
     block raises. An exception from the block gets a note naming the calls recorded.
     """
-    recorder = _Recorder(root, trace, capture_outputs=capture_outputs)
-    state = _capture_state(root) if restore_state else None
+    index = index_model(root)
+    trace = Trace(
+        root_type=type(root).__name__,
+        callable_paths=index.callable_paths,
+        aliases=index.aliases,
+        options=options,
+    )
+    recorder = _Recorder(index, trace, capture_outputs=capture_outputs)
+    state = _capture_state(index.modules) if restore_state else None
     try:
         with recorder.hooks_installed():
             yield recorder
@@ -379,15 +414,3 @@ def recording(
     finally:
         if state is not None:
             _restore_state(state)
-
-
-def run_forward(
-    root: nn.Module,
-    forward: Callable[[], object],
-    options: RenderOptions,
-) -> Trace:
-    """Record one call of `forward` (which calls the model) and return the trace."""
-    trace = new_trace(root, options)
-    with recording(root, trace):
-        forward()
-    return trace

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder.errors import EmptyTraceError, MetaTraceError
-from pytest_fwdorder.recorder import new_trace, recording, resolve_model
+from pytest_fwdorder.recorder import recording, resolve_model
 from pytest_fwdorder.trace import Call, RenderOptions, Trace
 
 
@@ -64,11 +64,9 @@ def trace_forward(
     """
     options = RenderOptions(devices=show_devices)
     root = _build(model, device)
-    if device is not None:
-        args = _place(args, device)
-        kwargs = _place(kwargs, device)
-    trace = new_trace(root, options)
-    with recording(root, trace) as recorder:
+    args = _place(args, device)
+    kwargs = _place(kwargs, device)
+    with recording(root, options) as recorder:
         try:
             with _running_on(root, device) as run:
                 run(*args, **kwargs)
@@ -76,7 +74,7 @@ def trace_forward(
             if device is not None and _is_meta_failure(error, device):
                 raise MetaTraceError(_meta_failure_message(error, recorder.calls)) from error
             raise
-    return trace
+    return recorder.trace
 
 
 @contextmanager
@@ -95,9 +93,10 @@ def record(
     that never calls the model raises `EmptyTraceError` unless `allow_empty`.
     """
     root = resolve_model(model, entry_point="record")
-    trace = new_trace(root, RenderOptions(devices=show_devices))
-    with recording(root, trace, restore_state=restore_state):
-        yield trace
+    options = RenderOptions(devices=show_devices)
+    with recording(root, options, restore_state=restore_state) as recorder:
+        yield recorder.trace
+    trace = recorder.trace
     if not trace.calls and not allow_empty:
         raise EmptyTraceError(
             f"record({trace.root_type}) saw no call of the model or its modules inside the "
@@ -155,11 +154,12 @@ def _build(
     return resolve_model(built, entry_point="trace_forward")
 
 
-def _place(value: Any, device: torch.device | str) -> Any:
+def _place(value: Any, device: torch.device | str | None) -> Any:
+    """Materialize TensorSpecs, and move tensors to `device` when one is given."""
     if isinstance(value, TensorSpec):
         return value.materialize(device)
     if isinstance(value, torch.Tensor):
-        return value.to(device)
+        return value if device is None else value.to(device)
     if isinstance(value, tuple) and not hasattr(type(value), "_fields"):
         return tuple(_place(item, device) for item in value)
     if isinstance(value, list):

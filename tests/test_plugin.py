@@ -284,7 +284,7 @@ def test_the_marker_sets_defaults_for_the_fixture(pytester: pytest.Pytester) -> 
 def test_the_ini_option_sets_the_device_for_the_whole_project(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nfwdorder_device = meta\n")
     pytester.makepyfile(
-        test_meta="""
+        test_meta_ini_option="""
         import torch
         from torch import nn
 

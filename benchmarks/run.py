@@ -1,0 +1,343 @@
+"""pytest-fwdorder benchmarks: every figure side by side in one run, medians over rounds.
+
+    python benchmarks/run.py            # the full suite (about 3 minutes on 2 cores)
+    python benchmarks/run.py --smoke    # each benchmark once at tiny sizes (the test suite runs this)
+
+Timings are medians of interleaved rounds (bare, floor and traced alternate), so a noisy
+neighbour slows all of them alike and the ratios stay meaningful. Cases that need their own
+memory figure (ViT-H/14 on CPU, the 7B-shaped decoder on meta) run in a child process that
+reports its own wall time and peak resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torchvision
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import Decoder, tiny_modules  # noqa: E402
+
+from pytest_fwdorder import TensorSpec, diff_golden, trace_forward  # noqa: E402
+from pytest_fwdorder.trace import Call, LiteralDescription, TensorDescription, Trace  # noqa: E402
+
+
+@dataclass
+class Row:
+    section: str
+    case: str
+    value: str
+    ratio: str = ""
+    target: str = ""
+    met: str = ""
+
+
+def interleaved_medians(candidates: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median seconds of each candidate, the candidates alternating within every round."""
+    for run in candidates.values():  # warm-up: first-call allocations, lazy imports
+        run()
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    names = list(candidates)
+    for round_index in range(rounds):
+        order = names if round_index % 2 == 0 else names[::-1]
+        for name in order:
+            start = time.perf_counter()
+            candidates[name]()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+@contextlib.contextmanager
+def noop_hooks_on_every_module(model: nn.Module):  # type: ignore[no-untyped-def]
+    handles = []
+    for module in model.modules():
+        handles.append(module.register_forward_pre_hook(lambda module, args: None))
+        handles.append(module.register_forward_hook(lambda module, args, output: None))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def overhead(smoke: bool) -> list[Row]:
+    rows = []
+    cases = [
+        (
+            "ResNet-50, 1x3x224x224",
+            torchvision.models.resnet50(weights=None).eval(),
+            torch.randn(1, 3, 224, 224),
+            1.05,
+            15,
+        ),
+        ("tiny modules, 801 calls", tiny_modules(400).eval(), torch.randn(1, 16), 1.5, 41),
+    ]
+    if smoke:
+        cases = [
+            ("ResNet-18, 1x3x32x32", torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 32, 32), 1.05, 1),
+            ("tiny modules, 41 calls", tiny_modules(20).eval(), torch.randn(1, 16), 1.5, 1),
+        ]
+    for name, model, inputs, target, rounds in cases:
+
+        def bare(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            with torch.no_grad():
+                return model(inputs)
+
+        def floor(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            with noop_hooks_on_every_module(model), torch.no_grad():
+                return model(inputs)
+
+        def traced(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            with torch.no_grad():
+                return trace_forward(model, inputs)
+
+        medians = interleaved_medians({"bare": bare, "floor": floor, "traced": traced}, rounds)
+        ratio = medians["traced"] / medians["bare"]
+        rows += [
+            Row("overhead", f"{name}: bare forward", f"{medians['bare'] * 1e3:.1f} ms"),
+            Row(
+                "overhead",
+                f"{name}: no-op pre+post hooks on every module (floor)",
+                f"{medians['floor'] * 1e3:.1f} ms",
+                f"{medians['floor'] / medians['bare']:.3f}",
+            ),
+            Row(
+                "overhead",
+                f"{name}: trace_forward",
+                f"{medians['traced'] * 1e3:.1f} ms",
+                f"{ratio:.3f}",
+                f"<= {target}",
+                "yes" if ratio <= target else "NO",
+            ),
+        ]
+    return rows
+
+
+def peers(smoke: bool) -> list[Row]:
+    if smoke:
+        model, inputs, rounds = torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 32, 32), 1
+    else:
+        model, inputs, rounds = torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), 5
+    candidates: dict[str, Callable[[], object]] = {}
+
+    def ours() -> object:
+        with torch.no_grad():
+            return trace_forward(model, inputs).render()
+
+    candidates["pytest-fwdorder trace_forward + render"] = ours
+    try:
+        import torchinfo
+
+        candidates["torchinfo.summary"] = lambda: torchinfo.summary(model, input_data=inputs, verbose=0)
+    except ImportError:
+        pass
+    try:
+        import torchview
+
+        candidates["torchview.draw_graph"] = lambda: torchview.draw_graph(model, input_data=inputs)
+    except ImportError:
+        pass
+
+    def fx_shape_prop() -> object:
+        from torch.fx.passes.shape_prop import ShapeProp
+
+        graph_module = torch.fx.symbolic_trace(model)
+        ShapeProp(graph_module).propagate(inputs)
+        return graph_module
+
+    candidates["torch.fx.symbolic_trace + ShapeProp"] = fx_shape_prop
+    try:
+        import torchscan
+
+        def scan() -> object:
+            with contextlib.redirect_stdout(io.StringIO()):
+                return torchscan.summary(model, tuple(inputs.shape[1:]))
+
+        candidates["torchscan.summary"] = scan
+    except ImportError:
+        pass
+    try:
+        import torchlens
+
+        candidates["torchlens.trace"] = lambda: torchlens.trace(model, inputs)
+    except ImportError:
+        pass
+    medians = interleaved_medians(candidates, rounds)
+    ours_median = medians["pytest-fwdorder trace_forward + render"]
+    rows = []
+    for name, median in medians.items():
+        is_ours = name.startswith("pytest-fwdorder")
+        rows.append(
+            Row(
+                "peers",
+                name,
+                f"{median * 1e3:.0f} ms",
+                f"{median / ours_median:.2f}",
+                "" if is_ours else "> ours",
+                "" if is_ours else ("yes" if median > ours_median else "NO"),
+            )
+        )
+    return rows
+
+
+# --- meta device: each case in a child process, which reports its wall time and peak RSS ---
+
+
+def child(case: str, smoke: bool) -> dict[str, float]:
+    """Run one case in this process and return seconds and peak resident memory in MiB."""
+    start = time.perf_counter()
+    if case == "vit_cpu":
+        name = "vit_b_16" if smoke else "vit_h_14"
+        size = 224 if smoke else 518
+        model = torchvision.models.get_model(name, weights=None).eval()
+        with torch.no_grad():
+            model(torch.randn(1, 3, size, size))
+    elif case == "vit_meta":
+        name = "vit_b_16" if smoke else "vit_h_14"
+        size = 224 if smoke else 518
+        trace_forward(lambda: torchvision.models.get_model(name, weights=None).eval(), TensorSpec((1, 3, size, size)), device="meta")
+    elif case == "decoder_meta":
+        shape = dict(layers=2, model_size=64, heads=4, hidden=128, vocabulary=100) if smoke else {}
+        trace = trace_forward(lambda: Decoder(**shape), TensorSpec((1, 128), torch.int64), device="meta")
+        trace.render()
+    else:
+        raise ValueError(f"unknown child case {case!r}")
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "peak_mib": peak}
+
+
+def run_child(case: str, smoke: bool, rounds: int) -> dict[str, float]:
+    results = []
+    for _ in range(rounds):
+        command = [sys.executable, __file__, "--child", case] + (["--smoke"] if smoke else [])
+        finished = subprocess.run(command, capture_output=True, text=True, check=True)
+        results.append(json.loads(finished.stdout.strip().splitlines()[-1]))
+    return {
+        "seconds": statistics.median(result["seconds"] for result in results),
+        "peak_mib": max(result["peak_mib"] for result in results),
+    }
+
+
+def meta(smoke: bool) -> list[Row]:
+    rounds = 1 if smoke else 3
+    vit = "ViT-B/16" if smoke else "ViT-H/14 (518x518)"
+    cpu = run_child("vit_cpu", smoke, rounds)
+    on_meta = run_child("vit_meta", smoke, rounds)
+    decoder = run_child("decoder_meta", smoke, rounds)
+    speedup = cpu["seconds"] / on_meta["seconds"]
+    return [
+        Row("meta", f"{vit}: CPU build + forward", f"{cpu['seconds']:.2f} s, peak {cpu['peak_mib']:.0f} MiB"),
+        Row(
+            "meta",
+            f"{vit}: meta build + trace",
+            f"{on_meta['seconds']:.2f} s, peak {on_meta['peak_mib']:.0f} MiB",
+            f"{speedup:.1f}x faster",
+            ">= 20x faster",
+            "yes" if speedup >= 20 else "NO",
+        ),
+        Row(
+            "meta",
+            "7B-shaped decoder (32 layers, d 4096, seq 128): meta build + trace + render",
+            f"{decoder['seconds']:.2f} s, peak {decoder['peak_mib']:.0f} MiB",
+            "",
+            "< 10 s, < 2048 MiB",
+            "yes" if decoder["seconds"] < 10 and decoder["peak_mib"] < 2048 else "NO",
+        ),
+    ]
+
+
+# --- golden files at scale ---
+
+
+def synthetic_trace(blocks: int, calls_per_block: int, variant: int = 0) -> Trace:
+    """A ResNet-like trace: `blocks` blocks of `calls_per_block` calls; `variant` changes a few."""
+    trace = Trace(root_type="Synthetic", callable_paths=())
+    shape = TensorDescription((1, 64, 56, 56), "f32", "cpu")
+    root = Call(path="", module_type="Synthetic", nth=1, depth=0, parent=None, registered=True, index=0, args=(shape,), output=shape)
+    trace.calls.append(root)
+    for block in range(blocks):
+        block_call = Call(path=f"blocks.{block}", module_type="Block", nth=1, depth=1, parent=root, registered=True, index=len(trace.calls), args=(shape,), output=shape)
+        trace.calls.append(block_call)
+        for position in range(calls_per_block - 1):
+            module_type = "Conv2d" if position % 3 == 0 else "BatchNorm2d" if position % 3 == 1 else "ReLU"
+            output = shape
+            if variant and block % 100 == 7 and position == 2:
+                module_type = "LeakyReLU"  # 1% of the blocks: a type change
+            if variant and block % 250 == 11 and position == 4:
+                output = TensorDescription((1, 32, 56, 56), "f32", "cpu")  # a shape change
+            trace.calls.append(
+                Call(path=f"blocks.{block}.layer{position}", module_type=module_type, nth=1, depth=2, parent=block_call, registered=True, index=len(trace.calls), args=(shape, LiteralDescription("None")), output=output)
+            )
+        if variant and block % 500 == 3:
+            trace.calls.append(Call(path=f"blocks.{block}.extra", module_type="Identity", nth=1, depth=2, parent=block_call, registered=True, index=len(trace.calls), args=(shape,), output=shape))
+    return trace
+
+
+def scale(smoke: bool) -> list[Row]:
+    blocks = 10 if smoke else 1000
+    rounds = 1 if smoke else 5
+    old = synthetic_trace(blocks, 100)
+    new = synthetic_trace(blocks, 100, variant=1)
+    old_text = old.render()
+    new_text = new.render()
+    calls = len(old)
+
+    def render_and_compare() -> bool:
+        return old.render() == old_text  # what `trace == snapshot` does: serialize, compare
+
+    def failure_diff() -> str:
+        return diff_golden(old_text, new_text).render()
+
+    medians = interleaved_medians({"render": render_and_compare, "diff": failure_diff}, rounds)
+    return [
+        Row("scale", f"render + compare, {calls:,} calls", f"{medians['render']:.2f} s", "", "< 2 s", "yes" if medians["render"] < 2 else "NO"),
+        Row("scale", f"failure diff of two {calls:,}-call goldens", f"{medians['diff']:.2f} s", "", "< 10 s", "yes" if medians["diff"] < 10 else "NO"),
+    ]
+
+
+def print_table(rows: list[Row]) -> None:
+    headers = ("section", "case", "median", "ratio", "target", "met")
+    cells = [headers, *[(row.section, row.case, row.value, row.ratio, row.target, row.met) for row in rows]]
+    widths = [max(len(line[column]) for line in cells) for column in range(len(headers))]
+    for index, line in enumerate(cells):
+        print("| " + " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) + " |")
+        if index == 0:
+            print("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+
+
+SECTIONS = {"overhead": overhead, "peers": peers, "meta": meta, "scale": scale}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="each benchmark once at tiny sizes")
+    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.child:
+        print(json.dumps(child(arguments.child, arguments.smoke)))
+        return
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, {torch.get_num_threads()} threads")
+    rows: list[Row] = []
+    for name in arguments.only or list(SECTIONS):
+        rows += SECTIONS[name](arguments.smoke)
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Tracing without compute: meta device, model builders and TensorSpec inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+
+from pytest_fwdorder import MetaTraceError, TensorSpec, trace_forward
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    ["resnet50", "vit_b_16", "mobilenet_v3_large", "convnext_tiny", "swin_t", "efficientnet_b0"],
+)
+def test_meta_and_cpu_runs_give_byte_identical_goldens(name: str) -> None:
+    def build() -> nn.Module:
+        return torchvision.models.get_model(name, weights=None).eval()
+
+    on_cpu = trace_forward(build(), torch.randn(1, 3, 224, 224))
+    on_meta = trace_forward(build, TensorSpec((1, 3, 224, 224)), device="meta")
+
+    assert on_meta.render() == on_cpu.render()
+    assert on_meta[0].input_tensors[0].device == "meta"
+
+
+def test_a_builder_on_meta_never_allocates_real_parameters() -> None:
+    built: list[nn.Module] = []
+
+    def build() -> nn.Module:
+        model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 2))
+        built.append(model)
+        return model
+
+    trace_forward(build, TensorSpec((4, 8)), device="meta")
+
+    tensors = [*built[0].parameters(), *built[0].buffers()]
+    assert tensors
+    assert {tensor.device.type for tensor in tensors} == {"meta"}
+
+
+def test_an_existing_model_traced_on_meta_is_left_on_its_device_with_its_values() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+
+    trace = trace_forward(model, torch.randn(4, 8), device="meta")
+
+    assert trace[-1].output_shapes == [(4, 2)]
+    assert trace[-1].output_tensors[0].device == "meta"
+    for name, value in model.state_dict().items():
+        assert value.device.type == "cpu"
+        assert torch.equal(value, before[name])
+
+
+def test_tensor_specs_work_on_cpu_too_with_their_dtype() -> None:
+    trace = trace_forward(nn.Embedding(10, 3), TensorSpec((2, 5), dtype=torch.int64))
+
+    assert trace[0].input_tensors[0].dtype == "i64"
+    assert trace[0].output_shapes == [(2, 5, 3)]
+
+
+def test_a_tensor_spec_with_a_bad_shape_says_how_to_write_it() -> None:
+    with pytest.raises(ValueError, match=r"TensorSpec shape must be non-negative ints, got \(1, -3\)"):
+        TensorSpec((1, -3))
+
+
+def test_tensor_specs_nested_in_containers_and_keywords_are_placed() -> None:
+    class TakesPair(nn.Module):
+        def forward(self, pair: tuple[torch.Tensor, torch.Tensor], *, scale: torch.Tensor) -> torch.Tensor:
+            return (pair[0] + pair[1]) * scale
+
+    trace = trace_forward(
+        TakesPair(), (TensorSpec((2, 3)), TensorSpec((2, 3))), scale=TensorSpec(()), device="meta"
+    )
+
+    assert trace[0].input_shapes == [(2, 3), (2, 3), ()]
+
+
+class DataDependent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = Gate()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.gate(x))
+
+
+class Gate(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:  # needs real values
+            return x
+        return -x
+
+
+def test_a_forward_that_needs_real_values_gets_an_error_naming_where() -> None:
+    with pytest.raises(
+        MetaTraceError,
+        match=r"forward needs real tensor values in gate \(Gate, call 1 of that module, call 2 "
+        r"of the trace\): RuntimeError: .*meta.* Trace on a real device instead",
+    ):
+        trace_forward(DataDependent(), torch.randn(1, 4), device="meta")
+
+
+def test_the_same_model_traces_on_cpu() -> None:
+    trace = trace_forward(DataDependent(), torch.randn(1, 4))
+
+    assert [call.path for call in trace] == ["", "gate", "head"]
+
+
+def test_a_builder_that_returns_something_else_is_named_in_the_error() -> None:
+    def build() -> object:
+        return "not a model"
+
+    with pytest.raises(TypeError, match=r"called the builder 'build' and got 'str', not an nn.Module"):
+        trace_forward(build, torch.randn(1), device="meta")  # type: ignore[arg-type]
