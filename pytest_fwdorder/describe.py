@@ -55,6 +55,41 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
+_DEVICE_NAMES: dict[torch.device, str] = {}
+
+# What a hook keeps of a plain tensor argument: three immutable objects, no strings yet.
+# Hooks run between heavy kernels with cold caches, so they do as little as possible and
+# `finish_value` turns this into a TensorDescription once the forward is over.
+RawTensor = tuple[torch.Size, torch.dtype, torch.device]
+
+
+def raw_value(value: object) -> object:
+    """What a hook keeps of a value: a RawTensor for a plain tensor, else its description."""
+    if type(value) is torch.Tensor:
+        return (value.shape, value.dtype, value.device)
+    return describe_value(value)
+
+
+def raw_arguments(args: tuple[object, ...]) -> list[object]:
+    return [
+        (value.shape, value.dtype, value.device)
+        if type(value) is torch.Tensor
+        else describe_value(value)
+        for value in args
+    ]
+
+
+def finish_value(raw: object) -> ValueDescription:
+    """The description of what `raw_value` kept."""
+    if type(raw) is tuple:
+        shape, dtype, device = raw
+        device_name = _DEVICE_NAMES.get(device)
+        if device_name is None:
+            device_name = _DEVICE_NAMES[device] = str(device)
+        return TensorDescription(tuple(shape), dtype_name(dtype), device_name)
+    return raw  # type: ignore[return-value]  # already a description
+
+
 def describe_tensor(tensor: torch.Tensor) -> TensorDescription:
     """Shape, dtype and device of a tensor."""
     return TensorDescription(tuple(tensor.shape), dtype_name(tensor.dtype), str(tensor.device))

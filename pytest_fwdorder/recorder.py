@@ -23,9 +23,10 @@ from torch.nn.modules.module import (
 )
 
 from pytest_fwdorder.describe import (
-    describe_arguments,
     describe_keyword_arguments,
-    describe_value,
+    finish_value,
+    raw_arguments,
+    raw_value,
     tensors_of,
 )
 from pytest_fwdorder.errors import FwdOrderWarning
@@ -207,6 +208,8 @@ def _restore_state(state: _ModuleState) -> None:
         if not _same_entries(module._buffers, original):
             module._buffers.clear()
             module._buffers.update(original)
+        # Always copy back: BatchNorm's kernel updates running statistics in place without
+        # bumping the version counter, so "unchanged" cannot be told from the version.
         for name, copy in copies.items():
             buffer = original[name]
             if buffer.is_inference():
@@ -225,16 +228,25 @@ def _restore_state(state: _ModuleState) -> None:
         )
 
 
+# Indexes into a raw record, the list a hook keeps per call until `_Recorder.finish`.
+_MODULE, _PLACE, _NTH, _DEPTH, _PARENT, _ARGS, _KWARGS, _OUTPUT, _RAISED, _NUMBER = range(10)
+_NOT_FINISHED = object()
+
+
 class _Recorder:
-    """The hook pair and the bookkeeping of one recording."""
+    """The hook pair and the bookkeeping of one recording.
+
+    The hooks only append raw records (immutable shape, dtype and device objects, the
+    module); `finish` turns them into `Call`s once the forward is over.
+    """
 
     def __init__(self, index: _ModelIndex, trace: Trace, *, capture_outputs: bool = False) -> None:
         self.trace = trace
-        # With capture_outputs: (call, detached copies of its output tensors), in the order
-        # calls finished. Off by default: a trace holds no tensor.
+        self.records: list[list[Any]] = []
+        # With capture_outputs: (record number, detached copies of its output tensors), in
+        # the order calls finished. Off by default: a trace holds no tensor.
         self.capture_outputs = capture_outputs
-        self.captured: list[tuple[Call, list[torch.Tensor]]] = []
-        self.calls = trace.calls
+        self.captured_records: list[tuple[int, list[torch.Tensor]]] = []
         self.thread_id = threading.get_ident()
         # id(module) -> (path, registered). Unregistered modules are kept alive in
         # `self.keep_alive` so that their ids cannot be reused by another module mid-trace.
@@ -244,36 +256,44 @@ class _Recorder:
         self.keep_alive: list[nn.Module] = []
         self.taken_paths = {path for path, _ in self.places.values()}
         self.call_counts: dict[int, int] = {}
-        self.open_calls: list[tuple[nn.Module, Call]] = []
+        self.open_calls: list[list[Any]] = []
+
+    @property
+    def calls(self) -> list[Call]:
+        self.finish()
+        return self.trace.calls
+
+    @property
+    def captured(self) -> list[tuple[Call, list[torch.Tensor]]]:
+        calls = self.calls
+        return [(calls[number], copies) for number, copies in self.captured_records]
 
     def before_forward(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         if threading.get_ident() != self.thread_id:
             return
-        place = self.places.get(id(module))
+        module_id = id(module)
+        place = self.places.get(module_id)
         if place is None:
             if not self.open_calls:
                 return  # a module outside the model, called outside the model
             place = self._place_unregistered(module)
-        module_id = id(module)
         nth = self.call_counts.get(module_id, 0) + 1
         self.call_counts[module_id] = nth
         open_calls = self.open_calls
-        parent = open_calls[-1][1] if open_calls else None
-        call = Call(
-            path=place[0],
-            module_type=type(module).__name__,
-            nth=nth,
-            depth=len(open_calls),
-            parent=parent,
-            registered=place[1],
-            index=len(self.calls),
-            args=describe_arguments(args),
-            frozen=_is_frozen(module),
-        )
-        self.calls.append(call)
-        if parent is not None:
-            parent.children.append(call)
-        open_calls.append((module, call))
+        record = [
+            module,
+            place,
+            nth,
+            len(open_calls),
+            open_calls[-1][_NUMBER] if open_calls else -1,
+            raw_arguments(args),
+            (),
+            _NOT_FINISHED,
+            False,
+            len(self.records),
+        ]
+        self.records.append(record)
+        open_calls.append(record)
 
     def after_forward(self, module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
         # torch calls this with (kwargs, output) normally, and with (output,) alone when
@@ -281,27 +301,55 @@ class _Recorder:
         if threading.get_ident() != self.thread_id:
             return
         open_calls = self.open_calls
-        if not open_calls or open_calls[-1][0] is not module:
+        if not open_calls or open_calls[-1][_MODULE] is not module:
             return
-        call = open_calls.pop()[1]
+        record = open_calls.pop()
         if len(rest) == 2:
-            call.kwargs = describe_keyword_arguments(rest[0])
-            call.output = describe_value(rest[1])
+            if rest[0]:
+                record[_KWARGS] = describe_keyword_arguments(rest[0])
+            record[_OUTPUT] = raw_value(rest[1])
             if self.capture_outputs:
                 copies = [tensor.detach().clone() for tensor in tensors_of(rest[1])]
-                self.captured.append((call, copies))
+                self.captured_records.append((record[_NUMBER], copies))
         else:
-            call.raised = True
+            record[_RAISED] = True
+
+    def finish(self) -> None:
+        """Turn the raw records made so far into the trace's `Call`s (once each)."""
+        calls = self.trace.calls
+        for record in self.records[len(calls) :]:
+            path, registered = record[_PLACE]
+            parent = calls[record[_PARENT]] if record[_PARENT] >= 0 else None
+            output = record[_OUTPUT]
+            module = record[_MODULE]
+            call = Call(
+                path=path,
+                module_type=type(module).__name__,
+                nth=record[_NTH],
+                depth=record[_DEPTH],
+                parent=parent,
+                registered=registered,
+                index=len(calls),
+                args=tuple([finish_value(value) for value in record[_ARGS]]),
+                kwargs=record[_KWARGS],
+                output=None if output is _NOT_FINISHED else finish_value(output),
+                raised=record[_RAISED],
+                frozen=_is_frozen(module),
+            )
+            calls.append(call)
+            if parent is not None:
+                parent.children.append(call)
 
     def _place_unregistered(self, module: nn.Module) -> tuple[str, bool]:
-        parent_module, parent_call = self.open_calls[-1]
-        parent_path = parent_call.path
+        parent_record = self.open_calls[-1]
+        parent_module = parent_record[_MODULE]
+        parent_path, parent_registered = parent_record[_PLACE]
         prefix = f"{parent_path}." if parent_path else ""
         registered = False
         path = None
         for name, child in parent_module._modules.items():
             if child is module:  # registered during this forward
-                path, registered = f"{prefix}{name}", parent_call.registered
+                path, registered = f"{prefix}{name}", parent_registered
                 break
         if path is None:
             path = _attribute_path(parent_module, module, prefix)
@@ -337,6 +385,7 @@ class _Recorder:
 
     def failure_note(self) -> str:
         """Where forward failed and what ran before it, for the note on the user's error."""
+        self.finish()
         if not self.calls:
             return "pytest-fwdorder: forward raised before any module call was recorded"
         failing = [call for call in self.calls if call.raised]
@@ -412,5 +461,6 @@ def recording(
         error.add_note(recorder.failure_note())
         raise
     finally:
+        recorder.finish()
         if state is not None:
             _restore_state(state)
