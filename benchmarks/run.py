@@ -29,10 +29,10 @@ import torchvision
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import Decoder, tiny_modules  # noqa: E402
+from models import Decoder, tiny_modules
 
-from pytest_fwdorder import TensorSpec, diff_golden, trace_forward  # noqa: E402
-from pytest_fwdorder.trace import Call, LiteralDescription, TensorDescription, Trace  # noqa: E402
+from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
+from pytest_fwdorder.trace import Call, LiteralDescription, TensorDescription, Trace
 
 
 @dataclass
@@ -45,7 +45,9 @@ class Row:
     met: str = ""
 
 
-def interleaved_medians(candidates: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+def interleaved_medians(
+    candidates: dict[str, Callable[[], object]], rounds: int
+) -> dict[str, float]:
     """Median seconds of each candidate, the candidates alternating within every round."""
     for run in candidates.values():  # warm-up: first-call allocations, lazy imports
         run()
@@ -87,7 +89,13 @@ def overhead(smoke: bool) -> list[Row]:
     ]
     if smoke:
         cases = [
-            ("ResNet-18, 1x3x32x32", torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 32, 32), 1.05, 1),
+            (
+                "ResNet-18, 1x3x32x32",
+                torchvision.models.resnet18(weights=None).eval(),
+                torch.randn(1, 3, 32, 32),
+                1.05,
+                1,
+            ),
             ("tiny modules, 41 calls", tiny_modules(20).eval(), torch.randn(1, 16), 1.5, 1),
         ]
     for name, model, inputs, target, rounds in cases:
@@ -128,9 +136,17 @@ def overhead(smoke: bool) -> list[Row]:
 
 def peers(smoke: bool) -> list[Row]:
     if smoke:
-        model, inputs, rounds = torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 32, 32), 1
+        model, inputs, rounds = (
+            torchvision.models.resnet18(weights=None).eval(),
+            torch.randn(1, 3, 32, 32),
+            1,
+        )
     else:
-        model, inputs, rounds = torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), 5
+        model, inputs, rounds = (
+            torchvision.models.resnet50(weights=None).eval(),
+            torch.randn(1, 3, 224, 224),
+            5,
+        )
     candidates: dict[str, Callable[[], object]] = {}
 
     def ours() -> object:
@@ -141,7 +157,9 @@ def peers(smoke: bool) -> list[Row]:
     try:
         import torchinfo
 
-        candidates["torchinfo.summary"] = lambda: torchinfo.summary(model, input_data=inputs, verbose=0)
+        candidates["torchinfo.summary"] = lambda: torchinfo.summary(
+            model, input_data=inputs, verbose=0
+        )
     except ImportError:
         pass
     try:
@@ -200,18 +218,23 @@ def child(case: str, smoke: bool) -> dict[str, float]:
     """Run one case in this process and return seconds and peak resident memory in MiB."""
     start = time.perf_counter()
     if case == "vit_cpu":
+        # With weights=None torchvision builds ViT-H/14 for 224x224 inputs (518 is SWAG's).
         name = "vit_b_16" if smoke else "vit_h_14"
-        size = 224 if smoke else 518
         model = torchvision.models.get_model(name, weights=None).eval()
         with torch.no_grad():
-            model(torch.randn(1, 3, size, size))
+            model(torch.randn(1, 3, 224, 224))
     elif case == "vit_meta":
         name = "vit_b_16" if smoke else "vit_h_14"
-        size = 224 if smoke else 518
-        trace_forward(lambda: torchvision.models.get_model(name, weights=None).eval(), TensorSpec((1, 3, size, size)), device="meta")
+        trace_forward(
+            lambda: torchvision.models.get_model(name, weights=None).eval(),
+            TensorSpec((1, 3, 224, 224)),
+            device="meta",
+        )
     elif case == "decoder_meta":
         shape = dict(layers=2, model_size=64, heads=4, hidden=128, vocabulary=100) if smoke else {}
-        trace = trace_forward(lambda: Decoder(**shape), TensorSpec((1, 128), torch.int64), device="meta")
+        trace = trace_forward(
+            lambda: Decoder(**shape), TensorSpec((1, 128), torch.int64), device="meta"
+        )
         trace.render()
     else:
         raise ValueError(f"unknown child case {case!r}")
@@ -234,13 +257,17 @@ def run_child(case: str, smoke: bool, rounds: int) -> dict[str, float]:
 
 def meta(smoke: bool) -> list[Row]:
     rounds = 1 if smoke else 3
-    vit = "ViT-B/16" if smoke else "ViT-H/14 (518x518)"
+    vit = "ViT-B/16" if smoke else "ViT-H/14 (224x224)"
     cpu = run_child("vit_cpu", smoke, rounds)
     on_meta = run_child("vit_meta", smoke, rounds)
     decoder = run_child("decoder_meta", smoke, rounds)
     speedup = cpu["seconds"] / on_meta["seconds"]
     return [
-        Row("meta", f"{vit}: CPU build + forward", f"{cpu['seconds']:.2f} s, peak {cpu['peak_mib']:.0f} MiB"),
+        Row(
+            "meta",
+            f"{vit}: CPU build + forward",
+            f"{cpu['seconds']:.2f} s, peak {cpu['peak_mib']:.0f} MiB",
+        ),
         Row(
             "meta",
             f"{vit}: meta build + trace",
@@ -267,23 +294,67 @@ def synthetic_trace(blocks: int, calls_per_block: int, variant: int = 0) -> Trac
     """A ResNet-like trace: `blocks` blocks of `calls_per_block` calls; `variant` changes a few."""
     trace = Trace(root_type="Synthetic", callable_paths=())
     shape = TensorDescription((1, 64, 56, 56), "f32", "cpu")
-    root = Call(path="", module_type="Synthetic", nth=1, depth=0, parent=None, registered=True, index=0, args=(shape,), output=shape)
+    root = Call(
+        path="",
+        module_type="Synthetic",
+        nth=1,
+        depth=0,
+        parent=None,
+        registered=True,
+        index=0,
+        args=(shape,),
+        output=shape,
+    )
     trace.calls.append(root)
     for block in range(blocks):
-        block_call = Call(path=f"blocks.{block}", module_type="Block", nth=1, depth=1, parent=root, registered=True, index=len(trace.calls), args=(shape,), output=shape)
+        block_call = Call(
+            path=f"blocks.{block}",
+            module_type="Block",
+            nth=1,
+            depth=1,
+            parent=root,
+            registered=True,
+            index=len(trace.calls),
+            args=(shape,),
+            output=shape,
+        )
         trace.calls.append(block_call)
         for position in range(calls_per_block - 1):
-            module_type = "Conv2d" if position % 3 == 0 else "BatchNorm2d" if position % 3 == 1 else "ReLU"
+            module_type = (
+                "Conv2d" if position % 3 == 0 else "BatchNorm2d" if position % 3 == 1 else "ReLU"
+            )
             output = shape
             if variant and block % 100 == 7 and position == 2:
                 module_type = "LeakyReLU"  # 1% of the blocks: a type change
             if variant and block % 250 == 11 and position == 4:
                 output = TensorDescription((1, 32, 56, 56), "f32", "cpu")  # a shape change
             trace.calls.append(
-                Call(path=f"blocks.{block}.layer{position}", module_type=module_type, nth=1, depth=2, parent=block_call, registered=True, index=len(trace.calls), args=(shape, LiteralDescription("None")), output=output)
+                Call(
+                    path=f"blocks.{block}.layer{position}",
+                    module_type=module_type,
+                    nth=1,
+                    depth=2,
+                    parent=block_call,
+                    registered=True,
+                    index=len(trace.calls),
+                    args=(shape, LiteralDescription("None")),
+                    output=output,
+                )
             )
         if variant and block % 500 == 3:
-            trace.calls.append(Call(path=f"blocks.{block}.extra", module_type="Identity", nth=1, depth=2, parent=block_call, registered=True, index=len(trace.calls), args=(shape,), output=shape))
+            trace.calls.append(
+                Call(
+                    path=f"blocks.{block}.extra",
+                    module_type="Identity",
+                    nth=1,
+                    depth=2,
+                    parent=block_call,
+                    registered=True,
+                    index=len(trace.calls),
+                    args=(shape,),
+                    output=shape,
+                )
+            )
     return trace
 
 
@@ -304,17 +375,38 @@ def scale(smoke: bool) -> list[Row]:
 
     medians = interleaved_medians({"render": render_and_compare, "diff": failure_diff}, rounds)
     return [
-        Row("scale", f"render + compare, {calls:,} calls", f"{medians['render']:.2f} s", "", "< 2 s", "yes" if medians["render"] < 2 else "NO"),
-        Row("scale", f"failure diff of two {calls:,}-call goldens", f"{medians['diff']:.2f} s", "", "< 10 s", "yes" if medians["diff"] < 10 else "NO"),
+        Row(
+            "scale",
+            f"render + compare, {calls:,} calls",
+            f"{medians['render']:.2f} s",
+            "",
+            "< 2 s",
+            "yes" if medians["render"] < 2 else "NO",
+        ),
+        Row(
+            "scale",
+            f"failure diff of two {calls:,}-call goldens",
+            f"{medians['diff']:.2f} s",
+            "",
+            "< 10 s",
+            "yes" if medians["diff"] < 10 else "NO",
+        ),
     ]
 
 
 def print_table(rows: list[Row]) -> None:
     headers = ("section", "case", "median", "ratio", "target", "met")
-    cells = [headers, *[(row.section, row.case, row.value, row.ratio, row.target, row.met) for row in rows]]
+    cells = [
+        headers,
+        *[(row.section, row.case, row.value, row.ratio, row.target, row.met) for row in rows],
+    ]
     widths = [max(len(line[column]) for line in cells) for column in range(len(headers))]
     for index, line in enumerate(cells):
-        print("| " + " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) + " |")
+        print(
+            "| "
+            + " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+            + " |"
+        )
         if index == 0:
             print("|" + "|".join("-" * (width + 2) for width in widths) + "|")
 
@@ -323,16 +415,22 @@ SECTIONS = {"overhead": overhead, "peers": peers, "meta": meta, "scale": scale}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--smoke", action="store_true", help="each benchmark once at tiny sizes")
-    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
+    parser.add_argument(
+        "--only", choices=sorted(SECTIONS), action="append", help="run only these sections"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
         print(json.dumps(child(arguments.child, arguments.smoke)))
         return
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"torch {torch.__version__}, torchvision {torchvision.__version__}, {torch.get_num_threads()} threads"
+    )
     rows: list[Row] = []
     for name in arguments.only or list(SECTIONS):
         rows += SECTIONS[name](arguments.smoke)

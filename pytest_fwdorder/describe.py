@@ -107,11 +107,6 @@ def describe_value(value: object) -> ValueDescription:
         )
 
 
-def describe_arguments(args: tuple[object, ...]) -> tuple[ValueDescription, ...]:
-    """Describe positional arguments, one description each."""
-    return tuple([describe_value(value) for value in args])
-
-
 def describe_keyword_arguments(
     kwargs: Mapping[str, object],
 ) -> tuple[tuple[str, ValueDescription], ...]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules import module as torch_module
 from torch.nn.modules.module import (
     register_module_forward_hook,
     register_module_forward_pre_hook,
@@ -53,7 +54,7 @@ def resolve_model(model: object, *, entry_point: str) -> nn.Module:
         if callable(model):
             hint = (
                 ": pass the model, not its forward method"
-                if hasattr(model, "__self__")
+                if isinstance(getattr(model, "__self__", None), nn.Module)
                 else ": to trace a model built by a function, pass the function to "
                 "trace_forward with device='meta' (or call it yourself)"
             )
@@ -380,6 +381,7 @@ class _Recorder:
         finally:
             pre_handle.remove()
             post_handle.remove()
+            _forget_keyword_flag(post_handle.id)
             self.keep_alive.clear()
             self.open_calls.clear()
 
@@ -406,6 +408,18 @@ class _Recorder:
             for call in shown
         )
         return "\n".join(lines)
+
+
+def _forget_keyword_flag(handle_id: int) -> None:
+    """Undo what `RemovableHandle.remove()` leaves behind for a `with_kwargs=True` global hook.
+
+    torch records the hook's id in `_global_forward_hooks_with_kwargs` but the handle does
+    not remove it, so every trace would leave an entry there and `_has_any_global_hook()`
+    would stay true for the rest of the process. Harmless once torch removes it itself.
+    """
+    flags = getattr(torch_module, "_global_forward_hooks_with_kwargs", None)
+    if isinstance(flags, dict):
+        flags.pop(handle_id, None)
 
 
 def _is_frozen(module: nn.Module) -> bool:

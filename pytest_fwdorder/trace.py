@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union, overload
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     from pytest_fwdorder.diff import TraceDiff
@@ -53,13 +53,13 @@ class ObjectDescription:
     fields: tuple[tuple[str, ValueDescription], ...]
 
 
-ValueDescription = Union[  # noqa: UP007  (a runtime alias must work on Python 3.10 too)
-    TensorDescription,
-    LiteralDescription,
-    SequenceDescription,
-    MappingDescription,
-    ObjectDescription,
-]
+ValueDescription = (
+    TensorDescription
+    | LiteralDescription
+    | SequenceDescription
+    | MappingDescription
+    | ObjectDescription
+)
 
 
 def tensors_in(value: ValueDescription) -> list[TensorDescription]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,7 +129,7 @@ class Tracer:
         *,
         restore_state: bool = True,
         allow_empty: bool = False,
-    ) -> Any:
+    ) -> AbstractContextManager[Trace]:
         """Like `pytest_fwdorder.record`, with this tracer's defaults."""
         return record(
             model,
@@ -142,16 +142,33 @@ class Tracer:
 def _build(
     model: nn.Module | Callable[[], nn.Module], device: torch.device | str | None
 ) -> nn.Module:
-    if isinstance(model, nn.Module) or not callable(model) or hasattr(model, "__self__"):
+    # A method bound to a module (`model.forward`) is a mistake resolve_model explains; any
+    # other callable, a bound method of a builder object included, builds the model.
+    if isinstance(model, nn.Module) or not callable(model) or _is_module_method(model):
         return resolve_model(model, entry_point="trace_forward")
-    with torch.device(device) if device is not None else nullcontext():
-        built = model()
+    try:
+        with torch.device(device) if device is not None else nullcontext():
+            built = model()
+    except Exception as error:
+        if device is not None and _is_meta_failure(error, device):
+            name = getattr(model, "__qualname__", repr(model))
+            raise MetaTraceError(
+                f"building the model on the meta device failed in {name!r}: "
+                f"{type(error).__name__}: {error}. The builder itself needs real values (it "
+                "computes sizes with .item(), say). Build the model on the CPU and pass it with "
+                "device='meta' instead: its weights are replaced by meta stand-ins for the trace."
+            ) from error
+        raise
     if not isinstance(built, nn.Module):
         raise TypeError(
             f"trace_forward called the builder {getattr(model, '__name__', model)!r} and got "
             f"{type(built).__name__!r}, not an nn.Module: the builder must return the model"
         )
     return resolve_model(built, entry_point="trace_forward")
+
+
+def _is_module_method(value: object) -> bool:
+    return isinstance(getattr(value, "__self__", None), nn.Module)
 
 
 def _place(value: Any, device: torch.device | str | None) -> Any:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-
 # pytester's in-process runs drop modules first imported during the run from sys.modules.
 # torch._dynamo registers C++ operators at import, so a second import fails: import it
 # once here so that every in-process run finds it already loaded.
+import sys
+from pathlib import Path
+
+import pytest
 import torch._dynamo  # noqa: F401
+
+# The torch.fx oracle lives beside the zoo suite that uses it most; the unit tests use it too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "zoo"))
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,10 @@ def test_a_difference_at_the_end_only_shows_the_last_calls() -> None:
     assert difference.summary().splitlines()[1] == "type changed at 1 call: ReLU -> Tanh"
     body = difference.body()
     assert body[0] == "  ... 38 unchanged calls ..."
-    assert body[-2:] == ["-   39: ReLU (f32[1,4]) -> f32[1,4]", "+   39: Tanh (f32[1,4]) -> f32[1,4]"]
+    assert body[-2:] == [
+        "-   39: ReLU (f32[1,4]) -> f32[1,4]",
+        "+   39: Tanh (f32[1,4]) -> f32[1,4]",
+    ]
 
 
 def test_a_difference_at_the_start_only_shows_the_first_calls() -> None:

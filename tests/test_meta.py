@@ -62,13 +62,17 @@ def test_tensor_specs_work_on_cpu_too_with_their_dtype() -> None:
 
 
 def test_a_tensor_spec_with_a_bad_shape_says_how_to_write_it() -> None:
-    with pytest.raises(ValueError, match=r"TensorSpec shape must be non-negative ints, got \(1, -3\)"):
+    with pytest.raises(
+        ValueError, match=r"TensorSpec shape must be non-negative ints, got \(1, -3\)"
+    ):
         TensorSpec((1, -3))
 
 
 def test_tensor_specs_nested_in_containers_and_keywords_are_placed() -> None:
     class TakesPair(nn.Module):
-        def forward(self, pair: tuple[torch.Tensor, torch.Tensor], *, scale: torch.Tensor) -> torch.Tensor:
+        def forward(
+            self, pair: tuple[torch.Tensor, torch.Tensor], *, scale: torch.Tensor
+        ) -> torch.Tensor:
             return (pair[0] + pair[1]) * scale
 
     trace = trace_forward(
@@ -114,5 +118,35 @@ def test_a_builder_that_returns_something_else_is_named_in_the_error() -> None:
     def build() -> object:
         return "not a model"
 
-    with pytest.raises(TypeError, match=r"called the builder 'build' and got 'str', not an nn.Module"):
+    with pytest.raises(
+        TypeError, match=r"called the builder 'build' and got 'str', not an nn.Module"
+    ):
         trace_forward(build, torch.randn(1), device="meta")  # type: ignore[arg-type]
+
+
+def test_a_bound_method_of_a_builder_object_is_a_builder() -> None:
+    class Factory:
+        def build(self) -> nn.Module:
+            return nn.Linear(3, 1)
+
+    trace = trace_forward(Factory().build, TensorSpec((2, 3)), device="meta")
+
+    assert trace[0].module_type == "Linear"
+
+
+def test_a_builder_that_needs_real_values_on_meta_says_to_pass_the_model_instead() -> None:
+    def build() -> nn.Module:
+        width = int(torch.tensor([4.0]).sum().item())  # a size computed from a tensor
+        return nn.Linear(width, 2)
+
+    with pytest.raises(
+        MetaTraceError,
+        match=r"building the model on the meta device failed .* pass it with device='meta'",
+    ):
+        trace_forward(build, TensorSpec((1, 4)), device="meta")
+
+
+def test_the_same_model_built_on_cpu_traces_on_meta() -> None:
+    trace = trace_forward(nn.Linear(4, 2), TensorSpec((1, 4)), device="meta")
+
+    assert trace[0].output_tensors[0].device == "meta"
