@@ -205,20 +205,26 @@ def _restore_state(state: _ModuleState) -> None:
                 parameter.requires_grad_(requires_grad)
             if _version(parameter) != version:
                 changed_in_place.append(f"{type(module).__name__}.{name}")
-    for module, original, copies in state.buffers:
-        if not _same_entries(module._buffers, original):
-            module._buffers.clear()
-            module._buffers.update(original)
-        # Always copy back: BatchNorm's kernel updates running statistics in place without
-        # bumping the version counter, so "unchanged" cannot be told from the version.
-        for name, copy in copies.items():
-            buffer = original[name]
-            if buffer.is_inference():
-                with torch.inference_mode():
+    # One no_grad (and, only if needed, inference_mode) for all buffers: entering a context
+    # per buffer cost more than the copies themselves.
+    inference_buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
+    with torch.no_grad():
+        for module, original, copies in state.buffers:
+            if not _same_entries(module._buffers, original):
+                module._buffers.clear()
+                module._buffers.update(original)
+            # Always copy back: BatchNorm's kernel updates running statistics in place without
+            # bumping the version counter, so "unchanged" cannot be told from the version.
+            for name, copy in copies.items():
+                buffer = original[name]
+                if buffer.is_inference():
+                    inference_buffers.append((buffer, copy))
+                else:
                     buffer.copy_(copy)
-            else:
-                with torch.no_grad():
-                    buffer.copy_(copy)
+    if inference_buffers:
+        with torch.inference_mode():
+            for buffer, copy in inference_buffers:
+                buffer.copy_(copy)
     if changed_in_place:
         warnings.warn(
             f"forward changed parameters in place ({', '.join(changed_in_place[:5])}); "
