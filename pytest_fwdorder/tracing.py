@@ -87,8 +87,9 @@ def record(
 ) -> Iterator[Trace]:
     """Record every call of `model`'s modules made in this thread inside the block.
 
-    Yields a `Trace` that fills as the block runs (several forwards, a generate loop);
-    nothing after the block is recorded. With `restore_state` (the default) the model's
+    Yields a `Trace` that holds the calls once the block ends (several forwards, a generate
+    loop): hooks keep raw records while the block runs, and the calls are built at its end.
+    Nothing after the block is recorded. With `restore_state` (the default) the model's
     parameters, buffers and flags are put back at the end, as `trace_forward` does. A block
     that never calls the model raises `EmptyTraceError` unless `allow_empty`.
     """
@@ -177,8 +178,9 @@ def _place(value: Any, device: torch.device | str | None) -> Any:
         return value.materialize(device)
     if isinstance(value, torch.Tensor):
         return value if device is None else value.to(device)
-    if isinstance(value, tuple) and not hasattr(type(value), "_fields"):
-        return tuple(_place(item, device) for item in value)
+    if isinstance(value, tuple):
+        items = [_place(item, device) for item in value]
+        return type(value)(*items) if hasattr(type(value), "_fields") else tuple(items)
     if isinstance(value, list):
         return [_place(item, device) for item in value]
     if isinstance(value, dict):

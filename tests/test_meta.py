@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 import torch
 import torchvision
@@ -150,3 +152,17 @@ def test_the_same_model_built_on_cpu_traces_on_meta() -> None:
     trace = trace_forward(nn.Linear(4, 2), TensorSpec((1, 4)), device="meta")
 
     assert trace[0].output_tensors[0].device == "meta"
+
+
+def test_tensor_specs_inside_a_namedtuple_are_placed() -> None:
+    class Pair(typing.NamedTuple):
+        left: torch.Tensor
+        right: torch.Tensor
+
+    class AddsPair(nn.Module):
+        def forward(self, pair: Pair) -> torch.Tensor:
+            return pair.left + pair.right
+
+    trace = trace_forward(AddsPair(), Pair(TensorSpec((2,)), TensorSpec((2,))), device="meta")
+
+    assert trace[0].output_shapes == [(2,)]
