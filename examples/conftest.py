@@ -1,4 +1,8 @@
-"""The zoo suite's report: how many models were traced, fx-checked and agreed, in the summary."""
+"""The zoo suite's report in the run summary: how many models were traced, fx-checked, agreed.
+
+It lives here, not in zoo/, because under pytest-xdist the controller process that writes the
+summary only loads the conftest files of the paths it was given.
+"""
 
 from __future__ import annotations
 
