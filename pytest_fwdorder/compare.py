@@ -93,7 +93,8 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
         inputs = _TENSOR.sub(tensor, line.inputs)
         outputs = _TENSOR.sub(tensor, line.outputs)
         head = f"{'  ' * line.depth}{path + ': ' if path else ''}{module_type}"
-        if nth > 1 or (not ignored.paths and " #" in line.text.split(" (", 1)[0]):
+        reused = line.reused and not ignored.paths
+        if reused:
             head += f" #{nth}"
         if frozen:
             head += f" {FROZEN_MARK}"
@@ -110,6 +111,7 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
                 outputs=outputs,
                 text=f"{head} {inputs} -> {outputs}",
                 frozen=frozen,
+                reused=reused,
             )
         )
     return normalized

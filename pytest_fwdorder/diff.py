@@ -463,8 +463,7 @@ def _rows_to_show(rows: list[_Row], context: int) -> list[bool]:
 
 
 def _name(line: GoldenLine) -> str:
-    name = line.path or line.module_type  # no path when a comparison ignores paths
-    return name if line.nth == 1 else f"{name} #{line.nth}"
+    return line.name
 
 
 def _where(lines: list[GoldenLine], index: int) -> str:

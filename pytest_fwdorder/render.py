@@ -46,6 +46,13 @@ class GoldenLine:
     outputs: str
     text: str
     frozen: bool = False
+    reused: bool = False  # the module is called more than once, so the line shows `#nth`
+
+    @property
+    def name(self) -> str:
+        """The call as the golden line names it: `layer1.0.relu #2`, or `conv1`."""
+        name = self.path or self.module_type  # no path when a comparison ignores paths
+        return f"{name} #{self.nth}" if self.reused else name
 
     @property
     def identity(self) -> tuple[str, int]:
@@ -94,7 +101,8 @@ def golden_lines(trace: Trace) -> list[GoldenLine]:
     for call in trace.calls:
         path = call.display_path
         head = f"{'  ' * call.depth}{path}: {call.module_type}"
-        if counts[call.path] > 1:
+        reused = counts[call.path] > 1
+        if reused:
             head += f" #{call.nth}"
         if call.frozen:
             head += f" {FROZEN_MARK}"
@@ -113,6 +121,7 @@ def golden_lines(trace: Trace) -> list[GoldenLine]:
                 outputs=outputs,
                 text=f"{head} {inputs} -> {outputs}",
                 frozen=call.frozen,
+                reused=reused,
             )
         )
     return lines
@@ -185,10 +194,10 @@ def parse_call_line(raw: str) -> GoldenLine:
         return GoldenLine(depth, stripped, "?", 1, True, "", "", raw)
     head, signature = rest[:open_paren], rest[open_paren + 1 :]
     words = head.split(" ")
-    module_type, nth, registered, frozen = words[0], 1, True, False
+    module_type, nth, registered, frozen, reused = words[0], 1, True, False, False
     for word in words[1:]:
         if word.startswith("#") and word[1:].isdigit():
-            nth = int(word[1:])
+            nth, reused = int(word[1:]), True
         elif word == UNREGISTERED_MARK:
             registered = False
         elif word == FROZEN_MARK:
@@ -196,7 +205,9 @@ def parse_call_line(raw: str) -> GoldenLine:
     close = _matching_close(signature)
     inputs = signature[: close + 1]
     outputs = signature[close + 1 :].removeprefix(" -> ")
-    return GoldenLine(depth, path, module_type, nth, registered, inputs, outputs, raw, frozen)
+    return GoldenLine(
+        depth, path, module_type, nth, registered, inputs, outputs, raw, frozen, reused
+    )
 
 
 def _matching_close(text: str) -> int:
