@@ -547,3 +547,21 @@ def test_no_warning_is_emitted_by_a_plain_trace() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trace_forward(SharedActivation(), torch.randn(1, 3, 8, 8))
+
+
+class ChangesItsWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.linear.weight.mul_(2)
+        return self.linear(x)
+
+
+def test_a_forward_that_changes_a_parameter_in_place_is_named_in_a_warning() -> None:
+    with pytest.warns(
+        FwdOrderWarning, match=r"forward changed parameters in place \(Linear\.weight\)"
+    ):
+        trace_forward(ChangesItsWeight(), torch.randn(1, 2))
