@@ -8,10 +8,9 @@ from dataclasses import dataclass, replace
 
 from pytest_fwdorder.diff import TraceDiff, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.render import FROZEN_MARK, UNREGISTERED_MARK, GoldenLine, golden_lines
+from pytest_fwdorder.render import TENSOR_PATTERN, GoldenLine, golden_lines, make_line
 from pytest_fwdorder.trace import Trace
 
-_TENSOR = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 _DIMENSION = re.compile(r"dim:(-?[0-9]+)")
 _NAMES = ("paths", "dtypes", "batch", "shapes", "types", "frozen")
 
@@ -84,37 +83,22 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
         ]
         return f"{dtype}[{','.join(sizes)}]"
 
-    normalized = []
-    for line in lines:
-        module_type = "?" if ignored.types else type_names.get(line.module_type, line.module_type)
-        path = "" if ignored.paths else line.path
-        nth = 1 if ignored.paths else line.nth
-        frozen = False if ignored.frozen else line.frozen
-        inputs = _TENSOR.sub(tensor, line.inputs)
-        outputs = _TENSOR.sub(tensor, line.outputs)
-        head = f"{'  ' * line.depth}{path + ': ' if path else ''}{module_type}"
-        reused = line.reused and not ignored.paths
-        if reused:
-            head += f" #{nth}"
-        if frozen:
-            head += f" {FROZEN_MARK}"
-        if not line.registered:
-            head += f" {UNREGISTERED_MARK}"
-        normalized.append(
-            GoldenLine(
-                depth=line.depth,
-                path=path,
-                module_type=module_type,
-                nth=nth,
-                registered=line.registered,
-                inputs=inputs,
-                outputs=outputs,
-                text=f"{head} {inputs} -> {outputs}",
-                frozen=frozen,
-                reused=reused,
-            )
+    return [
+        make_line(
+            depth=line.depth,
+            path="" if ignored.paths else line.path,
+            module_type="?"
+            if ignored.types
+            else type_names.get(line.module_type, line.module_type),
+            nth=1 if ignored.paths else line.nth,
+            reused=line.reused and not ignored.paths,
+            frozen=False if ignored.frozen else line.frozen,
+            registered=line.registered,
+            inputs=TENSOR_PATTERN.sub(tensor, line.inputs),
+            outputs=TENSOR_PATTERN.sub(tensor, line.outputs),
         )
-    return normalized
+        for line in lines
+    ]
 
 
 def structure_diff(expected: Trace, actual: Trace, ignore: Iterable[IgnoreItem] = ()) -> TraceDiff:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import bisect
 import difflib
-import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.render import (
     FORMAT_LINE,
+    TENSOR_PATTERN,
     GoldenLine,
     golden_lines,
     parse_golden,
@@ -60,7 +60,6 @@ KINDS = (
     REUSE_CHANGED,
 )
 _EXAMPLES = 5
-_TENSOR = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 
 
 @dataclass(frozen=True)
@@ -277,7 +276,7 @@ def _align_gap(
         if by_structure:
             pair_changes = []
             if old_line.identity != new_line.identity:
-                detail = f"{_name(old_line)} -> {_name(new_line)}"
+                detail = f"{old_line.name} -> {new_line.name}"
                 pair_changes.append(Change(RENAMED, old_line, new_line, detail, new_index))
             if old_line.depth != new_line.depth:
                 detail = f"depth {old_line.depth} -> {new_line.depth}"
@@ -462,25 +461,21 @@ def _rows_to_show(rows: list[_Row], context: int) -> list[bool]:
     return show
 
 
-def _name(line: GoldenLine) -> str:
-    return line.name
-
-
 def _where(lines: list[GoldenLine], index: int) -> str:
     """`after X` (previous sibling) or `at the start of X` (parent) for the line at `index`."""
     depth = lines[index].depth
     for earlier in range(index - 1, -1, -1):
         if lines[earlier].depth == depth:
-            return f"after {_name(lines[earlier])}"
+            return f"after {lines[earlier].name}"
         if lines[earlier].depth < depth:
-            return f"at the start of {_name(lines[earlier])}"
+            return f"at the start of {lines[earlier].name}"
     return "at the start"
 
 
 def _shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
     return [
         (dtype, tuple(int(size) for size in sizes.split(",") if size))
-        for dtype, sizes in _TENSOR.findall(text)
+        for dtype, sizes in TENSOR_PATTERN.findall(text)
     ]
 
 
@@ -521,15 +516,15 @@ def _describe_kind(diff: TraceDiff, kind: str) -> str:
         return f"{_plural(count, 'call')} renamed: " + _examples([c.detail for c in changes])
     if kind == MOVED:
         return f"{_plural(count, 'call')} moved: " + _examples(
-            [f"{_name(c.old)} ({c.old.module_type})" for c in changes if c.old is not None]
+            [f"{c.old.name} ({c.old.module_type})" for c in changes if c.old is not None]
         )
     if kind in (INPUT_CHANGED, OUTPUT_CHANGED):
         side = "input" if kind == INPUT_CHANGED else "output"
-        items = [f"{_name(c.new)} {side} {c.detail}" for c in changes if c.new is not None]
+        items = [f"{c.new.name} {side} {c.detail}" for c in changes if c.new is not None]
         return f"{side} changed at {_plural(count, 'call')}: " + _examples(items, separator="; ")
     if kind == REUSE_CHANGED:
         return "reuse count changed: " + _examples([c.detail for c in changes])
-    items = [f"{_name(c.new)} {c.detail}" for c in changes if c.new is not None]
+    items = [f"{c.new.name} {c.detail}" for c in changes if c.new is not None]
     return f"{kind} at {_plural(count, 'call')}: " + _examples(items)
 
 
@@ -547,7 +542,7 @@ def _describe_subtrees(diff: TraceDiff, changes: list[Change], kind: str) -> str
         if root is not None and root.position is not None:
             line = lines[root.position]
             inner = f", with {_plural(nested, 'nested call')}" if nested else ""
-            items.append(f"{_name(line)} ({line.module_type}{inner}) {root.detail}")
+            items.append(f"{line.name} ({line.module_type}{inner}) {root.detail}")
         if change is None or change.position is None:
             break
         root, nested = change, 0

@@ -13,6 +13,7 @@ call changes one line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pytest_fwdorder.trace import (
@@ -27,6 +28,8 @@ from pytest_fwdorder.trace import (
 )
 
 FORMAT_LINE = "# pytest-fwdorder trace (format 1)"
+# One tensor in inputs or outputs text: dtype and comma-separated sizes, `f32[1,3,224,224]`.
+TENSOR_PATTERN = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 UNREGISTERED_MARK = "[unregistered]"
 FROZEN_MARK = "[frozen]"
 RAISED = "raised"
@@ -93,38 +96,58 @@ def render_outputs(call: Call, devices: bool = False) -> str:
     return RAISED if call.raised else render_value(call.output, devices)
 
 
+def make_line(
+    *,
+    depth: int,
+    path: str,
+    module_type: str,
+    nth: int,
+    reused: bool,
+    frozen: bool,
+    registered: bool,
+    inputs: str,
+    outputs: str,
+) -> GoldenLine:
+    """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path."""
+    head = f"{'  ' * depth}{path + ': ' if path else ''}{module_type}"
+    if reused:
+        head += f" #{nth}"
+    if frozen:
+        head += f" {FROZEN_MARK}"
+    if not registered:
+        head += f" {UNREGISTERED_MARK}"
+    return GoldenLine(
+        depth=depth,
+        path=path,
+        module_type=module_type,
+        nth=nth,
+        registered=registered,
+        inputs=inputs,
+        outputs=outputs,
+        text=f"{head} {inputs} -> {outputs}",
+        frozen=frozen,
+        reused=reused,
+    )
+
+
 def golden_lines(trace: Trace) -> list[GoldenLine]:
     """The call lines of a trace's golden text, in order."""
     devices = trace.options.devices
     counts = trace.counts()
-    lines = []
-    for call in trace.calls:
-        path = call.display_path
-        head = f"{'  ' * call.depth}{path}: {call.module_type}"
-        reused = counts[call.path] > 1
-        if reused:
-            head += f" #{call.nth}"
-        if call.frozen:
-            head += f" {FROZEN_MARK}"
-        if not call.registered:
-            head += f" {UNREGISTERED_MARK}"
-        inputs = render_inputs(call, devices)
-        outputs = render_outputs(call, devices)
-        lines.append(
-            GoldenLine(
-                depth=call.depth,
-                path=path,
-                module_type=call.module_type,
-                nth=call.nth,
-                registered=call.registered,
-                inputs=inputs,
-                outputs=outputs,
-                text=f"{head} {inputs} -> {outputs}",
-                frozen=call.frozen,
-                reused=reused,
-            )
+    return [
+        make_line(
+            depth=call.depth,
+            path=call.display_path,
+            module_type=call.module_type,
+            nth=call.nth,
+            reused=counts[call.path] > 1,
+            frozen=call.frozen,
+            registered=call.registered,
+            inputs=render_inputs(call, devices),
+            outputs=render_outputs(call, devices),
         )
-    return lines
+        for call in trace.calls
+    ]
 
 
 def render_header(trace: Trace) -> list[str]:
