@@ -71,12 +71,7 @@ def raw_value(value: object) -> object:
 
 
 def raw_arguments(args: tuple[object, ...]) -> list[object]:
-    return [
-        (value.shape, value.dtype, value.device)
-        if type(value) is torch.Tensor
-        else describe_value(value)
-        for value in args
-    ]
+    return [raw_value(value) for value in args]
 
 
 def finish_value(raw: object) -> ValueDescription:
@@ -92,7 +87,9 @@ def finish_value(raw: object) -> ValueDescription:
 
 def describe_tensor(tensor: torch.Tensor) -> TensorDescription:
     """Shape, dtype and device of a tensor."""
-    return TensorDescription(tuple(tensor.shape), dtype_name(tensor.dtype), str(tensor.device))
+    description = finish_value((tensor.shape, tensor.dtype, tensor.device))
+    assert isinstance(description, TensorDescription)  # a raw tensor always finishes as one
+    return description
 
 
 def describe_value(value: object) -> ValueDescription:

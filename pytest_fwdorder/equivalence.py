@@ -12,7 +12,7 @@ from torch import nn
 
 from pytest_fwdorder.diff import diff_traces
 from pytest_fwdorder.errors import NotEquivalentError
-from pytest_fwdorder.recorder import recording, resolve_model
+from pytest_fwdorder.recorder import _Recorder, recording, resolve_model
 from pytest_fwdorder.trace import Call, RenderOptions, Trace
 
 
@@ -92,8 +92,20 @@ def assert_equivalent(
     that diverges, e.g. `first divergence at layer3.2.bn2 (call 87 of 151): max abs diff
     3.1e-02 > atol 1e-05 ...`; returns the report otherwise.
     """
-    first_trace, first_outputs = _trace_with_outputs(first, inputs, keyword_inputs)
-    second_trace, second_outputs = _trace_with_outputs(second, inputs, keyword_inputs)
+    first_run = _run(
+        resolve_model(first, entry_point="assert_equivalent"),
+        inputs,
+        keyword_inputs,
+        capture_outputs=True,
+    )
+    second_run = _run(
+        resolve_model(second, entry_point="assert_equivalent"),
+        inputs,
+        keyword_inputs,
+        capture_outputs=True,
+    )
+    first_trace, first_outputs = first_run.trace, first_run.captured
+    second_trace, second_outputs = second_run.trace, second_run.captured
     pairs = _pair_calls(first_trace, second_trace)
     second_by_index = {call.index: outputs for call, outputs in second_outputs}
     comparisons = []
@@ -131,8 +143,9 @@ def copy_weights(
     """
     source_root = resolve_model(source, entry_point="copy_weights")
     target_root = resolve_model(target, entry_point="copy_weights")
-    source_trace = _trace(source_root, inputs, keyword_inputs)
-    target_trace = _trace(target_root, inputs, keyword_inputs)
+    with torch.no_grad():
+        source_trace = _run(source_root, inputs, keyword_inputs).trace
+        target_trace = _run(target_root, inputs, keyword_inputs).trace
     pairs = _pair_calls(source_trace, target_trace)
     copied: list[tuple[str, str]] = []
     done: set[str] = set()
@@ -161,20 +174,18 @@ def copy_weights(
     return copied
 
 
-def _trace(root: nn.Module, inputs: Sequence[Any], keyword_inputs: dict[str, Any]) -> Trace:
-    with recording(root, RenderOptions()) as recorder, torch.no_grad():
+def _run(
+    root: nn.Module,
+    inputs: Sequence[Any],
+    keyword_inputs: dict[str, Any],
+    *,
+    capture_outputs: bool = False,
+) -> _Recorder:
+    """Record one forward of `root` on copies of the inputs: an in-place op in one model must
+    not change what the next model is given."""
+    with recording(root, RenderOptions(), capture_outputs=capture_outputs) as recorder:
         root(*copy.deepcopy(tuple(inputs)), **copy.deepcopy(keyword_inputs))
-    return recorder.trace
-
-
-def _trace_with_outputs(
-    model: nn.Module, inputs: Sequence[Any], keyword_inputs: dict[str, Any]
-) -> tuple[Trace, list[tuple[Call, list[torch.Tensor]]]]:
-    root = resolve_model(model, entry_point="assert_equivalent")
-    # Copies of the inputs: an in-place op in the first model must not change the second's.
-    with recording(root, RenderOptions(), capture_outputs=True) as recorder:
-        root(*copy.deepcopy(tuple(inputs)), **copy.deepcopy(keyword_inputs))
-    return recorder.trace, recorder.captured
+    return recorder
 
 
 def _pair_calls(first: Trace, second: Trace) -> dict[int, Call]:
