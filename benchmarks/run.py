@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import Decoder, tiny_modules
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
-from pytest_fwdorder.trace import Call, LiteralDescription, TensorDescription, Trace
+from pytest_fwdorder.records import Call, LiteralDescription, TensorDescription
+from pytest_fwdorder.trace import Trace
 
 
 @dataclass

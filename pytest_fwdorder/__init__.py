@@ -3,32 +3,73 @@
 def test_resnet50(forward_trace, snapshot):
     trace = forward_trace(torchvision.models.resnet50().eval(), torch.randn(1, 3, 224, 224))
     assert trace == snapshot
+
+Names are imported on first use: pytest loads this package at start-up for its plugin, and
+a suite that never traces must not pay for importing torch.
 """
 
 from __future__ import annotations
 
-from pytest_fwdorder.checkpoint import (
-    CheckpointReport,
-    assert_checkpoint_loads,
-    check_checkpoint,
-)
-from pytest_fwdorder.compare import assert_same_structure, structure_diff
-from pytest_fwdorder.diff import Change, TraceDiff, diff_golden, diff_traces
-from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
-from pytest_fwdorder.errors import (
-    CheckpointMismatchError,
-    EmptyTraceError,
-    FwdOrderWarning,
-    MetaTraceError,
-    NotEquivalentError,
-    StructureMismatchError,
-)
-from pytest_fwdorder.render import render_trace
-from pytest_fwdorder.snapshot import TraceSnapshotExtension
-from pytest_fwdorder.trace import Call, TensorDescription, Trace
-from pytest_fwdorder.tracing import TensorSpec, Tracer, record, trace_forward
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from pytest_fwdorder.checkpoint import (
+        CheckpointReport,
+        assert_checkpoint_loads,
+        check_checkpoint,
+    )
+    from pytest_fwdorder.compare import assert_same_structure, structure_diff
+    from pytest_fwdorder.diff import Change, TraceDiff, diff_golden, diff_traces
+    from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
+    from pytest_fwdorder.errors import (
+        CheckpointMismatchError,
+        EmptyTraceError,
+        FwdOrderWarning,
+        MetaTraceError,
+        NotEquivalentError,
+        StructureMismatchError,
+    )
+    from pytest_fwdorder.options import TraceOptions
+    from pytest_fwdorder.records import Call, TensorDescription
+    from pytest_fwdorder.render import render_trace
+    from pytest_fwdorder.snapshot import TraceSnapshotExtension
+    from pytest_fwdorder.trace import Trace
+    from pytest_fwdorder.tracing import TensorSpec, Tracer, record, trace_forward
+
+__version__ = "0.2.0"
+
+# Public name -> the module that defines it.
+_HOMES = {
+    "Call": "records",
+    "Change": "diff",
+    "CheckpointMismatchError": "errors",
+    "CheckpointReport": "checkpoint",
+    "EmptyTraceError": "errors",
+    "EquivalenceReport": "equivalence",
+    "FwdOrderWarning": "errors",
+    "MetaTraceError": "errors",
+    "NotEquivalentError": "errors",
+    "StructureMismatchError": "errors",
+    "TensorDescription": "records",
+    "TensorSpec": "tracing",
+    "Trace": "trace",
+    "TraceDiff": "diff",
+    "TraceOptions": "options",
+    "TraceSnapshotExtension": "snapshot",
+    "Tracer": "tracing",
+    "assert_checkpoint_loads": "checkpoint",
+    "assert_equivalent": "equivalence",
+    "assert_same_structure": "compare",
+    "check_checkpoint": "checkpoint",
+    "copy_weights": "equivalence",
+    "diff_golden": "diff",
+    "diff_traces": "diff",
+    "record": "tracing",
+    "render_trace": "render",
+    "structure_diff": "compare",
+    "trace_forward": "tracing",
+}
 
 __all__ = [
     "Call",
@@ -45,6 +86,7 @@ __all__ = [
     "TensorSpec",
     "Trace",
     "TraceDiff",
+    "TraceOptions",
     "TraceSnapshotExtension",
     "Tracer",
     "__version__",
@@ -60,3 +102,16 @@ __all__ = [
     "structure_diff",
     "trace_forward",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pytest_fwdorder' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pytest_fwdorder.{home}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

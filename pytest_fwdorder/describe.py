@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from pytest_fwdorder.trace import (
+from pytest_fwdorder.records import (
     LiteralDescription,
     MappingDescription,
     ObjectDescription,

@@ -1,6 +1,15 @@
-"""The warning and error classes pytest-fwdorder raises."""
+"""The warning and error classes pytest-fwdorder raises, and how its warnings are issued."""
 
 from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from pathlib import Path
+
+_PACKAGE_DIRECTORY = str(Path(__file__).resolve().parent)
+# Frames in these files are ours or plumbing between the user's line and ours.
+_NOT_THE_CALLER = (_PACKAGE_DIRECTORY, str(Path(contextlib.__file__).resolve()))
 
 
 class FwdOrderWarning(UserWarning):
@@ -25,3 +34,17 @@ class StructureMismatchError(AssertionError):
 
 class CheckpointMismatchError(AssertionError):
     """A state_dict does not load into a model: keys missing, unexpected or of other shapes."""
+
+
+def warn_at_caller(message: str, category: type[Warning] = FwdOrderWarning) -> None:
+    """Warn at the user's line: the first frame outside this package and contextlib.
+
+    A fixed `stacklevel` points at our own files whenever the path from the public entry
+    point to the warning changes (a `with record(...)` block exits through contextlib).
+    """
+    frame = sys._getframe(0)
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_NOT_THE_CALLER):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

@@ -5,16 +5,19 @@ Read top to bottom: options -> configure -> report header -> fixture -> assertio
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
+from pytest_fwdorder.diff import diff_traces
+from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, check_option_values
+from pytest_fwdorder.records import TraceRecords
 from pytest_fwdorder.snapshot import explain_snapshot_assertion
 from pytest_fwdorder.trace import Trace
 
 _MARKER = "fwdorder"
-_MARKER_KEYWORDS = ("device", "show_devices")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,8 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{_MARKER}(device=None, show_devices=False): defaults for the forward_trace fixture "
-        "in this test",
+        f"{_MARKER}({', '.join(f'{name}=...' for name in OPTION_NAMES)}): trace options for "
+        "the forward_trace fixture in this test",
     )
     device = str(config.getini("fwdorder_device"))
     if device:
@@ -44,39 +47,53 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    import torch
-
-    return f"fwdorder: torch {torch.__version__}"
+    # Read from the installed metadata: importing torch here would cost every run seconds,
+    # also runs that never trace.
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"fwdorder: torch {torch_version}"
 
 
 @pytest.fixture
 def forward_trace(request: pytest.FixtureRequest) -> Any:
     """Trace a model: `forward_trace(model, *inputs)` or `with forward_trace.record(model)`.
 
-    Defaults come from the `fwdorder` marker, then the `fwdorder_*` ini options.
+    Options come from the call, then the `fwdorder` marker, then the `fwdorder_*` ini options.
     """
     from pytest_fwdorder.tracing import Tracer
 
-    device = str(request.config.getini("fwdorder_device")) or None
-    show_devices = bool(request.config.getini("fwdorder_show_devices"))
+    values: dict[str, Any] = {
+        "device": str(request.config.getini("fwdorder_device")) or None,
+        "show_devices": bool(request.config.getini("fwdorder_show_devices")),
+    }
     marker = request.node.get_closest_marker(_MARKER)
     if marker is not None:
-        if marker.args:
-            raise TypeError(
-                f"@pytest.mark.{_MARKER} takes keyword arguments only, got {marker.args!r}: "
-                f"write @pytest.mark.{_MARKER}(device='meta')"
-            )
-        unknown = sorted(set(marker.kwargs) - set(_MARKER_KEYWORDS))
-        if unknown:
-            raise TypeError(
-                f"@pytest.mark.{_MARKER} got unknown keyword(s) {unknown!r}: "
-                f"it takes {', '.join(_MARKER_KEYWORDS)}"
-            )
-        device = marker.kwargs.get("device", device)
-        if device is not None:
+        values.update(_marker_options(marker))
+    return Tracer(TraceOptions(**values))
+
+
+def _marker_options(marker: pytest.Mark) -> dict[str, Any]:
+    """The marker's options, or a one-line failure naming what is wrong and what is valid."""
+    usage = f"@pytest.mark.{_MARKER}(device='meta')"
+    if marker.args:
+        pytest.fail(
+            f"@pytest.mark.{_MARKER} takes keyword arguments only, got {marker.args!r}: "
+            f"write {usage}; the options are {', '.join(OPTION_NAMES)}",
+            pytrace=False,
+        )
+    try:
+        check_option_values(dict(marker.kwargs), source=f"@pytest.mark.{_MARKER}")
+    except TypeError as error:
+        pytest.fail(str(error), pytrace=False)
+    device = marker.kwargs.get("device")
+    if device is not None:
+        try:
             _check_device(str(device), source=f"@pytest.mark.{_MARKER}(device=...)")
-        show_devices = bool(marker.kwargs.get("show_devices", show_devices))
-    return Tracer(device=device, show_devices=show_devices)
+        except pytest.UsageError as error:
+            pytest.fail(str(error), pytrace=False)
+    return dict(marker.kwargs)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -88,8 +105,8 @@ def pytest_assertrepr_compare(
     explanations = yield
     if op != "==" or not isinstance(left, Trace):
         return explanations
-    if isinstance(right, Trace):
-        difference = right.diff(left)
+    if isinstance(right, TraceRecords):
+        difference = diff_traces(right, left)
         ours: list[str] | None = [
             f"{left!r} == {right!r}",
             "traces differ (- right, + left):",

@@ -3,16 +3,18 @@
 This is the only module that installs hooks. It uses torch's public global module hooks
 (`register_module_forward_pre_hook` / `register_module_forward_hook`) for the length of a
 `with` block, so it sees modules that are not registered under the root too, and never
-writes into the user's modules.
+leaves anything in the user's modules.
 """
 
 from __future__ import annotations
 
+import random
+import sys
 import threading
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
@@ -30,8 +32,9 @@ from pytest_fwdorder.describe import (
     raw_value,
     tensors_of,
 )
-from pytest_fwdorder.errors import FwdOrderWarning
-from pytest_fwdorder.trace import Call, RenderOptions, Trace
+from pytest_fwdorder.errors import MetaTraceError, warn_at_caller
+from pytest_fwdorder.records import Call, RenderOptions
+from pytest_fwdorder.trace import Trace
 
 # Calls listed in the note added to an exception raised by forward.
 _CALLS_IN_FAILURE_NOTE = 12
@@ -50,25 +53,33 @@ def resolve_model(model: object, *, entry_point: str) -> nn.Module:
             "scripted, before torch.jit.script / torch.jit.trace."
         )
     if not isinstance(model, nn.Module):
-        hint = ""
-        if callable(model):
-            hint = (
-                ": pass the model, not its forward method"
-                if isinstance(getattr(model, "__self__", None), nn.Module)
-                else ": to trace a model built by a function, pass the function to "
-                "trace_forward with device='meta' (or call it yourself)"
-            )
-        raise TypeError(f"{entry_point} expected an nn.Module, got {type(model).__name__!r}{hint}")
+        raise TypeError(
+            f"{entry_point} expected an nn.Module, got {type(model).__name__!r}"
+            f"{_not_a_module_hint(model, entry_point)}"
+        )
     wrapped = _unwrap(model)
     if wrapped is not model:
-        warnings.warn(
+        warn_at_caller(
             f"{entry_point} traced the module inside {type(model).__name__} "
             f"({type(wrapped).__name__}); paths are relative to it and the wrapper's own "
-            "machinery (compiled graphs, replicas) is not part of the trace",
-            FwdOrderWarning,
-            stacklevel=3,
+            "machinery (compiled graphs, replicas) is not part of the trace"
         )
     return wrapped
+
+
+def _not_a_module_hint(model: object, entry_point: str) -> str:
+    if isinstance(model, torch.Tensor):
+        return f": the model comes first, then its inputs: {entry_point}(model, *inputs)"
+    if isinstance(model, type) and issubclass(model, nn.Module):
+        return f": that is the class; pass an instance ({model.__name__}(...))"
+    if isinstance(getattr(model, "__self__", None), nn.Module):
+        return ": pass the model, not its forward method"
+    if callable(model):
+        return (
+            ": to trace a model built by a function, pass a zero-argument builder to "
+            "trace_forward (or call it yourself); to trace a function, wrap it in an nn.Module"
+        )
+    return ""
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -80,54 +91,97 @@ def _unwrap(model: nn.Module) -> nn.Module:
     return model
 
 
+@dataclass(slots=True)
+class ModuleEntry:
+    """What the recorder knows of one module, worked out once per trace, before it runs.
+
+    Facts come from the user's module as it was, never from stand-ins swapped in for a
+    device: a meta trace and a CPU trace see the same module.
+    """
+
+    path: str
+    registered: bool
+    module_type: str
+    frozen: bool
+    scripted: bool
+
+
+def module_entry(module: nn.Module, path: str, *, registered: bool) -> ModuleEntry:
+    scripted = isinstance(module, torch.jit.ScriptModule)
+    module_type = getattr(module, "original_name", None) if scripted else None
+    return ModuleEntry(
+        path=path,
+        registered=registered,
+        module_type=module_type if isinstance(module_type, str) else type(module).__name__,
+        frozen=is_frozen(module),
+        scripted=scripted,
+    )
+
+
+def is_frozen(module: nn.Module) -> bool:
+    """True when the module has parameters of its own and none of them requires grad."""
+    own = [value for value in module._parameters.values() if value is not None]
+    return bool(own) and not any(value.requires_grad for value in own)
+
+
 @dataclass
-class _ModelIndex:
-    """One walk over the model: its modules, their first paths, other names and callables."""
+class ModelIndex:
+    """One walk over the model: its modules, their entries, other names and callables."""
 
     modules: list[nn.Module]
-    first_paths: dict[int, str]
+    entries: dict[int, ModuleEntry]
     aliases: dict[str, tuple[str, ...]]
     callable_paths: tuple[str, ...]
+    # The modules whose state Python owns: not TorchScript ones, nor anything inside them.
+    python_modules: list[nn.Module]
 
 
-def index_model(root: nn.Module) -> _ModelIndex:
+def index_model(root: nn.Module) -> ModelIndex:
     modules: list[nn.Module] = []
-    first_paths: dict[int, str] = {}
+    entries: dict[int, ModuleEntry] = {}
     other_names: dict[int, list[str]] = {}
+    scripted_prefixes: list[str] = []
+    callable_paths: list[str] = []
+    python_modules: list[nn.Module] = []
     for path, module in root.named_modules(remove_duplicate=False):
         module_id = id(module)
-        if module_id in first_paths:
+        if module_id in entries:
             other_names.setdefault(module_id, []).append(path)
-        else:
-            first_paths[module_id] = path
-            modules.append(module)
-    return _ModelIndex(
+            continue
+        entry = module_entry(module, path, registered=True)
+        entries[module_id] = entry
+        modules.append(module)
+        if any(path.startswith(prefix) for prefix in scripted_prefixes):
+            continue  # inside a scripted module: its calls never reach Python hooks
+        if entry.scripted:
+            scripted_prefixes.append(f"{path}.")
+            callable_paths.append(path)
+            continue
+        python_modules.append(module)
+        if type(module).forward is not nn.Module.forward:
+            callable_paths.append(path)
+    return ModelIndex(
         modules=modules,
-        first_paths=first_paths,
-        aliases={first_paths[module_id]: tuple(names) for module_id, names in other_names.items()},
-        callable_paths=tuple(
-            first_paths[id(module)]
-            for module in modules
-            if type(module).forward is not nn.Module.forward
-        ),
+        entries=entries,
+        aliases={entries[module_id].path: tuple(names) for module_id, names in other_names.items()},
+        callable_paths=tuple(callable_paths),
+        python_modules=python_modules,
     )
 
 
 @dataclass
-class _ModuleState:
-    """What a forward can change in a model, captured so that it can be put back.
-
-    Capture is cheap (references, version counters, flags); only buffers are copied, since
-    a forward may update them in place (BatchNorm's running statistics).
-    """
+class _ModelState:
+    """What a forward can change in a model and around it, captured so it can be put back."""
 
     modules: list[nn.Module]
-    training: list[bool]
-    parameters: list[tuple[nn.Module, dict[str, Any], list[tuple[str, int, bool]]]]
+    attributes: list[dict[str, Any]]
+    parameters: list[tuple[nn.Module, str, dict[str, Any], list[tuple[str, int, bool]]]]
     buffers: list[tuple[nn.Module, dict[str, Any], dict[str, torch.Tensor]]]
     grad_enabled: bool
     cpu_rng: torch.Tensor
     cuda_rng: list[torch.Tensor] | None
+    python_rng: object
+    numpy_rng: object
 
 
 def _version(tensor: torch.Tensor) -> int:
@@ -137,15 +191,16 @@ def _version(tensor: torch.Tensor) -> int:
         return -1
 
 
-def _capture_state(modules: list[nn.Module]) -> _ModuleState:
+def _capture_state(index: ModelIndex) -> _ModelState:
     parameters = []
     buffers = []
     with torch.no_grad():
-        for module in modules:
+        for module in index.python_modules:
             if module._parameters:
                 parameters.append(
                     (
                         module,
+                        index.entries[id(module)].path,
                         dict(module._parameters),
                         [
                             (name, _version(value), value.requires_grad)
@@ -158,18 +213,24 @@ def _capture_state(modules: list[nn.Module]) -> _ModuleState:
                 copies = {
                     name: value.detach().clone()
                     for name, value in module._buffers.items()
-                    if value is not None
+                    if value is not None and not _is_lazy(value)
                 }
                 buffers.append((module, dict(module._buffers), copies))
-    return _ModuleState(
-        modules=modules,
-        training=[module.training for module in modules],
+    numpy = sys.modules.get("numpy")
+    return _ModelState(
+        modules=index.python_modules,
+        # Plain attributes too: a forward that reassigns `self.scale = self.scale.to(device)`
+        # would otherwise leave a tensor of the trace's device in the model.
+        attributes=[dict(module.__dict__) for module in index.python_modules],
         parameters=parameters,
         buffers=buffers,
         grad_enabled=torch.is_grad_enabled(),
         cpu_rng=torch.random.get_rng_state(),
         # Asking for CUDA's state would initialise CUDA; only save it if it is in use.
         cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,  # type: ignore[no-untyped-call]
+        python_rng=random.getstate(),
+        # Models draw from numpy's global generator too (Wav2Vec2's SpecAugment masks).
+        numpy_rng=numpy.random.get_state() if numpy is not None else None,
     )
 
 
@@ -179,23 +240,35 @@ def _same_entries(current: dict[str, Any], original: dict[str, Any]) -> bool:
     return all(current.get(name, current) is value for name, value in original.items())
 
 
-def _restore_state(state: _ModuleState) -> None:
+def _restore_attributes(module: nn.Module, original: dict[str, Any]) -> None:
+    current = module.__dict__
+    if _same_entries(current, original):
+        return
+    for name in [name for name in current if name not in original]:
+        del current[name]
+    current.update(original)
+
+
+def _restore_state(state: _ModelState) -> None:
     torch.set_grad_enabled(state.grad_enabled)
     torch.random.set_rng_state(state.cpu_rng)
     if state.cuda_rng is not None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
-    with_parameters = {id(module) for module, _, _ in state.parameters}
+    random.setstate(state.python_rng)  # type: ignore[arg-type]
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and state.numpy_rng is not None:
+        numpy.random.set_state(state.numpy_rng)
+    with_parameters = {id(module) for module, _, _, _ in state.parameters}
     with_buffers = {id(module) for module, _, _ in state.buffers}
-    for module, training in zip(state.modules, state.training, strict=True):
-        if module.training is not training:
-            module.training = training
+    for module, attributes in zip(state.modules, state.attributes, strict=True):
+        _restore_attributes(module, attributes)
         # A module that had none may have registered a parameter or buffer in forward.
         if module._parameters and id(module) not in with_parameters:
             module._parameters.clear()
         if module._buffers and id(module) not in with_buffers:
             module._buffers.clear()
     changed_in_place: list[str] = []
-    for module, original, versions in state.parameters:
+    for module, path, original, versions in state.parameters:
         if not _same_entries(module._parameters, original):
             module._parameters.clear()
             module._parameters.update(original)
@@ -204,7 +277,7 @@ def _restore_state(state: _ModuleState) -> None:
             if parameter.requires_grad is not requires_grad:
                 parameter.requires_grad_(requires_grad)
             if _version(parameter) != version:
-                changed_in_place.append(f"{type(module).__name__}.{name}")
+                changed_in_place.append(f"{path}.{name}" if path else name)
     # One no_grad (and, only if needed, inference_mode) for all buffers: entering a context
     # per buffer cost more than the copies themselves.
     inference_buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -226,44 +299,171 @@ def _restore_state(state: _ModuleState) -> None:
             for buffer, copy in inference_buffers:
                 buffer.copy_(copy)
     if changed_in_place:
-        warnings.warn(
+        warn_at_caller(
             f"forward changed parameters in place ({', '.join(changed_in_place[:5])}); "
             "pytest-fwdorder puts buffers back but does not copy parameters, so these "
-            "keep the values forward gave them",
-            FwdOrderWarning,
-            stacklevel=4,
+            "keep the values forward gave them"
         )
 
 
-# Indexes into a raw record, the list a hook keeps per call until `_Recorder.finish`.
-_MODULE, _PLACE, _NTH, _DEPTH, _PARENT, _ARGS, _KWARGS, _OUTPUT, _RAISED, _NUMBER = range(10)
+def _is_lazy(tensor: torch.Tensor) -> bool:
+    return isinstance(tensor, (nn.UninitializedParameter, nn.UninitializedBuffer))
+
+
+def _check_stand_ins_possible(index: ModelIndex, device: torch.device) -> None:
+    """Fail before anything runs if a lazy parameter or buffer cannot get a stand-in."""
+    for module in index.python_modules:
+        for kind, tensors in (("parameter", module._parameters), ("buffer", module._buffers)):
+            for name, value in tensors.items():
+                if value is not None and _is_lazy(value) and value.device.type != device.type:
+                    path = index.entries[id(module)].path
+                    full_name = f"{path}.{name}" if path else name
+                    message = (
+                        f"lazy {kind} {full_name!r} is not initialized yet, so it has no shape "
+                        f"to give a stand-in on {device.type!r}: run one forward on the "
+                        "model's own device first (that initializes it), or leave device unset"
+                    )
+                    if device.type == "meta":
+                        raise MetaTraceError(message)
+                    raise ValueError(message)
+
+
+def _install_stand_ins(
+    index: ModelIndex, device: torch.device
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Swap parameters and buffers that live elsewhere for stand-ins on `device`.
+
+    Returns (dict, original entries) pairs to put back. One stand-in per tensor object, so
+    tied weights stay tied. Meta stand-ins hold no memory; on a real device they are copies.
+    """
+    stand_ins: dict[int, torch.Tensor] = {}
+    swapped: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def stand_in_for(tensor: torch.Tensor) -> torch.Tensor:
+        found = stand_ins.get(id(tensor))
+        if found is None:
+            with torch.no_grad():
+                data = (
+                    torch.empty_like(tensor, device=device)
+                    if device.type == "meta"
+                    else tensor.detach().to(device, copy=True)
+                )
+            if isinstance(tensor, nn.Parameter):
+                found = nn.Parameter(data, requires_grad=tensor.requires_grad)
+            else:
+                found = data
+            stand_ins[id(tensor)] = found
+        return found
+
+    for module in index.python_modules:
+        tensor_dicts: tuple[dict[str, Any], ...] = (module._parameters, module._buffers)
+        for tensors in tensor_dicts:
+            elsewhere = [
+                name
+                for name, value in tensors.items()
+                if value is not None and value.device.type != device.type
+            ]
+            if elsewhere:
+                swapped.append((tensors, dict(tensors)))
+                for name in elsewhere:
+                    tensors[name] = stand_in_for(tensors[name])
+    return swapped
+
+
+def _remove_stand_ins(swapped: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    for tensors, original in swapped:
+        tensors.clear()
+        tensors.update(original)
+
+
+def _keyword_frame_code() -> CodeType | None:
+    """The code of `Module._call_impl`'s inner function, whose frame holds a call's kwargs.
+
+    torch's global forward pre-hooks receive `(module, args)` only, but they are called from
+    this function, whose `kwargs` is the dict forward will get. Reading it there describes
+    keyword arguments before forward can change them, at no registration cost. None when a
+    torch release lays `_call_impl` out otherwise: the recorder then falls back to per-module
+    pre-hooks with `with_kwargs=True` (correct, slower).
+    """
+    for constant in nn.Module._call_impl.__code__.co_consts:
+        if (
+            isinstance(constant, CodeType)
+            and constant.co_name == "inner"
+            and "kwargs" in constant.co_freevars
+        ):
+            return constant
+    return None
+
+
+KEYWORD_FRAME_CODE = _keyword_frame_code()
+
+
+class CallRecord:
+    """What the hooks keep of one call until `Recorder.finish` builds its `Call`."""
+
+    __slots__ = (
+        "args",
+        "depth",
+        "entry",
+        "kwargs",
+        "module",
+        "nth",
+        "number",
+        "output",
+        "parent",
+        "raised",
+    )
+
+    def __init__(
+        self,
+        module: nn.Module,
+        entry: ModuleEntry,
+        nth: int,
+        depth: int,
+        parent: int,
+        args: list[object],
+        kwargs: tuple[tuple[str, Any], ...] | None,
+        number: int,
+    ) -> None:
+        self.module = module
+        self.entry = entry
+        self.nth = nth
+        self.depth = depth
+        self.parent = parent  # the parent's record number, -1 for an outermost call
+        self.args = args
+        self.kwargs = kwargs  # None until described
+        self.output: object = _NOT_FINISHED
+        self.raised = False
+        self.number = number
+
+
 _NOT_FINISHED = object()
 
 
-class _Recorder:
-    """The hook pair and the bookkeeping of one recording.
+class Recorder:
+    """The hook pair and the bookkeeping of one recording; `trace` holds its calls.
 
-    The hooks only append raw records (immutable shape, dtype and device objects, the
-    module); `finish` turns them into `Call`s once the forward is over.
+    The hooks only keep raw records (immutable shape, dtype and device objects, the
+    module's entry); `finish` turns them into `Call`s once the forward is over.
     """
 
-    def __init__(self, index: _ModelIndex, trace: Trace, *, capture_outputs: bool = False) -> None:
+    def __init__(self, index: ModelIndex, trace: Trace, *, capture_outputs: bool = False) -> None:
         self.trace = trace
-        self.records: list[list[Any]] = []
+        self.records: list[CallRecord] = []
         # With capture_outputs: (record number, detached copies of its output tensors), in
         # the order calls finished. Off by default: a trace holds no tensor.
         self.capture_outputs = capture_outputs
         self.captured_records: list[tuple[int, list[torch.Tensor]]] = []
         self.thread_id = threading.get_ident()
-        # id(module) -> (path, registered). Unregistered modules are kept alive in
-        # `self.keep_alive` so that their ids cannot be reused by another module mid-trace.
-        self.places: dict[int, tuple[str, bool]] = {
-            module_id: (path, True) for module_id, path in index.first_paths.items()
-        }
+        self.index = index
+        # Unregistered modules get entries as they are met, and are kept alive in
+        # `keep_alive` so that their ids cannot be reused by another module mid-trace.
+        self.entries: dict[int, ModuleEntry] = dict(index.entries)
         self.keep_alive: list[nn.Module] = []
-        self.taken_paths = {path for path, _ in self.places.values()}
+        self.taken_paths = {entry.path for entry in self.entries.values()}
         self.call_counts: dict[int, int] = {}
-        self.open_calls: list[list[Any]] = []
+        self.open_calls: list[CallRecord] = []
+        self.keyword_frame_code = KEYWORD_FRAME_CODE
 
     @property
     def calls(self) -> list[Call]:
@@ -272,6 +472,7 @@ class _Recorder:
 
     @property
     def captured(self) -> list[tuple[Call, list[torch.Tensor]]]:
+        """Each finished call with copies of its output tensors (with `capture_outputs`)."""
         calls = self.calls
         return [(calls[number], copies) for number, copies in self.captured_records]
 
@@ -279,28 +480,39 @@ class _Recorder:
         if threading.get_ident() != self.thread_id:
             return
         module_id = id(module)
-        place = self.places.get(module_id)
-        if place is None:
+        entry = self.entries.get(module_id)
+        if entry is None:
             if not self.open_calls:
                 return  # a module outside the model, called outside the model
-            place = self._place_unregistered(module)
+            entry = self._enter_unregistered(module)
         nth = self.call_counts.get(module_id, 0) + 1
         self.call_counts[module_id] = nth
         open_calls = self.open_calls
-        record = [
+        kwargs = None
+        frame: FrameType = sys._getframe(1)
+        if frame.f_code is self.keyword_frame_code:
+            keyword_arguments = frame.f_locals.get("kwargs")
+            kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
+        record = CallRecord(
             module,
-            place,
+            entry,
             nth,
             len(open_calls),
-            open_calls[-1][_NUMBER] if open_calls else -1,
+            open_calls[-1].number if open_calls else -1,
             raw_arguments(args),
-            (),
-            _NOT_FINISHED,
-            False,
+            kwargs,
             len(self.records),
-        ]
+        )
         self.records.append(record)
         open_calls.append(record)
+
+    def before_forward_with_keywords(
+        self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """The fallback's per-module pre-hook: runs right after `before_forward` for a module."""
+        open_calls = self.open_calls
+        if open_calls and open_calls[-1].module is module and open_calls[-1].kwargs is None:
+            open_calls[-1].kwargs = describe_keyword_arguments(kwargs) if kwargs else ()
 
     def after_forward(self, module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
         # torch calls this with (kwargs, output) normally, and with (output,) alone when
@@ -308,55 +520,55 @@ class _Recorder:
         if threading.get_ident() != self.thread_id:
             return
         open_calls = self.open_calls
-        if not open_calls or open_calls[-1][_MODULE] is not module:
+        if not open_calls or open_calls[-1].module is not module:
             return
         record = open_calls.pop()
         if len(rest) == 2:
-            if rest[0]:
-                record[_KWARGS] = describe_keyword_arguments(rest[0])
-            record[_OUTPUT] = raw_value(rest[1])
+            if record.kwargs is None:  # neither the frame nor a per-module hook saw them
+                record.kwargs = describe_keyword_arguments(rest[0]) if rest[0] else ()
+            record.output = raw_value(rest[1])
             if self.capture_outputs:
                 copies = [tensor.detach().clone() for tensor in tensors_of(rest[1])]
-                self.captured_records.append((record[_NUMBER], copies))
+                self.captured_records.append((record.number, copies))
         else:
-            record[_RAISED] = True
+            record.raised = True
 
     def finish(self) -> None:
         """Turn the raw records made so far into the trace's `Call`s (once each)."""
         calls = self.trace.calls
         for record in self.records[len(calls) :]:
-            path, registered = record[_PLACE]
-            parent = calls[record[_PARENT]] if record[_PARENT] >= 0 else None
-            output = record[_OUTPUT]
-            module = record[_MODULE]
+            entry = record.entry
+            parent = calls[record.parent] if record.parent >= 0 else None
+            output = record.output
             call = Call(
-                path=path,
-                module_type=type(module).__name__,
-                nth=record[_NTH],
-                depth=record[_DEPTH],
+                path=entry.path,
+                module_type=entry.module_type,
+                nth=record.nth,
+                depth=record.depth,
                 parent=parent,
-                registered=registered,
+                registered=entry.registered,
                 index=len(calls),
-                args=tuple([finish_value(value) for value in record[_ARGS]]),
-                kwargs=record[_KWARGS],
+                args=tuple([finish_value(value) for value in record.args]),
+                kwargs=record.kwargs or (),
                 output=None if output is _NOT_FINISHED else finish_value(output),
-                raised=record[_RAISED],
-                frozen=_is_frozen(module),
+                raised=record.raised,
+                frozen=entry.frozen,
+                scripted=entry.scripted,
             )
             calls.append(call)
             if parent is not None:
                 parent.children.append(call)
 
-    def _place_unregistered(self, module: nn.Module) -> tuple[str, bool]:
+    def _enter_unregistered(self, module: nn.Module) -> ModuleEntry:
         parent_record = self.open_calls[-1]
-        parent_module = parent_record[_MODULE]
-        parent_path, parent_registered = parent_record[_PLACE]
-        prefix = f"{parent_path}." if parent_path else ""
+        parent_module = parent_record.module
+        parent_entry = parent_record.entry
+        prefix = f"{parent_entry.path}." if parent_entry.path else ""
         registered = False
         path = None
         for name, child in parent_module._modules.items():
             if child is module:  # registered during this forward
-                path, registered = f"{prefix}{name}", parent_registered
+                path, registered = f"{prefix}{name}", parent_entry.registered
                 break
         if path is None:
             path = _attribute_path(parent_module, module, prefix)
@@ -367,37 +579,41 @@ class _Recorder:
                 number += 1
                 path = f"{base}{number}"
         self.taken_paths.add(path)
-        place = (path, registered)
-        self.places[id(module)] = place
+        entry = module_entry(module, path, registered=registered)
+        self.entries[id(module)] = entry
         self.keep_alive.append(module)
-        return place
+        return entry
 
     @contextmanager
     def hooks_installed(self) -> Iterator[None]:
-        pre_handle = register_module_forward_pre_hook(self.before_forward)
-        try:
+        with ExitStack() as stack:
+            pre_handle = register_module_forward_pre_hook(self.before_forward)
+            stack.callback(pre_handle.remove)
             post_handle = register_module_forward_hook(
                 self.after_forward, with_kwargs=True, always_call=True
             )
-        except BaseException:
-            pre_handle.remove()
-            raise
-        try:
-            yield
-        finally:
-            pre_handle.remove()
-            post_handle.remove()
-            _forget_keyword_flag(post_handle.id)
-            self.keep_alive.clear()
-            self.open_calls.clear()
+            stack.callback(_forget_keyword_flag, post_handle.id)
+            stack.callback(post_handle.remove)
+            if self.keyword_frame_code is None:
+                for module in self.index.python_modules:
+                    handle = module.register_forward_pre_hook(
+                        self.before_forward_with_keywords, with_kwargs=True
+                    )
+                    stack.callback(handle.remove)
+            try:
+                yield
+            finally:
+                self.keep_alive.clear()
+                self.open_calls.clear()
 
     def failure_note(self) -> str:
         """Where forward failed and what ran before it, for the note on the user's error."""
-        self.finish()
-        if not self.calls:
+        calls = self.calls
+        if not calls:
             return "pytest-fwdorder: forward raised before any module call was recorded"
-        failing = [call for call in self.calls if call.raised]
-        lines = [f"pytest-fwdorder: forward raised after {len(self.calls)} recorded calls."]
+        failing = [call for call in calls if call.raised]
+        count = f"{len(calls)} recorded call{'s' if len(calls) != 1 else ''}"
+        lines = [f"pytest-fwdorder: forward raised after {count}."]
         if failing:
             innermost = max(failing, key=lambda call: call.depth)
             chain = []
@@ -406,7 +622,7 @@ class _Recorder:
                 chain.append(f"{current.display_path} ({current.module_type})")
                 current = current.parent
             lines.append(f"Raised in: {' < '.join(chain)}")
-        shown = self.calls[-_CALLS_IN_FAILURE_NOTE:]
+        shown = calls[-_CALLS_IN_FAILURE_NOTE:]
         lines.append(f"Calls recorded up to the failure (last {len(shown)}):")
         lines.extend(
             f"  {'  ' * call.depth}{call.display_path} {call.module_type} #{call.nth}"
@@ -426,13 +642,6 @@ def _forget_keyword_flag(handle_id: int) -> None:
     flags = getattr(torch_module, "_global_forward_hooks_with_kwargs", None)
     if isinstance(flags, dict):
         flags.pop(handle_id, None)
-
-
-def _is_frozen(module: nn.Module) -> bool:
-    parameters = module._parameters
-    if not parameters:
-        return False
-    return not any(value is not None and value.requires_grad for value in parameters.values())
 
 
 def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
@@ -456,31 +665,43 @@ def recording(
     root: nn.Module,
     options: RenderOptions,
     *,
+    device: torch.device | str | None = None,
     restore_state: bool = True,
     capture_outputs: bool = False,
-) -> Iterator[_Recorder]:
+) -> Iterator[Recorder]:
     """Record every call made in this thread inside the block into `recorder.trace`.
 
-    Hooks are removed and (with `restore_state`) parameters, buffers, training and
-    requires_grad flags, grad mode and the random state are put back, also when the
-    block raises. An exception from the block gets a note naming the calls recorded.
+    With `device`, parameters and buffers that live elsewhere are swapped for stand-ins on
+    it (meta stand-ins hold no memory) and factory calls inside the block land on it; the
+    originals are always put back. Hooks are removed and (with `restore_state`) parameters,
+    buffers, plain attributes, training and requires_grad flags, grad mode and the random
+    states (torch, Python, numpy) are put back, also when the block raises. An exception
+    from the block gets a note naming the calls recorded.
     """
     index = index_model(root)
+    target = torch.device(device) if device is not None else None
+    if target is not None:
+        _check_stand_ins_possible(index, target)
     trace = Trace(
-        root_type=type(root).__name__,
+        root_type=index.entries[id(root)].module_type,
         callable_paths=index.callable_paths,
         aliases=index.aliases,
         options=options,
     )
-    recorder = _Recorder(index, trace, capture_outputs=capture_outputs)
-    state = _capture_state(index.modules) if restore_state else None
+    recorder = Recorder(index, trace, capture_outputs=capture_outputs)
+    state = _capture_state(index) if restore_state else None
+    swapped = _install_stand_ins(index, target) if target is not None else []
     try:
-        with recorder.hooks_installed():
+        with ExitStack() as stack:
+            if target is not None:
+                stack.enter_context(target)
+            stack.enter_context(recorder.hooks_installed())
             yield recorder
     except BaseException as error:
         error.add_note(recorder.failure_note())
         raise
     finally:
+        _remove_stand_ins(swapped)
         recorder.finish()
         if state is not None:
             _restore_state(state)

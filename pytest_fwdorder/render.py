@@ -7,7 +7,8 @@ per call in execution order, indented two spaces per nesting level:
 
 path, class, which call of that module it is (only for modules called more than once),
 `[frozen]` for modules whose own parameters all have requires_grad=False, `[unregistered]`
-for modules not registered under the model, inputs (positional, then keyword) and output. No running index numbers, ids, addresses or timings: inserting one
+for modules not registered under the model, `[scripted]` for TorchScript submodules (one
+call; what runs inside them is invisible to hooks), inputs (positional, then keyword) and output. No running index numbers, ids, addresses or timings: inserting one
 call changes one line.
 """
 
@@ -16,14 +17,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_fwdorder.trace import (
+from pytest_fwdorder.records import (
     Call,
     LiteralDescription,
     MappingDescription,
     ObjectDescription,
     SequenceDescription,
     TensorDescription,
-    Trace,
+    TraceRecords,
     ValueDescription,
 )
 
@@ -32,6 +33,7 @@ FORMAT_LINE = "# pytest-fwdorder trace (format 1)"
 TENSOR_PATTERN = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 UNREGISTERED_MARK = "[unregistered]"
 FROZEN_MARK = "[frozen]"
+SCRIPTED_MARK = "[scripted]"
 RAISED = "raised"
 _LISTED_IN_HEADER = 200
 
@@ -50,6 +52,7 @@ class GoldenLine:
     text: str
     frozen: bool = False
     reused: bool = False  # the module is called more than once, so the line shows `#nth`
+    scripted: bool = False
 
     @property
     def name(self) -> str:
@@ -107,6 +110,7 @@ def make_line(
     registered: bool,
     inputs: str,
     outputs: str,
+    scripted: bool = False,
 ) -> GoldenLine:
     """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path."""
     head = f"{'  ' * depth}{path + ': ' if path else ''}{module_type}"
@@ -116,6 +120,8 @@ def make_line(
         head += f" {FROZEN_MARK}"
     if not registered:
         head += f" {UNREGISTERED_MARK}"
+    if scripted:
+        head += f" {SCRIPTED_MARK}"
     return GoldenLine(
         depth=depth,
         path=path,
@@ -127,10 +133,11 @@ def make_line(
         text=f"{head} {inputs} -> {outputs}",
         frozen=frozen,
         reused=reused,
+        scripted=scripted,
     )
 
 
-def golden_lines(trace: Trace) -> list[GoldenLine]:
+def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     """The call lines of a trace's golden text, in order."""
     devices = trace.options.devices
     counts = trace.counts()
@@ -145,12 +152,13 @@ def golden_lines(trace: Trace) -> list[GoldenLine]:
             registered=call.registered,
             inputs=render_inputs(call, devices),
             outputs=render_outputs(call, devices),
+            scripted=call.scripted,
         )
         for call in trace.calls
     ]
 
 
-def render_header(trace: Trace) -> list[str]:
+def render_header(trace: TraceRecords) -> list[str]:
     """The `#` lines above the calls: totals, reuse, unused and unregistered modules."""
     counts = trace.counts()
     reused = [(path, count) for path, count in counts.items() if count > 1]
@@ -183,7 +191,7 @@ def _section(title: str, items: list[str]) -> list[str]:
     return lines
 
 
-def render_trace(trace: Trace) -> str:
+def render_trace(trace: TraceRecords) -> str:
     """The whole golden text of a trace, ending with a newline."""
     body = [line.text for line in golden_lines(trace)]
     return "\n".join([*render_header(trace), *body]) + "\n"
@@ -217,7 +225,7 @@ def parse_call_line(raw: str) -> GoldenLine:
         return GoldenLine(depth, stripped, "?", 1, True, "", "", raw)
     head, signature = rest[:open_paren], rest[open_paren + 1 :]
     words = head.split(" ")
-    module_type, nth, registered, frozen, reused = words[0], 1, True, False, False
+    module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
     for word in words[1:]:
         if word.startswith("#") and word[1:].isdigit():
             nth, reused = int(word[1:]), True
@@ -225,11 +233,13 @@ def parse_call_line(raw: str) -> GoldenLine:
             registered = False
         elif word == FROZEN_MARK:
             frozen = True
+        elif word == SCRIPTED_MARK:
+            scripted = True
     close = _matching_close(signature)
     inputs = signature[: close + 1]
     outputs = signature[close + 1 :].removeprefix(" -> ")
     return GoldenLine(
-        depth, path, module_type, nth, registered, inputs, outputs, raw, frozen, reused
+        depth, path, module_type, nth, registered, inputs, outputs, raw, frozen, reused, scripted
     )
 
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import inspect
+import operator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import nn
 
 from pytest_fwdorder.errors import EmptyTraceError, MetaTraceError
+from pytest_fwdorder.options import TraceOptions, check_option_values
 from pytest_fwdorder.recorder import recording, resolve_model
-from pytest_fwdorder.trace import Call, RenderOptions, Trace
+from pytest_fwdorder.records import Call, RenderOptions
+from pytest_fwdorder.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -27,12 +31,30 @@ class TensorSpec:
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
-        if not all(isinstance(size, int) and size >= 0 for size in self.shape):
+        if not isinstance(self.shape, (tuple, list, torch.Size)):
+            raise TypeError(
+                f"TensorSpec shape must be a tuple of ints, got {type(self.shape).__name__} "
+                f"{self.shape!r}: write TensorSpec((1, 3, 224, 224))"
+            )
+        sizes = []
+        for size in self.shape:
+            if isinstance(size, bool) or not hasattr(size, "__index__"):
+                raise TypeError(
+                    f"TensorSpec shape must hold ints, got {size!r} in {self.shape!r}: "
+                    "write TensorSpec((1, 3, 224, 224))"
+                )
+            sizes.append(operator.index(size))
+        if any(size < 0 for size in sizes):
             raise ValueError(
                 f"TensorSpec shape must be non-negative ints, got {self.shape!r}: "
                 "write TensorSpec((1, 3, 224, 224))"
             )
-        object.__setattr__(self, "shape", tuple(self.shape))
+        if not isinstance(self.dtype, torch.dtype):
+            raise TypeError(
+                f"TensorSpec dtype must be a torch.dtype, got {self.dtype!r}: "
+                "write dtype=torch.float16"
+            )
+        object.__setattr__(self, "shape", tuple(sizes))
 
     def materialize(self, device: torch.device | str | None = None) -> torch.Tensor:
         """A tensor of this shape and dtype on `device` (CPU when None)."""
@@ -49,6 +71,7 @@ def trace_forward(
     *args: Any,
     device: torch.device | str | None = None,
     show_devices: bool = False,
+    model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
     """Run `model(*args, **kwargs)` once and return the record of every module call.
@@ -56,24 +79,26 @@ def trace_forward(
     `model` may also be a zero-argument function that builds the model: with
     `device='meta'` it is built under `torch.device('meta')`, so no weights are allocated.
     With `device`, inputs (tensors or `TensorSpec`) are placed on it and an existing model
-    runs with stand-in parameters there, untouched. `device` and `show_devices` are
-    reserved: to pass model keyword arguments of those names, use `record`.
+    runs with stand-in parameters there, untouched. The trace options (`device`,
+    `show_devices`) are keyword-only; a model keyword argument that has an option's name
+    goes in `model_kwargs={"device": ...}`.
 
-    The model is left as it was: parameters, buffers, training and requires_grad flags,
-    grad mode, the random state; no hook stays registered, also when forward raises.
+    The model is left as it was: parameters, buffers, plain attributes, training and
+    requires_grad flags, grad mode, the random states; no hook stays registered, also when
+    forward raises. On `device='meta'` any failure of forward is a `MetaTraceError` whose
+    cause is the original error.
     """
-    options = RenderOptions(devices=show_devices)
+    kwargs = _merge_model_kwargs(kwargs, model_kwargs)
+    options = TraceOptions(device=_device_name(device), show_devices=show_devices)
     root = _build(model, device)
     args = _place(args, device)
     kwargs = _place(kwargs, device)
-    with recording(root, options) as recorder:
-        try:
-            with _running_on(root, device) as run:
-                run(*args, **kwargs)
-        except Exception as error:
-            if device is not None and _is_meta_failure(error, device):
-                raise MetaTraceError(_meta_failure_message(error, recorder.calls)) from error
-            raise
+    with (
+        _meta_failures_explained(device) as traces,
+        recording(root, _render_options(options), device=device) as recorder,
+    ):
+        traces.append(recorder.trace)
+        root(*args, **kwargs)
     return recorder.trace
 
 
@@ -81,21 +106,27 @@ def trace_forward(
 def record(
     model: nn.Module,
     *,
+    device: torch.device | str | None = None,
+    show_devices: bool = False,
     restore_state: bool = True,
     allow_empty: bool = False,
-    show_devices: bool = False,
 ) -> Iterator[Trace]:
     """Record every call of `model`'s modules made in this thread inside the block.
 
     Yields a `Trace` that holds the calls once the block ends (several forwards, a generate
     loop): hooks keep raw records while the block runs, and the calls are built at its end.
-    Nothing after the block is recorded. With `restore_state` (the default) the model's
-    parameters, buffers and flags are put back at the end, as `trace_forward` does. A block
-    that never calls the model raises `EmptyTraceError` unless `allow_empty`.
+    Nothing after the block is recorded. With `device` the model runs there with stand-in
+    parameters and tensors made in the block land there (on 'meta', pass meta inputs:
+    `TensorSpec(...).materialize('meta')` or `torch.empty(..., device='meta')`). With
+    `restore_state` (the default) the model's parameters, buffers and flags are put back at
+    the end, as `trace_forward` does. A block that never calls the model raises
+    `EmptyTraceError` unless `allow_empty`.
     """
     root = resolve_model(model, entry_point="record")
-    options = RenderOptions(devices=show_devices)
-    with recording(root, options, restore_state=restore_state) as recorder:
+    options = TraceOptions(device=_device_name(device), show_devices=show_devices)
+    with recording(
+        root, _render_options(options), device=device, restore_state=restore_state
+    ) as recorder:
         yield recorder.trace
     trace = recorder.trace
     if not trace.calls and not allow_empty:
@@ -108,50 +139,94 @@ def record(
 
 @dataclass(frozen=True)
 class Tracer:
-    """`trace_forward` and `record` with defaults: what the `forward_trace` fixture is.
+    """`trace_forward` and `record` with default options: what the `forward_trace` fixture is.
 
-    Defaults come from the `fwdorder` marker and the `fwdorder_*` ini options; keyword
-    arguments given to a call win over them.
+    Defaults come from the `fwdorder` marker and the `fwdorder_*` ini options; options
+    given to a call win over them. A model keyword argument that has an option's name goes
+    in `model_kwargs`, as for `trace_forward`.
     """
 
-    device: str | None = None
-    show_devices: bool = False
+    options: TraceOptions = field(default_factory=TraceOptions)
 
     def __call__(
-        self, model: nn.Module | Callable[[], nn.Module], *args: Any, **kwargs: Any
-    ) -> Trace:
-        kwargs.setdefault("device", self.device)
-        kwargs.setdefault("show_devices", self.show_devices)
-        return trace_forward(model, *args, **kwargs)
-
-    def record(
         self,
-        model: nn.Module,
-        *,
-        restore_state: bool = True,
-        allow_empty: bool = False,
-    ) -> AbstractContextManager[Trace]:
-        """Like `pytest_fwdorder.record`, with this tracer's defaults."""
+        model: nn.Module | Callable[[], nn.Module],
+        *args: Any,
+        model_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Trace:
+        options = self._with(kwargs)
+        return trace_forward(
+            model,
+            *args,
+            device=options.device,
+            show_devices=options.show_devices,
+            model_kwargs=model_kwargs,
+            **kwargs,
+        )
+
+    def record(self, model: nn.Module, **options_and_flags: Any) -> AbstractContextManager[Trace]:
+        """Like `pytest_fwdorder.record`, with this tracer's default options."""
+        options = self._with(options_and_flags)
         return record(
             model,
-            restore_state=restore_state,
-            allow_empty=allow_empty,
-            show_devices=self.show_devices,
+            device=options.device,
+            show_devices=options.show_devices,
+            **options_and_flags,
         )
+
+    def _with(self, given: dict[str, Any]) -> TraceOptions:
+        """This tracer's options updated with those in `given` (which are taken out of it)."""
+        chosen = {name: given.pop(name) for name in list(given) if hasattr(self.options, name)}
+        check_option_values(chosen, source="forward_trace")
+        return replace(self.options, **chosen)
+
+
+def _render_options(options: TraceOptions) -> RenderOptions:
+    return RenderOptions(devices=options.show_devices)
+
+
+def _device_name(device: torch.device | str | None) -> str | None:
+    return None if device is None else str(device)
+
+
+def _merge_model_kwargs(
+    kwargs: dict[str, Any], model_kwargs: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    if model_kwargs is None:
+        return kwargs
+    if not isinstance(model_kwargs, Mapping):
+        raise TypeError(
+            f"model_kwargs must be a mapping of the model's keyword arguments, got "
+            f"{type(model_kwargs).__name__!r}: write model_kwargs={{'device': 'cuda'}}"
+        )
+    both = sorted(set(kwargs) & set(model_kwargs))
+    if both:
+        raise TypeError(
+            f"keyword argument(s) {', '.join(map(repr, both))} given both directly and in "
+            "model_kwargs: give each once"
+        )
+    return {**kwargs, **model_kwargs}
 
 
 def _build(
     model: nn.Module | Callable[[], nn.Module], device: torch.device | str | None
 ) -> nn.Module:
-    # A method bound to a module (`model.forward`) is a mistake resolve_model explains; any
-    # other callable, a bound method of a builder object included, builds the model.
-    if isinstance(model, nn.Module) or not callable(model) or _is_module_method(model):
+    # A method bound to a module (`model.forward`), a module class, a tensor: mistakes that
+    # resolve_model explains. Any other callable, a builder object's method included, builds.
+    if (
+        isinstance(model, (nn.Module, torch.Tensor, type))
+        or not callable(model)
+        or _is_module_method(model)
+    ):
         return resolve_model(model, entry_point="trace_forward")
+    _check_builder(model)
+    meta = device is not None and torch.device(device).type == "meta"
     try:
         with torch.device(device) if device is not None else nullcontext():
             built = model()
     except Exception as error:
-        if device is not None and _is_meta_failure(error, device):
+        if meta:
             name = getattr(model, "__qualname__", repr(model))
             raise MetaTraceError(
                 f"building the model on the meta device failed in {name!r}: "
@@ -162,10 +237,34 @@ def _build(
         raise
     if not isinstance(built, nn.Module):
         raise TypeError(
-            f"trace_forward called the builder {getattr(model, '__name__', model)!r} and got "
+            f"trace_forward called {_name(model)} as a zero-argument builder and got "
             f"{type(built).__name__!r}, not an nn.Module: the builder must return the model"
         )
     return resolve_model(built, entry_point="trace_forward")
+
+
+def _check_builder(builder: Callable[..., object]) -> None:
+    """A callable taken for a builder must be callable with no arguments."""
+    try:
+        signature = inspect.signature(builder)
+    except (TypeError, ValueError):  # builtins without a readable signature
+        return
+    required = [
+        parameter.name
+        for parameter in signature.parameters.values()
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    if required:
+        raise TypeError(
+            f"trace_forward expected an nn.Module or a zero-argument function that builds one, "
+            f"got {_name(builder)}, which requires {', '.join(map(repr, required))}: to trace "
+            "a function, wrap it in an nn.Module; to trace a model, pass the model"
+        )
+
+
+def _name(value: object) -> str:
+    return repr(getattr(value, "__qualname__", None) or type(value).__name__)
 
 
 def _is_module_method(value: object) -> bool:
@@ -189,35 +288,21 @@ def _place(value: Any, device: torch.device | str | None) -> Any:
 
 
 @contextmanager
-def _running_on(
-    root: nn.Module, device: torch.device | str | None
-) -> Iterator[Callable[..., object]]:
-    """A function that calls `root` on `device`, with stand-in weights if they live elsewhere."""
-    if device is None:
-        yield root
-        return
-    target = torch.device(device)
-    tensors = {**dict(root.named_parameters()), **dict(root.named_buffers())}
-    elsewhere = {name for name, tensor in tensors.items() if tensor.device.type != target.type}
-    with target:
-        if not elsewhere:
-            yield root
-            return
-        if target.type == "meta":
-            stand_ins = {name: torch.empty_like(tensors[name], device=target) for name in elsewhere}
-        else:
-            stand_ins = {name: tensors[name].to(target) for name in elsewhere}
+def _meta_failures_explained(device: torch.device | str | None) -> Iterator[list[Trace]]:
+    """Turn any failure of a forward on the meta device into a `MetaTraceError`.
 
-        def run(*args: Any, **kwargs: Any) -> object:
-            return torch.func.functional_call(root, stand_ins, args, kwargs)
-
-        yield run
-
-
-def _is_meta_failure(error: Exception, device: torch.device | str) -> bool:
-    if torch.device(device).type != "meta":
-        return False
-    return isinstance(error, NotImplementedError) or "meta" in str(error).lower()
+    The block appends its trace to the yielded list so the error can say where forward
+    stopped. The original error stays as the cause, with its notes.
+    """
+    traces: list[Trace] = []
+    try:
+        yield traces
+    except Exception as error:
+        meta = device is not None and torch.device(device).type == "meta"
+        if not meta or isinstance(error, MetaTraceError):
+            raise
+        calls = traces[0].calls if traces else []
+        raise MetaTraceError(_meta_failure_message(error, calls)) from error
 
 
 def _meta_failure_message(error: Exception, calls: list[Call]) -> str:
@@ -231,8 +316,9 @@ def _meta_failure_message(error: Exception, calls: list[Call]) -> str:
     else:
         where = "before any module call"
     return (
-        f"forward needs real tensor values {where}: {type(error).__name__}: {error}. "
+        f"forward raised on the meta device {where}: {type(error).__name__}: {error}. "
         "Meta tensors have shapes but no data, so .item(), data-dependent control flow and "
-        "ops without a meta kernel cannot run on them. Trace on a real device instead "
-        "(device='cpu', or leave device unset)."
+        "ops whose meta kernel is stricter than the CPU one fail there. Trace on the CPU "
+        "instead (leave device unset, or build a smaller configuration of the model); if the "
+        "model fails the same way on the CPU, the error is the model's own."
     )

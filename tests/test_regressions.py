@@ -1,0 +1,308 @@
+"""Regression tests for defects found by running 0.1.0 on outside model corpora (issue 8).
+
+Each test names the defect it pins; each failed on 0.1.0.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+from pytest_fwdorder import (
+    FwdOrderWarning,
+    MetaTraceError,
+    TensorSpec,
+    record,
+    trace_forward,
+)
+from pytest_fwdorder import recorder as recorder_module
+
+
+def scripted(module: nn.Module) -> torch.jit.ScriptModule:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
+        result: torch.jit.ScriptModule = torch.jit.script(module)
+    return result
+
+
+# 1. A TorchScript submodule inside a normal model.
+
+
+def test_a_scripted_submodule_is_one_call_marked_scripted() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), scripted(nn.Sequential(nn.Linear(4, 2), nn.ReLU())))
+
+    trace = trace_forward(model, torch.randn(1, 4))
+
+    assert [(call.path, call.module_type, call.scripted) for call in trace] == [
+        ("", "Sequential", False),
+        ("0", "Linear", False),
+        ("1", "Sequential", True),
+    ]
+    assert "  1: Sequential [scripted] (f32[1,4]) -> f32[1,2]" in trace.render().splitlines()
+    assert trace.unused() == []  # the scripted module's insides are not "never called"
+
+
+def test_record_handles_a_scripted_submodule() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), scripted(nn.Linear(4, 2)))
+
+    with record(model) as trace:
+        model(torch.randn(1, 4))
+
+    assert [call.path for call in trace] == ["", "0", "1"]
+
+
+def test_a_fully_scripted_model_keeps_its_clear_type_error() -> None:
+    with pytest.raises(TypeError, match="cannot trace a TorchScript module"):
+        trace_forward(scripted(nn.Linear(4, 2)), torch.randn(1, 4))
+
+
+# 2. Module facts come from the user's module, not from meta stand-ins.
+
+
+def test_a_module_registered_twice_is_not_frozen_on_meta() -> None:
+    linear = nn.Linear(10, 10)
+    model = nn.Sequential(linear, nn.ReLU(), linear)
+
+    on_cpu = trace_forward(model, torch.randn(1, 10))
+    on_meta = trace_forward(model, TensorSpec((1, 10)), device="meta")
+
+    assert on_meta.render() == on_cpu.render()
+    assert not any(call.frozen for call in on_meta)
+
+
+# 3. Tensors kept in plain attributes are put back.
+
+
+class ReassignsItsScale(nn.Module):
+    """Like torchvision's AnchorGenerator: forward moves a plain tensor attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.ones(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.scale = self.scale.to(x.device)
+        return x * self.scale
+
+
+def test_a_meta_trace_leaves_a_reassigned_tensor_attribute_on_the_cpu() -> None:
+    model = ReassignsItsScale()
+    original = model.scale
+
+    trace_forward(model, TensorSpec((2, 4)), device="meta")
+
+    assert model.scale is original
+    assert model(torch.ones(2, 4)).sum().item() == 8.0
+
+
+def test_an_attribute_added_in_forward_is_removed_after_the_trace() -> None:
+    class Caches(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache = x
+            return x
+
+    model = Caches()
+
+    trace_forward(model, torch.ones(1))
+
+    assert not hasattr(model, "cache")
+
+
+# 4. Lazy parameters on meta.
+
+
+def test_an_uninitialized_lazy_parameter_on_meta_is_a_meta_trace_error_naming_it() -> None:
+    model = nn.Sequential(nn.LazyLinear(3))
+
+    with pytest.raises(
+        MetaTraceError, match=r"lazy parameter '0\.weight' is not initialized"
+    ) as raised:
+        trace_forward(model, TensorSpec((1, 4)), device="meta")
+
+    assert not any("forward raised" in note for note in getattr(raised.value, "__notes__", []))
+    assert isinstance(model[0].weight, nn.UninitializedParameter)
+
+
+# 5. TensorSpec takes a tuple of ints only.
+
+
+@pytest.mark.parametrize(
+    ("shape", "bad"),
+    [
+        ({0: 1}, r"got dict \{0: 1\}"),
+        ((3, True), r"got True in \(3, True\)"),
+        ((2.0,), r"got 2\.0"),
+    ],
+)
+def test_a_tensor_spec_shape_that_is_not_ints_is_a_type_error(shape: object, bad: str) -> None:
+    with pytest.raises(TypeError, match=bad):
+        TensorSpec(shape)  # type: ignore[arg-type]
+
+
+# 6. Keyword arguments are described before forward runs.
+
+
+class SqueezesItsKeyword(nn.Module):
+    def forward(self, a: torch.Tensor, y: torch.Tensor, items: list[int]) -> torch.Tensor:
+        y.squeeze_(0)
+        items.append(1)
+        return a
+
+
+class CallsWithKeywords(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = SqueezesItsKeyword()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self.inner(a, y=b, items=[])
+
+
+def test_keyword_arguments_are_described_before_the_module_runs() -> None:
+    trace = trace_forward(CallsWithKeywords(), torch.ones(2), torch.ones(1, 4))
+
+    assert "inner: SqueezesItsKeyword (f32[2], y=f32[1,4], items=[]) -> f32[2]" in trace.render()
+
+
+def test_this_torch_lays_out_call_impl_as_the_keyword_reader_expects() -> None:
+    # If this fails, a torch release changed Module._call_impl: the recorder falls back to
+    # per-module pre-hooks (correct, slower). Update _keyword_frame_code for the new layout.
+    assert recorder_module.KEYWORD_FRAME_CODE is not None
+
+
+def test_the_fallback_without_the_frame_layout_also_describes_keywords_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(recorder_module, "KEYWORD_FRAME_CODE", None)
+    model = CallsWithKeywords()
+
+    trace = trace_forward(model, torch.ones(2), torch.ones(1, 4))
+
+    assert "inner: SqueezesItsKeyword (f32[2], y=f32[1,4], items=[]) -> f32[2]" in trace.render()
+    assert not model.inner._forward_pre_hooks  # the fallback's hooks are gone
+
+
+# 7. Python's and numpy's random states are put back.
+
+
+class DrawsFromEveryGenerator(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        numpy.random.random()
+        random.random()
+        return x
+
+
+def test_numpy_and_python_random_states_are_put_back() -> None:
+    numpy.random.seed(0)
+    random.seed(0)
+    expected = (numpy.random.random(), random.random())
+    numpy.random.seed(0)
+    random.seed(0)
+
+    trace_forward(DrawsFromEveryGenerator(), torch.ones(1))
+
+    assert (numpy.random.random(), random.random()) == expected
+
+
+# 8. Any failure on the meta device is a MetaTraceError with the original as its cause.
+
+
+class StricterOnMeta(nn.Module):
+    """Raises what torch's meta kernels raise where the CPU kernel is lenient (Mixtral)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "meta":
+            raise RuntimeError("Expected mat_a to be BFloat16")
+        return x
+
+
+def test_a_failure_only_on_meta_is_a_meta_trace_error_with_the_original_as_cause() -> None:
+    with pytest.raises(MetaTraceError, match="raised on the meta device") as raised:
+        trace_forward(nn.Sequential(StricterOnMeta()), TensorSpec((1, 2)), device="meta")
+
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert "trace on the CPU" in str(raised.value).replace("Trace", "trace")
+    assert "0 (StricterOnMeta" in str(raised.value)
+
+
+# 9. A module without parameters is never frozen.
+
+
+def test_batch_norm_without_affine_parameters_is_not_frozen() -> None:
+    trace = trace_forward(
+        nn.Sequential(nn.BatchNorm2d(8, affine=False)).eval(), torch.randn(1, 8, 2, 2)
+    )
+
+    assert not trace[1].frozen
+    assert "[frozen]" not in trace.render()
+
+
+# 12. A function or a class where the model belongs.
+
+
+def test_a_function_that_needs_arguments_is_not_taken_for_a_builder() -> None:
+    with pytest.raises(
+        TypeError,
+        match=r"zero-argument function that builds one, got 'relu', which requires 'input'",
+    ):
+        trace_forward(F.relu, torch.randn(2))
+
+
+def test_a_module_class_is_named_as_a_class() -> None:
+    with pytest.raises(
+        TypeError, match=r"got 'type': that is the class; pass an instance \(Linear\(\.\.\.\)\)"
+    ):
+        trace_forward(nn.Linear, torch.randn(2))
+
+
+def test_a_tensor_where_the_model_belongs_hints_at_the_argument_order() -> None:
+    with pytest.raises(TypeError, match=r"the model comes first, then its inputs"):
+        trace_forward(torch.randn(2), nn.Linear(2, 2))  # type: ignore[arg-type]
+
+
+# 18. Words and warnings.
+
+
+class Raises(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("boom")
+
+
+def test_the_failure_note_counts_one_call_in_the_singular() -> None:
+    with pytest.raises(ValueError, match="boom") as raised:
+        trace_forward(Raises(), torch.ones(1))
+
+    assert "forward raised after 1 recorded call." in raised.value.__notes__[0]
+
+
+class ScalesItsWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(2, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.encoder[0].weight.mul_(2)
+        return self.encoder(x)
+
+
+def test_the_in_place_parameter_warning_names_the_parameter_path_at_the_users_line() -> None:
+    with pytest.warns(FwdOrderWarning, match=r"encoder\.0\.weight") as caught:
+        trace_forward(ScalesItsWeight(), torch.ones(1, 2))
+
+    assert caught[0].filename == __file__
+
+
+def test_a_warning_at_the_end_of_a_record_block_points_at_the_users_line() -> None:
+    model = ScalesItsWeight()
+
+    with pytest.warns(FwdOrderWarning, match=r"encoder\.0\.weight") as caught, record(model):
+        model(torch.ones(1, 2))
+
+    assert caught[0].filename == __file__
