@@ -1,0 +1,462 @@
+"""Capture the stable facts of a module: its settings, its own tensors, ties and forward names.
+
+The one owner of how these facts are captured; rendering them is the golden format's job.
+Pure reads, no hooks: results are plain strings, ints and tuples, so a trace that keeps them
+keeps no tensor, and nothing in them varies between runs or devices (no ids, addresses,
+devices or values). Work that depends only on a module's class (signature inspection,
+which attributes hold its settings) is done once per class and cached.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import weakref
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from pytest_fwdorder.describe import dtype_name
+
+Setting = tuple[str, str]
+TensorKind = Literal["parameter", "buffer"]
+
+# The setting shown for a user module that overrides `extra_repr`.
+EXTRA_REPR_SETTING = "extra_repr"
+# Constructor arguments that say where a module was built, not what it computes.
+_PLACEMENT_ARGUMENTS = frozenset({"device", "dtype"})
+# Constructor arguments torch stores under another name: (setting, attribute) pairs whose
+# setting is True when the attribute holds a parameter.
+_STORED_ELSEWHERE: dict[type[nn.Module], tuple[tuple[str, str], ...]] = {
+    nn.MultiheadAttention: (("bias", "in_proj_bias"), ("add_bias_kv", "bias_k")),
+}
+# Nesting deeper than this in a setting's value is not plain configuration.
+_DEEPEST_SETTING = 4
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_MISSING = object()
+_UNINITIALIZED = (nn.UninitializedParameter, nn.UninitializedBuffer)  # lazy modules' tensors
+_PLAIN_TYPES: frozenset[type] = frozenset({bool, int, float, str, type(None)})
+
+
+@dataclass(frozen=True, slots=True)
+class TensorFact:
+    """One parameter or buffer a module holds itself: name, kind, dtype, shape and flags.
+
+    `shape` is None for a lazy (uninitialized) tensor, whose shape is not known yet.
+    `requires_grad` is always False for buffers; `persistent` always True for parameters.
+    """
+
+    name: str
+    kind: TensorKind
+    dtype: str
+    shape: tuple[int, ...] | None
+    requires_grad: bool = False
+    persistent: bool = True
+
+    @property
+    def initialized(self) -> bool:
+        """False for a lazy module's `UninitializedParameter` or `UninitializedBuffer`."""
+        return self.shape is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleTensors:
+    """A module's own parameters, then its own buffers, in registration order (None skipped)."""
+
+    tensors: tuple[TensorFact, ...]
+
+    @property
+    def parameters(self) -> tuple[TensorFact, ...]:
+        return tuple(fact for fact in self.tensors if fact.kind == "parameter")
+
+    @property
+    def buffers(self) -> tuple[TensorFact, ...]:
+        return tuple(fact for fact in self.tensors if fact.kind == "buffer")
+
+    @property
+    def frozen(self) -> bool:
+        """True when the module has parameters and none of them requires grad.
+
+        A module without parameters (ReLU, BatchNorm2d(affine=False)) is never frozen.
+        """
+        parameters = self.parameters
+        return bool(parameters) and not any(fact.requires_grad for fact in parameters)
+
+    @property
+    def partially_frozen(self) -> bool:
+        """True when some of the module's own parameters require grad and some do not."""
+        flags = {fact.requires_grad for fact in self.tensors if fact.kind == "parameter"}
+        return len(flags) == 2
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleFacts:
+    """What a module is, computed once per module per trace: settings and own tensors."""
+
+    settings: tuple[Setting, ...]
+    tensors: ModuleTensors
+
+
+@dataclass(frozen=True, slots=True)
+class TensorTotals:
+    """Element counts over a model, each tensor counted once however often it is tied.
+
+    Lazy tensors have no element count yet: they are counted in `uninitialized_count`.
+    """
+
+    parameter_count: int
+    trainable_parameter_count: int
+    buffer_count: int
+    uninitialized_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TensorIndex:
+    """What one walk over a model's tensors finds: ties, state_dict keys and totals.
+
+    `tied` pairs each tensor's first full name with its other names, for tensors reached
+    under more than one name (shared weights, or a module registered in two places).
+    """
+
+    tied: tuple[tuple[str, tuple[str, ...]], ...]
+    state_dict_keys: tuple[str, ...]
+    totals: TensorTotals
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardParameters:
+    """The parameters of a module class's `forward`, without `self`."""
+
+    positional_names: tuple[str, ...]
+    none_defaults: frozenset[str]  # names, positional or keyword-only, whose default is None
+
+
+@dataclass(frozen=True, slots=True)
+class _SettingsPlan:
+    """Where a class keeps its settings: (setting, attribute, read as presence) triples."""
+
+    sources: tuple[tuple[str, str, bool], ...]
+    uses_extra_repr: bool
+
+
+_SETTINGS_PLANS: weakref.WeakKeyDictionary[type[nn.Module], _SettingsPlan] = (
+    weakref.WeakKeyDictionary()
+)
+# Equal facts are built once (a frozen dataclass costs more to build than to look up).
+_TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
+_MOST_TENSOR_FACTS = 100_000
+_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type[nn.Module], ForwardParameters | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def module_facts(module: nn.Module) -> ModuleFacts:
+    """Settings and own tensors of a module, in one call."""
+    return ModuleFacts(module_settings(module), module_tensors(module))
+
+
+def module_settings(module: nn.Module) -> tuple[Setting, ...]:
+    """The settings that decide what a module computes, as (name, text) in a stable order.
+
+    torch.nn modules: their constructor arguments read back from the attributes that hold
+    them (`kernel_size=(3, 3)`, `eps=1e-05`; floats exactly, by repr), `bias=True/False`
+    from whether the bias parameter exists, never `device` or `dtype`. Classes whose
+    `__init__` takes `*args`/`**kwargs` (LSTM, GRU) add their `__constants__`. Other modules:
+    their `extra_repr()` text as one `extra_repr` setting when they have one (hexadecimal
+    addresses replaced), else nothing. Never raises: an unreadable setting reads as a
+    placeholder naming the exception type.
+    """
+    try:
+        module_class = type(module)
+        plan = _SETTINGS_PLANS.get(module_class)
+        if plan is None:
+            plan = _SETTINGS_PLANS[module_class] = _plan_settings(module_class)
+        if plan.uses_extra_repr:
+            return _extra_repr_setting(module)
+        return _read_settings(module, plan)
+    except Exception as error:  # a hostile __getattr__ or class must not break the user's test
+        return (("settings", f"<not readable: {type(error).__name__}>"),)
+
+
+def _plan_settings(module_class: type[nn.Module]) -> _SettingsPlan:
+    if not _defined_in_torch_nn(module_class):
+        return _SettingsPlan((), module_class.extra_repr is not nn.Module.extra_repr)
+    names: list[str] = []
+    takes_anything = False
+    try:
+        signature = inspect.signature(module_class.__init__)
+    except (TypeError, ValueError):
+        takes_anything = True
+    else:
+        for parameter in list(signature.parameters.values())[1:]:
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                takes_anything = True
+            else:
+                names.append(parameter.name)
+    if takes_anything:
+        names.extend(getattr(module_class, "__constants__", ()))
+    elsewhere: dict[str, str] = {}
+    for base in reversed(module_class.__mro__):
+        elsewhere.update(_STORED_ELSEWHERE.get(base, ()))
+    sources: list[tuple[str, str, bool]] = []
+    for name in dict.fromkeys(names):  # in order, once each
+        if name.startswith("_") or name in _PLACEMENT_ARGUMENTS:
+            continue
+        attribute = elsewhere.get(name)
+        sources.append((name, name, False) if attribute is None else (name, attribute, True))
+    return _SettingsPlan(tuple(sources), uses_extra_repr=False)
+
+
+def _defined_in_torch_nn(module_class: type) -> bool:
+    module_name = module_class.__module__ or ""
+    return module_name == "torch.nn" or module_name.startswith("torch.nn.")
+
+
+def _read_settings(module: nn.Module, plan: _SettingsPlan) -> tuple[Setting, ...]:
+    attributes = vars(module)  # plain attributes only: never a method or property
+    parameters = module._parameters
+    settings: list[Setting] = []
+    for setting_name, attribute, as_presence in plan.sources:
+        value = attributes.get(attribute, _MISSING)
+        if as_presence:
+            if value is _MISSING:
+                value = parameters.get(attribute)
+            settings.append((setting_name, repr(value is not None)))
+        elif value is not _MISSING:
+            value_type = type(value)
+            if value_type in _PLAIN_TYPES or (
+                value_type is tuple and _PLAIN_TYPES.issuperset(map(type, value))
+            ):
+                text: str | None = repr(value)  # kernel_size=(3, 3): repr writes it as wanted
+            else:
+                text = _config_text(value, 0)
+            if text is not None:
+                settings.append((setting_name, text))
+        elif attribute in parameters:  # a bool argument kept as a parameter or None: bias
+            settings.append((setting_name, repr(parameters[attribute] is not None)))
+    return tuple(settings)
+
+
+def _config_text(value: object, depth: int) -> str | None:
+    """Text for a plain configuration value, or None for anything else (tensors, modules)."""
+    value_type = type(value)
+    if value_type in _PLAIN_TYPES:
+        return repr(value)
+    if (value_type is tuple or value_type is list) and _PLAIN_TYPES.issuperset(map(type, value)):  # type: ignore[call-overload]
+        return repr(value)
+    if isinstance(value, torch.dtype):
+        return dtype_name(value)
+    if isinstance(value, (tuple, list)) and depth < _DEEPEST_SETTING:
+        parts = [_config_text(item, depth + 1) for item in value]
+        if any(part is None for part in parts):
+            return None
+        text = ", ".join(part for part in parts if part is not None)
+        if isinstance(value, list):
+            return f"[{text}]"
+        return f"({text},)" if len(parts) == 1 else f"({text})"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return f"<function {value.__qualname__}>"  # TransformerEncoderLayer's activation
+    return None
+
+
+def _extra_repr_setting(module: nn.Module) -> tuple[Setting, ...]:
+    try:
+        text = module.extra_repr()
+    except Exception as error:
+        return ((EXTRA_REPR_SETTING, f"<extra_repr raised {type(error).__name__}>"),)
+    if not isinstance(text, str):
+        return ((EXTRA_REPR_SETTING, f"<extra_repr returned {type(text).__name__}>"),)
+    if not text:
+        return ()
+    return ((EXTRA_REPR_SETTING, _ADDRESS.sub("<address>", text)),)
+
+
+def module_tensors(module: nn.Module) -> ModuleTensors:
+    """A module's own parameters and buffers (not its children's), without reading values.
+
+    Lazy tensors are recorded as uninitialized (shape None) without touching their shape.
+    """
+    facts: list[TensorFact] = []
+    for name, parameter in module._parameters.items():
+        if parameter is not None:
+            facts.append(_tensor_fact(name, "parameter", parameter, parameter.requires_grad, True))
+    if module._buffers:
+        non_persistent = module._non_persistent_buffers_set
+        for name, buffer in module._buffers.items():
+            if buffer is not None:
+                facts.append(
+                    _tensor_fact(name, "buffer", buffer, False, name not in non_persistent)
+                )
+    return ModuleTensors(tuple(facts))
+
+
+def _tensor_fact(
+    name: str, kind: TensorKind, tensor: torch.Tensor, requires_grad: bool, persistent: bool
+) -> TensorFact:
+    """The fact for one tensor, shared between equal facts: most models repeat a few."""
+    if isinstance(tensor, _UNINITIALIZED):
+        return TensorFact(name, kind, dtype_name(tensor.dtype), None, requires_grad, persistent)
+    # torch.Size hashes and compares as the tuple of its sizes.
+    key = (name, kind, tensor.dtype, tensor.shape, requires_grad, persistent)
+    fact = _TENSOR_FACTS.get(key)
+    if fact is None:
+        if len(_TENSOR_FACTS) >= _MOST_TENSOR_FACTS:
+            _TENSOR_FACTS.clear()
+        fact = TensorFact(
+            name, kind, dtype_name(tensor.dtype), tuple(tensor.shape), requires_grad, persistent
+        )
+        _TENSOR_FACTS[key] = fact
+    return fact
+
+
+def index_tensors(root: nn.Module) -> TensorIndex:
+    """Walk every module path once: tied tensors, state_dict keys and element totals.
+
+    The keys follow `root.state_dict()`: parameters, then persistent buffers, then
+    `_extra_state` where the class defines `get_extra_state`, module by module, shared
+    modules and tied tensors under each of their names. Keys that state_dict hooks add or
+    remove are not seen.
+    """
+    names_by_tensor: dict[int, list[str]] = {}
+    keys: list[str] = []
+    parameter_count = trainable_parameter_count = buffer_count = uninitialized_count = 0
+    for path, module in root.named_modules(remove_duplicate=False):
+        prefix = f"{path}." if path else ""
+        for name, parameter in module._parameters.items():
+            if parameter is None:
+                continue
+            full_name = prefix + name
+            keys.append(full_name)
+            names = names_by_tensor.get(id(parameter))
+            if names is not None:
+                names.append(full_name)
+                continue
+            names_by_tensor[id(parameter)] = [full_name]
+            if isinstance(parameter, _UNINITIALIZED):
+                uninitialized_count += 1
+                continue
+            parameter_count += parameter.numel()
+            if parameter.requires_grad:
+                trainable_parameter_count += parameter.numel()
+        non_persistent = module._non_persistent_buffers_set
+        for name, buffer in module._buffers.items():
+            if buffer is None:
+                continue
+            full_name = prefix + name
+            if name not in non_persistent:
+                keys.append(full_name)
+            names = names_by_tensor.get(id(buffer))
+            if names is not None:
+                names.append(full_name)
+                continue
+            names_by_tensor[id(buffer)] = [full_name]
+            if isinstance(buffer, _UNINITIALIZED):
+                uninitialized_count += 1
+            else:
+                buffer_count += buffer.numel()
+        if type(module).get_extra_state is not nn.Module.get_extra_state:
+            keys.append(prefix + "_extra_state")
+    return TensorIndex(
+        tied=tuple(
+            (names[0], tuple(names[1:])) for names in names_by_tensor.values() if len(names) > 1
+        ),
+        state_dict_keys=tuple(keys),
+        totals=TensorTotals(
+            parameter_count, trainable_parameter_count, buffer_count, uninitialized_count
+        ),
+    )
+
+
+def tied_tensors(root: nn.Module) -> dict[str, tuple[str, ...]]:
+    """Each tensor reached under several names: first full name -> its other names."""
+    return dict(index_tensors(root).tied)
+
+
+def state_dict_keys(root: nn.Module) -> tuple[str, ...]:
+    """The keys `root.state_dict()` would have, in its order, without building it."""
+    return index_tensors(root).state_dict_keys
+
+
+def tensor_totals(root: nn.Module) -> TensorTotals:
+    """Parameter, trainable parameter and buffer element counts, tied tensors once."""
+    return index_tensors(root).totals
+
+
+def forward_parameters(module: nn.Module) -> ForwardParameters | None:
+    """The parameters of `type(module).forward`, or None when they cannot name arguments.
+
+    None when the signature cannot be read, takes `*args`, is a staticmethod, or the
+    instance replaced its own `forward` (the class's signature is then not what is called).
+    """
+    if "forward" in vars(module):
+        return None
+    module_class = type(module)
+    found = _FORWARD_PARAMETERS.get(module_class, _MISSING)
+    if found is _MISSING:
+        found = _FORWARD_PARAMETERS[module_class] = _read_forward_parameters(module_class)
+    assert found is None or isinstance(found, ForwardParameters)  # what the cache holds
+    return found
+
+
+def _read_forward_parameters(module_class: type[nn.Module]) -> ForwardParameters | None:
+    try:
+        if isinstance(inspect.getattr_static(module_class, "forward"), staticmethod):
+            return None
+        parameters = list(inspect.signature(module_class.forward).parameters.values())
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if not parameters or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return None  # no `self` to drop: not a plain method
+    parameters = parameters[1:]
+    if any(parameter.kind is inspect.Parameter.VAR_POSITIONAL for parameter in parameters):
+        return None
+    return ForwardParameters(
+        positional_names=tuple(
+            parameter.name
+            for parameter in parameters
+            if parameter.kind
+            in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ),
+        none_defaults=frozenset(
+            parameter.name
+            for parameter in parameters
+            if parameter.default is None and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+        ),
+    )
+
+
+def argument_names(module: nn.Module) -> tuple[str, ...] | None:
+    """The positional parameter names of the module's forward, without `self`, or None."""
+    parameters = forward_parameters(module)
+    return None if parameters is None else parameters.positional_names
+
+
+def name_arguments(
+    names: tuple[str, ...] | None, argument_count: int, keyword_names: Collection[str]
+) -> tuple[str, ...] | None:
+    """Names for the positional arguments of one call, or None to keep them positional.
+
+    None when the names are unknown, when the call passed more positional arguments than
+    the signature names, or when a keyword argument repeats one of those names (the
+    signature read is then not the one called, e.g. a decorator changed it).
+
+    Recommended rendering of None: show every named argument as `name=value` and leave out
+    an argument that is None when its parameter's default is None (`none_defaults`),
+    whether passed by position or keyword, so `m(x)`, `m(x, None)` and `m(x, mask=None)`
+    give one line. Keep a None given for any other default, since it changes what forward
+    does, and keep every argument when this returns None: dropping one would shift the
+    positions of those after it.
+    """
+    if names is None or argument_count > len(names):
+        return None
+    chosen = names[:argument_count]
+    if any(name in keyword_names for name in chosen):
+        return None
+    return chosen
