@@ -2,7 +2,7 @@
 
     python benchmarks/probe_zoo.py [names...]   # prints one JSON line per model
 
-Used to fill examples/zoo/catalogue.py INPUT_SIDES; not part of the test run.
+Used to fill tests/zoo/catalogue.py INPUT_SIDES; not part of the test run.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torchvision
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "zoo"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "zoo"))
 from catalogue import case, family_of
 
 from pytest_fwdorder import trace_forward

@@ -5,14 +5,8 @@ from __future__ import annotations
 # pytester's in-process runs drop modules first imported during the run from sys.modules.
 # torch._dynamo registers C++ operators at import, so a second import fails: import it
 # once here so that every in-process run finds it already loaded.
-import sys
-from pathlib import Path
-
 import pytest
 import torch._dynamo  # noqa: F401
-
-# The torch.fx oracle lives beside the zoo suite that uses it most; the unit tests use it too.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "zoo"))
 
 
 @pytest.fixture(autouse=True)
@@ -21,3 +15,20 @@ def _inner_runs_are_not_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     syrupy would then skip its report and unused-snapshot cleanup as workers do."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The zoo suite's report: how many models were traced, fx-checked, agreed.
+
+    It lives here, not in zoo/, because under pytest-xdist the controller process that
+    writes the summary only loads the conftest files of the paths it was given.
+    """
+    checks: dict[str, int] = {}
+    for report in terminalreporter.stats.get("passed", []):
+        for name, value in getattr(report, "user_properties", []):
+            if name.startswith("zoo "):
+                checks[name] = checks.get(name, 0) + int(value)
+    if checks:
+        terminalreporter.write_sep("-", "torchvision zoo")
+        for name in sorted(checks):
+            terminalreporter.write_line(f"{name[4:]}: {checks[name]}")

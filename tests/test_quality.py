@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +39,64 @@ def test_the_package_passes_mypy_strict() -> None:
     finished = run("mypy")
 
     assert finished.returncode == 0, finished.stdout
+
+
+def package_imports() -> dict[str, set[str]]:
+    """Module -> the package modules it imports, at any level (function-level imports too)."""
+    package = ROOT / "pytest_fwdorder"
+    modules = {path.stem for path in package.glob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name in modules:
+        found: set[str] = set()
+        for node in ast.walk(ast.parse((package / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                parts = node.module.split(".")
+                if parts[0] == "pytest_fwdorder" and len(parts) > 1 and parts[1] in modules:
+                    found.add(parts[1])
+        edges[name] = found - {name}
+    return edges
+
+
+def cycle_in(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a list of modules (first repeated last), or None."""
+    done: set[str] = set()
+
+    def visit(path: list[str]) -> list[str] | None:
+        for target in sorted(edges.get(path[-1], ())):
+            if target in path:
+                return [*path[path.index(target) :], target]
+            if target not in done and (found := visit([*path, target])):
+                return found
+        done.add(path[-1])
+        return None
+
+    for start in sorted(edges):
+        if start not in done and (found := visit([start])):
+            return found
+    return None
+
+
+def test_the_circle_finder_can_fail() -> None:
+    assert cycle_in({"trace": {"render"}, "render": {"trace"}}) == ["render", "trace", "render"]
+
+
+def test_the_package_has_no_import_circle() -> None:
+    edges = package_imports()
+    # __init__ names every module lazily; it is the top, never imported by the others.
+    del edges["__init__"]
+
+    assert cycle_in(edges) is None
+
+
+def test_the_records_at_the_bottom_import_nothing_of_the_package() -> None:
+    assert package_imports()["records"] == set()
+
+
+def test_the_test_suite_does_not_reach_into_examples() -> None:
+    offenders = [
+        path.name
+        for path in (ROOT / "tests").rglob("*.py")
+        if re.search(r"sys\.path.*examples", path.read_text())
+    ]
+
+    assert offenders == []

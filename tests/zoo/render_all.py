@@ -1,6 +1,6 @@
 """Render the golden text of every zoo model into a folder: one file per model.
 
-    python examples/zoo/render_all.py OUT_DIR
+    python tests/zoo/render_all.py OUT_DIR
 
 The zoo suite runs this in fresh processes with different PYTHONHASHSEED values and
 compares the files byte for byte with its own goldens.
