@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         MetaTraceError,
         NotEquivalentError,
         StructureMismatchError,
+        UnregisteredModuleError,
     )
     from pytest_fwdorder.options import TraceOptions
     from pytest_fwdorder.records import Call, TensorDescription
@@ -57,6 +58,7 @@ _HOMES = {
     "TraceDiff": "diff",
     "TraceOptions": "options",
     "TraceSnapshotExtension": "snapshot",
+    "UnregisteredModuleError": "errors",
     "Tracer": "tracing",
     "assert_checkpoint_loads": "checkpoint",
     "assert_equivalent": "equivalence",

@@ -20,6 +20,10 @@ class EmptyTraceError(ValueError):
     """A recording block ended without a single call of the model's modules."""
 
 
+class UnregisteredModuleError(ValueError):
+    """A module that owns parameters ran in forward without being registered under the model."""
+
+
 class MetaTraceError(RuntimeError):
     """A forward needed real tensor values while traced on the meta device."""
 

@@ -15,15 +15,20 @@ import types
 import weakref
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
 from pytest_fwdorder.describe import dtype_name
-
-Setting = tuple[str, str]
-TensorKind = Literal["parameter", "buffer"]
+from pytest_fwdorder.records import (
+    ForwardParameters,
+    ModuleFacts,
+    ModuleTensors,
+    Setting,
+    TensorFact,
+    TensorKind,
+    TensorTotals,
+)
 
 # The setting shown for a user module that overrides `extra_repr`.
 EXTRA_REPR_SETTING = "extra_repr"
@@ -43,78 +48,6 @@ _PLAIN_TYPES: frozenset[type] = frozenset({bool, int, float, str, type(None)})
 
 
 @dataclass(frozen=True, slots=True)
-class TensorFact:
-    """One parameter or buffer a module holds itself: name, kind, dtype, shape and flags.
-
-    `shape` is None for a lazy (uninitialized) tensor, whose shape is not known yet.
-    `requires_grad` is always False for buffers; `persistent` always True for parameters.
-    """
-
-    name: str
-    kind: TensorKind
-    dtype: str
-    shape: tuple[int, ...] | None
-    requires_grad: bool = False
-    persistent: bool = True
-
-    @property
-    def initialized(self) -> bool:
-        """False for a lazy module's `UninitializedParameter` or `UninitializedBuffer`."""
-        return self.shape is not None
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleTensors:
-    """A module's own parameters, then its own buffers, in registration order (None skipped)."""
-
-    tensors: tuple[TensorFact, ...]
-
-    @property
-    def parameters(self) -> tuple[TensorFact, ...]:
-        return tuple(fact for fact in self.tensors if fact.kind == "parameter")
-
-    @property
-    def buffers(self) -> tuple[TensorFact, ...]:
-        return tuple(fact for fact in self.tensors if fact.kind == "buffer")
-
-    @property
-    def frozen(self) -> bool:
-        """True when the module has parameters and none of them requires grad.
-
-        A module without parameters (ReLU, BatchNorm2d(affine=False)) is never frozen.
-        """
-        parameters = self.parameters
-        return bool(parameters) and not any(fact.requires_grad for fact in parameters)
-
-    @property
-    def partially_frozen(self) -> bool:
-        """True when some of the module's own parameters require grad and some do not."""
-        flags = {fact.requires_grad for fact in self.tensors if fact.kind == "parameter"}
-        return len(flags) == 2
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleFacts:
-    """What a module is, computed once per module per trace: settings and own tensors."""
-
-    settings: tuple[Setting, ...]
-    tensors: ModuleTensors
-
-
-@dataclass(frozen=True, slots=True)
-class TensorTotals:
-    """Element counts over a model, each tensor counted once however often it is tied.
-
-    Lazy tensors have no element count yet: they are counted in `uninitialized_count`.
-    """
-
-    parameter_count: int
-    trainable_parameter_count: int
-    buffer_count: int
-    uninitialized_count: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class TensorIndex:
     """What one walk over a model's tensors finds: ties, state_dict keys and totals.
 
@@ -125,14 +58,6 @@ class TensorIndex:
     tied: tuple[tuple[str, tuple[str, ...]], ...]
     state_dict_keys: tuple[str, ...]
     totals: TensorTotals
-
-
-@dataclass(frozen=True, slots=True)
-class ForwardParameters:
-    """The parameters of a module class's `forward`, without `self`."""
-
-    positional_names: tuple[str, ...]
-    none_defaults: frozenset[str]  # names, positional or keyword-only, whose default is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +80,8 @@ _FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type[nn.Module], ForwardParameter
 
 
 def module_facts(module: nn.Module) -> ModuleFacts:
-    """Settings and own tensors of a module, in one call."""
-    return ModuleFacts(module_settings(module), module_tensors(module))
+    """Settings, own tensors and forward's parameters of a module, in one call."""
+    return ModuleFacts(module_settings(module), module_tensors(module), forward_parameters(module))
 
 
 def module_settings(module: nn.Module) -> tuple[Setting, ...]:

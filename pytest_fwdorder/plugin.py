@@ -7,32 +7,47 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Generator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from pytest_fwdorder.diff import diff_traces
-from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, check_option_values
+from pytest_fwdorder.options import FACETS, OPTION_NAMES, TraceOptions, check_option_values
 from pytest_fwdorder.records import TraceRecords
 from pytest_fwdorder.snapshot import explain_snapshot_assertion
 from pytest_fwdorder.trace import Trace
 
 _MARKER = "fwdorder"
+# One ini option per trace option, `fwdorder_<name>`: (ini type, default, help).
+_INI_OPTIONS: dict[str, tuple[Literal["string", "bool", "args"], object, str]] = {
+    "device": (
+        "string",
+        "",
+        "device forward_trace runs models on by default ('meta' traces without compute); "
+        "empty: wherever the model is",
+    ),
+    "show_devices": (
+        "bool",
+        False,
+        "show each tensor's device in golden files (off: goldens match across devices)",
+    ),
+    "hide": (
+        "args",
+        [],
+        f"facets left out of golden files, any of: {', '.join(FACETS)} (default: none)",
+    ),
+    "unregistered": (
+        "string",
+        "warn",
+        "a module that owns parameters but is not registered under the model: 'warn' "
+        "(default) or 'error'",
+    ),
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini(
-        "fwdorder_device",
-        "device forward_trace runs models on by default ('meta' traces without compute); "
-        "empty: wherever the model is",
-        default="",
-    )
-    parser.addini(
-        "fwdorder_show_devices",
-        "show each tensor's device in golden files (off: goldens match across devices)",
-        type="bool",
-        default=False,
-    )
+    for name, (kind, default, help_text) in _INI_OPTIONS.items():
+        parser.addini(f"fwdorder_{name}", help_text, type=kind, default=default)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,9 +56,20 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{_MARKER}({', '.join(f'{name}=...' for name in OPTION_NAMES)}): trace options for "
         "the forward_trace fixture in this test",
     )
-    device = str(config.getini("fwdorder_device"))
-    if device:
-        _check_device(device, source="ini option fwdorder_device")
+    values = _ini_options(config)
+    try:
+        check_option_values(values, source="the fwdorder_* ini options")
+    except (TypeError, ValueError) as error:
+        raise pytest.UsageError(str(error)) from None
+    if values["device"]:
+        _check_device(values["device"], source="ini option fwdorder_device")
+
+
+def _ini_options(config: pytest.Config) -> dict[str, Any]:
+    values = {name: config.getini(f"fwdorder_{name}") for name in _INI_OPTIONS}
+    values["device"] = str(values["device"]) or None
+    values["hide"] = tuple(values["hide"])
+    return values
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -64,10 +90,7 @@ def forward_trace(request: pytest.FixtureRequest) -> Any:
     """
     from pytest_fwdorder.tracing import Tracer
 
-    values: dict[str, Any] = {
-        "device": str(request.config.getini("fwdorder_device")) or None,
-        "show_devices": bool(request.config.getini("fwdorder_show_devices")),
-    }
+    values = _ini_options(request.config)
     marker = request.node.get_closest_marker(_MARKER)
     if marker is not None:
         values.update(_marker_options(marker))
@@ -85,7 +108,7 @@ def _marker_options(marker: pytest.Mark) -> dict[str, Any]:
         )
     try:
         check_option_values(dict(marker.kwargs), source=f"@pytest.mark.{_MARKER}")
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
         pytest.fail(str(error), pytrace=False)
     device = marker.kwargs.get("device")
     if device is not None:

@@ -33,7 +33,8 @@ from pytest_fwdorder.describe import (
     tensors_of,
 )
 from pytest_fwdorder.errors import MetaTraceError, warn_at_caller
-from pytest_fwdorder.records import Call, RenderOptions
+from pytest_fwdorder.facts import index_tensors, module_facts
+from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
 from pytest_fwdorder.trace import Trace
 
 # Calls listed in the note added to an exception raised by forward.
@@ -102,26 +103,27 @@ class ModuleEntry:
     path: str
     registered: bool
     module_type: str
-    frozen: bool
     scripted: bool
+    facts: ModuleFacts
+    training: bool
 
 
-def module_entry(module: nn.Module, path: str, *, registered: bool) -> ModuleEntry:
+_OPAQUE = ModuleFacts((), ModuleTensors(()), None)  # what Python cannot read in TorchScript
+
+
+def module_entry(
+    module: nn.Module, path: str, *, registered: bool, inside_script: bool = False
+) -> ModuleEntry:
     scripted = isinstance(module, torch.jit.ScriptModule)
     module_type = getattr(module, "original_name", None) if scripted else None
     return ModuleEntry(
         path=path,
         registered=registered,
         module_type=module_type if isinstance(module_type, str) else type(module).__name__,
-        frozen=is_frozen(module),
         scripted=scripted,
+        facts=_OPAQUE if scripted or inside_script else module_facts(module),
+        training=module.training,
     )
-
-
-def is_frozen(module: nn.Module) -> bool:
-    """True when the module has parameters of its own and none of them requires grad."""
-    own = [value for value in module._parameters.values() if value is not None]
-    return bool(own) and not any(value.requires_grad for value in own)
 
 
 @dataclass
@@ -148,11 +150,12 @@ def index_model(root: nn.Module) -> ModelIndex:
         if module_id in entries:
             other_names.setdefault(module_id, []).append(path)
             continue
-        entry = module_entry(module, path, registered=True)
+        inside_script = any(path.startswith(prefix) for prefix in scripted_prefixes)
+        entry = module_entry(module, path, registered=True, inside_script=inside_script)
         entries[module_id] = entry
         modules.append(module)
-        if any(path.startswith(prefix) for prefix in scripted_prefixes):
-            continue  # inside a scripted module: its calls never reach Python hooks
+        if inside_script:
+            continue  # its calls never reach Python hooks
         if entry.scripted:
             scripted_prefixes.append(f"{path}.")
             callable_paths.append(path)
@@ -552,8 +555,10 @@ class Recorder:
                 kwargs=record.kwargs or (),
                 output=None if output is _NOT_FINISHED else finish_value(output),
                 raised=record.raised,
-                frozen=entry.frozen,
+                frozen=entry.facts.tensors.frozen,
                 scripted=entry.scripted,
+                facts=entry.facts,
+                training=entry.training,
             )
             calls.append(call)
             if parent is not None:
@@ -682,11 +687,17 @@ def recording(
     target = torch.device(device) if device is not None else None
     if target is not None:
         _check_stand_ins_possible(index, target)
+    root_entry = index.entries[id(root)]
+    tensors = index_tensors(root)
     trace = Trace(
-        root_type=index.entries[id(root)].module_type,
+        root_type=root_entry.module_type,
         callable_paths=index.callable_paths,
         aliases=index.aliases,
         options=options,
+        mode="train" if root_entry.training else "eval",
+        modules={entry.path: (entry.module_type, entry.facts) for entry in index.entries.values()},
+        tied=tensors.tied,
+        totals=tensors.totals,
     )
     recorder = Recorder(index, trace, capture_outputs=capture_outputs)
     state = _capture_state(index) if restore_state else None

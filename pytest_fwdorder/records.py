@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Literal, overload
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,91 @@ def tensors_in(value: ValueDescription) -> list[TensorDescription]:
     return found
 
 
+Setting = tuple[str, str]
+TensorKind = Literal["parameter", "buffer"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardParameters:
+    """The parameters of a module class's `forward`, without `self`."""
+
+    positional_names: tuple[str, ...]
+    none_defaults: frozenset[str]  # names, positional or keyword-only, whose default is None
+
+
+@dataclass(frozen=True, slots=True)
+class TensorFact:
+    """One parameter or buffer a module holds itself: name, kind, dtype, shape and flags.
+
+    `shape` is None for a lazy (uninitialized) tensor, whose shape is not known yet.
+    `requires_grad` is always False for buffers; `persistent` always True for parameters.
+    """
+
+    name: str
+    kind: TensorKind
+    dtype: str
+    shape: tuple[int, ...] | None
+    requires_grad: bool = False
+    persistent: bool = True
+
+    @property
+    def initialized(self) -> bool:
+        """False for a lazy module's `UninitializedParameter` or `UninitializedBuffer`."""
+        return self.shape is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleTensors:
+    """A module's own parameters, then its own buffers, in registration order (None skipped)."""
+
+    tensors: tuple[TensorFact, ...]
+
+    @property
+    def parameters(self) -> tuple[TensorFact, ...]:
+        return tuple(fact for fact in self.tensors if fact.kind == "parameter")
+
+    @property
+    def buffers(self) -> tuple[TensorFact, ...]:
+        return tuple(fact for fact in self.tensors if fact.kind == "buffer")
+
+    @property
+    def frozen(self) -> bool:
+        """True when the module has parameters and none of them requires grad.
+
+        A module without parameters (ReLU, BatchNorm2d(affine=False)) is never frozen.
+        """
+        parameters = self.parameters
+        return bool(parameters) and not any(fact.requires_grad for fact in parameters)
+
+    @property
+    def partially_frozen(self) -> bool:
+        """True when some of the module's own parameters require grad and some do not."""
+        flags = {fact.requires_grad for fact in self.tensors if fact.kind == "parameter"}
+        return len(flags) == 2
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleFacts:
+    """What a module is, computed once per module per trace: settings, own tensors, forward."""
+
+    settings: tuple[Setting, ...]
+    tensors: ModuleTensors
+    forward: ForwardParameters | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TensorTotals:
+    """Element counts over a model, each tensor counted once however often it is tied.
+
+    Lazy tensors have no element count yet: they are counted in `uninitialized_count`.
+    """
+
+    parameter_count: int
+    trainable_parameter_count: int
+    buffer_count: int
+    uninitialized_count: int = 0
+
+
 class Call:
     """One call of one module, recorded when it started.
 
@@ -87,13 +172,16 @@ class Call:
     (kept in a plain list, say): its parameters are neither trained nor saved. `frozen` is
     True when the module has parameters of its own and none of them requires grad.
     `scripted` is True for a TorchScript submodule: it is recorded as one call, since the
-    calls inside it never reach Python hooks.
+    calls inside it never reach Python hooks. `facts` (settings, own tensors, forward's
+    parameters) and `training` are the module's, read once per trace before it ran; one
+    `ModuleFacts` object is shared by every call of a module.
     """
 
     __slots__ = (
         "args",
         "children",
         "depth",
+        "facts",
         "frozen",
         "index",
         "kwargs",
@@ -105,6 +193,7 @@ class Call:
         "raised",
         "registered",
         "scripted",
+        "training",
     )
 
     def __init__(
@@ -123,6 +212,8 @@ class Call:
         raised: bool = False,
         frozen: bool = False,
         scripted: bool = False,
+        facts: ModuleFacts | None = None,
+        training: bool | None = None,
     ) -> None:
         self.path = path
         self.module_type = module_type
@@ -137,6 +228,8 @@ class Call:
         self.raised = raised
         self.frozen = frozen
         self.scripted = scripted
+        self.facts = facts
+        self.training = training
         self.children: list[Call] = []
 
     @property
@@ -173,9 +266,10 @@ class Call:
 
 @dataclass(frozen=True)
 class RenderOptions:
-    """What a rendered trace shows beyond the defaults."""
+    """What a rendered trace shows: devices (off by default), and the facets it hides."""
 
     devices: bool = False
+    hidden: frozenset[str] = frozenset()
 
 
 @dataclass(eq=False)
@@ -190,6 +284,13 @@ class TraceRecords(Sequence[Call]):
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     options: RenderOptions = field(default_factory=RenderOptions)
     calls: list[Call] = field(default_factory=list)
+    # The root's mode ("train" or "eval"), None when unknown (a trace built by hand).
+    mode: str | None = None
+    # Each registered module's path -> (type name, facts): never-called modules included.
+    modules: dict[str, tuple[str, ModuleFacts]] = field(default_factory=dict)
+    # Tensors reached under several names: first full name -> the other names.
+    tied: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    totals: TensorTotals | None = None
 
     @overload
     def __getitem__(self, index: int) -> Call: ...
@@ -232,6 +333,23 @@ class TraceRecords(Sequence[Call]):
     def find(self, path: str) -> list[Call]:
         """Every call of the module at `path`, in order."""
         return [call for call in self.calls if call.path == path]
+
+    def state_dict_keys(self) -> list[str]:
+        """The keys a checkpoint of the traced model holds, as far as the trace shows them.
+
+        Each registered module's parameters and persistent buffers under its first path
+        and under every other name it or its tensors have. Keys that `get_extra_state` or
+        state_dict hooks add are not seen.
+        """
+        keys: list[str] = []
+        for path, (_, facts) in self.modules.items():
+            for prefix in (path, *self.aliases.get(path, ())):
+                keys.extend(
+                    f"{prefix}.{fact.name}" if prefix else fact.name
+                    for fact in facts.tensors.tensors
+                    if fact.persistent
+                )
+        return keys
 
     def __repr__(self) -> str:
         return f"<TraceRecords of {self.root_type}: {len(self.calls)} calls>"

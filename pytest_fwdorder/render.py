@@ -1,39 +1,56 @@
 """Trace -> golden text, and golden text -> lines: the one owner of the golden format.
 
 Pure functions, no torch. A golden file is a header of `#` lines with totals, then one line
-per call in execution order, indented two spaces per nesting level:
+per call in execution order, indented two spaces per nesting level, and under a module's
+first call its facts, one `| ` line each (settings, parameters, buffers):
 
+    layer1.0.conv1: Conv2d (f32[1,64,56,56]) -> f32[1,64,56,56]
+      | settings: in_channels=64, out_channels=64, kernel_size=(1, 1), ..., bias=False
+      | parameters: weight f32[64,64,1,1]
     layer1.0.relu: ReLU #2 (f32[1,64,56,56]) -> f32[1,64,56,56]
 
 path, class, which call of that module it is (only for modules called more than once),
-`[frozen]` for modules whose own parameters all have requires_grad=False, `[unregistered]`
+`[frozen]` for modules whose own parameters all have requires_grad=False, `[train]` or
+`[eval]` for a module whose mode differs from the model's, `[unregistered]`
 for modules not registered under the model, `[scripted]` for TorchScript submodules (one
-call; what runs inside them is invisible to hooks), inputs (positional, then keyword) and output. No running index numbers, ids, addresses or timings: inserting one
-call changes one line.
+call; what runs inside them is invisible to hooks), inputs and output. Inputs are named by
+forward's parameters where its signature can be read: the first without its name, the
+others as `name=value`, in the signature's order, leaving out a None whose default is None
+(so passing an argument by position or by keyword, or passing a default None, changes
+nothing). No running index numbers, ids, addresses or timings: inserting one call changes
+one line (and its facts).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_fwdorder.records import (
     Call,
+    ForwardParameters,
     LiteralDescription,
     MappingDescription,
+    ModuleFacts,
     ObjectDescription,
     SequenceDescription,
     TensorDescription,
+    TensorFact,
     TraceRecords,
     ValueDescription,
 )
 
-FORMAT_LINE = "# pytest-fwdorder trace (format 1)"
+FORMAT_VERSION = 2
+FORMAT_LINE = f"# pytest-fwdorder trace (format {FORMAT_VERSION})"
+FORMAT_PATTERN = re.compile(r"# pytest-fwdorder trace \(format ([0-9]+)\)")
 # One tensor in inputs or outputs text: dtype and comma-separated sizes, `f32[1,3,224,224]`.
 TENSOR_PATTERN = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 UNREGISTERED_MARK = "[unregistered]"
 FROZEN_MARK = "[frozen]"
 SCRIPTED_MARK = "[scripted]"
+MODE_MARKS = ("[train]", "[eval]")
+FACT_PREFIX = "| "
+EXTRA_REPR_SETTING = "extra_repr"  # the one setting of a user module: its extra_repr() text
 RAISED = "raised"
 _LISTED_IN_HEADER = 200
 
@@ -53,6 +70,15 @@ class GoldenLine:
     frozen: bool = False
     reused: bool = False  # the module is called more than once, so the line shows `#nth`
     scripted: bool = False
+    mode: str = ""  # "train" or "eval" when it differs from the model's, else ""
+    # The module's facts under its first call: "settings: ...", "parameters: ...", ...
+    facts: tuple[str, ...] = ()
+
+    @property
+    def fact_lines(self) -> list[str]:
+        """The facts as the golden shows them, indented under the call line."""
+        indent = "  " * (self.depth + 1)
+        return [f"{indent}{FACT_PREFIX}{fact}" for fact in self.facts]
 
     @property
     def name(self) -> str:
@@ -88,11 +114,63 @@ def render_value(value: ValueDescription | None, devices: bool = False) -> str:
     return "?"  # a call still running has no output yet
 
 
-def render_inputs(call: Call, devices: bool = False) -> str:
-    """Positional then keyword arguments, in parentheses."""
-    parts = [render_value(value, devices) for value in call.args]
-    parts.extend(f"{name}={render_value(value, devices)}" for name, value in call.kwargs)
-    return f"({', '.join(parts)})"
+def render_inputs(call: Call, devices: bool = False, names: bool = True) -> str:
+    """The arguments in parentheses: by forward's parameter names where they can be read.
+
+    Without names (or when forward's signature is unknown) positional arguments come first
+    as given, then keyword arguments in the order they were passed.
+    """
+    forward = call.facts.forward if names and call.facts is not None else None
+    named = _bind(forward, call.args, call.kwargs) if forward is not None else None
+    if named is None:
+        parts = [render_value(value, devices) for value in call.args]
+        parts.extend(f"{name}={render_value(value, devices)}" for name, value in call.kwargs)
+        return f"({', '.join(parts)})"
+    first = forward.positional_names[0] if forward and forward.positional_names else None
+    return (
+        "("
+        + ", ".join(
+            render_value(value, devices)
+            if name == first
+            else f"{name}={render_value(value, devices)}"
+            for name, value in named
+        )
+        + ")"
+    )
+
+
+_NONE_TEXT = "None"
+
+
+def _bind(
+    forward: ForwardParameters,
+    args: tuple[ValueDescription, ...],
+    kwargs: tuple[tuple[str, ValueDescription], ...],
+) -> list[tuple[str, ValueDescription]] | None:
+    """Arguments by parameter name in the signature's order, or None if they do not bind.
+
+    A None given for a parameter whose default is None is left out: it is what not passing
+    the argument does.
+    """
+    names = forward.positional_names
+    if len(args) > len(names):
+        return None
+    bound = dict(zip(names, args, strict=False))
+    for name, value in kwargs:
+        if name in bound:
+            return None  # bound twice: the signature read is not the one called
+        bound[name] = value
+    ordered = [name for name in names if name in bound]
+    ordered += [name for name, _ in kwargs if name not in names]
+    return [
+        (name, bound[name])
+        for name in ordered
+        if not (
+            name in forward.none_defaults
+            and isinstance(bound[name], LiteralDescription)
+            and bound[name].text == _NONE_TEXT  # type: ignore[union-attr]
+        )
+    ]
 
 
 def render_outputs(call: Call, devices: bool = False) -> str:
@@ -111,6 +189,8 @@ def make_line(
     inputs: str,
     outputs: str,
     scripted: bool = False,
+    mode: str = "",
+    facts: tuple[str, ...] = (),
 ) -> GoldenLine:
     """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path."""
     head = f"{'  ' * depth}{path + ': ' if path else ''}{module_type}"
@@ -118,6 +198,8 @@ def make_line(
         head += f" #{nth}"
     if frozen:
         head += f" {FROZEN_MARK}"
+    if mode:
+        head += f" [{mode}]"
     if not registered:
         head += f" {UNREGISTERED_MARK}"
     if scripted:
@@ -134,13 +216,20 @@ def make_line(
         frozen=frozen,
         reused=reused,
         scripted=scripted,
+        mode=mode,
+        facts=facts,
     )
 
 
 def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
-    """The call lines of a trace's golden text, in order."""
+    """The call lines of a trace's golden text, in order, each with its module's facts."""
     devices = trace.options.devices
+    hidden = trace.options.hidden
     counts = trace.counts()
+    names = "argument_names" not in hidden
+    show_mode = "mode" not in hidden and trace.mode is not None
+    root_training = trace.mode == "train"
+    tied = _tied_names(trace)
     return [
         make_line(
             depth=call.depth,
@@ -148,14 +237,80 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
             module_type=call.module_type,
             nth=call.nth,
             reused=counts[call.path] > 1,
-            frozen=call.frozen,
+            frozen=call.frozen and "parameters" not in hidden,
             registered=call.registered,
-            inputs=render_inputs(call, devices),
+            inputs=render_inputs(call, devices, names),
             outputs=render_outputs(call, devices),
             scripted=call.scripted,
+            mode=(
+                ("train" if call.training else "eval")
+                if show_mode and call.training is not None and call.training != root_training
+                else ""
+            ),
+            facts=(
+                render_facts(call.facts, call.path, hidden, tied)
+                if call.nth == 1 and call.facts is not None
+                else ()
+            ),
         )
         for call in trace.calls
     ]
+
+
+def render_facts(
+    facts: ModuleFacts,
+    path: str,
+    hidden: frozenset[str] = frozenset(),
+    tied: dict[str, tuple[str, ...]] | None = None,
+) -> tuple[str, ...]:
+    """A module's fact lines: `settings: ...`, `parameters: ...`, `buffers: ...` (if any)."""
+    lines = []
+    if facts.settings and "settings" not in hidden:
+        lines.append(f"settings: {render_settings(facts.settings)}")
+    if "parameters" not in hidden:
+        prefix = f"{path}." if path else ""
+        tied = tied or {}
+        for title, group in (
+            ("parameters", facts.tensors.parameters),
+            ("buffers", facts.tensors.buffers),
+        ):
+            if group:
+                items = ", ".join(
+                    render_tensor_fact(fact, tied.get(prefix + fact.name)) for fact in group
+                )
+                lines.append(f"{title}: {items}")
+    return tuple(lines)
+
+
+def render_settings(settings: tuple[tuple[str, str], ...]) -> str:
+    """`kernel_size=(3, 3), bias=False`; a user module's extra_repr text as it is, on one line."""
+    return ", ".join(
+        " ".join(text.split()) if name == EXTRA_REPR_SETTING else f"{name}={text}"
+        for name, text in settings
+    )
+
+
+def render_tensor_fact(fact: TensorFact, other_names: tuple[str, ...] | None = None) -> str:
+    """`weight f32[64,3,7,7]`, with `frozen`, `not saved`, `tied to x.weight` where they hold."""
+    shape = "uninitialized" if fact.shape is None else f"[{','.join(map(str, fact.shape))}]"
+    text = f"{fact.name} {fact.dtype}{shape}"
+    if fact.kind == "parameter" and not fact.requires_grad:
+        text += " frozen"
+    if not fact.persistent:
+        text += " not saved"
+    if other_names:
+        text += f" tied to {', '.join(other_names)}"
+    return text
+
+
+def _tied_names(trace: TraceRecords) -> dict[str, tuple[str, ...]]:
+    """Full tensor name -> the other names of the same tensor, for every name of a tie."""
+    names: dict[str, tuple[str, ...]] = {}
+    for first, others in trace.tied:
+        group = (first, *others)
+        for name in group:
+            names[name] = tuple(other for other in group if other != name)
+    return names
 
 
 def render_header(trace: TraceRecords) -> list[str]:
@@ -164,23 +319,58 @@ def render_header(trace: TraceRecords) -> list[str]:
     reused = [(path, count) for path, count in counts.items() if count > 1]
     unused = trace.unused()
     unregistered = list(dict.fromkeys(call.display_path for call in trace.unregistered()))
-    header = [
-        FORMAT_LINE,
-        f"# model: {trace.root_type}",
-        f"# calls: {len(trace.calls)}",
-        f"# modules called: {len(counts)}",
-    ]
+    hidden = trace.options.hidden
+    parameters = "parameters" not in hidden
+    header = [FORMAT_LINE, f"# model: {trace.root_type}"]
+    if trace.mode is not None and "mode" not in hidden:
+        header.append(f"# mode: {trace.mode}")
+    header += [f"# calls: {len(trace.calls)}", f"# modules called: {len(counts)}"]
+    if trace.totals is not None and parameters:
+        totals = trace.totals
+        frozen = totals.parameter_count - totals.trainable_parameter_count
+        header.append(
+            f"# parameters: {totals.parameter_count:,} "
+            f"(trainable {totals.trainable_parameter_count:,}, frozen {frozen:,})"
+        )
+        header.append(f"# buffers: {totals.buffer_count:,}")
+        if totals.uninitialized_count:
+            header.append(f"# uninitialized (lazy) tensors: {totals.uninitialized_count}")
     header += _section(
         "called more than once", [f"{path or '<root>'} x{count}" for path, count in reused]
     )
-    header += _section("registered but never called", [path or "<root>" for path in unused])
+    header += _section(
+        "registered but never called",
+        [_unused_item(trace, path, parameters) for path in unused],
+    )
     header += _section("called but not registered under the model", unregistered)
     aliased = [f"{path or '<root>'} = {', '.join(names)}" for path, names in trace.aliases.items()]
     if aliased:
         header += _section("registered under several names", aliased)
+    if trace.tied and parameters:
+        header += _section(
+            "tied tensors", [f"{first} = {', '.join(others)}" for first, others in trace.tied]
+        )
+    if hidden:
+        header.append(f"# hidden: {', '.join(sorted(hidden))}")
     if trace.options.devices:
         header.append("# devices: shown")
     return header
+
+
+def _unused_item(trace: TraceRecords, path: str, parameters: bool) -> str:
+    """A never-called module: path and type, and its own tensors (a checkpoint holds them)."""
+    found = trace.modules.get(path)
+    if found is None:
+        return path or "<root>"
+    module_type, facts = found
+    text = f"{path or '<root>'}: {module_type}"
+    if parameters and facts.tensors.tensors:
+        tied = _tied_names(trace)
+        prefix = f"{path}." if path else ""
+        text += " | " + ", ".join(
+            render_tensor_fact(fact, tied.get(prefix + fact.name)) for fact in facts.tensors.tensors
+        )
+    return text
 
 
 def _section(title: str, items: list[str]) -> list[str]:
@@ -193,8 +383,19 @@ def _section(title: str, items: list[str]) -> list[str]:
 
 def render_trace(trace: TraceRecords) -> str:
     """The whole golden text of a trace, ending with a newline."""
-    body = [line.text for line in golden_lines(trace)]
+    body: list[str] = []
+    for line in golden_lines(trace):
+        body.append(line.text)
+        if line.facts:
+            body.extend(line.fact_lines)
     return "\n".join([*render_header(trace), *body]) + "\n"
+
+
+def format_version(text: str) -> int | None:
+    """The format number a golden text declares in its first line, or None."""
+    first_line = text.split("\n", 1)[0]
+    match = FORMAT_PATTERN.fullmatch(first_line.strip())
+    return int(match.group(1)) if match else None
 
 
 def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
@@ -211,6 +412,10 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
         if raw.startswith("#"):
             header.append(raw)
             continue
+        fact = raw.lstrip(" ")
+        if fact.startswith(FACT_PREFIX) and lines:
+            lines[-1] = replace(lines[-1], facts=(*lines[-1].facts, fact[len(FACT_PREFIX) :]))
+            continue
         lines.append(parse_call_line(raw))
     return header, lines
 
@@ -226,6 +431,7 @@ def parse_call_line(raw: str) -> GoldenLine:
     head, signature = rest[:open_paren], rest[open_paren + 1 :]
     words = head.split(" ")
     module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
+    mode = ""
     for word in words[1:]:
         if word.startswith("#") and word[1:].isdigit():
             nth, reused = int(word[1:]), True
@@ -235,11 +441,24 @@ def parse_call_line(raw: str) -> GoldenLine:
             frozen = True
         elif word == SCRIPTED_MARK:
             scripted = True
+        elif word in MODE_MARKS:
+            mode = word[1:-1]
     close = _matching_close(signature)
     inputs = signature[: close + 1]
     outputs = signature[close + 1 :].removeprefix(" -> ")
     return GoldenLine(
-        depth, path, module_type, nth, registered, inputs, outputs, raw, frozen, reused, scripted
+        depth,
+        path,
+        module_type,
+        nth,
+        registered,
+        inputs,
+        outputs,
+        raw,
+        frozen,
+        reused,
+        scripted,
+        mode,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -12,8 +12,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_fwdorder.errors import EmptyTraceError, MetaTraceError
-from pytest_fwdorder.options import TraceOptions, check_option_values
+from pytest_fwdorder.errors import (
+    EmptyTraceError,
+    MetaTraceError,
+    UnregisteredModuleError,
+    warn_at_caller,
+)
+from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, check_option_values
 from pytest_fwdorder.recorder import recording, resolve_model
 from pytest_fwdorder.records import Call, RenderOptions
 from pytest_fwdorder.trace import Trace
@@ -71,6 +76,8 @@ def trace_forward(
     *args: Any,
     device: torch.device | str | None = None,
     show_devices: bool = False,
+    hide: Iterable[str] = (),
+    unregistered: str = "warn",
     model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
@@ -79,9 +86,11 @@ def trace_forward(
     `model` may also be a zero-argument function that builds the model: with
     `device='meta'` it is built under `torch.device('meta')`, so no weights are allocated.
     With `device`, inputs (tensors or `TensorSpec`) are placed on it and an existing model
-    runs with stand-in parameters there, untouched. The trace options (`device`,
-    `show_devices`) are keyword-only; a model keyword argument that has an option's name
-    goes in `model_kwargs={"device": ...}`.
+    runs with stand-in parameters there, untouched. `hide` leaves facets out of the golden
+    (`"settings"`, `"parameters"`, `"mode"`, `"argument_names"`); `unregistered="error"`
+    raises `UnregisteredModuleError` instead of warning when a module that owns parameters
+    runs without being registered under the model. The trace options are keyword-only; a
+    model keyword argument that has an option's name goes in `model_kwargs={"device": ...}`.
 
     The model is left as it was: parameters, buffers, plain attributes, training and
     requires_grad flags, grad mode, the random states; no hook stays registered, also when
@@ -89,7 +98,7 @@ def trace_forward(
     cause is the original error.
     """
     kwargs = _merge_model_kwargs(kwargs, model_kwargs)
-    options = TraceOptions(device=_device_name(device), show_devices=show_devices)
+    options = TraceOptions(_device_name(device), show_devices, tuple(hide), unregistered)
     root = _build(model, device)
     args = _place(args, device)
     kwargs = _place(kwargs, device)
@@ -99,6 +108,7 @@ def trace_forward(
     ):
         traces.append(recorder.trace)
         root(*args, **kwargs)
+    _check_unregistered(recorder.trace, options.unregistered)
     return recorder.trace
 
 
@@ -108,6 +118,8 @@ def record(
     *,
     device: torch.device | str | None = None,
     show_devices: bool = False,
+    hide: Iterable[str] = (),
+    unregistered: str = "warn",
     restore_state: bool = True,
     allow_empty: bool = False,
 ) -> Iterator[Trace]:
@@ -117,13 +129,14 @@ def record(
     loop): hooks keep raw records while the block runs, and the calls are built at its end.
     Nothing after the block is recorded. With `device` the model runs there with stand-in
     parameters and tensors made in the block land there (on 'meta', pass meta inputs:
-    `TensorSpec(...).materialize('meta')` or `torch.empty(..., device='meta')`). With
+    `TensorSpec(...).materialize('meta')` or `torch.empty(..., device='meta')`). The other
+    options are `trace_forward`'s. With
     `restore_state` (the default) the model's parameters, buffers and flags are put back at
     the end, as `trace_forward` does. A block that never calls the model raises
     `EmptyTraceError` unless `allow_empty`.
     """
     root = resolve_model(model, entry_point="record")
-    options = TraceOptions(device=_device_name(device), show_devices=show_devices)
+    options = TraceOptions(_device_name(device), show_devices, tuple(hide), unregistered)
     with recording(
         root, _render_options(options), device=device, restore_state=restore_state
     ) as recorder:
@@ -135,6 +148,7 @@ def record(
             "block: call the model itself inside the `with` block (not a copy of it), or "
             "pass allow_empty=True if an empty trace is what you mean to test"
         )
+    _check_unregistered(trace, options.unregistered)
 
 
 @dataclass(frozen=True)
@@ -157,33 +171,52 @@ class Tracer:
     ) -> Trace:
         options = self._with(kwargs)
         return trace_forward(
-            model,
-            *args,
-            device=options.device,
-            show_devices=options.show_devices,
-            model_kwargs=model_kwargs,
-            **kwargs,
+            model, *args, **_as_arguments(options), model_kwargs=model_kwargs, **kwargs
         )
 
     def record(self, model: nn.Module, **options_and_flags: Any) -> AbstractContextManager[Trace]:
         """Like `pytest_fwdorder.record`, with this tracer's default options."""
         options = self._with(options_and_flags)
-        return record(
-            model,
-            device=options.device,
-            show_devices=options.show_devices,
-            **options_and_flags,
-        )
+        return record(model, **_as_arguments(options), **options_and_flags)
 
     def _with(self, given: dict[str, Any]) -> TraceOptions:
         """This tracer's options updated with those in `given` (which are taken out of it)."""
-        chosen = {name: given.pop(name) for name in list(given) if hasattr(self.options, name)}
+        chosen = {name: given.pop(name) for name in OPTION_NAMES if name in given}
         check_option_values(chosen, source="forward_trace")
         return replace(self.options, **chosen)
 
 
+def _as_arguments(options: TraceOptions) -> dict[str, Any]:
+    return {name: getattr(options, name) for name in OPTION_NAMES}
+
+
+def _check_unregistered(trace: Trace, policy: str) -> None:
+    """Warn about (or refuse) modules that own parameters but are not registered."""
+    owners = [
+        f"{call.path} ({call.module_type}: "
+        f"{', '.join(fact.name for fact in call.facts.tensors.parameters)})"
+        for call in trace.calls
+        if not call.registered
+        and call.nth == 1
+        and call.facts is not None
+        and call.facts.tensors.parameters
+    ]
+    if not owners:
+        return
+    message = (
+        f"{len(owners)} module(s) own parameters but are not registered under "
+        f"{trace.root_type}, so an optimizer over model.parameters() never trains them and "
+        f"state_dict() never saves them: {', '.join(owners[:5])}"
+        f"{' ...' if len(owners) > 5 else ''}. Keep them in nn.ModuleList or nn.ModuleDict "
+        "(not a plain list or dict), or assign them as attributes"
+    )
+    if policy == "error":
+        raise UnregisteredModuleError(message)
+    warn_at_caller(message)
+
+
 def _render_options(options: TraceOptions) -> RenderOptions:
-    return RenderOptions(devices=options.show_devices)
+    return RenderOptions(devices=options.show_devices, hidden=frozenset(options.hide))
 
 
 def _device_name(device: torch.device | str | None) -> str | None:
