@@ -316,7 +316,7 @@ def test_an_unknown_marker_keyword_is_one_line_naming_it_and_the_valid_ones(
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.fwdorder got unknown option(s) 'devce': "
-            "the options are device, show_devices"
+            "the options are device, show_devices, hide, unregistered"
         ]
     )
     assert "plugin.py" not in result.stdout.str()  # no plugin source in the report
@@ -397,3 +397,111 @@ def test_the_report_header_names_the_torch_version(pytester: pytest.Pytester) ->
 
     # The installed distribution's version: the header does not import torch to ask it.
     result.stdout.fnmatch_lines([f"fwdorder: torch {torch.__version__.split('+')[0]}*"])
+
+
+def test_the_marker_hides_facets_for_one_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_hide_marker="""
+        import pytest, torch
+        from torch import nn
+
+        @pytest.mark.fwdorder(hide=("settings", "parameters"))
+        def test_terse(forward_trace):
+            text = forward_trace(nn.Linear(2, 3), torch.randn(1, 2)).render()
+            assert "| settings" not in text and "| parameters" not in text
+            assert "# hidden: parameters, settings" in text
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_the_ini_option_hides_facets_for_the_whole_project(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfwdorder_hide = settings mode\n")
+    pytester.makepyfile(
+        test_hide_ini="""
+        import torch
+        from torch import nn
+
+        def test_terse(forward_trace):
+            text = forward_trace(nn.Linear(2, 3), torch.randn(1, 2)).render()
+            assert "| settings" not in text and "# mode:" not in text
+            assert "| parameters: weight f32[3,2], bias f32[3]" in text
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_the_ini_option_makes_unregistered_parameters_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfwdorder_unregistered = error\n")
+    pytester.makepyfile(
+        test_strict="""
+        import pytest, torch
+        from torch import nn
+        from pytest_fwdorder import UnregisteredModuleError
+
+        class PlainList(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = [nn.Linear(2, 2)]
+
+            def forward(self, x):
+                return self.blocks[0](x)
+
+        def test_strict(forward_trace):
+            with pytest.raises(UnregisteredModuleError, match=r"blocks\\[0\\] \\(Linear"):
+                forward_trace(PlainList(), torch.randn(1, 2))
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_bad_facet_in_the_ini_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nfwdorder_hide = setings\n")
+    pytester.makepyfile(test_nothing="def test_nothing(): pass")
+
+    result = pytester.runpytest()
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cannot hide 'setings': the facets are settings*"])
+
+
+def test_an_option_given_to_the_fixture_call_wins_over_the_marker(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_call_wins="""
+        import pytest, torch
+        from torch import nn
+
+        @pytest.mark.fwdorder(hide=("settings",))
+        def test_call(forward_trace):
+            text = forward_trace(nn.Linear(2, 3), torch.randn(1, 2), hide=()).render()
+            assert "| settings: in_features=2" in text
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_model_keyword_named_like_an_option_goes_in_model_kwargs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_model_kwargs="""
+        import torch
+        from torch import nn
+
+        class TakesDevice(nn.Module):
+            def forward(self, x, device=None):
+                return x.to(device)
+
+        def test_call(forward_trace):
+            trace = forward_trace(TakesDevice(), torch.randn(1, 2), model_kwargs={"device": "cpu"})
+            assert "(f32[1,2], device='cpu')" in trace.render()
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)
