@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff import TraceDiff, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.render import TENSOR_PATTERN, GoldenLine, golden_lines, make_line
-from pytest_fwdorder.trace import Trace
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.records import TraceRecords
 
 _DIMENSION = re.compile(r"dim:(-?[0-9]+)")
 _NAMES = ("paths", "dtypes", "batch", "shapes", "types", "frozen")
@@ -45,6 +48,7 @@ class _Ignored:
 
 
 def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
+    """Read `ignore` once: it may be a generator, which a second reading would find empty."""
     if isinstance(ignore, str):
         ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
     ignored = _Ignored()
@@ -101,9 +105,14 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
     ]
 
 
-def structure_diff(expected: Trace, actual: Trace, ignore: Iterable[IgnoreItem] = ()) -> TraceDiff:
+def structure_diff(
+    expected: TraceRecords, actual: TraceRecords, ignore: Iterable[IgnoreItem] = ()
+) -> TraceDiff:
     """The differences between two traces that remain once `ignore` is applied."""
-    ignored = _parse_ignore(ignore)
+    return _structure_diff(expected, actual, _parse_ignore(ignore))
+
+
+def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
     return diff_lines(
         [],
         _normalize(golden_lines(expected), ignored),
@@ -114,7 +123,7 @@ def structure_diff(expected: Trace, actual: Trace, ignore: Iterable[IgnoreItem] 
 
 
 def assert_same_structure(
-    expected: Trace, actual: Trace, *, ignore: Iterable[IgnoreItem] = ()
+    expected: TraceRecords, actual: TraceRecords, *, ignore: Iterable[IgnoreItem] = ()
 ) -> TraceDiff:
     """Fail unless two traces have the same execution structure once `ignore` is applied.
 
@@ -128,7 +137,7 @@ def assert_same_structure(
     Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
     """
     ignored = _parse_ignore(ignore)
-    remaining = structure_diff(expected, actual, ignore)
+    remaining = _structure_diff(expected, actual, ignored)
     if remaining:
         raise StructureMismatchError(
             f"execution structure differs (ignoring {ignored.describe()}):\n{remaining.render()}"

@@ -6,17 +6,22 @@ Alignment runs in two passes, each a longest increasing subsequence over unique 
 1. by identity, (path, nth, class): the calls both traces have, in the same order, are
    anchors; common calls out of order are *moved*;
 2. between two anchors, by structure, (type, inputs, outputs): pairs found there are
-   *renamed* calls (and *nesting changed* if their depth differs); the rest are *removed*
-   or *inserted*.
+   *renamed* calls (and *nesting changed* if their depth differs); structural pairs out of
+   order are *moved* too (two swapped layers of an `nn.Sequential`).
 
-Left over between pairs, calls with the same path and another class are *type changed*.
-Pairs whose inputs, outputs, nesting, frozen or registered state differ are changed so.
+Left over between pairs, calls with the same path and another class are *type changed*;
+the rest are *removed* or *inserted*. Alignment only pairs indexes; one classification
+step then turns every pair into changes (renamed, type, inputs, outputs, nesting, frozen
+or registered state).
 """
 
 from __future__ import annotations
 
 import bisect
 import difflib
+import enum
+import re
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -31,35 +36,46 @@ from pytest_fwdorder.render import (
 )
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.trace import Trace
+    from pytest_fwdorder.records import TraceRecords
 
-INSERTED = "inserted"
-REMOVED = "removed"
-MOVED = "moved"
-RENAMED = "renamed"
-TYPE_CHANGED = "type changed"
-INPUT_CHANGED = "input changed"
-OUTPUT_CHANGED = "output changed"
-NESTING_CHANGED = "nesting changed"
-REGISTRATION_CHANGED = "registration changed"
-FROZEN_CHANGED = "frozen state changed"
-REUSE_CHANGED = "reuse count changed"
+
+class ChangeKind(str, enum.Enum):
+    """What kind of difference a `Change` is; each member equals its text (`"renamed"`)."""
+
+    INSERTED = "inserted"
+    REMOVED = "removed"
+    MOVED = "moved"
+    RENAMED = "renamed"
+    TYPE_CHANGED = "type changed"
+    INPUT_CHANGED = "input changed"
+    OUTPUT_CHANGED = "output changed"
+    NESTING_CHANGED = "nesting changed"
+    REGISTRATION_CHANGED = "registration changed"
+    FROZEN_CHANGED = "frozen state changed"
+    REUSE_CHANGED = "reuse count changed"
+
+    def __str__(self) -> str:
+        return self.value
+
 
 # Order of the summary: what a reviewer should read first comes first.
-KINDS = (
-    TYPE_CHANGED,
-    INSERTED,
-    REMOVED,
-    MOVED,
-    RENAMED,
-    INPUT_CHANGED,
-    OUTPUT_CHANGED,
-    NESTING_CHANGED,
-    REGISTRATION_CHANGED,
-    FROZEN_CHANGED,
-    REUSE_CHANGED,
+_SUMMARY_ORDER = (
+    ChangeKind.TYPE_CHANGED,
+    ChangeKind.INSERTED,
+    ChangeKind.REMOVED,
+    ChangeKind.MOVED,
+    ChangeKind.RENAMED,
+    ChangeKind.INPUT_CHANGED,
+    ChangeKind.OUTPUT_CHANGED,
+    ChangeKind.NESTING_CHANGED,
+    ChangeKind.REGISTRATION_CHANGED,
+    ChangeKind.FROZEN_CHANGED,
+    ChangeKind.REUSE_CHANGED,
 )
 _EXAMPLES = 5
+
+# One aligned row: an old and a new line index, either None for a call on one side only.
+_AlignedPair = tuple[int | None, int | None]
 
 
 @dataclass(frozen=True)
@@ -70,7 +86,7 @@ class Change:
     old one for removed and moved calls.
     """
 
-    kind: str
+    kind: ChangeKind
     old: GoldenLine | None
     new: GoldenLine | None
     detail: str
@@ -88,51 +104,87 @@ class _Row:
 
 @dataclass
 class TraceDiff:
-    """The aligned, classified differences between an old and a new trace."""
+    """The aligned, classified differences between an old and a new trace.
+
+    `pairs` lists `(old index, new index)` of every call found on both sides (in order,
+    renamed or moved), sorted by old index: how a caller follows a call across a refactor.
+    """
 
     old_lines: list[GoldenLine]
     new_lines: list[GoldenLine]
-    rows: list[_Row]
     changes: list[Change]
+    pairs: list[tuple[int, int]]
     header_changes: list[str] = field(default_factory=list)
+    _rows: list[_Row] = field(default_factory=list, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.changes or self.header_changes)
 
-    def count(self, kind: str) -> int:
-        """How many changes of one kind (`"inserted"`, `"renamed"`, ...)."""
-        return sum(1 for change in self.changes if change.kind == kind)
+    def count(self, kind: ChangeKind | str) -> int:
+        """How many changes of one kind (`ChangeKind.RENAMED` or `"renamed"`, ...).
 
-    def of_kind(self, kind: str) -> list[Change]:
-        return [change for change in self.changes if change.kind == kind]
+        Raises ValueError for a string that names no kind.
+        """
+        return len(self.of_kind(kind))
+
+    def of_kind(self, kind: ChangeKind | str) -> list[Change]:
+        """The changes of one kind, in order; raises ValueError for an unknown kind."""
+        wanted = _change_kind(kind)
+        return [change for change in self.changes if change.kind is wanted]
 
     def summary(self) -> str:
         """A paragraph: one line of totals, then one line per kind of change."""
         if not self:
             return "no differences"
+        counts = Counter(change.kind for change in self.changes)
+        kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
         totals = [
-            f"{_plural(self.count(kind), 'call') if kind != REUSE_CHANGED else _plural(self.count(kind), 'module')} {kind}"
-            for kind in KINDS
-            if self.count(kind)
+            f"{_plural(counts[kind], 'module' if kind is ChangeKind.REUSE_CHANGED else 'call')}"
+            f" {kind.value}"
+            for kind in kinds
         ]
         lines = [
             f"{len(self.old_lines)} calls before, {len(self.new_lines)} after: "
             + (", ".join(totals) if totals else "only the header differs")
         ]
-        lines.extend(_describe_kind(self, kind) for kind in KINDS if self.count(kind))
+        lines.extend(_describe_kind(self, kind) for kind in kinds)
         return "\n".join(lines)
 
+    def explanation(self, context: int = 2, max_rows: int = 400) -> list[str]:
+        """The message for a failed comparison, as lines: what a reader needs first comes first.
+
+        The summary, a blank line, the aligned calls starting at the first changed one (`-`
+        old, `+` new, long unchanged runs elided), then the header lines that changed. pytest
+        shows only the first lines unless run with `-vv`, so they carry the changes.
+        """
+        if not self:
+            return ["no differences"]
+        lines = [*self.summary().splitlines(), ""]
+        calls = self._call_lines(context, max_rows, leading_context=False)
+        lines += calls
+        if self.header_changes:
+            lines += ["", *self.header_changes] if calls else self.header_changes
+        return lines
+
     def render(self, context: int = 2, max_rows: int = 400) -> str:
-        """Summary, then the aligned calls: `-` old, `+` new, long unchanged runs elided."""
-        return "\n".join([self.summary(), "", *self.body(context, max_rows)])
+        """The explanation as one text."""
+        return "\n".join(self.explanation(context, max_rows))
 
     def body(self, context: int = 2, max_rows: int = 400) -> list[str]:
-        """The aligned lines under the summary, as a list of text lines."""
-        lines = list(self.header_changes)
-        show = _rows_to_show(self.rows, context)
+        """The aligned calls with context (`-` old, `+` new), then the header lines that changed."""
+        return [*self._call_lines(context, max_rows, leading_context=True), *self.header_changes]
+
+    def _call_lines(self, context: int, max_rows: int, *, leading_context: bool) -> list[str]:
+        rows = self._rows
+        show = _rows_to_show(rows, context)
+        start = 0
+        if not leading_context:
+            start = next((index for index, row in enumerate(rows) if row.differs), len(rows))
+        lines: list[str] = []
         shown = 0
         skipped = 0
-        for position, row in enumerate(self.rows):
+        for position in range(start, len(rows)):
+            row = rows[position]
             if not show[position]:
                 skipped += 1
                 continue
@@ -140,12 +192,11 @@ class TraceDiff:
                 lines.append(f"  ... {_plural(skipped, 'unchanged call')} ...")
                 skipped = 0
             if shown >= max_rows:
-                remaining = sum(1 for later in self.rows[position:] if later.differs)
+                remaining = sum(1 for later in rows[position:] if later.differs)
                 lines.append(f"  ... {_plural(remaining, 'more changed row')} not shown")
                 return lines
             shown += 1
-            if not row.differs:
-                assert row.new is not None  # unchanged rows have both sides
+            if not row.differs and row.new is not None:
                 lines.append(f"  {self.new_lines[row.new].text}")
                 continue
             if row.old is not None:
@@ -160,7 +211,19 @@ class TraceDiff:
         return self.render()
 
 
-def diff_traces(old: Trace, new: Trace) -> TraceDiff:
+def _change_kind(kind: ChangeKind | str) -> ChangeKind:
+    if isinstance(kind, ChangeKind):
+        return kind
+    if isinstance(kind, str):
+        try:
+            return ChangeKind(kind)
+        except ValueError:
+            pass
+    valid = ", ".join(repr(member.value) for member in ChangeKind)
+    raise ValueError(f"unknown change kind {kind!r}: use one of {valid}, or a member of ChangeKind")
+
+
+def diff_traces(old: TraceRecords, new: TraceRecords) -> TraceDiff:
     """What changed from `old` to `new`."""
     return diff_lines(render_header(old), golden_lines(old), render_header(new), golden_lines(new))
 
@@ -181,59 +244,56 @@ def diff_lines(
     match_paths: bool = True,
 ) -> TraceDiff:
     """Align and classify two lists of call lines; `match_paths=False` aligns by structure only."""
-    rows: list[_Row] = []
-    changes: list[Change] = []
+    aligned, moved = _align(old, new, match_paths=match_paths)
+    rows, changes = _classify(old, new, aligned, moved)
+    changes.extend(_reuse_changes(old, new))
+    in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
+    pairs = sorted([*in_order, *moved.items()])
+    return TraceDiff(old, new, changes, pairs, _header_changes(old_header, new_header), rows)
+
+
+def _align(
+    old: list[GoldenLine], new: list[GoldenLine], *, match_paths: bool
+) -> tuple[list[_AlignedPair], dict[int, int]]:
+    """The aligned rows in display order, and the calls out of order (old -> new index).
+
+    A call out of order shows as two rows, `(old, None)` where it was and `(None, new)` where
+    it is now.
+    """
     if match_paths:
-        anchors, moved_old, moved_new = _anchor_by_identity(old, new)
+        anchors, moved_pairs = _match(_unique_keys(old, _identity), _unique_keys(new, _identity))
     else:
-        anchors, moved_old, moved_new = [], set(), set()
+        anchors, moved_pairs = [], []
+    moved = dict(moved_pairs)
+    moved_new = set(moved.values())
+    rows: list[_AlignedPair] = []
     old_start = new_start = 0
     for old_index, new_index in [*anchors, (len(old), len(new))]:
-        gap_old = list(range(old_start, old_index))
-        gap_new = list(range(new_start, new_index))
-        _align_gap(old, new, gap_old, gap_new, moved_old, moved_new, rows, changes)
+        if old_start < old_index or new_start < new_index:  # most anchors follow each other
+            gap_old = [i for i in range(old_start, old_index) if i not in moved]
+            gap_new = [j for j in range(new_start, new_index) if j not in moved_new]
+            gap_pairs, gap_moved = _align_gap(old, new, gap_old, gap_new)
+            moved.update(gap_moved)
+            rows += _interleave(range(old_start, old_index), range(new_start, new_index), gap_pairs)
         if old_index < len(old):
-            pair_changes = _compare_pair(old[old_index], new[new_index], new_index)
-            # A `#1` mark that appears because the module is now reused changes the text only.
-            text_changed = old[old_index].text != new[new_index].text
-            rows.append(_Row(old_index, new_index, bool(pair_changes) or text_changed))
-            changes.extend(pair_changes)
+            rows.append((old_index, new_index))
         old_start, new_start = old_index + 1, new_index + 1
-    changes.extend(_reuse_changes(old, new))
-    return TraceDiff(old, new, rows, changes, _header_changes(old_header, new_header))
-
-
-def _anchor_by_identity(
-    old: list[GoldenLine], new: list[GoldenLine]
-) -> tuple[list[tuple[int, int]], set[int], set[int]]:
-    old_positions = {key: index for index, key in enumerate(_unique_keys(old, _identity))}
-    common = [
-        (old_positions[key], new_index)
-        for new_index, key in enumerate(_unique_keys(new, _identity))
-        if key in old_positions
-    ]
-    anchors = _longest_increasing(common)
-    anchored = set(anchors)
-    moved = [pair for pair in common if pair not in anchored]
-    return anchors, {i for i, _ in moved}, {j for _, j in moved}
+    return rows, moved
 
 
 def _align_gap(
-    old: list[GoldenLine],
-    new: list[GoldenLine],
-    gap_old: list[int],
-    gap_new: list[int],
-    moved_old: set[int],
-    moved_new: set[int],
-    rows: list[_Row],
-    changes: list[Change],
-) -> None:
-    """Pair a gap's calls by structure (renamed), then same path with another class (type
-    changed); the rest are removed, inserted or moved."""
-    pairable_old = [i for i in gap_old if i not in moved_old]
-    pairable_new = [j for j in gap_new if j not in moved_new]
-    structural = _pairs_by(old, new, pairable_old, pairable_new, _structure)
-    pairs: list[tuple[int, int, bool]] = []  # (old, new, paired by structure)
+    old: list[GoldenLine], new: list[GoldenLine], gap_old: list[int], gap_new: list[int]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Pair a gap's calls by structure, then by path between those pairs.
+
+    Returns the pairs in order, and the structural pairs out of order (moved calls).
+    """
+    structural, crossed = _pairs_by(old, new, gap_old, gap_new, _structure)
+    crossed_old = {i for i, _ in crossed}
+    crossed_new = {j for _, j in crossed}
+    pairable_old = [i for i in gap_old if i not in crossed_old]
+    pairable_new = [j for j in gap_new if j not in crossed_new]
+    pairs: list[tuple[int, int]] = []
     previous_old = previous_new = -1
     for anchor_old, anchor_new in [*structural, (len(old), len(new))]:
         between_old = pairable_old[
@@ -246,48 +306,90 @@ def _align_gap(
                 pairable_new, anchor_new
             )
         ]
-        pairs += [(i, j, False) for i, j in _pairs_by(old, new, between_old, between_new, _path)]
+        pairs += _pairs_by(old, new, between_old, between_new, _path)[0]
         if anchor_old < len(old):
-            pairs.append((anchor_old, anchor_new, True))
+            pairs.append((anchor_old, anchor_new))
         previous_old, previous_new = anchor_old, anchor_new
-    old_iter, new_iter = iter(gap_old), iter(gap_new)
-    old_next, new_next = next(old_iter, None), next(new_iter, None)
-    ending: list[tuple[int | None, int | None, bool]] = [*pairs, (None, None, False)]
-    for old_index, new_index, by_structure in ending:
-        while old_next is not None and (old_index is None or old_next < old_index):
-            rows.append(_Row(old_next, None, True))
-            if old_next in moved_old:
-                changes.append(Change(MOVED, old[old_next], None, "", old_next))
+    return pairs, crossed
+
+
+def _interleave(
+    old_indexes: range, new_indexes: range, pairs: list[tuple[int, int]]
+) -> list[_AlignedPair]:
+    """Rows for a stretch of calls: each pair, preceded by the unpaired calls before it."""
+    rows: list[_AlignedPair] = []
+    old_next, new_next = old_indexes.start, new_indexes.start
+    for old_index, new_index in [*pairs, (old_indexes.stop, new_indexes.stop)]:
+        rows += [(index, None) for index in range(old_next, old_index)]
+        rows += [(None, index) for index in range(new_next, new_index)]
+        rows.append((old_index, new_index))
+        old_next, new_next = old_index + 1, new_index + 1
+    rows.pop()  # the end of the stretch, not a pair
+    return rows
+
+
+def _classify(
+    old: list[GoldenLine],
+    new: list[GoldenLine],
+    aligned: list[_AlignedPair],
+    moved: dict[int, int],
+) -> tuple[list[_Row], list[Change]]:
+    """Turn each aligned row into the changes it shows: the one place changes are made."""
+    moved_new = set(moved.values())
+    rows: list[_Row] = []
+    changes: list[Change] = []
+    for old_index, new_index in aligned:
+        if old_index is not None and new_index is not None:
+            pair_changes = _compare_pair(old[old_index], new[new_index], new_index)
+            changes += pair_changes
+            # A `#1` mark that appears because the module is now reused changes the text only.
+            differs = bool(pair_changes) or old[old_index].text != new[new_index].text
+            rows.append(_Row(old_index, new_index, differs))
+        elif old_index is not None:
+            if old_index in moved:
+                changes += _moved_changes(old, new, old_index, moved[old_index])
             else:
-                changes.append(
-                    Change(REMOVED, old[old_next], None, _where(old, old_next), old_next)
-                )
-            old_next = next(old_iter, None)
-        while new_next is not None and (new_index is None or new_next < new_index):
-            rows.append(_Row(None, new_next, True))
-            if new_next not in moved_new:  # a moved call was counted once, on its old side
-                changes.append(
-                    Change(INSERTED, None, new[new_next], _where(new, new_next), new_next)
-                )
-            new_next = next(new_iter, None)
-        if old_index is None or new_index is None:
-            break
-        old_line, new_line = old[old_index], new[new_index]
-        if by_structure:
-            pair_changes = []
-            if old_line.identity != new_line.identity:
-                detail = f"{old_line.name} -> {new_line.name}"
-                pair_changes.append(Change(RENAMED, old_line, new_line, detail, new_index))
-            if old_line.depth != new_line.depth:
-                detail = f"depth {old_line.depth} -> {new_line.depth}"
-                pair_changes.append(Change(NESTING_CHANGED, old_line, new_line, detail, new_index))
-        else:
-            pair_changes = _compare_pair(old_line, new_line, new_index)
-        changes.extend(pair_changes)
-        rows.append(
-            _Row(old_index, new_index, bool(pair_changes) or old_line.text != new_line.text)
-        )
-        old_next, new_next = next(old_iter, None), next(new_iter, None)
+                detail = _where(old, old_index)
+                changes.append(Change(ChangeKind.REMOVED, old[old_index], None, detail, old_index))
+            rows.append(_Row(old_index, None, True))
+        elif new_index is not None:
+            if new_index not in moved_new:  # a moved call was counted once, on its old side
+                detail = _where(new, new_index)
+                changes.append(Change(ChangeKind.INSERTED, None, new[new_index], detail, new_index))
+            rows.append(_Row(None, new_index, True))
+    return rows, changes
+
+
+def _moved_changes(
+    old: list[GoldenLine], new: list[GoldenLine], old_index: int, new_index: int
+) -> list[Change]:
+    """A call out of order: moved (to where, or to which name), and what else changed."""
+    old_line, new_line = old[old_index], new[new_index]
+    if old_line.identity == new_line.identity:
+        detail = f"now {_where(new, new_index)}"
+    else:
+        detail = f"-> {new_line.name}"
+    others = [
+        change
+        for change in _compare_pair(old_line, new_line, new_index)
+        if change.kind is not ChangeKind.RENAMED  # the move names the new path
+    ]
+    return [Change(ChangeKind.MOVED, old_line, new_line, detail, old_index), *others]
+
+
+def _match(
+    old_keys: list[Hashable], new_keys: list[Hashable]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Positions of keys both lists have: the longest in-order pairing, and the rest."""
+    old_positions = {key: index for index, key in enumerate(old_keys)}
+    common = [
+        (old_positions[key], new_index)
+        for new_index, key in enumerate(new_keys)
+        if key in old_positions
+    ]
+    in_order = _longest_increasing(common)
+    kept = set(in_order)
+    return in_order, [pair for pair in common if pair not in kept]
 
 
 def _pairs_by(
@@ -296,76 +398,50 @@ def _pairs_by(
     old_indexes: list[int],
     new_indexes: list[int],
     key: Callable[[GoldenLine], Hashable],
-) -> list[tuple[int, int]]:
-    """The longest in-order pairing of two index lists whose lines share a key."""
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Pairs of two index lists whose lines share a key: the longest in-order pairing, and
+    the pairs left out of it because they cross it."""
     if not old_indexes or not new_indexes:
-        return []
-    old_keys = _unique_keys([old[i] for i in old_indexes], key)
-    positions = {found: index for index, found in enumerate(old_keys)}
-    common = [
-        (positions[found], index)
-        for index, found in enumerate(_unique_keys([new[j] for j in new_indexes], key))
-        if found in positions
-    ]
-    return [(old_indexes[i], new_indexes[j]) for i, j in _longest_increasing(common)]
+        return [], []
+    in_order, crossed = _match(
+        _unique_keys([old[i] for i in old_indexes], key),
+        _unique_keys([new[j] for j in new_indexes], key),
+    )
+    return (
+        [(old_indexes[i], new_indexes[j]) for i, j in in_order],
+        [(old_indexes[i], new_indexes[j]) for i, j in crossed],
+    )
 
 
 def _compare_pair(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
-    changes = []
+    """Every way two paired calls differ, each as a change about the new line."""
+    if old_line.text == new_line.text:  # the text shows every part compared below
+        return []
+    found: list[tuple[ChangeKind, str]] = []
+    if old_line.identity != new_line.identity:
+        found.append((ChangeKind.RENAMED, f"{old_line.name} -> {new_line.name}"))
     if old_line.module_type != new_line.module_type:
-        changes.append(
-            Change(
-                TYPE_CHANGED,
-                old_line,
-                new_line,
-                f"{old_line.module_type} -> {new_line.module_type}",
-                position,
-            )
-        )
+        found.append((ChangeKind.TYPE_CHANGED, f"{old_line.module_type} -> {new_line.module_type}"))
     if old_line.inputs != new_line.inputs:
-        changes.append(
-            Change(
-                INPUT_CHANGED,
-                old_line,
-                new_line,
-                _value_change(old_line.inputs, new_line.inputs),
-                position,
-            )
-        )
+        found.append((ChangeKind.INPUT_CHANGED, _value_change(old_line.inputs, new_line.inputs)))
     if old_line.outputs != new_line.outputs:
-        changes.append(
-            Change(
-                OUTPUT_CHANGED,
-                old_line,
-                new_line,
-                _value_change(old_line.outputs, new_line.outputs),
-                position,
-            )
-        )
+        found.append((ChangeKind.OUTPUT_CHANGED, _value_change(old_line.outputs, new_line.outputs)))
     if old_line.depth != new_line.depth:
-        changes.append(
-            Change(
-                NESTING_CHANGED,
-                old_line,
-                new_line,
-                f"depth {old_line.depth} -> {new_line.depth}",
-                position,
-            )
-        )
+        found.append((ChangeKind.NESTING_CHANGED, f"depth {old_line.depth} -> {new_line.depth}"))
     if old_line.registered != new_line.registered:
         state = "now registered" if new_line.registered else "no longer registered"
-        changes.append(Change(REGISTRATION_CHANGED, old_line, new_line, state, position))
+        found.append((ChangeKind.REGISTRATION_CHANGED, state))
     if old_line.frozen != new_line.frozen:
         state = "now frozen" if new_line.frozen else "no longer frozen"
-        changes.append(Change(FROZEN_CHANGED, old_line, new_line, state, position))
-    return changes
+        found.append((ChangeKind.FROZEN_CHANGED, state))
+    return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
 
 
 def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[Change]:
     old_counts = _counts(old)
     new_counts = _counts(new)
     return [
-        Change(REUSE_CHANGED, None, None, f"{path} {count} -> {new_counts[path]}")
+        Change(ChangeKind.REUSE_CHANGED, None, None, f"{path} {count} -> {new_counts[path]}")
         for path, count in old_counts.items()
         if path in new_counts and new_counts[path] != count
     ]
@@ -462,14 +538,92 @@ def _rows_to_show(rows: list[_Row], context: int) -> list[bool]:
 
 
 def _where(lines: list[GoldenLine], index: int) -> str:
-    """`after X` (previous sibling) or `at the start of X` (parent) for the line at `index`."""
+    """`after X (Type)` (previous sibling) or `at the start of X (Type)` (parent) for the line
+    at `index`."""
     depth = lines[index].depth
     for earlier in range(index - 1, -1, -1):
         if lines[earlier].depth == depth:
-            return f"after {lines[earlier].name}"
+            return f"after {_called(lines[earlier])}"
         if lines[earlier].depth < depth:
-            return f"at the start of {lines[earlier].name}"
+            return f"at the start of {_called(lines[earlier])}"
     return "at the start"
+
+
+# Inputs and outputs text, cut into tokens: a tensor, a quoted string, a bracket or comma
+# (where one value ends), a lower-case word (so `x=f32[2]` keeps its tensor whole), a char.
+_VALUE_TOKEN = re.compile(
+    rf"{TENSOR_PATTERN.pattern}|'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|[()\[\]{{}},]|[a-z][a-z0-9]*|."
+)
+_SEPARATORS = frozenset("()[]{},")
+
+
+def _value_change(old_text: str, new_text: str) -> str:
+    """What changed in inputs or outputs: shapes, dtypes, then other values that differ.
+
+    `(1, 4) -> (2, 4)`, `dtype f32 -> f64`, `flag=True -> flag=False`, or both texts whole
+    when no shorter account is exact.
+    """
+    old_tensors, new_tensors = _shapes(old_text), _shapes(new_text)
+    parts: list[str] = []
+    if old_tensors != new_tensors:
+        tensor_change = _tensor_change(old_tensors, new_tensors)
+        if tensor_change is None:
+            return f"{old_text} -> {new_text}"
+        parts.append(tensor_change)
+    parts += _other_value_changes(old_text, new_text)
+    return " and ".join(parts) if parts else f"{old_text} -> {new_text}"
+
+
+def _tensor_change(
+    old_tensors: list[tuple[str, tuple[int, ...]]], new_tensors: list[tuple[str, tuple[int, ...]]]
+) -> str | None:
+    """Shapes or dtypes that changed, when the tensors line up one for one; else None."""
+    if not old_tensors or len(old_tensors) != len(new_tensors):
+        return None
+    old_dtypes = [dtype for dtype, _ in old_tensors]
+    new_dtypes = [dtype for dtype, _ in new_tensors]
+    old_shapes = [shape for _, shape in old_tensors]
+    new_shapes = [shape for _, shape in new_tensors]
+    if old_dtypes == new_dtypes:
+        return f"{_join_shapes(old_shapes)} -> {_join_shapes(new_shapes)}"
+    if old_shapes == new_shapes:
+        return f"dtype {', '.join(old_dtypes)} -> {', '.join(new_dtypes)}"
+    return None
+
+
+def _other_value_changes(old_text: str, new_text: str) -> list[str]:
+    """The values other than tensors that differ: `flag=True -> flag=False`, `added x=1`."""
+    old_values, new_values = _values(old_text), _values(new_text)
+    old_keys = [TENSOR_PATTERN.sub("T", value) for value in old_values]
+    new_keys = [TENSOR_PATTERN.sub("T", value) for value in new_values]
+    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+    changes = []
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        before = ", ".join(old_values[old_start:old_end])
+        after = ", ".join(new_values[new_start:new_end])
+        if tag == "replace":
+            changes.append(f"{before} -> {after}")
+        elif tag == "insert":
+            changes.append(f"added {after}")
+        elif tag == "delete":
+            changes.append(f"dropped {before}")
+    return changes
+
+
+def _values(text: str) -> list[str]:
+    """The innermost values of inputs or outputs text: `(f32[2], flag=True)` -> two values."""
+    values: list[str] = []
+    current: list[str] = []
+    for token in _VALUE_TOKEN.finditer(text):
+        if token.group() in _SEPARATORS:
+            if "".join(current).strip():
+                values.append("".join(current).strip())
+            current = []
+        else:
+            current.append(token.group())
+    if "".join(current).strip():
+        values.append("".join(current).strip())
+    return values
 
 
 def _shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -477,20 +631,6 @@ def _shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
         (dtype, tuple(int(size) for size in sizes.split(",") if size))
         for dtype, sizes in TENSOR_PATTERN.findall(text)
     ]
-
-
-def _value_change(old_text: str, new_text: str) -> str:
-    old_tensors, new_tensors = _shapes(old_text), _shapes(new_text)
-    if old_tensors and len(old_tensors) == len(new_tensors):
-        old_dtypes = [dtype for dtype, _ in old_tensors]
-        new_dtypes = [dtype for dtype, _ in new_tensors]
-        old_shapes = [shape for _, shape in old_tensors]
-        new_shapes = [shape for _, shape in new_tensors]
-        if old_dtypes == new_dtypes:
-            return f"{_join_shapes(old_shapes)} -> {_join_shapes(new_shapes)}"
-        if old_shapes == new_shapes:
-            return f"dtype {', '.join(old_dtypes)} -> {', '.join(new_dtypes)}"
-    return f"{old_text} -> {new_text}"
 
 
 def _join_shapes(shapes: list[tuple[int, ...]]) -> str:
@@ -501,36 +641,44 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def _describe_kind(diff: TraceDiff, kind: str) -> str:
+def _called(line: GoldenLine) -> str:
+    """A call as summaries name it: its golden name and its class, `layer1.0.relu #2 (ReLU)`."""
+    return f"{line.name} ({line.module_type})"
+
+
+def _describe_kind(diff: TraceDiff, kind: ChangeKind) -> str:
     changes = diff.of_kind(kind)
     count = len(changes)
-    if kind == TYPE_CHANGED:
+    if kind is ChangeKind.TYPE_CHANGED:
         groups: dict[str, int] = {}
         for change in changes:
             groups[change.detail] = groups.get(change.detail, 0) + 1
         parts = [detail if len(groups) == 1 else f"{detail} ({n})" for detail, n in groups.items()]
         return f"type changed at {_plural(count, 'call')}: {', '.join(parts)}"
-    if kind in (INSERTED, REMOVED):
+    if kind in (ChangeKind.INSERTED, ChangeKind.REMOVED, ChangeKind.MOVED):
         return _describe_subtrees(diff, changes, kind)
-    if kind == RENAMED:
-        return f"{_plural(count, 'call')} renamed: " + _examples([c.detail for c in changes])
-    if kind == MOVED:
-        return f"{_plural(count, 'call')} moved: " + _examples(
-            [f"{c.old.name} ({c.old.module_type})" for c in changes if c.old is not None]
-        )
-    if kind in (INPUT_CHANGED, OUTPUT_CHANGED):
-        side = "input" if kind == INPUT_CHANGED else "output"
-        items = [f"{c.new.name} {side} {c.detail}" for c in changes if c.new is not None]
+    if kind is ChangeKind.RENAMED:
+        items = [f"{_called(c.old)} -> {c.new.name}" for c in changes if c.old and c.new]
+        return f"{_plural(count, 'call')} renamed: " + _examples(items)
+    if kind in (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED):
+        side = "input" if kind is ChangeKind.INPUT_CHANGED else "output"
+        items = [f"{_called(c.new)} {side} {c.detail}" for c in changes if c.new is not None]
         return f"{side} changed at {_plural(count, 'call')}: " + _examples(items, separator="; ")
-    if kind == REUSE_CHANGED:
+    if kind is ChangeKind.REUSE_CHANGED:
         return "reuse count changed: " + _examples([c.detail for c in changes])
-    items = [f"{c.new.name} {c.detail}" for c in changes if c.new is not None]
-    return f"{kind} at {_plural(count, 'call')}: " + _examples(items)
+    items = [f"{_called(c.new)} {c.detail}" for c in changes if c.new is not None]
+    return f"{kind.value} at {_plural(count, 'call')}: " + _examples(items)
 
 
-def _describe_subtrees(diff: TraceDiff, changes: list[Change], kind: str) -> str:
-    """Group inserted/removed calls under the outermost one: `layer2.se (SEBlock) after layer2.3`."""
-    lines = diff.new_lines if kind == INSERTED else diff.old_lines
+def _describe_subtrees(diff: TraceDiff, changes: list[Change], kind: ChangeKind) -> str:
+    """Group inserted, removed or moved calls under the outermost one:
+    `layer2.se (SEBlock, with 5 nested calls) after layer2.3`."""
+    lines = diff.new_lines if kind is ChangeKind.INSERTED else diff.old_lines
+    renamed = {
+        (change.old.name, change.new.name): change.old
+        for change in diff.of_kind(ChangeKind.RENAMED)
+        if change.old is not None and change.new is not None
+    }
     items = []
     subtree_end = -1
     nested = 0
@@ -542,12 +690,17 @@ def _describe_subtrees(diff: TraceDiff, changes: list[Change], kind: str) -> str
         if root is not None and root.position is not None:
             line = lines[root.position]
             inner = f", with {_plural(nested, 'nested call')}" if nested else ""
-            items.append(f"{line.name} ({line.module_type}{inner}) {root.detail}")
+            item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
+            if kind is ChangeKind.MOVED and root.new is not None:
+                partner = renamed.get((root.new.name, line.name))
+                if partner is not None:
+                    item += f", swapped with {_called(partner)}"
+            items.append(item)
         if change is None or change.position is None:
             break
         root, nested = change, 0
         subtree_end = _subtree_end(lines, change.position)
-    return f"{_plural(len(changes), 'call')} {kind}: " + _examples(items, separator="; ")
+    return f"{_plural(len(changes), 'call')} {kind.value}: " + _examples(items, separator="; ")
 
 
 def _subtree_end(lines: list[GoldenLine], index: int) -> int:

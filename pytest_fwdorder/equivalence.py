@@ -189,12 +189,10 @@ def _run(
 
 
 def _pair_calls(first: Trace, second: Trace) -> dict[int, Call]:
-    """first call index -> paired call of `second`, from the aligned diff."""
-    difference = diff_traces(first, second)
+    """first call index -> paired call of `second` (in order, renamed or moved), from the diff."""
     return {
-        row.old: second[row.new]
-        for row in difference.rows
-        if row.old is not None and row.new is not None
+        first_index: second[second_index]
+        for first_index, second_index in diff_traces(first, second).pairs
     }
 
 

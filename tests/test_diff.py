@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 from pytest_fwdorder import diff_golden, trace_forward
-from pytest_fwdorder.render import golden_lines, parse_golden
+from pytest_fwdorder.diff import ChangeKind
+from pytest_fwdorder.render import FORMAT_LINE, golden_lines, parse_golden
 
 
 def chain(*activations: type[nn.Module], width: int = 4) -> nn.Module:
@@ -94,7 +96,7 @@ def test_golden_text_parses_back_into_the_same_lines() -> None:
     header, lines = parse_golden(trace.render())
 
     assert lines == golden_lines(trace)
-    assert header[0] == "# pytest-fwdorder trace (format 1)"
+    assert header[0] == FORMAT_LINE
     assert lines[1].frozen
 
 
@@ -127,3 +129,170 @@ def test_a_large_renamed_trace_pairs_every_call() -> None:
     assert difference.count("renamed") == 3000
     assert difference.count("inserted") == 1  # the new wrapper
     assert difference.count("nesting changed") == 3000
+
+
+def swapped_activations() -> tuple[nn.Module, nn.Module]:
+    """`Sequential(Linear, ReLU, Tanh)` and the same with the two activations swapped."""
+    return (
+        nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Tanh()),
+        nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU()),
+    )
+
+
+class Flagged(nn.Module):
+    """Passes a keyword flag to its inner module: the flag shows in the inner call's inputs."""
+
+    def __init__(self, flag: bool) -> None:
+        super().__init__()
+        self.inner = Keyword()
+        self.flag = flag
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x, flag=self.flag)
+
+
+class Keyword(nn.Module):
+    def forward(self, x: torch.Tensor, flag: bool = True) -> torch.Tensor:
+        return x
+
+
+class Counted(nn.Module):
+    """Returns a dict holding a tensor and a plain int."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count = count
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        return {"y": x, "n": self.count}
+
+
+def test_counting_a_kind_by_its_enum_member_or_its_text_agree() -> None:
+    difference = trace_of(chain(*TWENTY)).diff(trace_of(chain(*TWENTY), batch=2))
+
+    assert difference.count(ChangeKind.INPUT_CHANGED) == difference.count("input changed") == 41
+
+
+def test_every_change_kind_is_a_change_kind_member() -> None:
+    difference = trace_of(chain(*TWENTY)).diff(trace_of(chain(*TWENTY), batch=2))
+
+    assert {type(change.kind) for change in difference.changes} == {ChangeKind}
+
+
+def test_counting_a_misspelled_kind_is_an_error_listing_the_kinds() -> None:
+    difference = trace_of(chain(nn.ReLU)).diff(trace_of(chain(nn.Tanh)))
+
+    with pytest.raises(ValueError, match=r"unknown change kind 'renamd'.*'inserted', 'removed'"):
+        difference.count("renamd")
+
+
+def test_listing_a_misspelled_kind_is_an_error_too() -> None:
+    difference = trace_of(chain(nn.ReLU)).diff(trace_of(chain(nn.Tanh)))
+
+    with pytest.raises(ValueError, match=r"unknown change kind 'type_changed'"):
+        difference.of_kind("type_changed")
+
+
+def test_a_changed_keyword_flag_is_summarised_with_its_values() -> None:
+    difference = trace_of(Flagged(True)).diff(trace_of(Flagged(False)))
+
+    assert "inner (Keyword) input flag=True -> flag=False" in difference.summary()
+
+
+def test_a_changed_int_in_a_dict_output_is_summarised_with_its_values() -> None:
+    difference = trace_of(Counted(2)).diff(trace_of(Counted(3)))
+
+    assert "<root> (Counted) output 'n': 2 -> 'n': 3" in difference.summary()
+
+
+def test_a_shape_and_a_flag_changing_together_are_both_named() -> None:
+    difference = trace_of(Flagged(True)).diff(trace_of(Flagged(False), batch=2))
+
+    assert "inner (Keyword) input (1, 4) -> (2, 4) and flag=True -> flag=False" in (
+        difference.summary()
+    )
+
+
+def test_swapped_layers_are_summarised_as_a_move_naming_both_classes() -> None:
+    before, after = swapped_activations()
+
+    summary = trace_of(before).diff(trace_of(after)).summary().splitlines()
+
+    assert summary == [
+        "4 calls before, 4 after: 1 call moved, 1 call renamed",
+        "1 call moved: 2 (Tanh) -> 1, swapped with 1 (ReLU)",
+        "1 call renamed: 1 (ReLU) -> 2",
+    ]
+
+
+def test_a_call_moved_under_the_same_name_says_where_it_went() -> None:
+    before = nn.Sequential()
+    for name, module in (("a", nn.ReLU()), ("b", nn.Tanh()), ("c", nn.Sigmoid())):
+        before.add_module(name, module)
+    after = nn.Sequential()
+    for name, module in (("b", nn.Tanh()), ("c", nn.Sigmoid()), ("a", nn.ReLU())):
+        after.add_module(name, module)
+
+    summary = trace_of(before).diff(trace_of(after)).summary()
+
+    assert "1 call moved: a (ReLU) now after c (Sigmoid)" in summary.splitlines()
+
+
+def test_renamed_and_renested_calls_name_their_classes() -> None:
+    before = trace_of(chain(nn.ReLU))
+    after = trace_forward(nn.Sequential(chain(nn.ReLU)), torch.randn(1, 4))
+
+    summary = before.diff(after).summary().splitlines()
+
+    assert "2 calls renamed: 0 (Linear) -> 0.0, 1 (ReLU) -> 0.1" in summary
+    assert "nesting changed at 2 calls: 0.0 (Linear) depth 1 -> 2, 0.1 (ReLU) depth 1 -> 2" in (
+        summary
+    )
+
+
+def test_pairs_list_every_call_found_on_both_sides_in_old_order() -> None:
+    before, after = swapped_activations()
+
+    difference = trace_of(before).diff(trace_of(after))
+
+    assert difference.pairs == [(0, 0), (1, 1), (2, 3), (3, 2)]
+
+
+def test_pairs_follow_renamed_calls() -> None:
+    before = trace_of(chain(nn.ReLU))
+    after = trace_forward(nn.Sequential(chain(nn.ReLU)), torch.randn(1, 4))
+
+    difference = before.diff(after)
+
+    assert difference.pairs == [(0, 0), (1, 2), (2, 3)]
+
+
+def test_the_explanation_starts_the_calls_at_the_first_change() -> None:
+    difference = trace_of(chain(*TWENTY)).diff(trace_of(chain(*TWENTY[:-1], nn.Tanh)))
+
+    explanation = difference.explanation()
+
+    assert explanation == [
+        "41 calls before, 41 after: 1 call type changed",
+        "type changed at 1 call: ReLU -> Tanh",
+        "",
+        "-   39: ReLU (f32[1,4]) -> f32[1,4]",
+        "+   39: Tanh (f32[1,4]) -> f32[1,4]",
+    ]
+
+
+def test_the_explanation_puts_header_changes_after_the_call_lines() -> None:
+    difference = trace_of(chain(nn.ReLU)).diff(trace_of(chain(nn.ReLU, nn.ReLU)))
+
+    explanation = difference.explanation()
+
+    first_header = next(i for i, line in enumerate(explanation) if line.startswith(("- #", "+ #")))
+    last_call = max(i for i, line in enumerate(explanation) if line.startswith(("-  ", "+  ")))
+    assert last_call < first_header
+    assert "- # calls: 3" in explanation[first_header:]
+
+
+def test_render_joins_the_explanation() -> None:
+    difference = trace_of(chain(nn.ReLU)).diff(trace_of(chain(nn.Tanh)))
+
+    assert difference.render() == "\n".join(difference.explanation())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -41,7 +42,7 @@ def test_splitting_the_shared_relu_keeps_the_structure_when_paths_are_ignored(ba
     difference = assert_same_structure(baseline, split, ignore=("paths",))
 
     assert difference.count("renamed") == 48
-    assert "48 calls renamed: layer1.0.relu #1 -> layer1.0.relu1" in difference.summary()
+    assert "48 calls renamed: layer1.0.relu #1 (ReLU) -> layer1.0.relu1" in difference.summary()
 
 
 def test_splitting_the_shared_relu_fails_when_paths_count(baseline) -> None:
@@ -73,7 +74,7 @@ def test_an_inserted_se_block_is_named_with_where_it_went(baseline) -> None:
     summary = baseline.diff(with_se).summary()
 
     assert (
-        "6 calls inserted: layer2.se (SEBlock, with 5 nested calls) after layer2.3"
+        "6 calls inserted: layer2.se (SEBlock, with 5 nested calls) after layer2.3 (Bottleneck)"
         in summary.splitlines()
     )
 
@@ -84,7 +85,7 @@ def test_a_one_channel_first_conv_is_summarised_as_an_input_change() -> None:
 
     summary = before.diff(after).summary()
 
-    assert "conv1 input (1, 3, 224, 224) -> (1, 1, 224, 224)" in summary
+    assert "conv1 (Conv2d) input (1, 3, 224, 224) -> (1, 1, 224, 224)" in summary
     assert summary.splitlines()[0] == "183 calls before, 183 after: 2 calls input changed"
 
 
@@ -180,3 +181,22 @@ def test_a_shape_mismatch_in_a_checkpoint_is_listed() -> None:
 
 def test_an_unchanged_checkpoint_loads() -> None:
     assert check_checkpoint(resnet50(), resnet50().state_dict()).loads
+
+
+def test_things_to_ignore_can_be_given_as_a_generator() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    small = trace_forward(model, torch.randn(2, 4))
+    large = trace_forward(model, torch.randn(3, 4))
+
+    assert_same_structure(small, large, ignore=(item for item in ["batch"]))
+
+
+def test_copy_weights_follows_a_module_whose_call_moved() -> None:
+    source = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    # The same two layers, registered and called in the other order: `1` runs first.
+    reordered = nn.Sequential(OrderedDict([("1", nn.Linear(4, 4)), ("0", nn.Linear(4, 4))]))
+
+    copied = copy_weights(source, reordered, torch.randn(1, 4))
+
+    assert sorted(copied) == [("0", "0"), ("1", "1")]
+    assert torch.equal(reordered.get_submodule("1").weight, source[1].weight)
