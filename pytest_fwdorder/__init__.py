@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         check_checkpoint,
     )
     from pytest_fwdorder.compare import assert_same_structure, structure_diff
-    from pytest_fwdorder.diff import Change, TraceDiff, diff_golden, diff_traces
+    from pytest_fwdorder.diff import Change, ChangeKind, TraceDiff, diff_golden, diff_traces
     from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
     from pytest_fwdorder.errors import (
         CheckpointMismatchError,
@@ -44,6 +44,7 @@ __version__ = "0.2.0"
 _HOMES = {
     "Call": "records",
     "Change": "diff",
+    "ChangeKind": "diff",
     "CheckpointMismatchError": "errors",
     "CheckpointReport": "checkpoint",
     "EmptyTraceError": "errors",
@@ -76,6 +77,7 @@ _HOMES = {
 __all__ = [
     "Call",
     "Change",
+    "ChangeKind",
     "CheckpointMismatchError",
     "CheckpointReport",
     "EmptyTraceError",
@@ -91,6 +93,7 @@ __all__ = [
     "TraceOptions",
     "TraceSnapshotExtension",
     "Tracer",
+    "UnregisteredModuleError",
     "__version__",
     "assert_checkpoint_loads",
     "assert_equivalent",

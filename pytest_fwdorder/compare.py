@@ -15,7 +15,17 @@ if TYPE_CHECKING:
     from pytest_fwdorder.records import TraceRecords
 
 _DIMENSION = re.compile(r"dim:(-?[0-9]+)")
-_NAMES = ("paths", "dtypes", "batch", "shapes", "types", "frozen")
+_NAMES = (
+    "paths",
+    "dtypes",
+    "batch",
+    "shapes",
+    "types",
+    "frozen",
+    "settings",
+    "parameters",
+    "mode",
+)
 
 IgnoreItem = str | Mapping[str, str]
 
@@ -27,6 +37,9 @@ class _Ignored:
     shapes: bool = False
     types: bool = False
     frozen: bool = False
+    settings: bool = False
+    parameters: bool = False
+    mode: bool = False
     dimensions: frozenset[int] = frozenset()
     type_names: tuple[tuple[str, str], ...] = ()
 
@@ -39,6 +52,9 @@ class _Ignored:
                 ("shapes", self.shapes),
                 ("types", self.types),
                 ("frozen", self.frozen),
+                ("settings", self.settings),
+                ("parameters", self.parameters),
+                ("mode", self.mode),
             )
             if on
         ]
@@ -72,6 +88,8 @@ def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
 
 def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
     type_names = dict(ignored.type_names)
+    # Settings of two classes treated as equal are not comparable (LeakyReLU has a slope).
+    mapped = {*type_names, *type_names.values()}
 
     def tensor(match: re.Match[str]) -> str:
         dtype = "*" if ignored.dtypes else match.group(1)
@@ -96,13 +114,46 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
             else type_names.get(line.module_type, line.module_type),
             nth=1 if ignored.paths else line.nth,
             reused=line.reused and not ignored.paths,
-            frozen=False if ignored.frozen else line.frozen,
+            frozen=False if ignored.frozen or ignored.parameters else line.frozen,
             registered=line.registered,
             inputs=TENSOR_PATTERN.sub(tensor, line.inputs),
             outputs=TENSOR_PATTERN.sub(tensor, line.outputs),
+            scripted=line.scripted,
+            mode="" if ignored.mode else line.mode,
+            facts=_normalize_facts(line.facts, ignored, line.module_type in mapped),
         )
         for line in lines
     ]
+
+
+def _normalize_facts(
+    facts: tuple[str, ...], ignored: _Ignored, type_mapped: bool = False
+) -> tuple[str, ...]:
+    """The fact lines left once `ignored` is applied; tensor facts lose only dtypes, shapes
+    and flags there (a parameter has no batch dimension)."""
+
+    def tensor(match: re.Match[str]) -> str:
+        dtype = "*" if ignored.dtypes else match.group(1)
+        return f"{dtype}[?]" if ignored.shapes else f"{dtype}[{match.group(2)}]"
+
+    kept = []
+    for fact in facts:
+        title = fact.partition(": ")[0]
+        if title == "settings" and (ignored.settings or type_mapped):
+            continue
+        if title in ("parameters", "buffers"):
+            if ignored.parameters:
+                continue
+            if ignored.frozen:
+                fact = fact.replace(" frozen", "")
+            if ignored.paths:
+                fact = _TIED.sub("", fact)
+            fact = TENSOR_PATTERN.sub(tensor, fact)
+        kept.append(fact)
+    return tuple(kept)
+
+
+_TIED = re.compile(r" tied to [^,]*(, [a-zA-Z_<][^ ,]*\.[^ ,]*)*")
 
 
 def structure_diff(
@@ -114,12 +165,19 @@ def structure_diff(
 
 def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
     return diff_lines(
-        [],
+        _mode_header(expected, ignored),
         _normalize(golden_lines(expected), ignored),
-        [],
+        _mode_header(actual, ignored),
         _normalize(golden_lines(actual), ignored),
         match_paths=not ignored.paths,
     )
+
+
+def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The one header line a structure comparison keeps: the model's mode."""
+    if ignored.mode or trace.mode is None or "mode" in trace.options.hidden:
+        return []
+    return [f"# mode: {trace.mode}"]
 
 
 def assert_same_structure(
@@ -129,8 +187,9 @@ def assert_same_structure(
 
     `ignore` names what may differ: `"paths"` (module names and reuse: a shared ReLU split in
     three), `"dtypes"`, `"batch"` (dimension 0), `"dim:N"` (any one dimension, negative
-    counts from the end), `"shapes"`, `"types"`, `"frozen"`, and mappings of module types to
-    treat as equal, such as `{"LeakyReLU": "ReLU"}`.
+    counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
+    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, and mappings of
+    module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
 
     Returns the full diff (nothing ignored) so that a passing test can still say what changed:
     `assert_same_structure(a, b, ignore=("paths",)).summary()` -> `... 48 calls renamed`.

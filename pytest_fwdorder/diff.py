@@ -52,6 +52,9 @@ class ChangeKind(str, enum.Enum):
     NESTING_CHANGED = "nesting changed"
     REGISTRATION_CHANGED = "registration changed"
     FROZEN_CHANGED = "frozen state changed"
+    SETTINGS_CHANGED = "settings changed"
+    PARAMETERS_CHANGED = "parameters changed"
+    MODE_CHANGED = "mode changed"
     REUSE_CHANGED = "reuse count changed"
 
     def __str__(self) -> str:
@@ -67,6 +70,9 @@ _SUMMARY_ORDER = (
     ChangeKind.RENAMED,
     ChangeKind.INPUT_CHANGED,
     ChangeKind.OUTPUT_CHANGED,
+    ChangeKind.SETTINGS_CHANGED,
+    ChangeKind.PARAMETERS_CHANGED,
+    ChangeKind.MODE_CHANGED,
     ChangeKind.NESTING_CHANGED,
     ChangeKind.REGISTRATION_CHANGED,
     ChangeKind.FROZEN_CHANGED,
@@ -199,16 +205,38 @@ class TraceDiff:
             if not row.differs and row.new is not None:
                 lines.append(f"  {self.new_lines[row.new].text}")
                 continue
-            if row.old is not None:
-                lines.append(f"- {self.old_lines[row.old].text}")
-            if row.new is not None:
-                lines.append(f"+ {self.new_lines[row.new].text}")
+            old_block = _block(self.old_lines[row.old]) if row.old is not None else []
+            new_block = _block(self.new_lines[row.new]) if row.new is not None else []
+            lines += _block_diff(old_block, new_block)
         if skipped:
             lines.append(f"  ... {_plural(skipped, 'unchanged call')} ...")
         return lines
 
     def __str__(self) -> str:
         return self.render()
+
+
+def _block(line: GoldenLine) -> list[str]:
+    """A call line and the fact lines under it."""
+    return [line.text, *line.fact_lines]
+
+
+def _block_diff(old_block: list[str], new_block: list[str]) -> list[str]:
+    """Two calls with their facts: the call lines (`-` old, `+` new, or kept when equal),
+    then the fact lines that differ. A call on one side only shows whole."""
+    if not old_block or not new_block:
+        return [*(f"- {text}" for text in old_block), *(f"+ {text}" for text in new_block)]
+    if old_block[0] == new_block[0]:
+        lines = [f"  {old_block[0]}"]
+    else:
+        lines = [f"- {old_block[0]}", f"+ {new_block[0]}"]
+    old_facts, new_facts = old_block[1:], new_block[1:]
+    matcher = difflib.SequenceMatcher(a=old_facts, b=new_facts, autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag != "equal":  # facts both sides share would only push changes out of view
+            lines += [f"- {text}" for text in old_facts[old_start:old_end]]
+            lines += [f"+ {text}" for text in new_facts[new_start:new_end]]
+    return lines
 
 
 def _change_kind(kind: ChangeKind | str) -> ChangeKind:
@@ -245,7 +273,10 @@ def diff_lines(
 ) -> TraceDiff:
     """Align and classify two lists of call lines; `match_paths=False` aligns by structure only."""
     aligned, moved = _align(old, new, match_paths=match_paths)
-    rows, changes = _classify(old, new, aligned, moved)
+    modes = (_root_mode(old_header), _root_mode(new_header))
+    rows, changes = _classify(old, new, aligned, moved, modes)
+    if modes[0] and modes[1] and modes[0] != modes[1]:
+        changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
@@ -333,6 +364,7 @@ def _classify(
     new: list[GoldenLine],
     aligned: list[_AlignedPair],
     moved: dict[int, int],
+    modes: tuple[str, str] = ("", ""),
 ) -> tuple[list[_Row], list[Change]]:
     """Turn each aligned row into the changes it shows: the one place changes are made."""
     moved_new = set(moved.values())
@@ -340,14 +372,14 @@ def _classify(
     changes: list[Change] = []
     for old_index, new_index in aligned:
         if old_index is not None and new_index is not None:
-            pair_changes = _compare_pair(old[old_index], new[new_index], new_index)
+            pair_changes = _compare_pair(old[old_index], new[new_index], new_index, modes)
             changes += pair_changes
             # A `#1` mark that appears because the module is now reused changes the text only.
             differs = bool(pair_changes) or old[old_index].text != new[new_index].text
             rows.append(_Row(old_index, new_index, differs))
         elif old_index is not None:
             if old_index in moved:
-                changes += _moved_changes(old, new, old_index, moved[old_index])
+                changes += _moved_changes(old, new, old_index, moved[old_index], modes)
             else:
                 detail = _where(old, old_index)
                 changes.append(Change(ChangeKind.REMOVED, old[old_index], None, detail, old_index))
@@ -361,7 +393,11 @@ def _classify(
 
 
 def _moved_changes(
-    old: list[GoldenLine], new: list[GoldenLine], old_index: int, new_index: int
+    old: list[GoldenLine],
+    new: list[GoldenLine],
+    old_index: int,
+    new_index: int,
+    modes: tuple[str, str] = ("", ""),
 ) -> list[Change]:
     """A call out of order: moved (to where, or to which name), and what else changed."""
     old_line, new_line = old[old_index], new[new_index]
@@ -371,7 +407,7 @@ def _moved_changes(
         detail = f"-> {new_line.name}"
     others = [
         change
-        for change in _compare_pair(old_line, new_line, new_index)
+        for change in _compare_pair(old_line, new_line, new_index, modes)
         if change.kind is not ChangeKind.RENAMED  # the move names the new path
     ]
     return [Change(ChangeKind.MOVED, old_line, new_line, detail, old_index), *others]
@@ -413,10 +449,19 @@ def _pairs_by(
     )
 
 
-def _compare_pair(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
-    """Every way two paired calls differ, each as a change about the new line."""
-    if old_line.text == new_line.text:  # the text shows every part compared below
-        return []
+def _compare_pair(
+    old_line: GoldenLine,
+    new_line: GoldenLine,
+    position: int,
+    modes: tuple[str, str] = ("", ""),
+) -> list[Change]:
+    """Every way two paired calls differ, each as a change about the new line.
+
+    `modes` are the old and new model's modes: a call's mode changes only where it does not
+    follow the model's own change.
+    """
+    if old_line.text == new_line.text and old_line.facts == new_line.facts:
+        return []  # the text and facts show every part compared below
     found: list[tuple[ChangeKind, str]] = []
     if old_line.identity != new_line.identity:
         found.append((ChangeKind.RENAMED, f"{old_line.name} -> {new_line.name}"))
@@ -434,7 +479,167 @@ def _compare_pair(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
     if old_line.frozen != new_line.frozen:
         state = "now frozen" if new_line.frozen else "no longer frozen"
         found.append((ChangeKind.FROZEN_CHANGED, state))
+    old_mode, new_mode = old_line.mode or modes[0], new_line.mode or modes[1]
+    if old_mode and new_mode and old_mode != new_mode and (old_mode, new_mode) != modes:
+        found.append((ChangeKind.MODE_CHANGED, f"{old_mode} -> {new_mode}"))
+    if old_line.facts != new_line.facts and old_line.facts and new_line.facts:
+        found += _fact_changes(old_line, new_line)
     return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+
+
+def _root_mode(header: list[str]) -> str:
+    for line in header:
+        if line.startswith(_MODE_HEADER):
+            return line[len(_MODE_HEADER) :].strip()
+    return ""
+
+
+_MODE_HEADER = "# mode:"
+
+
+def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:
+    """Settings, parameters and buffers that changed between two first calls of a module."""
+    old_facts, new_facts = _facts_by_title(old_line), _facts_by_title(new_line)
+    found: list[tuple[ChangeKind, str]] = []
+    if old_facts.get("settings") != new_facts.get("settings"):
+        found.append(
+            (
+                ChangeKind.SETTINGS_CHANGED,
+                _settings_change(old_facts.get("settings", ""), new_facts.get("settings", "")),
+            )
+        )
+    tensor_changes: list[str] = []
+    for title in ("parameters", "buffers"):
+        if old_facts.get(title) != new_facts.get(title):
+            tensor_changes += _tensor_fact_changes(
+                old_facts.get(title, ""), new_facts.get(title, ""), new_line.path or old_line.path
+            )
+    if tensor_changes:
+        found.append((ChangeKind.PARAMETERS_CHANGED, "; ".join(tensor_changes)))
+    return found
+
+
+def _facts_by_title(line: GoldenLine) -> dict[str, str]:
+    facts: dict[str, str] = {}
+    for fact in line.facts:
+        title, _, text = fact.partition(": ")
+        facts[title] = text
+    return facts
+
+
+def _settings_change(old_text: str, new_text: str) -> str:
+    """`kernel_size (3, 3) -> (5, 5), bias True -> False`, or both texts whole."""
+    old_settings, new_settings = _named_items(old_text), _named_items(new_text)
+    if old_settings is None or new_settings is None:
+        return f"{old_text or '(none)'} -> {new_text or '(none)'}"
+    parts = []
+    for name, value in new_settings.items():
+        before = old_settings.get(name)
+        if before is None:
+            parts.append(f"added {name}={value}")
+        elif before != value:
+            parts.append(f"{name} {before} -> {value}")
+    parts += [
+        f"dropped {name}={value}"
+        for name, value in old_settings.items()
+        if name not in new_settings
+    ]
+    return ", ".join(parts)
+
+
+def _named_items(text: str) -> dict[str, str] | None:
+    """`a=1, b=(3, 3)` as {'a': '1', 'b': '(3, 3)'}; None if some item has no name."""
+    items: dict[str, str] = {}
+    for item in _split_top_level(text):
+        name, separator, value = item.partition("=")
+        if not separator or not name.isidentifier():
+            return None
+        items[name] = value
+    return items
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split at the commas outside brackets and quotes."""
+    items: list[str] = []
+    level = 0
+    quote = ""
+    start = 0
+    for index, character in enumerate(text):
+        if quote:
+            if character == quote:
+                quote = ""
+        elif character in "'\"":
+            quote = character
+        elif character in "([{":
+            level += 1
+        elif character in ")]}":
+            level -= 1
+        elif character == "," and level == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    if text[start:].strip():
+        items.append(text[start:].strip())
+    return items
+
+
+def _tensor_fact_changes(old_text: str, new_text: str, path: str) -> list[str]:
+    """`renamed block.w -> block.weight (f32[64,64])`, `now frozen: 4.weight`, shape changes."""
+    old_items, new_items = _tensor_items(old_text), _tensor_items(new_text)
+    prefix = f"{path}." if path and path != "<root>" else ""
+    changes: list[str] = []
+    removed = [name for name in old_items if name not in new_items]
+    added = [name for name in new_items if name not in old_items]
+    for name in list(removed):
+        old_description = _without_flags(old_items[name])
+        partner = next(
+            (other for other in added if _without_flags(new_items[other]) == old_description),
+            None,
+        )
+        if partner is not None:
+            changes.append(f"renamed {prefix}{name} -> {prefix}{partner} ({old_description})")
+            removed.remove(name)
+            added.remove(partner)
+    changes += [f"removed {prefix}{name} ({old_items[name]})" for name in removed]
+    changes += [f"added {prefix}{name} ({new_items[name]})" for name in added]
+    for name, new_description in new_items.items():
+        before = old_items.get(name)
+        if before is None or before == new_description:
+            continue
+        old_flags, new_flags = _flags(before), _flags(new_description)
+        if _without_flags(before) != _without_flags(new_description):
+            changes.append(
+                f"{prefix}{name} {_without_flags(before)} -> {_without_flags(new_description)}"
+            )
+        for flag in sorted(new_flags - old_flags):
+            changes.append(f"now {flag}: {prefix}{name}")
+        for flag in sorted(old_flags - new_flags):
+            changes.append(f"no longer {flag}: {prefix}{name}")
+    return changes
+
+
+_TENSOR_FLAGS = ("frozen", "not saved")
+
+
+def _tensor_items(text: str) -> dict[str, str]:
+    """`weight f32[8,3], bias f32[8] frozen` as {'weight': 'f32[8,3]', 'bias': 'f32[8] frozen'}."""
+    items: dict[str, str] = {}
+    for item in _split_top_level(text):
+        name, _, description = item.partition(" ")
+        items[name] = description
+    return items
+
+
+def _without_flags(description: str) -> str:
+    """The dtype and shape of a tensor fact: `f32[8] frozen tied to x` -> `f32[8]`."""
+    return description.split(" ", 1)[0]
+
+
+def _flags(description: str) -> set[str]:
+    rest = description.split(" ", 1)[1] if " " in description else ""
+    found = {flag for flag in _TENSOR_FLAGS if flag in rest}
+    if "tied to" in rest:
+        found.add(rest[rest.index("tied to") :])
+    return found
 
 
 def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[Change]:
@@ -666,6 +871,21 @@ def _describe_kind(diff: TraceDiff, kind: ChangeKind) -> str:
         return f"{side} changed at {_plural(count, 'call')}: " + _examples(items, separator="; ")
     if kind is ChangeKind.REUSE_CHANGED:
         return "reuse count changed: " + _examples([c.detail for c in changes])
+    if kind in (
+        ChangeKind.SETTINGS_CHANGED,
+        ChangeKind.PARAMETERS_CHANGED,
+        ChangeKind.MODE_CHANGED,
+    ):
+        items = [
+            f"{c.new.name} ({c.new.module_type}): {c.detail}"
+            if c.new is not None
+            else f"the model: {c.detail}"
+            for c in changes
+        ]
+        return (
+            f"{kind.value} at {_plural(count, 'call' if kind is not ChangeKind.MODE_CHANGED else 'place')}: "
+            + _examples(items, separator="; ")
+        )
     items = [f"{_called(c.new)} {c.detail}" for c in changes if c.new is not None]
     return f"{kind.value} at {_plural(count, 'call')}: " + _examples(items)
 

@@ -12,8 +12,9 @@ from torch import nn
 
 from pytest_fwdorder.diff import diff_traces
 from pytest_fwdorder.errors import NotEquivalentError
-from pytest_fwdorder.recorder import _Recorder, recording, resolve_model
-from pytest_fwdorder.trace import Call, RenderOptions, Trace
+from pytest_fwdorder.recorder import Recorder, recording, resolve_model
+from pytest_fwdorder.records import Call, RenderOptions
+from pytest_fwdorder.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def _run(
     keyword_inputs: dict[str, Any],
     *,
     capture_outputs: bool = False,
-) -> _Recorder:
+) -> Recorder:
     """Record one forward of `root` on copies of the inputs: an in-place op in one model must
     not change what the next model is given."""
     with recording(root, RenderOptions(), capture_outputs=capture_outputs) as recorder:

@@ -129,13 +129,10 @@ def pytest_assertrepr_compare(
     if op != "==" or not isinstance(left, Trace):
         return explanations
     if isinstance(right, TraceRecords):
-        difference = diff_traces(right, left)
         ours: list[str] | None = [
             f"{left!r} == {right!r}",
             "traces differ (- right, + left):",
-            *difference.summary().splitlines(),
-            "",
-            *difference.body(),
+            *diff_traces(right, left).explanation(),
         ]
     else:
         ours = explain_snapshot_assertion(left, right)

@@ -13,6 +13,7 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from pytest_fwdorder.diff import diff_golden
+from pytest_fwdorder.render import FORMAT_VERSION, format_version
 
 if TYPE_CHECKING:
     from syrupy.location import PyTestLocation
@@ -112,7 +113,19 @@ def _escape_file_name(name: str) -> str:
 
 
 def explain_mismatch(old_text: str, new_text: str) -> list[str]:
-    """What changed from the golden text to the new one: summary, changed calls, header."""
+    """What changed from the golden text to the new one: summary, changed calls, header.
+
+    A golden written in another format version is not compared line by line (every line
+    would differ): one line says so and how to regenerate it.
+    """
+    old_version = format_version(old_text)
+    if old_version != FORMAT_VERSION:
+        written = f"format {old_version}" if old_version is not None else "an unknown format"
+        return [
+            f"the golden file was written in {written}; this pytest-fwdorder writes format "
+            f"{FORMAT_VERSION}: regenerate it with `pytest --snapshot-update` and review the "
+            "new golden (see the CHANGELOG for what the format adds)"
+        ]
     return diff_golden(old_text, new_text).explanation()
 
 

@@ -19,7 +19,12 @@ def with_leaky_relu(model: nn.Module) -> nn.Module:
     for path in paths:
         parent_path, _, name = path.rpartition(".")
         setattr(model.get_submodule(parent_path), name, nn.LeakyReLU(0.1))
-    return model
+    return keep_mode(model)
+
+
+def keep_mode(model: nn.Module) -> nn.Module:
+    """New modules start in train mode: put them in the model's mode, as surgery should."""
+    return model.train(model.training)
 
 
 class SEBlock(nn.Module):
@@ -37,7 +42,7 @@ class SEBlock(nn.Module):
 
 def with_se_after_layer2(model: nn.Module) -> nn.Module:
     model.layer2.add_module("se", SEBlock(512))
-    return model
+    return keep_mode(model)
 
 
 def with_one_input_channel(model: nn.Module) -> nn.Module:
@@ -47,7 +52,7 @@ def with_one_input_channel(model: nn.Module) -> nn.Module:
     with torch.no_grad():
         gray.weight.copy_(rgb.weight.mean(dim=1, keepdim=True))
     model.conv1 = gray
-    return model
+    return keep_mode(model)
 
 
 class Bottleneck(resnet.Bottleneck):
@@ -72,4 +77,4 @@ def with_split_relu(model: nn.Module) -> nn.Module:
     for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
         for index, block in enumerate(stage):
             stage[index] = Bottleneck(block)
-    return model
+    return keep_mode(model)

@@ -38,9 +38,10 @@ def test_a_difference_at_the_end_only_shows_the_last_calls() -> None:
     assert difference.summary().splitlines()[1] == "type changed at 1 call: ReLU -> Tanh"
     body = difference.body()
     assert body[0] == "  ... 38 unchanged calls ..."
-    assert body[-2:] == [
+    assert body[-3:] == [
         "-   39: ReLU (f32[1,4]) -> f32[1,4]",
         "+   39: Tanh (f32[1,4]) -> f32[1,4]",
+        "-     | settings: inplace=False",  # a ReLU's setting; a Tanh has none
     ]
 
 
@@ -278,6 +279,7 @@ def test_the_explanation_starts_the_calls_at_the_first_change() -> None:
         "",
         "-   39: ReLU (f32[1,4]) -> f32[1,4]",
         "+   39: Tanh (f32[1,4]) -> f32[1,4]",
+        "-     | settings: inplace=False",
     ]
 
 

@@ -11,6 +11,8 @@ from pytest_fwdorder import (
     FwdOrderWarning,
     TensorSpec,
     UnregisteredModuleError,
+    assert_same_structure,
+    check_checkpoint,
     trace_forward,
 )
 
@@ -324,3 +326,95 @@ def test_the_golden_declares_format_2_and_what_it_hides() -> None:
 def test_an_unknown_facet_to_hide_is_a_value_error_naming_the_facets() -> None:
     with pytest.raises(ValueError, match=r"cannot hide 'setings': the facets are settings"):
         trace_forward(nn.ReLU(), ROW, hide=("setings",))
+
+
+# Diffs explain the new facts.
+
+
+def summary(before: nn.Module, after: nn.Module, given: torch.Tensor) -> str:
+    return trace_forward(before, given).diff(trace_forward(after, given)).summary()
+
+
+def test_a_settings_change_is_named_in_the_summary() -> None:
+    text = summary(
+        nn.Sequential(nn.Conv2d(3, 8, 3, padding=1)),
+        nn.Sequential(nn.Conv2d(3, 8, 5, padding=2, bias=False)),
+        IMAGE,
+    )
+
+    assert (
+        "settings changed at 1 call: 0 (Conv2d): kernel_size (3, 3) -> (5, 5), "
+        "padding (1, 1) -> (2, 2), bias True -> False"
+    ) in text
+    assert "0 (Conv2d): removed 0.bias (f32[8]); 0.weight f32[8,3,3,3] -> f32[8,3,5,5]" in text
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (nn.Dropout(0.1), nn.Dropout(0.5), "p 0.1 -> 0.5"),
+        (nn.LeakyReLU(0.1), nn.LeakyReLU(0.3), "negative_slope 0.1 -> 0.3"),
+        (nn.LayerNorm(16, eps=1e-5), nn.LayerNorm(16, eps=1e-6), "eps 1e-05 -> 1e-06"),
+    ],
+)
+def test_each_changed_setting_is_named_with_both_values(
+    before: nn.Module, after: nn.Module, expected: str
+) -> None:
+    assert expected in summary(nn.Sequential(before), nn.Sequential(after), ROW)
+
+
+def test_a_mode_change_of_the_model_is_named_once() -> None:
+    text = summary(nn.Sequential(nn.Dropout()).eval(), nn.Sequential(nn.Dropout()).train(), ROW)
+
+    assert "mode changed at 1 place: the model: eval -> train" in text
+
+
+def test_a_batch_norm_left_in_train_mode_is_named_in_the_summary() -> None:
+    after = nn.Sequential(nn.Linear(16, 16), nn.BatchNorm1d(16)).eval()
+    after[1].train()
+
+    text = summary(nn.Sequential(nn.Linear(16, 16), nn.BatchNorm1d(16)).eval(), after, ROW)
+
+    assert "mode changed at 1 place: 1 (BatchNorm1d): eval -> train" in text
+
+
+def test_a_renamed_parameter_is_named_in_the_summary() -> None:
+    text = summary(nn.Sequential(Projection("w")), nn.Sequential(Projection("weight")), ROW)
+
+    assert "renamed 0.w -> 0.weight (f32[16,16])" in text
+
+
+def test_a_newly_frozen_parameter_is_named_in_the_summary() -> None:
+    after = nn.Sequential(nn.Linear(16, 4))
+    after[0].weight.requires_grad_(False)
+
+    text = summary(nn.Sequential(nn.Linear(16, 4)), after, ROW)
+
+    assert "now frozen: 0.weight" in text
+
+
+def test_assert_same_structure_can_ignore_each_facet() -> None:
+    before = trace_forward(nn.Sequential(nn.Dropout(0.1)).eval(), ROW)
+    after = trace_forward(nn.Sequential(nn.Dropout(0.5)).train(), ROW)
+
+    with pytest.raises(AssertionError, match="settings changed"):
+        assert_same_structure(before, after, ignore=("mode",))
+    with pytest.raises(AssertionError, match="mode changed"):
+        assert_same_structure(before, after, ignore=("settings",))
+    assert_same_structure(before, after, ignore=("settings", "mode"))
+
+
+def test_check_checkpoint_agrees_with_the_golden_after_a_parameter_rename() -> None:
+    old_model = nn.Sequential(Projection("w"))
+    new_model = nn.Sequential(Projection("weight"))
+
+    report = check_checkpoint(new_model, old_model.state_dict())
+    new_keys = trace_forward(new_model, ROW).state_dict_keys()
+    old_keys = trace_forward(old_model, ROW).state_dict_keys()
+
+    assert [problem.key for problem in report.missing] == [
+        key for key in new_keys if key not in old_keys
+    ]
+    assert [problem.key for problem in report.unexpected] == [
+        key for key in old_keys if key not in new_keys
+    ]

@@ -121,7 +121,8 @@ def test_a_builder_that_returns_something_else_is_named_in_the_error() -> None:
         return "not a model"
 
     with pytest.raises(
-        TypeError, match=r"called '.*build' as a zero-argument builder and got 'str', not an nn.Module"
+        TypeError,
+        match=r"called '.*build' as a zero-argument builder and got 'str', not an nn.Module",
     ):
         trace_forward(build, torch.randn(1), device="meta")  # type: ignore[arg-type]
 

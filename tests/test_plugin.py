@@ -66,16 +66,22 @@ def test_snapshot_update_writes_a_readable_golden_file(pytester: pytest.Pytester
     pytester.runpytest("--snapshot-update").assert_outcomes(passed=1)
 
     assert (pytester.path / GOLDEN).read_text() == (
-        "# pytest-fwdorder trace (format 1)\n"
+        "# pytest-fwdorder trace (format 2)\n"
         "# model: Block\n"
+        "# mode: train\n"
         "# calls: 3\n"
         "# modules called: 3\n"
+        "# parameters: 40 (trainable 40, frozen 0)\n"
+        "# buffers: 0\n"
         "# called more than once (0)\n"
         "# registered but never called (0)\n"
         "# called but not registered under the model (0)\n"
         "<root>: Block (f32[2,4]) -> f32[2,8]\n"
         "  linear: Linear (f32[2,4]) -> f32[2,8]\n"
+        "    | settings: in_features=4, out_features=8, bias=True\n"
+        "    | parameters: weight f32[8,4], bias f32[8]\n"
         "  act: ReLU (f32[2,8]) -> f32[2,8]\n"
+        "    | settings: inplace=False\n"
     )
 
 
@@ -97,7 +103,8 @@ def test_a_rerun_against_the_accepted_golden_passes(accepted: pytest.Pytester) -
         ),
         pytest.param(
             {"width": 6},
-            "output changed at 3 calls: <root> output (2, 8) -> (2, 6); linear output (2, 8) -> (2, 6)",
+            "output changed at 3 calls: <root> (Block) output (2, 8) -> (2, 6); "
+            "linear (Linear) output (2, 8) -> (2, 6)",
             [
                 "-   linear: Linear (f32[2,4]) -> f32[2,8]",
                 "+   linear: Linear (f32[2,4]) -> f32[2,6]",
@@ -106,13 +113,13 @@ def test_a_rerun_against_the_accepted_golden_passes(accepted: pytest.Pytester) -
         ),
         pytest.param(
             {"dtype": "float64"},
-            "input changed at 3 calls: <root> input dtype f32 -> f64",
+            "input changed at 3 calls: <root> (Block) input dtype f32 -> f64",
             ["- <root>: Block (f32[2,4]) -> f32[2,8]", "+ <root>: Block (f64[2,4]) -> f64[2,8]"],
             id="dtype",
         ),
         pytest.param(
             {"extra_line": "x = self.act(x)"},
-            "1 call inserted: act #2 (ReLU) after act",
+            "1 call inserted: act #2 (ReLU) after act #1 (ReLU)",
             [
                 "-   act: ReLU (f32[2,8]) -> f32[2,8]",
                 "+   act: ReLU #1 (f32[2,8]) -> f32[2,8]",
@@ -505,3 +512,34 @@ def test_a_model_keyword_named_like_an_option_goes_in_model_kwargs(
     )
 
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_golden_of_the_old_format_fails_with_one_line_saying_to_regenerate(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_model="""
+        import torch
+        from torch import nn
+
+        def test_block(forward_trace, snapshot):
+            assert forward_trace(nn.Linear(2, 3), torch.randn(1, 2)) == snapshot
+        """
+    )
+    golden = pytester.path / "__snapshots__" / "test_model" / "test_block.fwdorder.txt"
+    golden.parent.mkdir(parents=True)
+    golden.write_text(
+        "# pytest-fwdorder trace (format 1)\n# model: Linear\n# calls: 1\n"
+        "<root>: Linear (f32[1,2]) -> f32[1,3]\n"
+    )
+
+    result = pytester.runpytest()
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the golden file was written in format 1; this pytest-fwdorder writes format 2: "
+            "regenerate it with `pytest --snapshot-update`*"
+        ]
+    )
+    assert "- # calls: 1" not in result.stdout.str()  # no line-by-line diff of the old format

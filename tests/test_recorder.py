@@ -182,8 +182,9 @@ def test_unused_lists_registered_modules_never_called_but_not_uncallable_contain
     trace = trace_forward(Unused(), torch.randn(1, 2))
 
     assert trace.unused() == ["spare"]
-    assert "# registered but never called (1):\n#   spare: Linear | weight f32[2,2], bias f32[2]\n" in (
-        trace.render()
+    assert (
+        "# registered but never called (1):\n#   spare: Linear | weight f32[2,2], bias f32[2]\n"
+        in (trace.render())
     )
 
 
