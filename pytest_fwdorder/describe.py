@@ -75,14 +75,28 @@ def raw_arguments(args: tuple[object, ...]) -> list[object]:
 
 
 def finish_value(raw: object) -> ValueDescription:
-    """The description of what `raw_value` kept."""
+    """The description of what `raw_value` kept.
+
+    Equal tensor descriptions are one shared object: a model passes a few shapes around
+    many times, and a lookup costs less than building the description again.
+    """
     if type(raw) is tuple:
-        shape, dtype, device = raw
-        device_name = _DEVICE_NAMES.get(device)
-        if device_name is None:
-            device_name = _DEVICE_NAMES[device] = str(device)
-        return TensorDescription(tuple(shape), dtype_name(dtype), device_name)
+        description = _TENSOR_DESCRIPTIONS.get(raw)
+        if description is None:
+            shape, dtype, device = raw
+            device_name = _DEVICE_NAMES.get(device)
+            if device_name is None:
+                device_name = _DEVICE_NAMES[device] = str(device)
+            if len(_TENSOR_DESCRIPTIONS) >= _MOST_TENSOR_DESCRIPTIONS:
+                _TENSOR_DESCRIPTIONS.clear()
+            description = TensorDescription(tuple(shape), dtype_name(dtype), device_name)
+            _TENSOR_DESCRIPTIONS[raw] = description
+        return description
     return raw  # type: ignore[return-value]  # already a description
+
+
+_TENSOR_DESCRIPTIONS: dict[object, TensorDescription] = {}
+_MOST_TENSOR_DESCRIPTIONS = 100_000
 
 
 def describe_tensor(tensor: torch.Tensor) -> TensorDescription:

@@ -13,7 +13,7 @@ import inspect
 import re
 import types
 import weakref
-from collections.abc import Collection
+from collections.abc import Collection, Hashable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -73,6 +73,8 @@ _SETTINGS_PLANS: weakref.WeakKeyDictionary[type[nn.Module], _SettingsPlan] = (
 )
 # Equal facts are built once (a frozen dataclass costs more to build than to look up).
 _TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
+_MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
+_MODULE_FACTS: dict[Hashable, ModuleFacts] = {}
 _MOST_TENSOR_FACTS = 100_000
 _FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type[nn.Module], ForwardParameters | None] = (
     weakref.WeakKeyDictionary()
@@ -80,8 +82,75 @@ _FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type[nn.Module], ForwardParameter
 
 
 def module_facts(module: nn.Module) -> ModuleFacts:
-    """Settings, own tensors and forward's parameters of a module, in one call."""
-    return ModuleFacts(module_settings(module), module_tensors(module), forward_parameters(module))
+    """Settings, own tensors and forward's parameters of a module, in one call.
+
+    Equal facts are one shared object, found from what the module holds (its setting
+    values, its tensors' names, dtypes, shapes and flags) before any text is made: a model
+    repeats a few kinds of module many times, and the recorder reads the facts of every
+    module in every trace.
+    """
+    key = _raw_facts(module)
+    if key is None:
+        return ModuleFacts(
+            module_settings(module), module_tensors(module), forward_parameters(module)
+        )
+    facts = _MODULE_FACTS.get(key)
+    if facts is None:
+        if len(_MODULE_FACTS) >= _MOST_TENSOR_FACTS:
+            _MODULE_FACTS.clear()
+        facts = ModuleFacts(
+            module_settings(module), module_tensors(module), forward_parameters(module)
+        )
+        _MODULE_FACTS[key] = facts
+    return facts
+
+
+def _raw_facts(module: nn.Module) -> Hashable | None:
+    """What the facts of a module are made from, as a cache key; None when it cannot be one.
+
+    Only builtins and torch's own hashable values (dtypes, sizes) go in, so hashing is done
+    in C. Types are part of it: `True == 1` and `0.0 == 0` must not share a text.
+    """
+    module_class = type(module)
+    plan = _SETTINGS_PLANS.get(module_class)
+    if plan is None or plan.uses_extra_repr or "forward" in vars(module):
+        return None  # extra_repr() text can depend on anything: read it every time
+    attributes = vars(module)
+    parameters = module._parameters
+    values = tuple([attributes.get(attribute, _MISSING) for _, attribute, _ in plan.sources])
+    try:
+        tensors: tuple[tuple[object, ...], ...] = tuple(
+            [
+                (name, value.dtype, value.shape, value.requires_grad, type(value))
+                for name, value in parameters.items()
+                if value is not None
+            ]
+        )
+        buffers = module._buffers
+        if buffers:
+            non_persistent = module._non_persistent_buffers_set
+            tensors += tuple(
+                [
+                    (name, value.dtype, value.shape, name in non_persistent, type(value))
+                    for name, value in buffers.items()
+                    if value is not None
+                ]
+            )
+    except RuntimeError:  # a lazy module's uninitialized tensor has no shape to read
+        return None
+    key = (
+        module_class,
+        values,
+        tuple(map(type, values)),
+        tuple([parameters.get(attribute) is not None for _, attribute, _ in plan.sources]),
+        len(parameters),
+        tensors,
+    )
+    try:
+        hash(key)
+    except TypeError:  # a list or other unhashable setting
+        return None
+    return key
 
 
 def module_settings(module: nn.Module) -> tuple[Setting, ...]:
@@ -216,7 +285,13 @@ def module_tensors(module: nn.Module) -> ModuleTensors:
                 facts.append(
                     _tensor_fact(name, "buffer", buffer, False, name not in non_persistent)
                 )
-    return ModuleTensors(tuple(facts))
+    key = tuple(facts)
+    tensors = _MODULE_TENSORS.get(key)
+    if tensors is None:
+        if len(_MODULE_TENSORS) >= _MOST_TENSOR_FACTS:
+            _MODULE_TENSORS.clear()
+        tensors = _MODULE_TENSORS[key] = ModuleTensors(key)
+    return tensors
 
 
 def _tensor_fact(
@@ -238,18 +313,23 @@ def _tensor_fact(
     return fact
 
 
-def index_tensors(root: nn.Module) -> TensorIndex:
+def index_tensors(
+    root: nn.Module, named_modules: Iterable[tuple[str, nn.Module]] | None = None
+) -> TensorIndex:
     """Walk every module path once: tied tensors, state_dict keys and element totals.
 
     The keys follow `root.state_dict()`: parameters, then persistent buffers, then
     `_extra_state` where the class defines `get_extra_state`, module by module, shared
     modules and tied tensors under each of their names. Keys that state_dict hooks add or
-    remove are not seen.
+    remove are not seen. `named_modules` is `root.named_modules(remove_duplicate=False)`
+    when the caller walked it already.
     """
     names_by_tensor: dict[int, list[str]] = {}
     keys: list[str] = []
     parameter_count = trainable_parameter_count = buffer_count = uninitialized_count = 0
-    for path, module in root.named_modules(remove_duplicate=False):
+    if named_modules is None:
+        named_modules = root.named_modules(remove_duplicate=False)
+    for path, module in named_modules:
         prefix = f"{path}." if path else ""
         for name, parameter in module._parameters.items():
             if parameter is None:

@@ -8,6 +8,8 @@ leaves anything in the user's modules.
 
 from __future__ import annotations
 
+import gc
+import operator
 import random
 import sys
 import threading
@@ -33,7 +35,7 @@ from pytest_fwdorder.describe import (
     tensors_of,
 )
 from pytest_fwdorder.errors import MetaTraceError, warn_at_caller
-from pytest_fwdorder.facts import index_tensors, module_facts
+from pytest_fwdorder.facts import TensorIndex, index_tensors, module_facts
 from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
 from pytest_fwdorder.trace import Trace
 
@@ -136,6 +138,7 @@ class ModelIndex:
     callable_paths: tuple[str, ...]
     # The modules whose state Python owns: not TorchScript ones, nor anything inside them.
     python_modules: list[nn.Module]
+    tensors: TensorIndex
 
 
 def index_model(root: nn.Module) -> ModelIndex:
@@ -145,7 +148,8 @@ def index_model(root: nn.Module) -> ModelIndex:
     scripted_prefixes: list[str] = []
     callable_paths: list[str] = []
     python_modules: list[nn.Module] = []
-    for path, module in root.named_modules(remove_duplicate=False):
+    named_modules = list(root.named_modules(remove_duplicate=False))
+    for path, module in named_modules:
         module_id = id(module)
         if module_id in entries:
             other_names.setdefault(module_id, []).append(path)
@@ -169,6 +173,7 @@ def index_model(root: nn.Module) -> ModelIndex:
         aliases={entries[module_id].path: tuple(names) for module_id, names in other_names.items()},
         callable_paths=tuple(callable_paths),
         python_modules=python_modules,
+        tensors=index_tensors(root, named_modules),
     )
 
 
@@ -238,9 +243,16 @@ def _capture_state(index: ModelIndex) -> _ModelState:
 
 
 def _same_entries(current: dict[str, Any], original: dict[str, Any]) -> bool:
-    if len(current) != len(original):
-        return False
-    return all(current.get(name, current) is value for name, value in original.items())
+    """Whether a dict still holds the very objects it held, under the same names.
+
+    Reassigning a name keeps its place in a dict, so comparing the values in order by
+    identity (in C, by `map`) finds any reassignment; the key views catch renames.
+    """
+    return (
+        len(current) == len(original)
+        and all(map(operator.is_, current.values(), original.values()))
+        and current.keys() == original.keys()
+    )
 
 
 def _restore_attributes(module: nn.Module, original: dict[str, Any]) -> None:
@@ -688,7 +700,7 @@ def recording(
     if target is not None:
         _check_stand_ins_possible(index, target)
     root_entry = index.entries[id(root)]
-    tensors = index_tensors(root)
+    tensors = index.tensors
     trace = Trace(
         root_type=root_entry.module_type,
         callable_paths=index.callable_paths,
@@ -702,6 +714,11 @@ def recording(
     recorder = Recorder(index, trace, capture_outputs=capture_outputs)
     state = _capture_state(index) if restore_state else None
     swapped = _install_stand_ins(index, target) if target is not None else []
+    # A trace makes many small objects that live until it is rendered: with the collector
+    # on, each of them adds to the count that starts a full collection over every object
+    # of the process (torch's included). It cost about half of a trace of small modules.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         with ExitStack() as stack:
             if target is not None:
@@ -712,7 +729,11 @@ def recording(
         error.add_note(recorder.failure_note())
         raise
     finally:
-        _remove_stand_ins(swapped)
-        recorder.finish()
-        if state is not None:
-            _restore_state(state)
+        try:
+            _remove_stand_ins(swapped)
+            recorder.finish()
+            if state is not None:
+                _restore_state(state)
+        finally:
+            if collecting:
+                gc.enable()

@@ -113,32 +113,30 @@ class TensorFact:
 
 @dataclass(frozen=True, slots=True)
 class ModuleTensors:
-    """A module's own parameters, then its own buffers, in registration order (None skipped)."""
+    """A module's own parameters, then its own buffers, in registration order (None skipped).
+
+    `parameters`, `buffers`, `frozen` and `partially_frozen` are worked out once, when the
+    record is made: every call of the module reads them.
+    """
 
     tensors: tuple[TensorFact, ...]
+    parameters: tuple[TensorFact, ...] = field(init=False)
+    buffers: tuple[TensorFact, ...] = field(init=False)
+    # The module has parameters and none of them requires grad. A module without
+    # parameters (ReLU, BatchNorm2d(affine=False)) is never frozen.
+    frozen: bool = field(init=False)
+    # Some of the module's own parameters require grad and some do not.
+    partially_frozen: bool = field(init=False)
 
-    @property
-    def parameters(self) -> tuple[TensorFact, ...]:
-        return tuple(fact for fact in self.tensors if fact.kind == "parameter")
-
-    @property
-    def buffers(self) -> tuple[TensorFact, ...]:
-        return tuple(fact for fact in self.tensors if fact.kind == "buffer")
-
-    @property
-    def frozen(self) -> bool:
-        """True when the module has parameters and none of them requires grad.
-
-        A module without parameters (ReLU, BatchNorm2d(affine=False)) is never frozen.
-        """
-        parameters = self.parameters
-        return bool(parameters) and not any(fact.requires_grad for fact in parameters)
-
-    @property
-    def partially_frozen(self) -> bool:
-        """True when some of the module's own parameters require grad and some do not."""
-        flags = {fact.requires_grad for fact in self.tensors if fact.kind == "parameter"}
-        return len(flags) == 2
+    def __post_init__(self) -> None:
+        parameters = tuple(fact for fact in self.tensors if fact.kind == "parameter")
+        flags = {fact.requires_grad for fact in parameters}
+        object.__setattr__(self, "parameters", parameters)
+        object.__setattr__(
+            self, "buffers", tuple(fact for fact in self.tensors if fact.kind == "buffer")
+        )
+        object.__setattr__(self, "frozen", flags == {False})
+        object.__setattr__(self, "partially_frozen", len(flags) == 2)
 
 
 @dataclass(frozen=True, slots=True)

@@ -418,3 +418,19 @@ def test_check_checkpoint_agrees_with_the_golden_after_a_parameter_rename() -> N
     assert [problem.key for problem in report.unexpected] == [
         key for key in old_keys if key not in new_keys
     ]
+
+
+def test_facts_follow_a_module_changed_between_two_traces() -> None:
+    # Facts are shared between equal modules; a changed module must not reuse stale ones.
+    model = nn.Sequential(nn.Dropout(0.1), nn.Linear(16, 4))
+    first = golden(model, ROW)
+    model[0].p = 0.5
+    model[1].weight.requires_grad_(False)
+    model[1].bias = None
+
+    second = golden(model, ROW)
+
+    assert "| settings: p=0.1" in first
+    assert "| settings: p=0.5, inplace=False" in second
+    assert "| settings: in_features=16, out_features=4, bias=False" in second
+    assert "| parameters: weight f32[4,16] frozen" in second
