@@ -21,7 +21,9 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
     table = finished.stdout
     for case in (
         "trace_forward",
-        "no-op pre+post hooks on every module (floor)",
+        "global no-op hooks (floor)",
+        "us per call above the floor",
+        "the facets' module facts",
         "torchinfo.summary",
         "torchview.draw_graph",
         "torch.fx.symbolic_trace + ShapeProp",
