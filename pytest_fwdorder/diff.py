@@ -498,10 +498,15 @@ _MODE_HEADER = "# mode:"
 
 
 def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:
-    """Settings, parameters and buffers that changed between two first calls of a module."""
+    """Settings, parameters and buffers that changed between two first calls of a module.
+
+    Settings of two different classes are not compared (a type change says it all), and a
+    module frozen or unfrozen as a whole is not repeated parameter by parameter.
+    """
     old_facts, new_facts = _facts_by_title(old_line), _facts_by_title(new_line)
     found: list[tuple[ChangeKind, str]] = []
-    if old_facts.get("settings") != new_facts.get("settings"):
+    same_class = old_line.module_type == new_line.module_type
+    if same_class and old_facts.get("settings") != new_facts.get("settings"):
         found.append(
             (
                 ChangeKind.SETTINGS_CHANGED,
@@ -512,7 +517,10 @@ def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[Chan
     for title in ("parameters", "buffers"):
         if old_facts.get(title) != new_facts.get(title):
             tensor_changes += _tensor_fact_changes(
-                old_facts.get(title, ""), new_facts.get(title, ""), new_line.path or old_line.path
+                old_facts.get(title, ""),
+                new_facts.get(title, ""),
+                new_line.path or old_line.path,
+                whole_module_frozen=old_line.frozen != new_line.frozen,
             )
     if tensor_changes:
         found.append((ChangeKind.PARAMETERS_CHANGED, "; ".join(tensor_changes)))
@@ -582,7 +590,9 @@ def _split_top_level(text: str) -> list[str]:
     return items
 
 
-def _tensor_fact_changes(old_text: str, new_text: str, path: str) -> list[str]:
+def _tensor_fact_changes(
+    old_text: str, new_text: str, path: str, *, whole_module_frozen: bool = False
+) -> list[str]:
     """`renamed block.w -> block.weight (f32[64,64])`, `now frozen: 4.weight`, shape changes."""
     old_items, new_items = _tensor_items(old_text), _tensor_items(new_text)
     prefix = f"{path}." if path and path != "<root>" else ""
@@ -610,6 +620,9 @@ def _tensor_fact_changes(old_text: str, new_text: str, path: str) -> list[str]:
             changes.append(
                 f"{prefix}{name} {_without_flags(before)} -> {_without_flags(new_description)}"
             )
+        if whole_module_frozen:  # the module's own frozen change says it
+            old_flags.discard("frozen")
+            new_flags.discard("frozen")
         for flag in sorted(new_flags - old_flags):
             changes.append(f"now {flag}: {prefix}{name}")
         for flag in sorted(old_flags - new_flags):

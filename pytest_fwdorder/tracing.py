@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder.errors import (
     EmptyTraceError,
@@ -84,7 +85,8 @@ def trace_forward(
     """Run `model(*args, **kwargs)` once and return the record of every module call.
 
     `model` may also be a zero-argument function that builds the model: with
-    `device='meta'` it is built under `torch.device('meta')`, so no weights are allocated.
+    `device='meta'` every parameter and buffer it registers lands on meta (no weights are
+    allocated or initialised), while its own arithmetic keeps real CPU values.
     With `device`, inputs (tensors or `TensorSpec`) are placed on it and an existing model
     runs with stand-in parameters there, untouched. `hide` leaves facets out of the golden
     (`"settings"`, `"parameters"`, `"mode"`, `"argument_names"`); `unregistered="error"`
@@ -256,16 +258,20 @@ def _build(
     _check_builder(model)
     meta = device is not None and torch.device(device).type == "meta"
     try:
-        with torch.device(device) if device is not None else nullcontext():
-            built = model()
+        if meta:
+            with parameters_and_buffers_on_meta():
+                built = model()
+        else:
+            with torch.device(device) if device is not None else nullcontext():
+                built = model()
     except Exception as error:
         if meta:
             name = getattr(model, "__qualname__", repr(model))
             raise MetaTraceError(
-                f"building the model on the meta device failed in {name!r}: "
-                f"{type(error).__name__}: {error}. The builder itself needs real values (it "
-                "computes sizes with .item(), say). Build the model on the CPU and pass it with "
-                "device='meta' instead: its weights are replaced by meta stand-ins for the trace."
+                f"building the model for the meta device failed in {name!r}: "
+                f"{type(error).__name__}: {error}. If it builds on the CPU, build it there and "
+                "pass the model with device='meta': its weights are replaced by meta stand-ins "
+                "for the trace."
             ) from error
         raise
     if not isinstance(built, nn.Module):
@@ -274,6 +280,51 @@ def _build(
             f"{type(built).__name__!r}, not an nn.Module: the builder must return the model"
         )
     return resolve_model(built, entry_point="trace_forward")
+
+
+@contextmanager
+def parameters_and_buffers_on_meta() -> Iterator[None]:
+    """While a builder runs, every parameter and buffer a module registers lands on meta.
+
+    Everything else the builder computes stays on the CPU with real values, so a builder that
+    sizes its layers with `.item()` (torchvision's RegNet) works, and initialisers run on the
+    meta stand-ins for free. Uses torch's public registration hooks, removed on exit.
+    """
+    # torch annotates the hooks as returning None, but documents (and honours) a returned
+    # replacement: that is the point of these hooks.
+    parameter_handle = torch_module.register_module_parameter_registration_hook(
+        _meta_parameter  # type: ignore[arg-type]
+    )
+    try:
+        buffer_handle = torch_module.register_module_buffer_registration_hook(
+            _meta_buffer  # type: ignore[arg-type]
+        )
+    except BaseException:
+        parameter_handle.remove()
+        raise
+    try:
+        yield
+    finally:
+        parameter_handle.remove()
+        buffer_handle.remove()
+
+
+def _meta_parameter(module: nn.Module, name: str, parameter: object) -> nn.Parameter | None:
+    if not isinstance(parameter, nn.Parameter) or parameter.device.type == "meta":
+        return None
+    if isinstance(parameter, nn.UninitializedParameter):
+        return None  # a lazy module's parameter has no shape to copy yet
+    return nn.Parameter(
+        torch.empty_like(parameter, device="meta"), requires_grad=parameter.requires_grad
+    )
+
+
+def _meta_buffer(module: nn.Module, name: str, buffer: object) -> torch.Tensor | None:
+    if not isinstance(buffer, torch.Tensor) or buffer.device.type == "meta":
+        return None
+    if isinstance(buffer, nn.UninitializedBuffer):
+        return None
+    return torch.empty_like(buffer, device="meta")
 
 
 def _check_builder(builder: Callable[..., object]) -> None:

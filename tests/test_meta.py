@@ -137,16 +137,54 @@ def test_a_bound_method_of_a_builder_object_is_a_builder() -> None:
     assert trace[0].module_type == "Linear"
 
 
-def test_a_builder_that_needs_real_values_on_meta_says_to_pass_the_model_instead() -> None:
+def test_a_builder_that_computes_with_real_values_traces_on_meta() -> None:
     def build() -> nn.Module:
         width = int(torch.tensor([4.0]).sum().item())  # a size computed from a tensor
-        return nn.Linear(width, 2)
+        return nn.Sequential(nn.Linear(width, 2), nn.BatchNorm1d(2))
+
+    on_meta = trace_forward(build, TensorSpec((3, 4)), device="meta")
+
+    assert on_meta.render() == trace_forward(build(), torch.randn(3, 4)).render()
+
+
+@pytest.mark.slow
+def test_regnet_which_sizes_its_stages_with_item_traces_on_meta_like_on_the_cpu() -> None:
+    def build() -> nn.Module:
+        return torchvision.models.regnet_y_400mf(weights=None).eval()
+
+    on_meta = trace_forward(build, TensorSpec((1, 3, 224, 224)), device="meta")
+
+    assert on_meta.render() == trace_forward(build(), torch.randn(1, 3, 224, 224)).render()
+
+
+def test_a_builder_that_fails_on_meta_says_to_build_on_the_cpu_instead() -> None:
+    def build() -> nn.Module:
+        raise ValueError("no such configuration")
 
     with pytest.raises(
         MetaTraceError,
-        match=r"building the model on the meta device failed .* pass it with device='meta'",
-    ):
+        match=r"building the model for the meta device failed .* pass the model with device='meta'",
+    ) as raised:
         trace_forward(build, TensorSpec((1, 4)), device="meta")
+
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_the_meta_registration_hooks_are_gone_after_a_build() -> None:
+    from torch.nn.modules import module as torch_module
+
+    before = (
+        len(torch_module._global_parameter_registration_hooks),
+        len(torch_module._global_buffer_registration_hooks),
+    )
+
+    trace_forward(lambda: nn.Linear(2, 2), TensorSpec((1, 2)), device="meta")
+
+    assert nn.Linear(2, 2).weight.device.type == "cpu"
+    assert (
+        len(torch_module._global_parameter_registration_hooks),
+        len(torch_module._global_buffer_registration_hooks),
+    ) == before
 
 
 def test_the_same_model_built_on_cpu_traces_on_meta() -> None:
