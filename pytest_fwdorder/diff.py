@@ -482,9 +482,20 @@ def _compare_pair(
     old_mode, new_mode = old_line.mode or modes[0], new_line.mode or modes[1]
     if old_mode and new_mode and old_mode != new_mode and (old_mode, new_mode) != modes:
         found.append((ChangeKind.MODE_CHANGED, f"{old_mode} -> {new_mode}"))
-    if old_line.facts != new_line.facts and old_line.facts and new_line.facts:
+    if old_line.facts != new_line.facts and (
+        (old_line.facts and new_line.facts) or (_first_call(old_line) and _first_call(new_line))
+    ):
         found += _fact_changes(old_line, new_line)
     return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+
+
+def _first_call(line: GoldenLine) -> bool:
+    """A module's first call, where its facts are, even when it has none.
+
+    Without a path (a comparison that ignores paths) calls are not told apart by module,
+    and only calls that both show facts are compared.
+    """
+    return line.nth == 1 and bool(line.path)
 
 
 def _root_mode(header: list[str]) -> str:
@@ -633,12 +644,24 @@ def _tensor_fact_changes(
 _TENSOR_FLAGS = ("frozen", "not saved")
 
 
+# One tensor fact as render writes it: `weight f32[8,3] frozen tied to a.weight, b.weight`.
+_TENSOR_ITEM = re.compile(r"[^ ,]+ [a-z][a-z0-9]*(\[[0-9,]*\]|uninitialized)")
+
+
 def _tensor_items(text: str) -> dict[str, str]:
-    """`weight f32[8,3], bias f32[8] frozen` as {'weight': 'f32[8,3]', 'bias': 'f32[8] frozen'}."""
+    """`weight f32[8,3], bias f32[8] frozen` as {'weight': 'f32[8,3]', 'bias': 'f32[8] frozen'}.
+
+    A `tied to` list holds commas of its own: a piece that does not start a tensor fact
+    belongs to the one before it.
+    """
     items: dict[str, str] = {}
-    for item in _split_top_level(text):
-        name, _, description = item.partition(" ")
-        items[name] = description
+    last = ""
+    for piece in _split_top_level(text):
+        if last and not _TENSOR_ITEM.match(piece):
+            items[last] += f", {piece}"
+            continue
+        last, _, description = piece.partition(" ")
+        items[last] = description
     return items
 
 
@@ -648,10 +671,12 @@ def _without_flags(description: str) -> str:
 
 
 def _flags(description: str) -> set[str]:
+    """The flags after dtype and shape, as whole words; a tie as one flag with its names."""
     rest = description.split(" ", 1)[1] if " " in description else ""
-    found = {flag for flag in _TENSOR_FLAGS if flag in rest}
-    if "tied to" in rest:
-        found.add(rest[rest.index("tied to") :])
+    rest, tied, names = rest.partition("tied to ")
+    found = {flag for flag in _TENSOR_FLAGS if re.search(rf"(^| ){flag}( |$)", rest)}
+    if tied:
+        found.add(f"tied to {names}")
     return found
 
 

@@ -13,7 +13,7 @@ import inspect
 import re
 import types
 import weakref
-from collections.abc import Collection, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -76,7 +76,9 @@ _TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
 _MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
 _MODULE_FACTS: dict[Hashable, ModuleFacts] = {}
 _MOST_TENSOR_FACTS = 100_000
-_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[type[nn.Module], ForwardParameters | None] = (
+# Keyed by the class's forward function, not the class: patching `Block.forward` (as
+# mocker.patch.object does) must change the names, whatever ran first.
+_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[object, ForwardParameters | None] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -140,8 +142,9 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
         return None
     key = (
         module_class,
+        module_class.forward,
         values,
-        tuple(map(type, values)),
+        tuple([_value_types(value) for value in values]),
         tuple([parameters.get(attribute) is not None for _, attribute, _ in plan.sources]),
         len(parameters),
         tensors,
@@ -151,6 +154,13 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
     except TypeError:  # a list or other unhashable setting
         return None
     return key
+
+
+def _value_types(value: object) -> object:
+    """The types in a setting value, tuples item by item: `(1, 1)` and `(True, True)` differ."""
+    if type(value) is tuple:
+        return (tuple, *[_value_types(item) for item in value])
+    return type(value)
 
 
 def module_settings(module: nn.Module) -> tuple[Setting, ...]:
@@ -400,11 +410,14 @@ def forward_parameters(module: nn.Module) -> ForwardParameters | None:
     if "forward" in vars(module):
         return None
     module_class = type(module)
-    found = _FORWARD_PARAMETERS.get(module_class, _MISSING)
+    forward = module_class.forward
+    try:
+        found = _FORWARD_PARAMETERS.get(forward, _MISSING)
+    except TypeError:  # not weak-referenceable (a builtin): read it every time
+        return _read_forward_parameters(module_class)
     if found is _MISSING:
-        found = _FORWARD_PARAMETERS[module_class] = _read_forward_parameters(module_class)
-    assert found is None or isinstance(found, ForwardParameters)  # what the cache holds
-    return found
+        found = _FORWARD_PARAMETERS[forward] = _read_forward_parameters(module_class)
+    return found if isinstance(found, ForwardParameters) else None
 
 
 def _read_forward_parameters(module_class: type[nn.Module]) -> ForwardParameters | None:
@@ -434,34 +447,9 @@ def _read_forward_parameters(module_class: type[nn.Module]) -> ForwardParameters
             for parameter in parameters
             if parameter.default is None and parameter.kind is not inspect.Parameter.VAR_KEYWORD
         ),
+        keyword_names=tuple(
+            parameter.name
+            for parameter in parameters
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        ),
     )
-
-
-def argument_names(module: nn.Module) -> tuple[str, ...] | None:
-    """The positional parameter names of the module's forward, without `self`, or None."""
-    parameters = forward_parameters(module)
-    return None if parameters is None else parameters.positional_names
-
-
-def name_arguments(
-    names: tuple[str, ...] | None, argument_count: int, keyword_names: Collection[str]
-) -> tuple[str, ...] | None:
-    """Names for the positional arguments of one call, or None to keep them positional.
-
-    None when the names are unknown, when the call passed more positional arguments than
-    the signature names, or when a keyword argument repeats one of those names (the
-    signature read is then not the one called, e.g. a decorator changed it).
-
-    Recommended rendering of None: show every named argument as `name=value` and leave out
-    an argument that is None when its parameter's default is None (`none_defaults`),
-    whether passed by position or keyword, so `m(x)`, `m(x, None)` and `m(x, mask=None)`
-    give one line. Keep a None given for any other default, since it changes what forward
-    does, and keep every argument when this returns None: dropping one would shift the
-    positions of those after it.
-    """
-    if names is None or argument_count > len(names):
-        return None
-    chosen = names[:argument_count]
-    if any(name in keyword_names for name in chosen):
-        return None
-    return chosen

@@ -41,7 +41,7 @@ class TraceOptions:
             hide = tuple(hide.replace(",", " ").split())  # hide="settings mode", as in ini
         object.__setattr__(self, "hide", tuple(hide))
         check_option_values(
-            {"hide": self.hide, "unregistered": self.unregistered}, source="TraceOptions"
+            {name: getattr(self, name) for name in OPTION_NAMES}, source="TraceOptions"
         )
 
 

@@ -86,13 +86,15 @@ def pytest_report_header(config: pytest.Config) -> str:
 def forward_trace(request: pytest.FixtureRequest) -> Any:
     """Trace a model: `forward_trace(model, *inputs)` or `with forward_trace.record(model)`.
 
-    Options come from the call, then the `fwdorder` marker, then the `fwdorder_*` ini options.
+    Options come from the call, then the `fwdorder` markers (the closest first), then the
+    `fwdorder_*` ini options.
     """
     from pytest_fwdorder.tracing import Tracer
 
     values = _ini_options(request.config)
-    marker = request.node.get_closest_marker(_MARKER)
-    if marker is not None:
+    # Outermost first (module, class, function), so the closest marker's options win while
+    # a class-level device and a test-level hide both apply.
+    for marker in reversed(list(request.node.iter_markers(_MARKER))):
         values.update(_marker_options(marker))
     return Tracer(TraceOptions(**values))
 

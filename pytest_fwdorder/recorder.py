@@ -8,14 +8,13 @@ leaves anything in the user's modules.
 
 from __future__ import annotations
 
-import gc
 import operator
 import random
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any
 
@@ -179,17 +178,68 @@ def index_model(root: nn.Module) -> ModelIndex:
 
 @dataclass
 class _ModelState:
-    """What a forward can change in a model and around it, captured so it can be put back."""
+    """What a forward can change in a model and around it, captured so it can be put back.
 
-    modules: list[nn.Module]
-    attributes: list[dict[str, Any]]
-    parameters: list[tuple[nn.Module, str, dict[str, Any], list[tuple[str, int, bool]]]]
-    buffers: list[tuple[nn.Module, dict[str, Any], dict[str, torch.Tensor]]]
-    grad_enabled: bool
-    cpu_rng: torch.Tensor
-    cuda_rng: list[torch.Tensor] | None
-    python_rng: object
-    numpy_rng: object
+    Modules join as they are met: the registered ones before the forward, unregistered ones
+    (kept in a plain list, built in forward) at their first call, before they run.
+    """
+
+    modules: list[nn.Module] = field(default_factory=list)
+    attributes: list[dict[str, Any]] = field(default_factory=list)
+    parameters: list[tuple[nn.Module, str, dict[str, Any], list[_ParameterState]]] = field(
+        default_factory=list
+    )
+    buffers: list[tuple[nn.Module, dict[str, Any], dict[str, torch.Tensor]]] = field(
+        default_factory=list
+    )
+    grad_enabled: bool = True
+    cpu_rng: torch.Tensor | None = None
+    cuda_rng: list[torch.Tensor] | None = None
+    python_rng: object = None
+    numpy_rng: object = None
+
+    def add_module(self, module: nn.Module, path: str) -> None:
+        """Capture one module's own state (not its children's)."""
+        self.modules.append(module)
+        # Plain attributes too: a forward that reassigns `self.scale = self.scale.to(device)`
+        # would otherwise leave a tensor of the trace's device in the model.
+        self.attributes.append(dict(module.__dict__))
+        if module._parameters:
+            self.parameters.append(
+                (
+                    module,
+                    path,
+                    dict(module._parameters),
+                    [
+                        (
+                            name,
+                            _version(value),
+                            value.requires_grad,
+                            value.dtype,
+                            _shape(value),
+                            value.device,
+                        )
+                        for name, value in module._parameters.items()
+                        if value is not None
+                    ],
+                )
+            )
+        if module._buffers:
+            with torch.no_grad():
+                copies = {
+                    name: value.detach().clone()
+                    for name, value in module._buffers.items()
+                    if value is not None and not _is_lazy(value)
+                }
+            self.buffers.append((module, dict(module._buffers), copies))
+
+
+# A parameter as it was: name, version counter, requires_grad, dtype, shape, device.
+_ParameterState = tuple[str, int, bool, torch.dtype, "tuple[int, ...] | None", torch.device]
+
+
+def _shape(tensor: torch.Tensor) -> tuple[int, ...] | None:
+    return None if _is_lazy(tensor) else tuple(tensor.shape)
 
 
 def _version(tensor: torch.Tensor) -> int:
@@ -200,38 +250,8 @@ def _version(tensor: torch.Tensor) -> int:
 
 
 def _capture_state(index: ModelIndex) -> _ModelState:
-    parameters = []
-    buffers = []
-    with torch.no_grad():
-        for module in index.python_modules:
-            if module._parameters:
-                parameters.append(
-                    (
-                        module,
-                        index.entries[id(module)].path,
-                        dict(module._parameters),
-                        [
-                            (name, _version(value), value.requires_grad)
-                            for name, value in module._parameters.items()
-                            if value is not None
-                        ],
-                    )
-                )
-            if module._buffers:
-                copies = {
-                    name: value.detach().clone()
-                    for name, value in module._buffers.items()
-                    if value is not None and not _is_lazy(value)
-                }
-                buffers.append((module, dict(module._buffers), copies))
     numpy = sys.modules.get("numpy")
-    return _ModelState(
-        modules=index.python_modules,
-        # Plain attributes too: a forward that reassigns `self.scale = self.scale.to(device)`
-        # would otherwise leave a tensor of the trace's device in the model.
-        attributes=[dict(module.__dict__) for module in index.python_modules],
-        parameters=parameters,
-        buffers=buffers,
+    state = _ModelState(
         grad_enabled=torch.is_grad_enabled(),
         cpu_rng=torch.random.get_rng_state(),
         # Asking for CUDA's state would initialise CUDA; only save it if it is in use.
@@ -240,6 +260,9 @@ def _capture_state(index: ModelIndex) -> _ModelState:
         # Models draw from numpy's global generator too (Wav2Vec2's SpecAugment masks).
         numpy_rng=numpy.random.get_state() if numpy is not None else None,
     )
+    for module in index.python_modules:
+        state.add_module(module, index.entries[id(module)].path)
+    return state
 
 
 def _same_entries(current: dict[str, Any], original: dict[str, Any]) -> bool:
@@ -266,7 +289,8 @@ def _restore_attributes(module: nn.Module, original: dict[str, Any]) -> None:
 
 def _restore_state(state: _ModelState) -> None:
     torch.set_grad_enabled(state.grad_enabled)
-    torch.random.set_rng_state(state.cpu_rng)
+    if state.cpu_rng is not None:
+        torch.random.set_rng_state(state.cpu_rng)
     if state.cuda_rng is not None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
     random.setstate(state.python_rng)  # type: ignore[arg-type]
@@ -287,11 +311,17 @@ def _restore_state(state: _ModelState) -> None:
         if not _same_entries(module._parameters, original):
             module._parameters.clear()
             module._parameters.update(original)
-        for name, version, requires_grad in versions:
+        for name, version, requires_grad, dtype, shape, device in versions:
             parameter = original[name]
             if parameter.requires_grad is not requires_grad:
                 parameter.requires_grad_(requires_grad)
-            if _version(parameter) != version:
+            # `.data = ...` swaps the storage without bumping the version counter.
+            if (
+                _version(parameter) != version
+                or parameter.dtype != dtype
+                or _shape(parameter) != shape
+                or parameter.device != device
+            ):
                 changed_in_place.append(f"{path}.{name}" if path else name)
     # One no_grad (and, only if needed, inference_mode) for all buffers: entering a context
     # per buffer cost more than the copies themselves.
@@ -307,6 +337,12 @@ def _restore_state(state: _ModelState) -> None:
                 buffer = original[name]
                 if buffer.is_inference():
                     inference_buffers.append((buffer, copy))
+                elif (buffer.shape, buffer.dtype, buffer.device) != (
+                    copy.shape,
+                    copy.dtype,
+                    copy.device,
+                ):
+                    buffer.data = copy  # forward replaced its `.data`: put the original back
                 else:
                     buffer.copy_(copy)
     if inference_buffers:
@@ -343,52 +379,55 @@ def _check_stand_ins_possible(index: ModelIndex, device: torch.device) -> None:
                     raise ValueError(message)
 
 
-def _install_stand_ins(
-    index: ModelIndex, device: torch.device
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Swap parameters and buffers that live elsewhere for stand-ins on `device`.
+class StandIns:
+    """Stand-ins on a device for parameters and buffers that live elsewhere, and the way back.
 
-    Returns (dict, original entries) pairs to put back. One stand-in per tensor object, so
-    tied weights stay tied. Meta stand-ins hold no memory; on a real device they are copies.
+    One stand-in per tensor object, so tied weights stay tied. Meta stand-ins hold no
+    memory; on a real device they are copies. `remove` puts back every original swapped so
+    far, also after a swap that failed halfway.
     """
-    stand_ins: dict[int, torch.Tensor] = {}
-    swapped: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
-    def stand_in_for(tensor: torch.Tensor) -> torch.Tensor:
-        found = stand_ins.get(id(tensor))
-        if found is None:
-            with torch.no_grad():
-                data = (
-                    torch.empty_like(tensor, device=device)
-                    if device.type == "meta"
-                    else tensor.detach().to(device, copy=True)
-                )
-            if isinstance(tensor, nn.Parameter):
-                found = nn.Parameter(data, requires_grad=tensor.requires_grad)
-            else:
-                found = data
-            stand_ins[id(tensor)] = found
-        return found
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.by_tensor: dict[int, torch.Tensor] = {}
+        self.swapped: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
-    for module in index.python_modules:
+    def install(self, module: nn.Module) -> None:
+        """Swap one module's own tensors (not its children's)."""
         tensor_dicts: tuple[dict[str, Any], ...] = (module._parameters, module._buffers)
         for tensors in tensor_dicts:
             elsewhere = [
                 name
                 for name, value in tensors.items()
-                if value is not None and value.device.type != device.type
+                if value is not None and value.device.type != self.device.type
             ]
-            if elsewhere:
-                swapped.append((tensors, dict(tensors)))
-                for name in elsewhere:
-                    tensors[name] = stand_in_for(tensors[name])
-    return swapped
+            if not elsewhere:
+                continue
+            self.swapped.append((tensors, dict(tensors)))
+            for name in elsewhere:
+                tensors[name] = self._stand_in_for(tensors[name])
 
+    def remove(self) -> None:
+        for tensors, original in reversed(self.swapped):
+            tensors.clear()
+            tensors.update(original)
+        self.swapped.clear()
 
-def _remove_stand_ins(swapped: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    for tensors, original in swapped:
-        tensors.clear()
-        tensors.update(original)
+    def _stand_in_for(self, tensor: torch.Tensor) -> torch.Tensor:
+        found = self.by_tensor.get(id(tensor))
+        if found is None:
+            with torch.no_grad():
+                data = (
+                    torch.empty_like(tensor, device=self.device)
+                    if self.device.type == "meta"
+                    else tensor.detach().to(self.device, copy=True)
+                )
+            if isinstance(tensor, nn.Parameter):
+                found = nn.Parameter(data, requires_grad=tensor.requires_grad)
+            else:
+                found = data
+            self.by_tensor[id(tensor)] = found
+        return found
 
 
 def _keyword_frame_code() -> CodeType | None:
@@ -462,8 +501,19 @@ class Recorder:
     module's entry); `finish` turns them into `Call`s once the forward is over.
     """
 
-    def __init__(self, index: ModelIndex, trace: Trace, *, capture_outputs: bool = False) -> None:
+    def __init__(
+        self,
+        index: ModelIndex,
+        trace: Trace,
+        *,
+        capture_outputs: bool = False,
+        state: _ModelState | None = None,
+        stand_ins: StandIns | None = None,
+    ) -> None:
         self.trace = trace
+        # Unregistered modules join these at their first call, before they run.
+        self.state = state
+        self.stand_ins = stand_ins
         self.records: list[CallRecord] = []
         # With capture_outputs: (record number, detached copies of its output tensors), in
         # the order calls finished. Off by default: a trace holds no tensor.
@@ -599,6 +649,10 @@ class Recorder:
         entry = module_entry(module, path, registered=registered)
         self.entries[id(module)] = entry
         self.keep_alive.append(module)
+        if self.state is not None:
+            self.state.add_module(module, path)
+        if self.stand_ins is not None:
+            self.stand_ins.install(module)
         return entry
 
     @contextmanager
@@ -711,14 +765,26 @@ def recording(
         tied=tensors.tied,
         totals=tensors.totals,
     )
-    recorder = Recorder(index, trace, capture_outputs=capture_outputs)
     state = _capture_state(index) if restore_state else None
-    swapped = _install_stand_ins(index, target) if target is not None else []
-    # A trace makes many small objects that live until it is rendered: with the collector
-    # on, each of them adds to the count that starts a full collection over every object
-    # of the process (torch's included). It cost about half of a trace of small modules.
-    collecting = gc.isenabled()
-    gc.disable()
+    stand_ins = StandIns(target) if target is not None else None
+    recorder = Recorder(
+        index, trace, capture_outputs=capture_outputs, state=state, stand_ins=stand_ins
+    )
+    if stand_ins is not None:
+        try:
+            for module in index.python_modules:
+                stand_ins.install(module)
+        except Exception as error:
+            _put_back(recorder, stand_ins, state, None)
+            message = (
+                f"cannot make stand-ins on {stand_ins.device.type!r} for the model's weights: "
+                f"{type(error).__name__}: {error}. Trace where the model is (leave device "
+                "unset), or build the model on that device"
+            )
+            if stand_ins.device.type == "meta":
+                raise MetaTraceError(message) from error
+            raise ValueError(message) from error
+    in_flight: BaseException | None = None
     try:
         with ExitStack() as stack:
             if target is not None:
@@ -726,14 +792,33 @@ def recording(
             stack.enter_context(recorder.hooks_installed())
             yield recorder
     except BaseException as error:
+        in_flight = error
         error.add_note(recorder.failure_note())
         raise
     finally:
-        try:
-            _remove_stand_ins(swapped)
-            recorder.finish()
-            if state is not None:
-                _restore_state(state)
-        finally:
-            if collecting:
-                gc.enable()
+        _put_back(recorder, stand_ins, state, in_flight)
+
+
+def _put_back(
+    recorder: Recorder,
+    stand_ins: StandIns | None,
+    state: _ModelState | None,
+    in_flight: BaseException | None,
+) -> None:
+    """Put the originals and the model's state back; never hide an exception in flight.
+
+    A failure here while the user's exception propagates becomes a note on that exception.
+    """
+    try:
+        if stand_ins is not None:
+            stand_ins.remove()
+        if state is not None:
+            _restore_state(state)
+    except Exception as error:
+        if in_flight is None:
+            raise
+        in_flight.add_note(
+            f"pytest-fwdorder: putting the model back failed too: {type(error).__name__}: {error}"
+        )
+    finally:
+        recorder.finish()

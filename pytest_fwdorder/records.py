@@ -88,6 +88,7 @@ class ForwardParameters:
 
     positional_names: tuple[str, ...]
     none_defaults: frozenset[str]  # names, positional or keyword-only, whose default is None
+    keyword_names: tuple[str, ...] = ()  # keyword-only parameters, in the signature's order
 
 
 @dataclass(frozen=True, slots=True)

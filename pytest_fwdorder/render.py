@@ -160,8 +160,12 @@ def _bind(
         if name in bound:
             return None  # bound twice: the signature read is not the one called
         bound[name] = value
-    ordered = [name for name in names if name in bound]
-    ordered += [name for name, _ in kwargs if name not in names]
+    # The signature's order, keyword-only parameters included, so the order a caller passes
+    # keywords in does not matter; names forward takes through **kwargs come last, sorted.
+    ordered = [name for name in (*names, *forward.keyword_names) if name in bound]
+    ordered += sorted(
+        name for name, _ in kwargs if name not in names and name not in forward.keyword_names
+    )
     return [
         (name, bound[name])
         for name in ordered

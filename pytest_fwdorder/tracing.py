@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -100,11 +101,12 @@ def trace_forward(
     cause is the original error.
     """
     kwargs = _merge_model_kwargs(kwargs, model_kwargs)
-    options = TraceOptions(_device_name(device), show_devices, tuple(hide), unregistered)
+    options = TraceOptions(_device_name(device), show_devices, _hide(hide), unregistered)
     root = _build(model, device)
     args = _place(args, device)
     kwargs = _place(kwargs, device)
     with (
+        _collector_paused(),
         _meta_failures_explained(device) as traces,
         recording(root, _render_options(options), device=device) as recorder,
     ):
@@ -112,6 +114,24 @@ def trace_forward(
         root(*args, **kwargs)
     _check_unregistered(recorder.trace, options.unregistered)
     return recorder.trace
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the length of one traced forward.
+
+    A trace makes many small objects that live until it is rendered; with the collector on,
+    each adds to the count that starts a full collection over every object of the process
+    (torch's included): about a third of a trace of small modules. Only `trace_forward`
+    pauses it, for one forward; a `record` block runs the user's own code and leaves it on.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 @contextmanager
@@ -138,7 +158,7 @@ def record(
     `EmptyTraceError` unless `allow_empty`.
     """
     root = resolve_model(model, entry_point="record")
-    options = TraceOptions(_device_name(device), show_devices, tuple(hide), unregistered)
+    options = TraceOptions(_device_name(device), show_devices, _hide(hide), unregistered)
     with recording(
         root, _render_options(options), device=device, restore_state=restore_state
     ) as recorder:
@@ -222,7 +242,16 @@ def _render_options(options: TraceOptions) -> RenderOptions:
 
 
 def _device_name(device: torch.device | str | None) -> str | None:
-    return None if device is None else str(device)
+    if device is None:
+        return None
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a string such as 'cpu' or 'meta', got {device!r}")
+    return str(device)
+
+
+def _hide(hide: Iterable[str]) -> tuple[str, ...]:
+    """`hide` as a tuple of facet names: `"settings mode"` is two names, as in the ini file."""
+    return tuple(hide.replace(",", " ").split()) if isinstance(hide, str) else tuple(hide)
 
 
 def _merge_model_kwargs(
@@ -288,16 +317,49 @@ def parameters_and_buffers_on_meta() -> Iterator[None]:
 
     Everything else the builder computes stays on the CPU with real values, so a builder that
     sizes its layers with `.item()` (torchvision's RegNet) works, and initialisers run on the
-    meta stand-ins for free. Uses torch's public registration hooks, removed on exit.
+    meta stand-ins for free. One meta tensor per original, so a tensor registered in two
+    places stays tied. Uses torch's public registration hooks, removed on exit.
     """
+    on_meta: dict[int, torch.Tensor] = {}
+    # The originals stay referenced until the end, so their ids cannot be reused meanwhile.
+    originals: list[torch.Tensor] = []
+
+    def meta_copy(tensor: torch.Tensor, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+        found = on_meta.get(id(tensor))
+        if found is None:
+            found = on_meta[id(tensor)] = make(tensor)
+            originals.append(tensor)
+        return found
+
+    def meta_parameter(module: nn.Module, name: str, parameter: object) -> nn.Parameter | None:
+        if not isinstance(parameter, nn.Parameter) or parameter.device.type == "meta":
+            return None
+        if isinstance(parameter, nn.UninitializedParameter):
+            return None  # a lazy module's parameter has no shape to copy yet
+        return meta_copy(  # type: ignore[no-any-return]
+            parameter,
+            lambda tensor: nn.Parameter(
+                torch.empty_like(tensor, device="meta"), requires_grad=tensor.requires_grad
+            ),
+        )
+
+    def meta_buffer(module: nn.Module, name: str, buffer: object) -> torch.Tensor | None:
+        if not isinstance(buffer, torch.Tensor) or buffer.device.type == "meta":
+            return None
+        if isinstance(buffer, nn.UninitializedBuffer):
+            return None
+        return meta_copy(  # type: ignore[no-any-return]
+            buffer, lambda tensor: torch.empty_like(tensor, device="meta")
+        )
+
     # torch annotates the hooks as returning None, but documents (and honours) a returned
     # replacement: that is the point of these hooks.
     parameter_handle = torch_module.register_module_parameter_registration_hook(
-        _meta_parameter  # type: ignore[arg-type]
+        meta_parameter  # type: ignore[arg-type]
     )
     try:
         buffer_handle = torch_module.register_module_buffer_registration_hook(
-            _meta_buffer  # type: ignore[arg-type]
+            meta_buffer  # type: ignore[arg-type]
         )
     except BaseException:
         parameter_handle.remove()
@@ -307,24 +369,6 @@ def parameters_and_buffers_on_meta() -> Iterator[None]:
     finally:
         parameter_handle.remove()
         buffer_handle.remove()
-
-
-def _meta_parameter(module: nn.Module, name: str, parameter: object) -> nn.Parameter | None:
-    if not isinstance(parameter, nn.Parameter) or parameter.device.type == "meta":
-        return None
-    if isinstance(parameter, nn.UninitializedParameter):
-        return None  # a lazy module's parameter has no shape to copy yet
-    return nn.Parameter(
-        torch.empty_like(parameter, device="meta"), requires_grad=parameter.requires_grad
-    )
-
-
-def _meta_buffer(module: nn.Module, name: str, buffer: object) -> torch.Tensor | None:
-    if not isinstance(buffer, torch.Tensor) or buffer.device.type == "meta":
-        return None
-    if isinstance(buffer, nn.UninitializedBuffer):
-        return None
-    return torch.empty_like(buffer, device="meta")
 
 
 def _check_builder(builder: Callable[..., object]) -> None:

@@ -15,13 +15,11 @@ from pytest_fwdorder.facts import (
     EXTRA_REPR_SETTING,
     ForwardParameters,
     TensorFact,
-    argument_names,
     forward_parameters,
     index_tensors,
     module_facts,
     module_settings,
     module_tensors,
-    name_arguments,
     state_dict_keys,
     tensor_totals,
     tied_tensors,
@@ -357,28 +355,40 @@ def test_totals_count_lazy_tensors_apart() -> None:
     assert (totals.parameter_count, totals.uninitialized_count) == (10, 2)
 
 
-def test_argument_names_are_forward_positional_parameters() -> None:
-    assert argument_names(nn.MultiheadAttention(8, 2))[:4] == (  # type: ignore[index]
-        "query",
-        "key",
-        "value",
-        "key_padding_mask",
-    )
+def test_forward_parameters_name_the_positional_parameters() -> None:
+    found = forward_parameters(nn.MultiheadAttention(8, 2))
+
+    assert found is not None
+    assert found.positional_names[:4] == ("query", "key", "value", "key_padding_mask")
 
 
-def test_forward_with_star_args_has_no_argument_names() -> None:
+def test_forward_with_star_args_has_no_forward_parameters() -> None:
     class TakesAnything(nn.Module):
         def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
             return inputs[0]
 
-    assert argument_names(TakesAnything()) is None
+    assert forward_parameters(TakesAnything()) is None
 
 
-def test_forward_replaced_on_the_instance_has_no_argument_names() -> None:
+def test_forward_replaced_on_the_instance_has_no_forward_parameters() -> None:
     linear = nn.Linear(2, 2)
     linear.forward = lambda *inputs: inputs[0]  # type: ignore[method-assign]
 
-    assert argument_names(linear) is None
+    assert forward_parameters(linear) is None
+
+
+def test_forward_patched_on_the_class_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Block(nn.Module):
+        def forward(self, x: torch.Tensor, mask: object = None) -> torch.Tensor:
+            return x
+
+    def other(self: nn.Module, x: torch.Tensor, scale: object = None) -> torch.Tensor:
+        return x
+
+    assert forward_parameters(Block()).positional_names == ("x", "mask")  # type: ignore[union-attr]
+    monkeypatch.setattr(Block, "forward", other)
+
+    assert forward_parameters(Block()).positional_names == ("x", "scale")  # type: ignore[union-attr]
 
 
 def test_forward_parameters_list_none_defaults() -> None:
@@ -387,23 +397,8 @@ def test_forward_parameters_list_none_defaults() -> None:
             return None
 
     assert forward_parameters(Masked()) == ForwardParameters(
-        ("x", "mask"), frozenset({"mask", "scale"})
+        ("x", "mask"), frozenset({"mask", "scale"}), ("scale",)
     )
-
-
-def test_name_arguments_names_the_arguments_passed() -> None:
-    assert name_arguments(("x", "mask", "scale"), 2, {"scale"}) == ("x", "mask")
-
-
-@pytest.mark.parametrize(
-    ("names", "argument_count", "keyword_names"),
-    [(None, 1, ()), (("x",), 2, ()), (("x", "mask"), 2, {"mask"})],
-    ids=["unknown", "too_many", "repeated_keyword"],
-)
-def test_name_arguments_keeps_positions_when_names_do_not_fit(
-    names: tuple[str, ...] | None, argument_count: int, keyword_names: set[str]
-) -> None:
-    assert name_arguments(names, argument_count, keyword_names) is None
 
 
 def test_facts_hold_no_tensor() -> None:

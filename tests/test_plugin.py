@@ -543,3 +543,22 @@ def test_a_golden_of_the_old_format_fails_with_one_line_saying_to_regenerate(
         ]
     )
     assert "- # calls: 1" not in result.stdout.str()  # no line-by-line diff of the old format
+
+
+def test_markers_on_a_class_and_a_test_both_apply(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_markers="""
+        import pytest, torch
+        from torch import nn
+
+        @pytest.mark.fwdorder(device="meta", hide=("mode",))
+        class TestBig:
+            @pytest.mark.fwdorder(hide=("settings",))
+            def test_big(self, forward_trace):
+                trace = forward_trace(nn.Linear(2, 3), torch.randn(1, 2))
+                assert trace[0].output_tensors[0].device == "meta"  # the class's device
+                assert "# hidden: settings" in trace.render()  # the closest hide wins
+        """
+    )
+
+    pytester.runpytest().assert_outcomes(passed=1)

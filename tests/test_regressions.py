@@ -5,6 +5,7 @@ Each test names the defect it pins; each failed on 0.1.0.
 
 from __future__ import annotations
 
+import gc
 import random
 import warnings
 
@@ -22,6 +23,7 @@ from pytest_fwdorder import (
     trace_forward,
 )
 from pytest_fwdorder import recorder as recorder_module
+from pytest_fwdorder.facts import module_facts
 
 
 def scripted(module: nn.Module) -> torch.jit.ScriptModule:
@@ -306,3 +308,173 @@ def test_a_warning_at_the_end_of_a_record_block_points_at_the_users_line() -> No
         model(torch.ones(1, 2))
 
     assert caught[0].filename == __file__
+
+
+# Found by reviewing 0.2.0 before release; each failed before its fix.
+
+
+class QuantizedBuffer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # quantized tensors are deprecated
+            codes = torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8)
+        self.register_buffer("codes", codes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def test_a_stand_in_that_cannot_be_made_leaves_every_weight_where_it_was() -> None:
+    model = QuantizedBuffer()
+
+    with pytest.raises(MetaTraceError, match="cannot make stand-ins on 'meta'"):
+        trace_forward(model, TensorSpec((1, 2)), device="meta")
+
+    assert model.linear.weight.device.type == "cpu"
+    assert model(torch.ones(1, 2)).shape == (1, 2)
+
+
+class ReplacesData(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        self.register_buffer("cache", torch.zeros(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.cache.data = torch.ones(3)
+        self.linear.weight.data = self.linear.weight.data.double()
+        return x
+
+
+def test_data_replaced_in_forward_is_put_back_or_named() -> None:
+    model = ReplacesData()
+
+    with pytest.warns(FwdOrderWarning, match=r"linear\.weight"):
+        trace_forward(model, torch.ones(1, 2))
+
+    assert model.cache.shape == (2,)
+    assert torch.equal(model.cache, torch.zeros(2))
+
+
+class PlainListNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = [nn.BatchNorm1d(2)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norms[0](x)
+
+
+def test_an_unregistered_module_is_put_back_too() -> None:
+    model = PlainListNorm().train()
+    before = model.norms[0].running_mean.clone()
+
+    with pytest.warns(FwdOrderWarning, match="not registered"):
+        trace_forward(model, torch.randn(4, 2))
+
+    assert torch.equal(model.norms[0].running_mean, before)
+    assert model.norms[0].num_batches_tracked.item() == 0
+
+
+def test_an_unregistered_module_gets_stand_ins_on_meta() -> None:
+    model = PlainListNorm().eval()
+
+    with pytest.warns(FwdOrderWarning, match="not registered"):
+        trace = trace_forward(model, TensorSpec((4, 2)), device="meta")
+
+    assert trace[1].output_tensors[0].device == "meta"
+    assert model.norms[0].weight.device.type == "cpu"
+
+
+def test_a_builder_that_shares_a_parameter_keeps_it_tied_on_meta() -> None:
+    def build() -> nn.Module:
+        model = nn.Sequential(nn.Linear(2, 2, bias=False), nn.Linear(2, 2, bias=False))
+        model[1].weight = model[0].weight
+        return model
+
+    on_meta = trace_forward(build, TensorSpec((1, 2)), device="meta")
+
+    assert on_meta.render() == trace_forward(build(), torch.randn(1, 2)).render()
+    assert on_meta.tied == (("0.weight", ("1.weight",)),)
+
+
+def test_a_module_that_gains_its_first_parameter_is_a_change() -> None:
+    class Block(nn.Module):
+        def __init__(self, scaled: bool) -> None:
+            super().__init__()
+            if scaled:
+                self.scale = nn.Parameter(torch.ones(2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    before = trace_forward(nn.Sequential(Block(False)), torch.ones(1, 2))
+    after = trace_forward(nn.Sequential(Block(True)), torch.ones(1, 2))
+
+    assert "added 0.scale (f32[2])" in before.diff(after).summary()
+
+
+def test_untying_a_weight_is_named_without_phantom_tensors() -> None:
+    tied = nn.Sequential(nn.Embedding(5, 2), nn.Linear(2, 5, bias=False))
+    tied[1].weight = tied[0].weight
+    untied = nn.Sequential(nn.Embedding(5, 2), nn.Linear(2, 5, bias=False))
+
+    summary = (
+        trace_forward(tied, torch.zeros(1, 3, dtype=torch.long))
+        .diff(trace_forward(untied, torch.zeros(1, 3, dtype=torch.long)))
+        .summary()
+    )
+
+    assert "no longer tied to 1.weight: 0.weight" in summary
+    assert "added" not in summary
+
+
+def test_hide_given_as_a_string_names_facets_everywhere() -> None:
+    text = trace_forward(nn.Linear(2, 2), torch.ones(1, 2), hide="settings mode").render()
+
+    assert "# hidden: mode, settings" in text
+
+
+def test_show_devices_that_is_not_a_bool_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="show_devices must be True or False, got 'no'"):
+        trace_forward(nn.Linear(2, 2), torch.ones(1, 2), show_devices="no")  # type: ignore[arg-type]
+
+
+class KeywordOnly(nn.Module):
+    def forward(self, x: torch.Tensor, *, a: int = 0, b: int = 0) -> torch.Tensor:
+        return x
+
+
+def test_keyword_only_arguments_follow_the_signature_not_the_call() -> None:
+    class Calls(nn.Module):
+        def __init__(self, swapped: bool) -> None:
+            super().__init__()
+            self.inner = KeywordOnly()
+            self.swapped = swapped
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x, b=3, a=4) if self.swapped else self.inner(x, a=4, b=3)
+
+    assert trace_forward(Calls(False), torch.ones(1)).render() == (
+        trace_forward(Calls(True), torch.ones(1)).render()
+    )
+
+
+def test_equal_looking_settings_of_other_types_do_not_share_text() -> None:
+    # (True, True) == (1, 1) and both hash alike: shared facts must still tell them apart.
+    first = module_facts(nn.MaxPool2d(2, padding=(True, True)))  # type: ignore[arg-type]
+    second = module_facts(nn.MaxPool2d(2, padding=(1, 1)))
+
+    assert ("padding", "(True, True)") in first.settings
+    assert ("padding", "(1, 1)") in second.settings
+
+
+def test_a_record_block_leaves_the_garbage_collector_on() -> None:
+    model = nn.Linear(2, 2)
+    with record(model):
+        collecting = gc.isenabled()
+        model(torch.ones(1, 2))
+
+    assert collecting
