@@ -645,7 +645,7 @@ _TENSOR_FLAGS = ("frozen", "not saved")
 
 
 # One tensor fact as render writes it: `weight f32[8,3] frozen tied to a.weight, b.weight`.
-_TENSOR_ITEM = re.compile(r"[^ ,]+ [a-z][a-z0-9]*(\[[0-9,]*\]|uninitialized)")
+_TENSOR_ITEM = re.compile(r"[^ ,]+ [a-z][a-z0-9]*(\[[0-9,]*\]| uninitialized)")
 
 
 def _tensor_items(text: str) -> dict[str, str]:

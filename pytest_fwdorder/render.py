@@ -295,8 +295,9 @@ def render_settings(settings: tuple[tuple[str, str], ...]) -> str:
 
 
 def render_tensor_fact(fact: TensorFact, other_names: tuple[str, ...] | None = None) -> str:
-    """`weight f32[64,3,7,7]`, with `frozen`, `not saved`, `tied to x.weight` where they hold."""
-    shape = "uninitialized" if fact.shape is None else f"[{','.join(map(str, fact.shape))}]"
+    """`weight f32[64,3,7,7]`, with `frozen`, `not saved`, `tied to x.weight` where they hold;
+    a lazy module's tensor that has no shape yet is `weight f32 uninitialized`."""
+    shape = " uninitialized" if fact.shape is None else f"[{','.join(map(str, fact.shape))}]"
     text = f"{fact.name} {fact.dtype}{shape}"
     if fact.kind == "parameter" and not fact.requires_grad:
         text += " frozen"

@@ -478,3 +478,15 @@ def test_a_record_block_leaves_the_garbage_collector_on() -> None:
         model(torch.ones(1, 2))
 
     assert collecting
+
+
+def test_a_lazy_module_is_initialized_by_a_cpu_trace_and_named_in_the_warning() -> None:
+    # README: a CPU trace initializes a lazy module, as any first forward does.
+    model = nn.Sequential(nn.LazyLinear(3))
+
+    with pytest.warns(FwdOrderWarning, match=r"0\.weight, 0\.bias"):
+        trace = trace_forward(model, torch.ones(1, 4))
+
+    # The golden shows the module as it was before the forward that initialized it.
+    assert "| parameters: weight f32 uninitialized, bias f32 uninitialized" in trace.render()
+    assert model[0].weight.shape == (3, 4)
