@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff import TraceDiff, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.render import TENSOR_PATTERN, GoldenLine, golden_lines, make_line
+from pytest_fwdorder.render import TENSOR_PATTERN, GoldenLine, golden_lines, make_line, mode_line
 
 if TYPE_CHECKING:
     from pytest_fwdorder.records import TraceRecords
@@ -177,7 +177,7 @@ def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
     """The one header line a structure comparison keeps: the model's mode."""
     if ignored.mode or trace.mode is None or "mode" in trace.options.hidden:
         return []
-    return [f"# mode: {trace.mode}"]
+    return [mode_line(trace.mode)]
 
 
 def assert_same_structure(

@@ -31,8 +31,10 @@ from pytest_fwdorder.render import (
     TENSOR_PATTERN,
     GoldenLine,
     golden_lines,
+    mode_of,
     parse_golden,
     render_header,
+    split_top_level,
 )
 
 if TYPE_CHECKING:
@@ -273,7 +275,7 @@ def diff_lines(
 ) -> TraceDiff:
     """Align and classify two lists of call lines; `match_paths=False` aligns by structure only."""
     aligned, moved = _align(old, new, match_paths=match_paths)
-    modes = (_root_mode(old_header), _root_mode(new_header))
+    modes = (mode_of(old_header), mode_of(new_header))
     rows, changes = _classify(old, new, aligned, moved, modes)
     if modes[0] and modes[1] and modes[0] != modes[1]:
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
@@ -498,16 +500,6 @@ def _first_call(line: GoldenLine) -> bool:
     return line.nth == 1 and bool(line.path)
 
 
-def _root_mode(header: list[str]) -> str:
-    for line in header:
-        if line.startswith(_MODE_HEADER):
-            return line[len(_MODE_HEADER) :].strip()
-    return ""
-
-
-_MODE_HEADER = "# mode:"
-
-
 def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:
     """Settings, parameters and buffers that changed between two first calls of a module.
 
@@ -569,35 +561,11 @@ def _settings_change(old_text: str, new_text: str) -> str:
 def _named_items(text: str) -> dict[str, str] | None:
     """`a=1, b=(3, 3)` as {'a': '1', 'b': '(3, 3)'}; None if some item has no name."""
     items: dict[str, str] = {}
-    for item in _split_top_level(text):
+    for item in split_top_level(text):
         name, separator, value = item.partition("=")
         if not separator or not name.isidentifier():
             return None
         items[name] = value
-    return items
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split at the commas outside brackets and quotes."""
-    items: list[str] = []
-    level = 0
-    quote = ""
-    start = 0
-    for index, character in enumerate(text):
-        if quote:
-            if character == quote:
-                quote = ""
-        elif character in "'\"":
-            quote = character
-        elif character in "([{":
-            level += 1
-        elif character in ")]}":
-            level -= 1
-        elif character == "," and level == 0:
-            items.append(text[start:index].strip())
-            start = index + 1
-    if text[start:].strip():
-        items.append(text[start:].strip())
     return items
 
 
@@ -656,7 +624,7 @@ def _tensor_items(text: str) -> dict[str, str]:
     """
     items: dict[str, str] = {}
     last = ""
-    for piece in _split_top_level(text):
+    for piece in split_top_level(text):
         if last and not _TENSOR_ITEM.match(piece):
             items[last] += f", {piece}"
             continue

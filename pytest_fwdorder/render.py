@@ -24,6 +24,7 @@ one line (and its facts).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from pytest_fwdorder.records import (
@@ -50,6 +51,7 @@ FROZEN_MARK = "[frozen]"
 SCRIPTED_MARK = "[scripted]"
 MODE_MARKS = ("[train]", "[eval]")
 FACT_PREFIX = "| "
+MODE_PREFIX = "# mode: "
 EXTRA_REPR_SETTING = "extra_repr"  # the one setting of a user module: its extra_repr() text
 RAISED = "raised"
 _LISTED_IN_HEADER = 200
@@ -318,6 +320,19 @@ def _tied_names(trace: TraceRecords) -> dict[str, tuple[str, ...]]:
     return names
 
 
+def mode_line(mode: str) -> str:
+    """The header line that gives the model's mode: `# mode: eval`."""
+    return f"{MODE_PREFIX}{mode}"
+
+
+def mode_of(header: list[str]) -> str:
+    """The model's mode a golden header gives, or "" when it gives none."""
+    for line in header:
+        if line.startswith(MODE_PREFIX):
+            return line[len(MODE_PREFIX) :].strip()
+    return ""
+
+
 def render_header(trace: TraceRecords) -> list[str]:
     """The `#` lines above the calls: totals, reuse, unused and unregistered modules."""
     counts = trace.counts()
@@ -328,7 +343,7 @@ def render_header(trace: TraceRecords) -> list[str]:
     parameters = "parameters" not in hidden
     header = [FORMAT_LINE, f"# model: {trace.root_type}"]
     if trace.mode is not None and "mode" not in hidden:
-        header.append(f"# mode: {trace.mode}")
+        header.append(mode_line(trace.mode))
     header += [f"# calls: {len(trace.calls)}", f"# modules called: {len(counts)}"]
     if trace.totals is not None and parameters:
         totals = trace.totals
@@ -469,6 +484,27 @@ def parse_call_line(raw: str) -> GoldenLine:
 
 def _matching_close(text: str) -> int:
     """Index of the bracket that closes the one at text[0], skipping quoted strings."""
+    for index, character, level in _outside_quotes(text):
+        if character in ")]}" and level == 0:
+            return index
+    return len(text) - 1
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split golden text at the commas outside brackets and quoted strings."""
+    items: list[str] = []
+    start = 0
+    for index, character, level in _outside_quotes(text):
+        if character == "," and level == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    if text[start:].strip():
+        items.append(text[start:].strip())
+    return items
+
+
+def _outside_quotes(text: str) -> Iterator[tuple[int, str, int]]:
+    """Each character outside quoted strings, its index, and the bracket level after it."""
     level = 0
     quote = ""
     index = 0
@@ -481,11 +517,10 @@ def _matching_close(text: str) -> int:
                 quote = ""
         elif character in "'\"":
             quote = character
-        elif character in "([{":
-            level += 1
-        elif character in ")]}":
-            level -= 1
-            if level == 0:
-                return index
+        else:
+            if character in "([{":
+                level += 1
+            elif character in ")]}":
+                level -= 1
+            yield index, character, level
         index += 1
-    return len(text) - 1
