@@ -91,3 +91,67 @@ class Decoder(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.lm_head(self.norm(x))
+
+
+class GPT2Attention(nn.Module):
+    """GPT-2's attention: one fused qkv projection (`c_attn`), causal SDPA, `c_proj`."""
+
+    def __init__(self, model_size: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(model_size, 3 * model_size)
+        self.c_proj = nn.Linear(model_size, model_size)
+        self.attn_dropout = nn.Dropout(0.1)
+        self.resid_dropout = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, size = x.shape
+        q, k, v = self.c_attn(x).split(size, dim=2)
+        shape = (batch, length, self.heads, size // self.heads)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        out = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out = self.attn_dropout(out)
+        return self.resid_dropout(self.c_proj(out.transpose(1, 2).reshape(batch, length, size)))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, model_size: int, heads: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(model_size)
+        self.attn = GPT2Attention(model_size, heads)
+        self.ln_2 = nn.LayerNorm(model_size)
+        self.mlp = nn.Sequential(
+            nn.Linear(model_size, 4 * model_size),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(4 * model_size, model_size),
+            nn.Dropout(0.1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyGPT2(nn.Module):
+    """A 2-layer GPT-2-shaped decoder as the tiny configs of Hugging Face tests build it
+    (d_model 32, 4 heads, vocabulary 1000, 64 positions), with the LM head tied to the
+    token embedding: a model whose calls do little work each."""
+
+    def __init__(
+        self, layers: int = 2, model_size: int = 32, heads: int = 4, vocabulary: int = 1000
+    ) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocabulary, model_size)
+        self.wpe = nn.Embedding(64, model_size)
+        self.drop = nn.Dropout(0.1)
+        self.h = nn.ModuleList(GPT2Block(model_size, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(model_size)
+        self.lm_head = nn.Linear(model_size, vocabulary, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.drop(self.wte(tokens) + self.wpe(positions))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))

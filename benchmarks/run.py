@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +30,11 @@ import torchvision
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import Decoder, tiny_modules
+from models import Decoder, TinyGPT2, tiny_modules
 from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
+from pytest_fwdorder import recorder as recorder_module
 from pytest_fwdorder.facts import module_facts
 from pytest_fwdorder.records import Call, LiteralDescription, TensorDescription
 from pytest_fwdorder.trace import Trace
@@ -83,6 +85,11 @@ def global_noop_hooks():  # type: ignore[no-untyped-def]
         getattr(torch_module, "_global_forward_hooks_with_kwargs", {}).pop(post.id, None)
 
 
+def tiny_decoder() -> tuple[nn.Module, torch.Tensor]:
+    """The GPT-2-shaped 2-layer decoder and 16 tokens: Hugging Face's tiny test configs."""
+    return TinyGPT2().eval(), torch.randint(0, 1000, (1, 16))
+
+
 def every_module_facts(model: nn.Module) -> list[object]:
     """What a trace spends on the golden's facets: the facts of every module, once each."""
     return [module_facts(module) for module in model.modules()]
@@ -99,6 +106,7 @@ def overhead(smoke: bool) -> list[Row]:
             15,
         ),
         ("tiny modules, 801 calls", tiny_modules(400).eval(), torch.randn(1, 16), 1.9, 41),
+        ("GPT-2-shaped decoder, 2 layers, 1x16 tokens", *tiny_decoder(), 1.3, 41),
     ]
     if smoke:
         cases = [
@@ -110,6 +118,7 @@ def overhead(smoke: bool) -> list[Row]:
                 1,
             ),
             ("tiny modules, 41 calls", tiny_modules(20).eval(), torch.randn(1, 16), 1.9, 1),
+            ("GPT-2-shaped decoder, 2 layers, 1x16 tokens", *tiny_decoder(), 1.3, 1),
         ]
     for name, model, inputs, target, rounds in cases:
         calls = len(trace_forward(model, inputs))
@@ -160,19 +169,95 @@ def overhead(smoke: bool) -> list[Row]:
     return rows
 
 
+def breakdown(smoke: bool) -> list[Row]:
+    """Where a trace spends its time, phase by phase (the recorder's own steps, timed one by
+    one; medians): the profile behind the overhead rows."""
+    resnet = torchvision.models.resnet18 if smoke else torchvision.models.resnet50
+    return [
+        *phase_rows(
+            "tiny modules", tiny_modules(20 if smoke else 400).eval(), torch.randn(1, 16), smoke
+        ),
+        *phase_rows(
+            "ResNet-50 1x3x224x224" if not smoke else "ResNet-18",
+            resnet(weights=None).eval(),
+            torch.randn(1, 3, 224, 224) if not smoke else torch.randn(1, 3, 32, 32),
+            smoke,
+        ),
+    ]
+
+
+def phase_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool) -> list[Row]:
+    rounds = 1 if smoke else 21
+    phases: dict[str, list[float]] = {
+        name: []
+        for name in (
+            "bare forward",
+            "forward under global no-op hooks (floor)",
+            "index the model: paths, module facts, ties, totals",
+            "capture the state to put back (attributes, parameters, buffer copies, RNG)",
+            "forward with the recorder's hooks",
+            "put the state back",
+            "build the Call records",
+        )
+    }
+    names = list(phases)
+    for _ in range(rounds + 1):  # the first round warms up and is dropped
+        times = [time.perf_counter()]
+        with torch.no_grad():
+            model(inputs)
+        times.append(time.perf_counter())
+        with global_noop_hooks(), torch.no_grad():
+            model(inputs)
+        times.append(time.perf_counter())
+        index = recorder_module.index_model(model)
+        times.append(time.perf_counter())
+        state = recorder_module._capture_state(index)
+        times.append(time.perf_counter())
+        trace = Trace(root_type=type(model).__name__, callable_paths=())
+        recorder = recorder_module.Recorder(index, trace, state=state)
+        with torch.no_grad(), recorder.hooks_installed():
+            model(inputs)
+        times.append(time.perf_counter())
+        recorder_module._restore_state(state)
+        times.append(time.perf_counter())
+        recorder.finish()
+        times.append(time.perf_counter())
+        for name, start, end in zip(names, times, times[1:], strict=False):
+            phases[name].append(end - start)
+    calls = len(trace)
+    bare = statistics.median(phases["bare forward"][1:])
+    return [
+        Row(
+            "breakdown",
+            f"{label}, {calls} calls: {name}",
+            f"{statistics.median(samples[1:]) * 1e3:.2f} ms",
+            f"{statistics.median(samples[1:]) / calls * 1e6:.1f} us per call",
+            f"{statistics.median(samples[1:]) / bare:.2f} x bare",
+        )
+        for name, samples in phases.items()
+    ]
+
+
 def peers(smoke: bool) -> list[Row]:
+    """Peers on ResNet-50 (all of them), and torchinfo and torchview on two models whose
+    calls do little work each: there our per-call cost shows most."""
     if smoke:
-        model, inputs, rounds = (
-            torchvision.models.resnet18(weights=None).eval(),
-            torch.randn(1, 3, 32, 32),
-            1,
-        )
+        resnet = (torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 32, 32))
+        tiny = (tiny_modules(20).eval(), torch.randn(1, 16))
     else:
-        model, inputs, rounds = (
-            torchvision.models.resnet50(weights=None).eval(),
-            torch.randn(1, 3, 224, 224),
-            5,
-        )
+        resnet = (torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224))
+        tiny = (tiny_modules(400).eval(), torch.randn(1, 16))
+    return [
+        *peer_rows("ResNet-50 1x3x224x224" if not smoke else "ResNet-18", *resnet, smoke, True),
+        *peer_rows("tiny modules", *tiny, smoke, False),
+        *peer_rows("GPT-2-shaped decoder", *tiny_decoder(), smoke, False),
+    ]
+
+
+def peer_rows(
+    label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool, every_peer: bool
+) -> list[Row]:
+    rounds = 1 if smoke else (5 if every_peer else 21)
     candidates: dict[str, Callable[[], object]] = {}
 
     def ours() -> object:
@@ -202,23 +287,24 @@ def peers(smoke: bool) -> list[Row]:
         ShapeProp(graph_module).propagate(inputs)
         return graph_module
 
-    candidates["torch.fx.symbolic_trace + ShapeProp"] = fx_shape_prop
-    try:
-        import torchscan
+    if every_peer:
+        candidates["torch.fx.symbolic_trace + ShapeProp"] = fx_shape_prop
+        try:
+            import torchscan
 
-        def scan() -> object:
-            with contextlib.redirect_stdout(io.StringIO()):
-                return torchscan.summary(model, tuple(inputs.shape[1:]))
+            def scan() -> object:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    return torchscan.summary(model, tuple(inputs.shape[1:]))
 
-        candidates["torchscan.summary"] = scan
-    except ImportError:
-        pass
-    try:
-        import torchlens
+            candidates["torchscan.summary"] = scan
+        except ImportError:
+            pass
+        try:
+            import torchlens
 
-        candidates["torchlens.trace"] = lambda: torchlens.trace(model, inputs)
-    except ImportError:
-        pass
+            candidates["torchlens.trace"] = lambda: torchlens.trace(model, inputs)
+        except ImportError:
+            pass
     medians = interleaved_medians(candidates, rounds)
     ours_median = medians["pytest-fwdorder trace_forward + render"]
     rows = []
@@ -227,8 +313,8 @@ def peers(smoke: bool) -> list[Row]:
         rows.append(
             Row(
                 "peers",
-                name,
-                f"{median * 1e3:.0f} ms",
+                f"{label}: {name}",
+                f"{median * 1e3:.1f} ms",
                 f"{median / ours_median:.2f}",
                 "" if is_ours else "> ours",
                 "" if is_ours else ("yes" if median > ours_median else "NO"),
@@ -257,6 +343,13 @@ def child(case: str, smoke: bool) -> dict[str, float]:
             device="meta",
         )
 
+    def vit_meta_floor() -> None:
+        # torch alone on meta: build under the meta device and run forward, no trace. What
+        # meta kernels cost (many are Python decompositions) is the floor of a meta trace.
+        with torch.device("meta"):
+            model = torchvision.models.get_model(vit, weights=None).eval()
+            model(torch.empty(1, 3, 224, 224))
+
     def decoder_meta() -> None:
         shape = dict(layers=2, model_size=64, heads=4, hidden=128, vocabulary=100) if smoke else {}
         trace = trace_forward(
@@ -264,7 +357,12 @@ def child(case: str, smoke: bool) -> dict[str, float]:
         )
         trace.render()
 
-    run = {"vit_cpu": vit_cpu, "vit_meta": vit_meta, "decoder_meta": decoder_meta}[case]
+    run = {
+        "vit_cpu": vit_cpu,
+        "vit_meta": vit_meta,
+        "vit_meta_floor": vit_meta_floor,
+        "decoder_meta": decoder_meta,
+    }[case]
     seconds = []
     for _ in range(2):
         start = time.perf_counter()
@@ -302,6 +400,7 @@ def meta(smoke: bool) -> list[Row]:
     vit = "ViT-B/16" if smoke else "ViT-H/14"
     cpu = run_child("vit_cpu", smoke, rounds)
     on_meta = run_child("vit_meta", smoke, rounds)
+    meta_floor = run_child("vit_meta_floor", smoke, rounds)
     decoder = run_child("decoder_meta", smoke, rounds)
     first = cpu["seconds"] / on_meta["seconds"]
     warm = cpu["warm_seconds"] / on_meta["warm_seconds"]
@@ -318,6 +417,14 @@ def meta(smoke: bool) -> list[Row]:
             f"{first:.1f}x / {warm:.1f}x faster",
             ">= 20x faster",
             f"{'yes' if first >= 20 else 'NO'} / {'yes' if warm >= 20 else 'NO'}",
+        ),
+        Row(
+            "meta",
+            f"{vit} 224x224: torch alone on meta, build + forward, no trace (the floor)",
+            f"{meta_floor['seconds']:.2f} s / {meta_floor['warm_seconds']:.2f} s, "
+            f"peak {meta_floor['peak_mib']:.0f} MiB",
+            f"{cpu['seconds'] / meta_floor['seconds']:.1f}x / "
+            f"{cpu['warm_seconds'] / meta_floor['warm_seconds']:.1f}x faster",
         ),
         Row(
             "meta",
@@ -418,6 +525,7 @@ def scale(smoke: bool) -> list[Row]:
 
     medians = interleaved_medians({"render": render_and_compare, "diff": failure_diff}, rounds)
     return [
+        *real_model_at_scale(smoke),
         Row(
             "scale",
             f"render + compare, {calls:,} calls",
@@ -437,6 +545,67 @@ def scale(smoke: bool) -> list[Row]:
     ]
 
 
+def real_model_at_scale(smoke: bool) -> list[Row]:
+    """A real 100,001-call model: one trace, the render and the compare `trace == snapshot`
+    does, and the Python heap the trace keeps, at two sizes to show it grows linearly."""
+    pairs = 250 if smoke else 50_000
+    rounds = 1 if smoke else 3
+    model = tiny_modules(pairs).eval()
+    inputs = torch.randn(1, 16)
+    with torch.no_grad():
+        golden = trace_forward(model, inputs).render()
+
+    def trace_render_compare() -> bool:
+        with torch.no_grad():
+            return trace_forward(model, inputs).render() == golden
+
+    medians = interleaved_medians({"all": trace_render_compare}, rounds)
+    calls = 2 * pairs + 1
+    heap = {size: trace_heap_bytes(size) for size in ((25, 250) if smoke else (5_000, pairs))}
+    (small, small_bytes), (large, large_bytes) = heap.items()
+    per_call_small = small_bytes / (2 * small + 1)
+    per_call_large = large_bytes / (2 * large + 1)
+    return [
+        Row(
+            "scale",
+            f"{calls:,}-call model: trace_forward + render + compare",
+            f"{medians['all']:.2f} s",
+            "",
+            "< 2 s",
+            "yes" if medians["all"] < 2 else "NO",
+        ),
+        Row(
+            "scale",
+            f"trace memory (Python heap kept by the Trace), {2 * small + 1:,} / "
+            f"{2 * large + 1:,} calls",
+            f"{small_bytes / 2**20:.1f} MiB / {large_bytes / 2**20:.1f} MiB",
+            f"{per_call_small:.0f} / {per_call_large:.0f} B per call",
+            "linear in calls",
+            "yes" if per_call_large <= 1.2 * per_call_small else "NO",
+        ),
+    ]
+
+
+def trace_heap_bytes(pairs: int) -> int:
+    """Bytes of Python heap a Trace of a `pairs`-pair model holds once the forward is over.
+
+    The model is built first and outside the measured span; what the trace shares with
+    other traces (cached descriptions and facts) is counted once, on this first trace.
+    """
+    model = tiny_modules(pairs).eval()
+    inputs = torch.randn(1, 16)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with torch.no_grad():
+            trace = trace_forward(model, inputs)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del trace
+    return after - before
+
+
 def print_table(rows: list[Row]) -> None:
     headers = ("section", "case", "median", "ratio", "target", "met")
     cells = [
@@ -454,7 +623,13 @@ def print_table(rows: list[Row]) -> None:
             print("|" + "|".join("-" * (width + 2) for width in widths) + "|")
 
 
-SECTIONS = {"overhead": overhead, "peers": peers, "meta": meta, "scale": scale}
+SECTIONS = {
+    "overhead": overhead,
+    "breakdown": breakdown,
+    "peers": peers,
+    "meta": meta,
+    "scale": scale,
+}
 
 
 def main() -> None:

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
         NotEquivalentError,
         StructureMismatchError,
         UnregisteredModuleError,
+        UnwrappedModelWarning,
     )
+    from pytest_fwdorder.hooks import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
     from pytest_fwdorder.records import Call, TensorDescription
     from pytest_fwdorder.render import render_trace
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.trace import Trace
     from pytest_fwdorder.tracing import TensorSpec, Tracer, record, trace_forward
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Public name -> the module that defines it.
 _HOMES = {
@@ -60,6 +62,7 @@ _HOMES = {
     "TraceOptions": "options",
     "TraceSnapshotExtension": "snapshot",
     "UnregisteredModuleError": "errors",
+    "UnwrappedModelWarning": "errors",
     "Tracer": "tracing",
     "assert_checkpoint_loads": "checkpoint",
     "assert_equivalent": "equivalence",
@@ -68,6 +71,8 @@ _HOMES = {
     "copy_weights": "equivalence",
     "diff_golden": "diff",
     "diff_traces": "diff",
+    "hookimpl": "hooks",
+    "plugin_manager": "hooks",
     "record": "tracing",
     "render_trace": "render",
     "structure_diff": "compare",
@@ -94,6 +99,7 @@ __all__ = [
     "TraceSnapshotExtension",
     "Tracer",
     "UnregisteredModuleError",
+    "UnwrappedModelWarning",
     "__version__",
     "assert_checkpoint_loads",
     "assert_equivalent",
@@ -102,6 +108,8 @@ __all__ = [
     "copy_weights",
     "diff_golden",
     "diff_traces",
+    "hookimpl",
+    "plugin_manager",
     "record",
     "render_trace",
     "structure_diff",

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff import TraceDiff, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.render import TENSOR_PATTERN, GoldenLine, golden_lines, make_line, mode_line
+from pytest_fwdorder.render import (
+    TENSOR_PATTERN,
+    GoldenLine,
+    backward_lines,
+    golden_lines,
+    make_line,
+    mode_line,
+)
 
 if TYPE_CHECKING:
     from pytest_fwdorder.records import TraceRecords
@@ -25,6 +32,8 @@ _NAMES = (
     "settings",
     "parameters",
     "mode",
+    "operations",
+    "backward",
 )
 
 IgnoreItem = str | Mapping[str, str]
@@ -40,6 +49,8 @@ class _Ignored:
     settings: bool = False
     parameters: bool = False
     mode: bool = False
+    operations: bool = False
+    backward: bool = False
     dimensions: frozenset[int] = frozenset()
     type_names: tuple[tuple[str, str], ...] = ()
 
@@ -55,6 +66,8 @@ class _Ignored:
                 ("settings", self.settings),
                 ("parameters", self.parameters),
                 ("mode", self.mode),
+                ("operations", self.operations),
+                ("backward", self.backward),
             )
             if on
         ]
@@ -121,6 +134,9 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
             scripted=line.scripted,
             mode="" if ignored.mode else line.mode,
             facts=_normalize_facts(line.facts, ignored, line.module_type in mapped),
+            operations=()
+            if ignored.operations
+            else tuple(TENSOR_PATTERN.sub(tensor, operation) for operation in line.operations),
         )
         for line in lines
     ]
@@ -165,12 +181,28 @@ def structure_diff(
 
 def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
     return diff_lines(
-        _mode_header(expected, ignored),
+        [*_mode_header(expected, ignored), *_backward_header(expected, ignored)],
         _normalize(golden_lines(expected), ignored),
-        _mode_header(actual, ignored),
+        [*_mode_header(actual, ignored), *_backward_header(actual, ignored)],
         _normalize(golden_lines(actual), ignored),
         match_paths=not ignored.paths,
     )
+
+
+def _backward_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The backward section (`backward=True`), compared as text unless ignored.
+
+    Its lines name modules by path, so ignoring paths ignores it too; ignored dtypes and
+    shapes are left out of its gradients.
+    """
+    if ignored.backward or ignored.paths:
+        return []
+
+    def tensor(match: re.Match[str]) -> str:
+        dtype = "*" if ignored.dtypes else match.group(1)
+        return f"{dtype}[?]" if ignored.shapes else f"{dtype}[{match.group(2)}]"
+
+    return [TENSOR_PATTERN.sub(tensor, line) for line in backward_lines(trace)]
 
 
 def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
@@ -188,7 +220,8 @@ def assert_same_structure(
     `ignore` names what may differ: `"paths"` (module names and reuse: a shared ReLU split in
     three), `"dtypes"`, `"batch"` (dimension 0), `"dim:N"` (any one dimension, negative
     counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
-    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, and mappings of
+    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, the recorded
+    `"operations"` (`ops=True`) and `"backward"` section (`backward=True`), and mappings of
     module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
 
     Returns the full diff (nothing ignored) so that a passing test can still say what changed:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from pytest_fwdorder.distributed import dtensor_layout
 from pytest_fwdorder.records import (
     LiteralDescription,
     MappingDescription,
@@ -65,13 +66,12 @@ RawTensor = tuple[torch.Size, torch.dtype, torch.device]
 
 def raw_value(value: object) -> object:
     """What a hook keeps of a value: a RawTensor for a plain tensor, else its description."""
-    if type(value) is torch.Tensor:
-        return (value.shape, value.dtype, value.device)
+    if type(value) is torch.Tensor and value.layout is _STRIDED:
+        try:
+            return (value.shape, value.dtype, value.device)
+        except RuntimeError:  # a nested tensor is strided but has no sizes to read
+            pass
     return describe_value(value)
-
-
-def raw_arguments(args: tuple[object, ...]) -> list[object]:
-    return [raw_value(value) for value in args]
 
 
 def finish_value(raw: object) -> ValueDescription:
@@ -100,7 +100,14 @@ _MOST_TENSOR_DESCRIPTIONS = 100_000
 
 
 def describe_tensor(tensor: torch.Tensor) -> TensorDescription:
-    """Shape, dtype and device of a tensor."""
+    """Shape, dtype and device of a tensor; a DTensor's global shape and placements too."""
+    if type(tensor) is not torch.Tensor:  # a subclass: Parameter, DTensor ...
+        layout = dtensor_layout(tensor)
+        if layout is not None:
+            placements, local_shape = layout
+            plain = finish_value((tensor.shape, tensor.dtype, tensor.device))
+            assert isinstance(plain, TensorDescription)
+            return dataclasses.replace(plain, placements=placements, local_shape=local_shape)
     description = finish_value((tensor.shape, tensor.dtype, tensor.device))
     assert isinstance(description, TensorDescription)  # a raw tensor always finishes as one
     return description
@@ -108,8 +115,13 @@ def describe_tensor(tensor: torch.Tensor) -> TensorDescription:
 
 def describe_value(value: object) -> ValueDescription:
     """Describe any value a module can receive or return; never raises."""
-    if type(value) is torch.Tensor:  # the common case first: no isinstance chain
-        return describe_tensor(value)
+    # The common case first: a plain strided tensor, no isinstance chain. Sparse tensors
+    # are plain tensors too, and a strided nested tensor has no sizes to read.
+    if type(value) is torch.Tensor and value.layout is _STRIDED:
+        try:
+            return describe_tensor(value)
+        except RuntimeError:
+            pass
     try:
         return _describe(value, 0, set())
     except Exception as error:  # a broken __repr__ or property must not break the user's test
@@ -129,7 +141,9 @@ def describe_keyword_arguments(
 
 def _describe(value: object, depth: int, open_containers: set[int]) -> ValueDescription:
     if isinstance(value, torch.Tensor):
-        return describe_tensor(value)
+        if value.layout is _STRIDED and not value.is_nested:
+            return describe_tensor(value)
+        return _describe_by_plugins(value, depth, open_containers)  # sparse, nested
     if value is None:
         return _NONE
     if isinstance(value, (bool, int)):
@@ -169,6 +183,17 @@ def _describe_container(value: object, depth: int, open_containers: set[int]) ->
             kind, tuple(_describe(item, depth, open_containers) for item in value)
         )
     if isinstance(value, Mapping):
+        if type(value) is not dict and dataclasses.is_dataclass(value):
+            # A dataclass that is also a mapping (transformers' ModelOutput): its items are
+            # the fields that are not None, shown as a dataclass's fields are.
+            return ObjectDescription(
+                type(value).__name__,
+                tuple(
+                    (str(key), _describe(item, depth, open_containers))
+                    for key, item in value.items()
+                    if item is not None
+                ),
+            )
         return MappingDescription(
             type(value).__name__,
             tuple(
@@ -184,7 +209,64 @@ def _describe_container(value: object, depth: int, open_containers: set[int]) ->
                 for item in dataclasses.fields(value)
             ),
         )
-    return LiteralDescription(f"<{type(value).__name__}>")
+    return _describe_by_plugins(value, depth, open_containers)
+
+
+def _describe_by_plugins(value: object, depth: int, open_containers: set[int]) -> ValueDescription:
+    """A value no built-in rule knows: the plugins' description, else `<TypeName>`."""
+    from pytest_fwdorder.hooks import describe_with_plugins
+
+    described = describe_with_plugins(value, Describer(depth, open_containers))
+    if described is None:
+        return LiteralDescription(f"<{type(value).__name__}>")
+    if isinstance(described, str):
+        return LiteralDescription(described)
+    if not isinstance(described, _DESCRIPTION_TYPES):
+        return LiteralDescription(
+            f"<{type(value).__name__}: a describer returned {type(described).__name__}>"
+        )
+    return described
+
+
+class Describer:
+    """What a `pytest_fwdorder_describe_value` hook gets to describe a value's parts.
+
+    `describe(item)` describes any value as the golden shows it (`f32[1,8]`, `(i64[], 3)`);
+    `describe.fields("Name", {"a": ...})` gives `Name(a=..., ...)`; `describe.literal(text)`
+    shows fixed text. Parts are described one level deeper, so a value that holds itself
+    shows `<cycle>` instead of recursing.
+    """
+
+    __slots__ = ("_depth", "_open_containers")
+
+    def __init__(self, depth: int, open_containers: set[int]) -> None:
+        self._depth = depth
+        self._open_containers = open_containers
+
+    def __call__(self, value: object) -> ValueDescription:
+        if isinstance(value, _DESCRIPTION_TYPES):
+            return value  # already described: hooks may mix descriptions and values
+        return _describe(value, self._depth, self._open_containers)
+
+    def fields(self, type_name: str, fields: Mapping[str, object]) -> ObjectDescription:
+        """`TypeName(name=description, ...)`, fields in the mapping's order."""
+        return ObjectDescription(
+            type_name, tuple((str(name), self(item)) for name, item in fields.items())
+        )
+
+    def literal(self, text: str) -> LiteralDescription:
+        """Fixed text, shown as it is."""
+        return LiteralDescription(text)
+
+
+_DESCRIPTION_TYPES = (
+    TensorDescription,
+    LiteralDescription,
+    SequenceDescription,
+    MappingDescription,
+    ObjectDescription,
+)
+_STRIDED = torch.strided
 
 
 def _describe_key(key: Any) -> str:

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.render import (
+    BACKWARD_LINE,
     FORMAT_LINE,
     TENSOR_PATTERN,
     GoldenLine,
+    backward_lines,
     golden_lines,
     mode_of,
     parse_golden,
@@ -58,6 +60,10 @@ class ChangeKind(str, enum.Enum):
     PARAMETERS_CHANGED = "parameters changed"
     MODE_CHANGED = "mode changed"
     REUSE_CHANGED = "reuse count changed"
+    OPERATION_CHANGED = "operation changed"
+    OPERATION_INSERTED = "operation inserted"
+    OPERATION_REMOVED = "operation removed"
+    BACKWARD_CHANGED = "backward changed"
 
     def __str__(self) -> str:
         return self.value
@@ -72,6 +78,9 @@ _SUMMARY_ORDER = (
     ChangeKind.RENAMED,
     ChangeKind.INPUT_CHANGED,
     ChangeKind.OUTPUT_CHANGED,
+    ChangeKind.OPERATION_CHANGED,
+    ChangeKind.OPERATION_INSERTED,
+    ChangeKind.OPERATION_REMOVED,
     ChangeKind.SETTINGS_CHANGED,
     ChangeKind.PARAMETERS_CHANGED,
     ChangeKind.MODE_CHANGED,
@@ -79,8 +88,17 @@ _SUMMARY_ORDER = (
     ChangeKind.REGISTRATION_CHANGED,
     ChangeKind.FROZEN_CHANGED,
     ChangeKind.REUSE_CHANGED,
+    ChangeKind.BACKWARD_CHANGED,
 )
 _EXAMPLES = 5
+# What a change of each kind counts, where it is not a call.
+_NOUNS = {
+    ChangeKind.REUSE_CHANGED: "module",
+    ChangeKind.OPERATION_CHANGED: "operation",
+    ChangeKind.OPERATION_INSERTED: "operation",
+    ChangeKind.OPERATION_REMOVED: "operation",
+    ChangeKind.BACKWARD_CHANGED: "backward step",
+}
 
 # One aligned row: an old and a new line index, either None for a call on one side only.
 _AlignedPair = tuple[int | None, int | None]
@@ -147,8 +165,10 @@ class TraceDiff:
         counts = Counter(change.kind for change in self.changes)
         kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
         totals = [
-            f"{_plural(counts[kind], 'module' if kind is ChangeKind.REUSE_CHANGED else 'call')}"
-            f" {kind.value}"
+            f"{_plural(counts[kind], _NOUNS.get(kind, 'call'))} "
+            f"{kind.value.removeprefix('operation ').removeprefix('backward ')}"
+            if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
+            else f"{_plural(counts[kind], _NOUNS.get(kind, 'call'))} {kind.value}"
             for kind in kinds
         ]
         lines = [
@@ -219,8 +239,8 @@ class TraceDiff:
 
 
 def _block(line: GoldenLine) -> list[str]:
-    """A call line and the fact lines under it."""
-    return [line.text, *line.fact_lines]
+    """A call line, the fact lines under it, and its operations (`ops=True`)."""
+    return [line.text, *line.fact_lines, *line.operation_lines]
 
 
 def _block_diff(old_block: list[str], new_block: list[str]) -> list[str]:
@@ -255,7 +275,12 @@ def _change_kind(kind: ChangeKind | str) -> ChangeKind:
 
 def diff_traces(old: TraceRecords, new: TraceRecords) -> TraceDiff:
     """What changed from `old` to `new`."""
-    return diff_lines(render_header(old), golden_lines(old), render_header(new), golden_lines(new))
+    return diff_lines(
+        [*render_header(old), *backward_lines(old)],
+        golden_lines(old),
+        [*render_header(new), *backward_lines(new)],
+        golden_lines(new),
+    )
 
 
 def diff_golden(old_text: str, new_text: str) -> TraceDiff:
@@ -280,6 +305,7 @@ def diff_lines(
     if modes[0] and modes[1] and modes[0] != modes[1]:
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
+    changes.extend(_backward_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
     return TraceDiff(old, new, changes, pairs, _header_changes(old_header, new_header), rows)
@@ -462,8 +488,12 @@ def _compare_pair(
     `modes` are the old and new model's modes: a call's mode changes only where it does not
     follow the model's own change.
     """
-    if old_line.text == new_line.text and old_line.facts == new_line.facts:
-        return []  # the text and facts show every part compared below
+    if (
+        old_line.text == new_line.text
+        and old_line.facts == new_line.facts
+        and old_line.operations == new_line.operations
+    ):
+        return []  # the text, facts and operations show every part compared below
     found: list[tuple[ChangeKind, str]] = []
     if old_line.identity != new_line.identity:
         found.append((ChangeKind.RENAMED, f"{old_line.name} -> {new_line.name}"))
@@ -488,7 +518,80 @@ def _compare_pair(
         (old_line.facts and new_line.facts) or (_first_call(old_line) and _first_call(new_line))
     ):
         found += _fact_changes(old_line, new_line)
+    if old_line.operations != new_line.operations:
+        found += _operation_changes(old_line.operations, new_line.operations)
     return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+
+
+def _operation_changes(old: tuple[str, ...], new: tuple[str, ...]) -> list[tuple[ChangeKind, str]]:
+    """One change per operation changed, inserted or removed in a call's forward.
+
+    The detail says where: `op 3 of 7: relu -> gelu` (numbers in the new call, or the old
+    one for a removed operation).
+    """
+    found: list[tuple[ChangeKind, str]] = []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
+        for offset in range(paired):
+            where = f"op {new_start + offset + 1} of {len(new)}"
+            change = _operation_change(old[old_start + offset], new[new_start + offset])
+            found.append((ChangeKind.OPERATION_CHANGED, f"{where}: {change}"))
+        for index in range(new_start + paired, new_end):
+            name = _operation_parts(new[index])[0]
+            found.append((ChangeKind.OPERATION_INSERTED, f"{name} (op {index + 1} of {len(new)})"))
+        for index in range(old_start + paired, old_end):
+            name = _operation_parts(old[index])[0]
+            found.append((ChangeKind.OPERATION_REMOVED, f"{name} (op {index + 1} of {len(old)})"))
+    return found
+
+
+def _operation_parts(text: str) -> tuple[str, str, str]:
+    """An operation line's name, arguments and output: `relu`, `(f32[2])`, `f32[2]`."""
+    name, _, rest = text.partition("(")
+    arguments, _, output = rest.rpartition(") -> ")
+    return name, f"({arguments})", output
+
+
+def _operation_change(old_text: str, new_text: str) -> str:
+    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`."""
+    old_name, old_arguments, old_output = _operation_parts(old_text)
+    new_name, new_arguments, new_output = _operation_parts(new_text)
+    if old_name != new_name:
+        return f"{old_name} -> {new_name}"
+    if old_arguments != new_arguments:
+        return f"{new_name} input {_value_change(old_arguments, new_arguments)}"
+    return f"{new_name} output {_value_change(old_output, new_output)}"
+
+
+def _backward_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+    """The backward sections (`backward=True`), compared as text: one change per differing run.
+
+    Only when both sides recorded backward; a side without it differs in the header.
+    """
+    old_steps, new_steps = _backward_section(old_header), _backward_section(new_header)
+    if old_steps is None or new_steps is None or old_steps == new_steps:
+        return []
+    changes: list[Change] = []
+    matcher = difflib.SequenceMatcher(a=old_steps, b=new_steps, autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        before = " / ".join(line.strip() for line in old_steps[old_start:old_end]) or "nothing"
+        after = " / ".join(line.strip() for line in new_steps[new_start:new_end]) or "nothing"
+        where = f"step {new_start + 1} of {len(new_steps)}"
+        changes.append(
+            Change(ChangeKind.BACKWARD_CHANGED, None, None, f"{where}: {before} -> {after}")
+        )
+    return changes
+
+
+def _backward_section(header: list[str]) -> list[str] | None:
+    if BACKWARD_LINE not in header:
+        return None
+    return header[header.index(BACKWARD_LINE) + 1 :]
 
 
 def _first_call(line: GoldenLine) -> bool:
@@ -877,6 +980,24 @@ def _describe_kind(diff: TraceDiff, kind: ChangeKind) -> str:
         return f"{side} changed at {_plural(count, 'call')}: " + _examples(items, separator="; ")
     if kind is ChangeKind.REUSE_CHANGED:
         return "reuse count changed: " + _examples([c.detail for c in changes])
+    if kind is ChangeKind.OPERATION_CHANGED:
+        items = [f"in {c.new.name} ({c.detail.replace(': ', '): ', 1)}" for c in changes if c.new]
+        if count == 1:
+            return f"operation changed {items[0]}"
+        return f"{count} operations changed: " + _examples(items, separator="; ")
+    if kind in (ChangeKind.OPERATION_INSERTED, ChangeKind.OPERATION_REMOVED):
+        by_call: dict[str, list[str]] = {}
+        for change in changes:
+            if change.new is not None:
+                by_call.setdefault(change.new.name, []).append(change.detail)
+        verb = kind.value.removeprefix("operation ")
+        per_call = [
+            f"{_plural(len(details), 'operation')} {verb} in {name}: {', '.join(details)}"
+            for name, details in by_call.items()
+        ]
+        return _examples(per_call, separator="; ")
+    if kind is ChangeKind.BACKWARD_CHANGED:
+        return "backward order changed: " + _examples([c.detail for c in changes], separator="; ")
     if kind in (
         ChangeKind.SETTINGS_CHANGED,
         ChangeKind.PARAMETERS_CHANGED,

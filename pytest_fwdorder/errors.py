@@ -16,6 +16,10 @@ class FwdOrderWarning(UserWarning):
     """Base class of every warning pytest-fwdorder emits."""
 
 
+class UnwrappedModelWarning(FwdOrderWarning):
+    """The trace looked through a wrapper: torch.compile, DataParallel, DDP, FSDP2's classes."""
+
+
 class EmptyTraceError(ValueError):
     """A recording block ended without a single call of the model's modules."""
 

@@ -14,12 +14,13 @@ import re
 import types
 import weakref
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
 from pytest_fwdorder.describe import dtype_name
+from pytest_fwdorder.hooks import module_facts_from_plugins
 from pytest_fwdorder.records import (
     ForwardParameters,
     ModuleFacts,
@@ -43,7 +44,9 @@ _STORED_ELSEWHERE: dict[type[nn.Module], tuple[tuple[str, str], ...]] = {
 _DEEPEST_SETTING = 4
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _MISSING = object()
-_UNINITIALIZED = (nn.UninitializedParameter, nn.UninitializedBuffer)  # lazy modules' tensors
+# Lazy modules' tensors. Checked with issubclass(type(...)): isinstance goes through
+# Parameter's metaclass hook, which costs a Python call per tensor.
+_UNINITIALIZED = (nn.UninitializedParameter, nn.UninitializedBuffer)
 _PLAIN_TYPES: frozenset[type] = frozenset({bool, int, float, str, type(None)})
 
 
@@ -66,6 +69,9 @@ class _SettingsPlan:
 
     sources: tuple[tuple[str, str, bool], ...]
     uses_extra_repr: bool
+    # The attributes read, and those read as presence: what the facts cache key is made of.
+    attribute_names: tuple[str, ...] = ()
+    presence_names: tuple[str, ...] = ()
 
 
 _SETTINGS_PLANS: weakref.WeakKeyDictionary[type[nn.Module], _SettingsPlan] = (
@@ -84,6 +90,17 @@ _FORWARD_PARAMETERS: weakref.WeakKeyDictionary[object, ForwardParameters | None]
 
 
 def module_facts(module: nn.Module) -> ModuleFacts:
+    """Settings, own tensors and forward's parameters of a module, and plugins' facts.
+
+    Plugins' facts (`pytest_fwdorder_module_facts`) are asked for every time: they can
+    depend on anything in the module, so they are never part of the shared facts.
+    """
+    facts = _shared_module_facts(module)
+    extra = module_facts_from_plugins(module)
+    return replace(facts, extra=extra) if extra else facts
+
+
+def _shared_module_facts(module: nn.Module) -> ModuleFacts:
     """Settings, own tensors and forward's parameters of a module, in one call.
 
     Equal facts are one shared object, found from what the module holds (its setting
@@ -119,7 +136,10 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
         return None  # extra_repr() text can depend on anything: read it every time
     attributes = vars(module)
     parameters = module._parameters
-    values = tuple([attributes.get(attribute, _MISSING) for _, attribute, _ in plan.sources])
+    values = tuple([attributes.get(attribute, _MISSING) for attribute in plan.attribute_names])
+    value_types: tuple[object, ...] = tuple(map(type, values))
+    if tuple in value_types:
+        value_types = tuple([_value_types(value) for value in values])
     try:
         tensors: tuple[tuple[object, ...], ...] = tuple(
             [
@@ -144,8 +164,8 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
         module_class,
         module_class.forward,
         values,
-        tuple([_value_types(value) for value in values]),
-        tuple([parameters.get(attribute) is not None for _, attribute, _ in plan.sources]),
+        value_types,
+        tuple([parameters.get(name) is not None for name in plan.presence_names]),
         len(parameters),
         tensors,
     )
@@ -212,7 +232,12 @@ def _plan_settings(module_class: type[nn.Module]) -> _SettingsPlan:
             continue
         attribute = elsewhere.get(name)
         sources.append((name, name, False) if attribute is None else (name, attribute, True))
-    return _SettingsPlan(tuple(sources), uses_extra_repr=False)
+    return _SettingsPlan(
+        tuple(sources),
+        uses_extra_repr=False,
+        attribute_names=tuple(attribute for _, attribute, _ in sources),
+        presence_names=tuple(attribute for _, attribute, as_presence in sources if as_presence),
+    )
 
 
 def _defined_in_torch_nn(module_class: type) -> bool:
@@ -308,7 +333,7 @@ def _tensor_fact(
     name: str, kind: TensorKind, tensor: torch.Tensor, requires_grad: bool, persistent: bool
 ) -> TensorFact:
     """The fact for one tensor, shared between equal facts: most models repeat a few."""
-    if isinstance(tensor, _UNINITIALIZED):
+    if issubclass(type(tensor), _UNINITIALIZED):
         return TensorFact(name, kind, dtype_name(tensor.dtype), None, requires_grad, persistent)
     # torch.Size hashes and compares as the tuple of its sizes.
     key = (name, kind, tensor.dtype, tensor.shape, requires_grad, persistent)
@@ -324,7 +349,10 @@ def _tensor_fact(
 
 
 def index_tensors(
-    root: nn.Module, named_modules: Iterable[tuple[str, nn.Module]] | None = None
+    root: nn.Module,
+    named_modules: Iterable[tuple[str, nn.Module]] | None = None,
+    *,
+    with_keys: bool = True,
 ) -> TensorIndex:
     """Walk every module path once: tied tensors, state_dict keys and element totals.
 
@@ -332,53 +360,62 @@ def index_tensors(
     `_extra_state` where the class defines `get_extra_state`, module by module, shared
     modules and tied tensors under each of their names. Keys that state_dict hooks add or
     remove are not seen. `named_modules` is `root.named_modules(remove_duplicate=False)`
-    when the caller walked it already.
+    when the caller walked it already; without `with_keys` the keys are left empty (the
+    recorder needs only ties and totals, and names are what cost).
     """
-    names_by_tensor: dict[int, list[str]] = {}
+    # Full names are built only for keys and for tensors met a second time: a tie is rare.
+    first_seen: dict[int, tuple[str, str]] = {}
+    other_names: dict[int, list[str]] = {}
     keys: list[str] = []
     parameter_count = trainable_parameter_count = buffer_count = uninitialized_count = 0
     if named_modules is None:
         named_modules = root.named_modules(remove_duplicate=False)
     for path, module in named_modules:
-        prefix = f"{path}." if path else ""
-        for name, parameter in module._parameters.items():
-            if parameter is None:
-                continue
-            full_name = prefix + name
-            keys.append(full_name)
-            names = names_by_tensor.get(id(parameter))
-            if names is not None:
-                names.append(full_name)
-                continue
-            names_by_tensor[id(parameter)] = [full_name]
-            if isinstance(parameter, _UNINITIALIZED):
-                uninitialized_count += 1
-                continue
-            parameter_count += parameter.numel()
-            if parameter.requires_grad:
-                trainable_parameter_count += parameter.numel()
-        non_persistent = module._non_persistent_buffers_set
-        for name, buffer in module._buffers.items():
-            if buffer is None:
-                continue
-            full_name = prefix + name
-            if name not in non_persistent:
-                keys.append(full_name)
-            names = names_by_tensor.get(id(buffer))
-            if names is not None:
-                names.append(full_name)
-                continue
-            names_by_tensor[id(buffer)] = [full_name]
-            if isinstance(buffer, _UNINITIALIZED):
-                uninitialized_count += 1
-            else:
-                buffer_count += buffer.numel()
-        if type(module).get_extra_state is not nn.Module.get_extra_state:
-            keys.append(prefix + "_extra_state")
+        parameters = module._parameters
+        buffers = module._buffers
+        if parameters:
+            for name, parameter in parameters.items():
+                if parameter is None:
+                    continue
+                if with_keys:
+                    keys.append(f"{path}.{name}" if path else name)
+                tensor_id = id(parameter)
+                if tensor_id in first_seen:
+                    other_names.setdefault(tensor_id, []).append(f"{path}.{name}" if path else name)
+                    continue
+                first_seen[tensor_id] = (path, name)
+                if issubclass(type(parameter), _UNINITIALIZED):
+                    uninitialized_count += 1
+                    continue
+                count = parameter.numel()
+                parameter_count += count
+                if parameter.requires_grad:
+                    trainable_parameter_count += count
+        if buffers:
+            non_persistent = module._non_persistent_buffers_set
+            for name, buffer in buffers.items():
+                if buffer is None:
+                    continue
+                if with_keys and name not in non_persistent:
+                    keys.append(f"{path}.{name}" if path else name)
+                tensor_id = id(buffer)
+                if tensor_id in first_seen:
+                    other_names.setdefault(tensor_id, []).append(f"{path}.{name}" if path else name)
+                    continue
+                first_seen[tensor_id] = (path, name)
+                if issubclass(type(buffer), _UNINITIALIZED):
+                    uninitialized_count += 1
+                else:
+                    buffer_count += buffer.numel()
+        if with_keys and type(module).get_extra_state is not nn.Module.get_extra_state:
+            keys.append(f"{path}._extra_state" if path else "_extra_state")
+    tied = []
+    for tensor_id, (path, name) in first_seen.items() if other_names else ():
+        names = other_names.get(tensor_id)
+        if names is not None:  # in the order tensors were first met, as state_dict has them
+            tied.append((f"{path}.{name}" if path else name, tuple(names)))
     return TensorIndex(
-        tied=tuple(
-            (names[0], tuple(names[1:])) for names in names_by_tensor.values() if len(names) > 1
-        ),
+        tied=tuple(tied),
         state_dict_keys=tuple(keys),
         totals=TensorTotals(
             parameter_count, trainable_parameter_count, buffer_count, uninitialized_count

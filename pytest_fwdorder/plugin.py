@@ -7,17 +7,44 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 
+from pytest_fwdorder.comparisons import (
+    COMPARISONS_KEY,
+    WORKER_OUTPUT_KEY,
+    from_worker_output,
+    save_failed,
+    to_worker_output,
+)
 from pytest_fwdorder.diff import diff_traces
-from pytest_fwdorder.options import FACETS, OPTION_NAMES, TraceOptions, check_option_values
+from pytest_fwdorder.options import (
+    FACETS,
+    OPERATION_GROUPS,
+    OPTION_NAMES,
+    TraceOptions,
+    check_option_values,
+)
 from pytest_fwdorder.records import TraceRecords
-from pytest_fwdorder.snapshot import explain_snapshot_assertion
+from pytest_fwdorder.snapshot import explain_snapshot_assertion, headline
 from pytest_fwdorder.trace import Trace
 
 _MARKER = "fwdorder"
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    """Where `--fwdorder-report` and `--fwdorder-save-failed` write, and what to say after."""
+
+    report: Path | None
+    save_directory: Path | None
+    messages: list[str]
+
+
+_OUTPUTS_KEY = pytest.StashKey[_Outputs]()
 # One ini option per trace option, `fwdorder_<name>`: (ini type, default, help).
 _INI_OPTIONS: dict[str, tuple[Literal["string", "bool", "args"], object, str]] = {
     "device": (
@@ -42,12 +69,62 @@ _INI_OPTIONS: dict[str, tuple[Literal["string", "bool", "args"], object, str]] =
         "a module that owns parameters but is not registered under the model: 'warn' "
         "(default) or 'error'",
     ),
+    "show_local_shapes": (
+        "bool",
+        False,
+        "show each DTensor's local shard shape after its placements (off: goldens match "
+        "across ranks)",
+    ),
+    "fold": (
+        "args",
+        [],
+        "module paths or type names whose calls golden files write as one line each, "
+        "their inside summarized (default: none)",
+    ),
+    "ops": (
+        "bool",
+        False,
+        "record the torch-level operations each module's forward calls directly",
+    ),
+    "ops_skip": (
+        "args",
+        list(OPERATION_GROUPS),
+        f"what ops leaves out: groups ({', '.join(OPERATION_GROUPS)}) or operation names "
+        "(default: every group)",
+    ),
+    "backward": (
+        "bool",
+        False,
+        "run backward from the sum of the output's floating tensors and record its order",
+    ),
 }
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    # The hooks a conftest.py or a plugin implements (pytest_fwdorder_describe_value, ...).
+    from pytest_fwdorder.hooks import HookSpecifications
+
+    pluginmanager.add_hookspecs(HookSpecifications)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     for name, (kind, default, help_text) in _INI_OPTIONS.items():
         parser.addini(f"fwdorder_{name}", help_text, type=kind, default=default)
+    group = parser.getgroup("fwdorder", "forward traces (pytest-fwdorder)")
+    group.addoption(
+        "--fwdorder-report",
+        metavar="PATH",
+        default=None,
+        help="write one self-contained HTML page of every trace compared with a golden "
+        "file: call trees, search, and a side-by-side diff of each failed or updated golden",
+    )
+    group.addoption(
+        "--fwdorder-save-failed",
+        metavar="DIR",
+        default=None,
+        help="write the new trace of every failed golden under DIR at the golden's own "
+        "relative path, for `fwdorder diff GOLDEN DIR/GOLDEN`",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -63,12 +140,56 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     if values["device"]:
         _check_device(values["device"], source="ini option fwdorder_device")
+    _configure_outputs(config)
+    _use_plugins(config)
+
+
+def _use_plugins(config: pytest.Config) -> None:
+    """Traces in this session call pytest's plugin manager: conftest files and plugins,
+    with the built-in describers and the `pytest_fwdorder` entry points registered in it."""
+    from pytest_fwdorder.hooks import register_builtin_plugins, use_plugin_manager
+
+    register_builtin_plugins(config.pluginmanager)
+    use_plugin_manager(config.pluginmanager)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from pytest_fwdorder.hooks import stop_using_plugin_manager
+
+    stop_using_plugin_manager(config.pluginmanager)
+
+
+def _configure_outputs(config: pytest.Config) -> None:
+    """Check the report paths, and start keeping comparisons when one is asked for."""
+    report, save_failed = (
+        config.getoption("fwdorder_report"),
+        config.getoption("fwdorder_save_failed"),
+    )
+    if report is None and save_failed is None:
+        return
+    base = config.invocation_params.dir
+    report_path = base / report if report is not None else None
+    save_directory = base / save_failed if save_failed is not None else None
+    if report_path is not None and report_path.is_dir():
+        raise pytest.UsageError(
+            f"--fwdorder-report names a file to write, got the directory {report!r}: "
+            f"write --fwdorder-report={report.rstrip('/')}/fwdorder-report.html"
+        )
+    if save_directory is not None and save_directory.is_file():
+        raise pytest.UsageError(
+            f"--fwdorder-save-failed names a directory, got the file {save_failed!r}: "
+            "give a directory (it is created if missing)"
+        )
+    config.stash[_OUTPUTS_KEY] = _Outputs(report_path, save_directory, [])
+    config.stash[COMPARISONS_KEY] = []
 
 
 def _ini_options(config: pytest.Config) -> dict[str, Any]:
     values = {name: config.getini(f"fwdorder_{name}") for name in _INI_OPTIONS}
     values["device"] = str(values["device"]) or None
     values["hide"] = tuple(values["hide"])
+    values["fold"] = tuple(values["fold"])
+    values["ops_skip"] = tuple(values["ops_skip"])
     return values
 
 
@@ -132,7 +253,7 @@ def pytest_assertrepr_compare(
         return explanations
     if isinstance(right, TraceRecords):
         ours: list[str] | None = [
-            f"{left!r} == {right!r}",
+            f"{headline(left)} == {headline(right)}",
             "traces differ (- right, + left):",
             *diff_traces(right, left).explanation(),
         ]
@@ -150,3 +271,48 @@ def _check_device(device: str, *, source: str) -> None:
         raise pytest.UsageError(
             f"{source} is not a torch device: {device!r} ({error}); use 'cpu', 'meta' or 'cuda'"
         ) from None
+
+
+# The report and the saved goldens, at the end of the run. Under pytest-xdist each worker
+# keeps its own comparisons and sends them with its output; the controller writes.
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    kept = node.config.stash.get(COMPARISONS_KEY, None)
+    sent = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
+    if kept is not None and sent:
+        kept.extend(from_worker_output(sent))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    outputs = config.stash.get(_OUTPUTS_KEY, None)
+    if outputs is None:
+        return
+    comparisons = config.stash[COMPARISONS_KEY]
+    worker_output = getattr(config, "workeroutput", None)
+    if worker_output is not None:
+        worker_output[WORKER_OUTPUT_KEY] = to_worker_output(comparisons)
+        return
+    if outputs.save_directory is not None:
+        written = save_failed(comparisons, outputs.save_directory)
+        if written:
+            outputs.messages.append(
+                f"fwdorder: new traces of {len(written)} failed golden(s) saved under "
+                f"{outputs.save_directory}"
+            )
+    if outputs.report is not None:
+        from pytest_fwdorder.report import render_report  # the page is built only when asked
+
+        outputs.report.parent.mkdir(parents=True, exist_ok=True)
+        outputs.report.write_text(render_report(comparisons), encoding="utf-8")
+        outputs.messages.append(
+            f"fwdorder: report of {len(comparisons)} trace(s) written to {outputs.report}"
+        )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    outputs = terminalreporter.config.stash.get(_OUTPUTS_KEY, None)
+    for message in outputs.messages if outputs is not None else ():
+        terminalreporter.write_line(message)

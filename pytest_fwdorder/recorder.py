@@ -12,7 +12,7 @@ import operator
 import random
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
@@ -29,11 +29,15 @@ from torch.nn.modules.module import (
 from pytest_fwdorder.describe import (
     describe_keyword_arguments,
     finish_value,
-    raw_arguments,
     raw_value,
     tensors_of,
 )
-from pytest_fwdorder.errors import MetaTraceError, warn_at_caller
+from pytest_fwdorder.distributed import (
+    class_swapped_modules,
+    swapped_classes_message,
+    user_class_name,
+)
+from pytest_fwdorder.errors import MetaTraceError, UnwrappedModelWarning, warn_at_caller
 from pytest_fwdorder.facts import TensorIndex, index_tensors, module_facts
 from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
 from pytest_fwdorder.trace import Trace
@@ -63,9 +67,13 @@ def resolve_model(model: object, *, entry_point: str) -> nn.Module:
     if wrapped is not model:
         warn_at_caller(
             f"{entry_point} traced the module inside {type(model).__name__} "
-            f"({type(wrapped).__name__}); paths are relative to it and the wrapper's own "
-            "machinery (compiled graphs, replicas) is not part of the trace"
+            f"({user_class_name(wrapped)}); paths are relative to it and the wrapper's own "
+            "machinery (compiled graphs, replicas) is not part of the trace",
+            UnwrappedModelWarning,
         )
+    if swapped := class_swapped_modules(wrapped):  # FSDP2: FSDPLinear shown as Linear
+        message = swapped_classes_message(entry_point, wrapped, swapped)
+        warn_at_caller(message, UnwrappedModelWarning)
     return wrapped
 
 
@@ -115,16 +123,13 @@ _OPAQUE = ModuleFacts((), ModuleTensors(()), None)  # what Python cannot read in
 def module_entry(
     module: nn.Module, path: str, *, registered: bool, inside_script: bool = False
 ) -> ModuleEntry:
-    scripted = isinstance(module, torch.jit.ScriptModule)
-    module_type = getattr(module, "original_name", None) if scripted else None
-    return ModuleEntry(
-        path=path,
-        registered=registered,
-        module_type=module_type if isinstance(module_type, str) else type(module).__name__,
-        scripted=scripted,
-        facts=_OPAQUE if scripted or inside_script else module_facts(module),
-        training=module.training,
-    )
+    if isinstance(module, torch.jit.ScriptModule):
+        original_name = getattr(module, "original_name", None)
+        module_type = original_name if isinstance(original_name, str) else type(module).__name__
+        return ModuleEntry(path, registered, module_type, True, _OPAQUE, module.training)
+    facts = _OPAQUE if inside_script else module_facts(module)
+    # Positional: this runs for every module of every trace.
+    return ModuleEntry(path, registered, user_class_name(module), False, facts, module.training)
 
 
 @dataclass
@@ -153,7 +158,7 @@ def index_model(root: nn.Module) -> ModelIndex:
         if module_id in entries:
             other_names.setdefault(module_id, []).append(path)
             continue
-        inside_script = any(path.startswith(prefix) for prefix in scripted_prefixes)
+        inside_script = bool(scripted_prefixes) and path.startswith(tuple(scripted_prefixes))
         entry = module_entry(module, path, registered=True, inside_script=inside_script)
         entries[module_id] = entry
         modules.append(module)
@@ -172,7 +177,7 @@ def index_model(root: nn.Module) -> ModelIndex:
         aliases={entries[module_id].path: tuple(names) for module_id, names in other_names.items()},
         callable_paths=tuple(callable_paths),
         python_modules=python_modules,
-        tensors=index_tensors(root, named_modules),
+        tensors=index_tensors(root, named_modules, with_keys=False),
     )
 
 
@@ -186,9 +191,13 @@ class _ModelState:
 
     modules: list[nn.Module] = field(default_factory=list)
     attributes: list[dict[str, Any]] = field(default_factory=list)
-    parameters: list[tuple[nn.Module, str, dict[str, Any], list[_ParameterState]]] = field(
-        default_factory=list
-    )
+    # Modules with parameters: (module, its parameters dict as it was).
+    parameter_dicts: list[tuple[nn.Module, dict[str, Any]]] = field(default_factory=list)
+    # Every parameter, flat, with its full name and signature: compared as two lists in one
+    # C comparison when the forward is over, parameter by parameter only if they differ.
+    parameters: list[torch.Tensor] = field(default_factory=list)
+    parameter_names: list[str] = field(default_factory=list)
+    parameter_signatures: list[_ParameterSignature] = field(default_factory=list)
     buffers: list[tuple[nn.Module, dict[str, Any], dict[str, torch.Tensor]]] = field(
         default_factory=list
     )
@@ -203,43 +212,46 @@ class _ModelState:
         self.modules.append(module)
         # Plain attributes too: a forward that reassigns `self.scale = self.scale.to(device)`
         # would otherwise leave a tensor of the trace's device in the model.
-        self.attributes.append(dict(module.__dict__))
-        if module._parameters:
-            self.parameters.append(
-                (
-                    module,
-                    path,
-                    dict(module._parameters),
-                    [
-                        (
-                            name,
-                            _version(value),
-                            value.requires_grad,
-                            value.dtype,
-                            _shape(value),
-                            value.device,
-                        )
-                        for name, value in module._parameters.items()
-                        if value is not None
-                    ],
-                )
-            )
+        self.attributes.append(module.__dict__.copy())
+        parameters = module._parameters
+        if parameters:
+            self.parameter_dicts.append((module, parameters.copy()))
+            prefix = f"{path}." if path else ""
+            own = [value for value in parameters.values() if value is not None]
+            self.parameters += own
+            self.parameter_names += [
+                prefix + name for name, value in parameters.items() if value is not None
+            ]
+            self.parameter_signatures += _signatures(own)
         if module._buffers:
-            with torch.no_grad():
+            with torch.no_grad():  # clones of buffers that require grad must not
                 copies = {
-                    name: value.detach().clone()
+                    name: value.clone()
                     for name, value in module._buffers.items()
                     if value is not None and not _is_lazy(value)
                 }
-            self.buffers.append((module, dict(module._buffers), copies))
+            self.buffers.append((module, module._buffers.copy(), copies))
 
 
-# A parameter as it was: name, version counter, requires_grad, dtype, shape, device.
-_ParameterState = tuple[str, int, bool, torch.dtype, "tuple[int, ...] | None", torch.device]
+# A parameter as it was: version counter, requires_grad, dtype, shape, device.
+_ParameterSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
 
 
-def _shape(tensor: torch.Tensor) -> tuple[int, ...] | None:
-    return None if _is_lazy(tensor) else tuple(tensor.shape)
+def _signatures(parameters: Sequence[torch.Tensor]) -> list[_ParameterSignature]:
+    try:  # the common case in one comprehension
+        return [
+            (value._version, value.requires_grad, value.dtype, value.shape, value.device)
+            for value in parameters
+        ]
+    except RuntimeError:  # a lazy parameter (no shape) or an inference tensor (no version)
+        return [
+            (_version(value), value.requires_grad, value.dtype, _shape(value), value.device)
+            for value in parameters
+        ]
+
+
+def _shape(tensor: torch.Tensor) -> torch.Size | None:
+    return None if _is_lazy(tensor) else tensor.shape
 
 
 def _version(tensor: torch.Tensor) -> int:
@@ -297,7 +309,7 @@ def _restore_state(state: _ModelState) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None and state.numpy_rng is not None:
         numpy.random.set_state(state.numpy_rng)
-    with_parameters = {id(module) for module, _, _, _ in state.parameters}
+    with_parameters = {id(module) for module, _ in state.parameter_dicts}
     with_buffers = {id(module) for module, _, _ in state.buffers}
     for module, attributes in zip(state.modules, state.attributes, strict=True):
         _restore_attributes(module, attributes)
@@ -306,23 +318,22 @@ def _restore_state(state: _ModelState) -> None:
             module._parameters.clear()
         if module._buffers and id(module) not in with_buffers:
             module._buffers.clear()
-    changed_in_place: list[str] = []
-    for module, path, original, versions in state.parameters:
+    for module, original in state.parameter_dicts:
         if not _same_entries(module._parameters, original):
             module._parameters.clear()
             module._parameters.update(original)
-        for name, version, requires_grad, dtype, shape, device in versions:
-            parameter = original[name]
+    changed_in_place: list[str] = []
+    now = _signatures(state.parameters)
+    if now != state.parameter_signatures:
+        for name, parameter, before, after in zip(
+            state.parameter_names, state.parameters, state.parameter_signatures, now, strict=True
+        ):
+            requires_grad = before[1]
             if parameter.requires_grad is not requires_grad:
                 parameter.requires_grad_(requires_grad)
             # `.data = ...` swaps the storage without bumping the version counter.
-            if (
-                _version(parameter) != version
-                or parameter.dtype != dtype
-                or _shape(parameter) != shape
-                or parameter.device != device
-            ):
-                changed_in_place.append(f"{path}.{name}" if path else name)
+            if before[0] != after[0] or before[2:] != after[2:]:
+                changed_in_place.append(name)
     # One no_grad (and, only if needed, inference_mode) for all buffers: entering a context
     # per buffer cost more than the copies themselves.
     inference_buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -357,8 +368,12 @@ def _restore_state(state: _ModelState) -> None:
         )
 
 
+_LAZY = (nn.UninitializedParameter, nn.UninitializedBuffer)
+
+
 def _is_lazy(tensor: torch.Tensor) -> bool:
-    return isinstance(tensor, (nn.UninitializedParameter, nn.UninitializedBuffer))
+    # issubclass: isinstance would go through Parameter's metaclass hook, a Python call.
+    return issubclass(type(tensor), _LAZY)
 
 
 def _check_stand_ins_possible(index: ModelIndex, device: torch.device) -> None:
@@ -541,62 +556,102 @@ class Recorder:
         calls = self.calls
         return [(calls[number], copies) for number, copies in self.captured_records]
 
-    def before_forward(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        if threading.get_ident() != self.thread_id:
-            return
-        module_id = id(module)
-        entry = self.entries.get(module_id)
-        if entry is None:
-            if not self.open_calls:
-                return  # a module outside the model, called outside the model
-            entry = self._enter_unregistered(module)
-        nth = self.call_counts.get(module_id, 0) + 1
-        self.call_counts[module_id] = nth
+    def hooks(self) -> tuple[Callable[..., None], Callable[..., None]]:
+        """The global pre-hook and post-hook: closures over what they touch.
+
+        They run once per module call, so everything they use is a local of this function
+        rather than an attribute looked up on `self` at every call.
+        """
+        thread_id = self.thread_id
+        get_ident = threading.get_ident
+        get_frame = sys._getframe
+        keyword_frame_code = self.keyword_frame_code
+        entries = self.entries
+        call_counts = self.call_counts
         open_calls = self.open_calls
-        kwargs = None
-        frame: FrameType = sys._getframe(1)
-        if frame.f_code is self.keyword_frame_code:
-            keyword_arguments = frame.f_locals.get("kwargs")
-            kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
-        record = CallRecord(
-            module,
-            entry,
-            nth,
-            len(open_calls),
-            open_calls[-1].number if open_calls else -1,
-            raw_arguments(args),
-            kwargs,
-            len(self.records),
-        )
-        self.records.append(record)
-        open_calls.append(record)
+        records = self.records
+        append_record = records.append
+        open_call = open_calls.append
+        close_call = open_calls.pop
+        tensor_type = torch.Tensor
+        strided = torch.strided
+        enter_unregistered = self._enter_unregistered
+        capture_outputs = self.capture_outputs
+        captured_records = self.captured_records
+
+        def before_forward(module: nn.Module, args: tuple[Any, ...]) -> None:
+            if get_ident() != thread_id:
+                return
+            module_id = id(module)
+            entry = entries.get(module_id)
+            if entry is None:
+                if not open_calls:
+                    return  # a module outside the model, called outside the model
+                entry = enter_unregistered(module)
+            nth = call_counts.get(module_id, 0) + 1
+            call_counts[module_id] = nth
+            kwargs = None
+            frame: FrameType = get_frame(1)
+            if frame.f_code is keyword_frame_code:
+                keyword_arguments = frame.f_locals.get("kwargs")
+                kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
+            try:  # raw_value, inlined for the common case: a plain strided tensor
+                raw_args = [
+                    (value.shape, value.dtype, value.device)
+                    if type(value) is tensor_type and value.layout is strided
+                    else raw_value(value)
+                    for value in args
+                ]
+            except RuntimeError:  # a nested tensor is strided but has no sizes to read
+                raw_args = [raw_value(value) for value in args]
+            record = CallRecord(
+                module,
+                entry,
+                nth,
+                len(open_calls),
+                open_calls[-1].number if open_calls else -1,
+                raw_args,
+                kwargs,
+                len(records),
+            )
+            append_record(record)
+            open_call(record)
+
+        def after_forward(module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
+            # torch calls this with (kwargs, output) normally, and with (output,) alone when
+            # forward raised (the always_call path ignores with_kwargs).
+            if get_ident() != thread_id:
+                return
+            if not open_calls or open_calls[-1].module is not module:
+                return
+            record = close_call()
+            if len(rest) == 2:
+                if record.kwargs is None:  # neither the frame nor a per-module hook saw them
+                    record.kwargs = describe_keyword_arguments(rest[0]) if rest[0] else ()
+                output = rest[1]
+                # raw_value, inlined for the common case; raw_value handles nested tensors
+                record.output = (
+                    (output.shape, output.dtype, output.device)
+                    if type(output) is tensor_type
+                    and output.layout is strided
+                    and not output.is_nested
+                    else raw_value(output)
+                )
+                if capture_outputs:
+                    copies = [tensor.detach().clone() for tensor in tensors_of(output)]
+                    captured_records.append((record.number, copies))
+            else:
+                record.raised = True
+
+        return before_forward, after_forward
 
     def before_forward_with_keywords(
         self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        """The fallback's per-module pre-hook: runs right after `before_forward` for a module."""
+        """The fallback's per-module pre-hook: runs right after the global pre-hook."""
         open_calls = self.open_calls
         if open_calls and open_calls[-1].module is module and open_calls[-1].kwargs is None:
             open_calls[-1].kwargs = describe_keyword_arguments(kwargs) if kwargs else ()
-
-    def after_forward(self, module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
-        # torch calls this with (kwargs, output) normally, and with (output,) alone when
-        # forward raised (the always_call path ignores with_kwargs).
-        if threading.get_ident() != self.thread_id:
-            return
-        open_calls = self.open_calls
-        if not open_calls or open_calls[-1].module is not module:
-            return
-        record = open_calls.pop()
-        if len(rest) == 2:
-            if record.kwargs is None:  # neither the frame nor a per-module hook saw them
-                record.kwargs = describe_keyword_arguments(rest[0]) if rest[0] else ()
-            record.output = raw_value(rest[1])
-            if self.capture_outputs:
-                copies = [tensor.detach().clone() for tensor in tensors_of(rest[1])]
-                self.captured_records.append((record.number, copies))
-        else:
-            record.raised = True
 
     def finish(self) -> None:
         """Turn the raw records made so far into the trace's `Call`s (once each)."""
@@ -658,10 +713,11 @@ class Recorder:
     @contextmanager
     def hooks_installed(self) -> Iterator[None]:
         with ExitStack() as stack:
-            pre_handle = register_module_forward_pre_hook(self.before_forward)
+            before_forward, after_forward = self.hooks()
+            pre_handle = register_module_forward_pre_hook(before_forward)
             stack.callback(pre_handle.remove)
             post_handle = register_module_forward_hook(
-                self.after_forward, with_kwargs=True, always_call=True
+                after_forward, with_kwargs=True, always_call=True
             )
             stack.callback(_forget_keyword_flag, post_handle.id)
             stack.callback(post_handle.remove)

@@ -14,11 +14,18 @@ from typing import Literal, overload
 
 @dataclass(frozen=True, slots=True)
 class TensorDescription:
-    """Shape, dtype and device of one tensor; never its values."""
+    """Shape, dtype and device of one tensor; never its values.
+
+    For a DTensor, `shape` is the global shape, `placements` its layout over the device
+    mesh (`Shard(1)`, `Shard(0),Replicate()`) and `local_shape` this rank's shard; both are
+    None for a plain tensor.
+    """
 
     shape: tuple[int, ...]
     dtype: str
     device: str
+    placements: str | None = None
+    local_shape: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,11 +149,15 @@ class ModuleTensors:
 
 @dataclass(frozen=True, slots=True)
 class ModuleFacts:
-    """What a module is, computed once per module per trace: settings, own tensors, forward."""
+    """What a module is, computed once per module per trace: settings, own tensors, forward.
+
+    `extra`: (name, text) facts that plugins add (`pytest_fwdorder_module_facts`).
+    """
 
     settings: tuple[Setting, ...]
     tensors: ModuleTensors
     forward: ForwardParameters | None = None
+    extra: tuple[Setting, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +171,69 @@ class TensorTotals:
     trainable_parameter_count: int
     buffer_count: int
     uninitialized_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One torch-level operation a module's forward called directly (with `ops=True`).
+
+    `call_index` is the index of the call whose forward made it, `number` counts that
+    call's recorded operations (1, 2, 3 ...), and `after` is how many calls of the trace had
+    started before it: where it goes among them. Model parameters and buffers among the
+    arguments are `LiteralDescription`s of their full names (`encoder.out_proj.weight`),
+    listed in `parameters` too.
+    """
+
+    name: str
+    call_index: int
+    number: int
+    after: int
+    args: tuple[ValueDescription, ...]
+    kwargs: tuple[tuple[str, ValueDescription], ...] = ()
+    output: ValueDescription | None = None
+    raised: bool = False
+    parameters: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterUse:
+    """A model parameter or buffer given to an operation, recorded or left out (`ops=True`).
+
+    `tensor` is its full name, `call_index` the call whose forward used it, `operation` the
+    operation's name: how a module that is never called can still be used by its parent
+    (`nn.MultiheadAttention` passes `out_proj.weight` to a function).
+    """
+
+    tensor: str
+    call_index: int
+    operation: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackwardStep:
+    """One step of the backward pass (`backward=True`), in the order they happened.
+
+    Either the gradient of a forward call's output arrived (`call_index` is that call's,
+    `gradient` describes it), or a module ran forward again to recompute activations
+    (activation checkpointing: `recomputed` is True and `call_index` is None). `depth` is
+    the indentation in the golden's backward section.
+    """
+
+    path: str
+    module_type: str
+    nth: int
+    depth: int
+    call_index: int | None = None
+    gradient: ValueDescription | None = None
+    recomputed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BackwardRecords:
+    """The backward pass of a trace: what it started from, and its steps in order."""
+
+    loss: str
+    steps: tuple[BackwardStep, ...] = ()
 
 
 class Call:
@@ -177,6 +251,7 @@ class Call:
     """
 
     __slots__ = (
+        "_operations",
         "args",
         "children",
         "depth",
@@ -232,6 +307,12 @@ class Call:
         self.children: list[Call] = []
 
     @property
+    def operations(self) -> tuple[Operation, ...]:
+        """The operations this call's forward made itself, in order (empty unless `ops=True`)."""
+        found: tuple[Operation, ...] = getattr(self, "_operations", ())
+        return found
+
+    @property
     def input_tensors(self) -> list[TensorDescription]:
         """Every tensor in the positional then keyword arguments, in order."""
         found: list[TensorDescription] = []
@@ -265,10 +346,20 @@ class Call:
 
 @dataclass(frozen=True)
 class RenderOptions:
-    """What a rendered trace shows: devices (off by default), and the facets it hides."""
+    """What a rendered trace shows: devices (off by default), and the facets it hides.
+
+    `local_shapes`: each DTensor's local shard shape too; `rank` names the process it was
+    recorded in (`rank 0 of 2`), since local shapes can differ between ranks.
+    `fold`: module paths or type names whose calls are written as one line each, their
+    inside summarized; `call_views`: (path, "fold" or "hide") that plugins chose.
+    """
 
     devices: bool = False
     hidden: frozenset[str] = frozenset()
+    local_shapes: bool = False
+    rank: str | None = None
+    fold: tuple[str, ...] = ()
+    call_views: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(eq=False)
@@ -290,6 +381,12 @@ class TraceRecords(Sequence[Call]):
     # Tensors reached under several names: first full name -> the other names.
     tied: tuple[tuple[str, tuple[str, ...]], ...] = ()
     totals: TensorTotals | None = None
+    # With `ops=True`: what was left out (`views`, ...); None when operations were not recorded.
+    operations_skipped: tuple[str, ...] | None = None
+    # Every recorded operation, in the order they ran (each is also on its call).
+    operations: list[Operation] = field(default_factory=list)
+    parameter_uses: tuple[ParameterUse, ...] = ()
+    backward: BackwardRecords | None = None
 
     @overload
     def __getitem__(self, index: int) -> Call: ...
@@ -332,6 +429,20 @@ class TraceRecords(Sequence[Call]):
     def find(self, path: str) -> list[Call]:
         """Every call of the module at `path`, in order."""
         return [call for call in self.calls if call.path == path]
+
+    def used_through_parameters(self) -> dict[str, list[ParameterUse]]:
+        """Modules never called whose parameters or buffers an operation used (`ops=True`).
+
+        Module path -> the uses of its own tensors, in order: `nn.MultiheadAttention`'s
+        `out_proj` is never called, its weights go to a function.
+        """
+        unused = set(self.unused())
+        found: dict[str, list[ParameterUse]] = {}
+        for use in self.parameter_uses:
+            owner = use.tensor.rpartition(".")[0]
+            if owner in unused:
+                found.setdefault(owner, []).append(use)
+        return found
 
     def state_dict_keys(self) -> list[str]:
         """The keys a checkpoint of the traced model holds, as far as the trace shows them.

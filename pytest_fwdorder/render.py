@@ -24,8 +24,9 @@ one line (and its facts).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 from pytest_fwdorder.records import (
     Call,
@@ -34,6 +35,8 @@ from pytest_fwdorder.records import (
     MappingDescription,
     ModuleFacts,
     ObjectDescription,
+    Operation,
+    ParameterUse,
     SequenceDescription,
     TensorDescription,
     TensorFact,
@@ -51,6 +54,10 @@ FROZEN_MARK = "[frozen]"
 SCRIPTED_MARK = "[scripted]"
 MODE_MARKS = ("[train]", "[eval]")
 FACT_PREFIX = "| "
+OPERATION_PREFIX = "~ "  # an operation line (`ops=True`): `~ relu(f32[2,16]) -> f32[2,16]`
+BACKWARD_LINE = "backward:"  # starts the backward section (`backward=True`)
+GRADIENT_ARROW = " <- "  # a backward line: `fc: Linear <- f32[2,4]`, the gradient that arrived
+RECOMPUTED_PREFIX = "recomputed "
 MODE_PREFIX = "# mode: "
 EXTRA_REPR_SETTING = "extra_repr"  # the one setting of a user module: its extra_repr() text
 RAISED = "raised"
@@ -75,12 +82,22 @@ class GoldenLine:
     mode: str = ""  # "train" or "eval" when it differs from the model's, else ""
     # The module's facts under its first call: "settings: ...", "parameters: ...", ...
     facts: tuple[str, ...] = ()
+    # With `ops=True`: the operations its forward made, `relu(f32[2,16]) -> f32[2,16]`.
+    operations: tuple[str, ...] = ()
+    # The call's index in its trace (-1 for a line read from text): not part of equality.
+    index: int = field(default=-1, compare=False)
 
     @property
     def fact_lines(self) -> list[str]:
         """The facts as the golden shows them, indented under the call line."""
         indent = "  " * (self.depth + 1)
         return [f"{indent}{FACT_PREFIX}{fact}" for fact in self.facts]
+
+    @property
+    def operation_lines(self) -> list[str]:
+        """The operations as the golden shows them, indented under the call line."""
+        indent = "  " * (self.depth + 1)
+        return [f"{indent}{OPERATION_PREFIX}{operation}" for operation in self.operations]
 
     @property
     def name(self) -> str:
@@ -94,54 +111,89 @@ class GoldenLine:
         return (self.path, self.nth)
 
 
-def render_value(value: ValueDescription | None, devices: bool = False) -> str:
-    """One described value as golden text: `f32[1,3,224,224]`, `(f32[2], None)`, `{'a': i64[]}`."""
+def render_value(
+    value: ValueDescription | None, devices: bool = False, local_shapes: bool = False
+) -> str:
+    """One described value as golden text: `f32[1,3,224,224]`, `(f32[2], None)`, `{'a': i64[]}`.
+
+    A DTensor adds its placements, and with `local_shapes` its shard's shape:
+    `f32[2,16]{Shard(1)}`, `f32[2,16]{Shard(1) local=[2,8]}`.
+    """
     if isinstance(value, TensorDescription):
         text = f"{value.dtype}[{','.join(map(str, value.shape))}]"
+        if value.placements is not None:
+            text += render_layout(value, local_shapes)
         return f"{text}@{value.device}" if devices else text
     if isinstance(value, LiteralDescription):
         return value.text
     if isinstance(value, SequenceDescription):
-        items = ", ".join(render_value(item, devices) for item in value.items)
+        items = ", ".join(render_value(item, devices, local_shapes) for item in value.items)
         if value.kind == "list":
             return f"[{items}]"
         return f"({items},)" if len(value.items) == 1 else f"({items})"
     if isinstance(value, MappingDescription):
-        items = ", ".join(f"{key}: {render_value(item, devices)}" for key, item in value.items)
+        items = ", ".join(
+            f"{key}: {render_value(item, devices, local_shapes)}" for key, item in value.items
+        )
         prefix = "" if value.type_name == "dict" else value.type_name
         return f"{prefix}{{{items}}}"
     if isinstance(value, ObjectDescription):
-        fields = ", ".join(f"{name}={render_value(item, devices)}" for name, item in value.fields)
+        fields = ", ".join(
+            f"{name}={render_value(item, devices, local_shapes)}" for name, item in value.fields
+        )
         return f"{value.type_name}({fields})"
     return "?"  # a call still running has no output yet
 
 
-def render_inputs(call: Call, devices: bool = False, names: bool = True) -> str:
+def render_inputs(
+    call: Call,
+    devices: bool = False,
+    names: bool = True,
+    local_shapes: bool = False,
+    text_of: Callable[[ValueDescription | None], str] | None = None,
+) -> str:
     """The arguments in parentheses: by forward's parameter names where they can be read.
 
     Without names (or when forward's signature is unknown) positional arguments come first
-    as given, then keyword arguments in the order they were passed.
+    as given, then keyword arguments in the order they were passed. `text_of` renders one
+    value (a memo shared by the lines of one golden); by default `render_value`.
     """
+    if text_of is None:
+        text_of = partial(render_value, devices=devices, local_shapes=local_shapes)
     forward = call.facts.forward if names and call.facts is not None else None
-    named = _bind(forward, call.args, call.kwargs) if forward is not None else None
+    args = call.args
+    if (
+        forward is not None
+        and not call.kwargs
+        and len(args) == 1
+        and forward.positional_names
+        and not (type(args[0]) is LiteralDescription and args[0].text == _NONE_TEXT)
+    ):
+        return f"({text_of(args[0])})"  # the common call, one tensor: what `_bind` gives
+    named = _bind(forward, args, call.kwargs) if forward is not None else None
     if named is None:
-        parts = [render_value(value, devices) for value in call.args]
-        parts.extend(f"{name}={render_value(value, devices)}" for name, value in call.kwargs)
+        parts = [text_of(value) for value in args]
+        parts.extend(f"{name}={text_of(value)}" for name, value in call.kwargs)
         return f"({', '.join(parts)})"
     first = forward.positional_names[0] if forward and forward.positional_names else None
     return (
         "("
         + ", ".join(
-            render_value(value, devices)
-            if name == first
-            else f"{name}={render_value(value, devices)}"
-            for name, value in named
+            text_of(value) if name == first else f"{name}={text_of(value)}" for name, value in named
         )
         + ")"
     )
 
 
 _NONE_TEXT = "None"
+
+
+def render_layout(tensor: TensorDescription, local_shapes: bool = False) -> str:
+    """A DTensor's placements in braces, `{Shard(1)}`; with `local_shapes` its shard's shape."""
+    local = ""
+    if local_shapes and tensor.local_shape is not None:
+        local = f" local=[{','.join(map(str, tensor.local_shape))}]"
+    return f"{{{tensor.placements}{local}}}"
 
 
 def _bind(
@@ -179,8 +231,8 @@ def _bind(
     ]
 
 
-def render_outputs(call: Call, devices: bool = False) -> str:
-    return RAISED if call.raised else render_value(call.output, devices)
+def render_outputs(call: Call, devices: bool = False, local_shapes: bool = False) -> str:
+    return RAISED if call.raised else render_value(call.output, devices, local_shapes)
 
 
 def make_line(
@@ -197,8 +249,14 @@ def make_line(
     scripted: bool = False,
     mode: str = "",
     facts: tuple[str, ...] = (),
+    step: int = 0,
+    operations: tuple[str, ...] = (),
+    index: int = -1,
 ) -> GoldenLine:
-    """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path."""
+    """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path.
+
+    `step` marks an outermost call `[step N]` (0: no mark).
+    """
     head = f"{'  ' * depth}{path + ': ' if path else ''}{module_type}"
     if reused:
         head += f" #{nth}"
@@ -210,6 +268,8 @@ def make_line(
         head += f" {UNREGISTERED_MARK}"
     if scripted:
         head += f" {SCRIPTED_MARK}"
+    if step:
+        head += f" [step {step}]"
     return GoldenLine(
         depth=depth,
         path=path,
@@ -224,6 +284,8 @@ def make_line(
         scripted=scripted,
         mode=mode,
         facts=facts,
+        operations=operations,
+        index=index,
     )
 
 
@@ -236,7 +298,35 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     show_mode = "mode" not in hidden and trace.mode is not None
     root_training = trace.mode == "train"
     tied = _tied_names(trace)
-    return [
+    local_shapes = trace.options.local_shapes
+    # Descriptions and facts are shared objects (a model passes a few shapes around many
+    # times): each is rendered once per golden, found by identity while the trace holds it.
+    texts: dict[int, str] = {}
+    fact_lines: dict[tuple[int, str], tuple[str, ...]] = {}
+
+    def text_of(value: ValueDescription | None) -> str:
+        text = texts.get(id(value))
+        if text is None:
+            text = texts[id(value)] = render_value(value, devices, local_shapes)
+        return text
+
+    # Where a recording holds several outermost calls (a `record` block, generate()), each
+    # is marked `[step N]`; a single forward has one and no mark.
+    with_operations = trace.operations_skipped is not None
+    outermost = [call for call in trace.calls if call.depth == 0]
+    steps = {id(call): number for number, call in enumerate(outermost, 1)}
+    if len(steps) < 2:
+        steps = {}
+
+    def facts_of(facts: ModuleFacts, path: str) -> tuple[str, ...]:
+        # The path matters only through tied names; without ties equal facts read alike.
+        key = (id(facts), path if tied else "")
+        lines = fact_lines.get(key)
+        if lines is None:
+            lines = fact_lines[key] = render_facts(facts, path, hidden, tied)
+        return lines
+
+    lines = [
         make_line(
             depth=call.depth,
             path=call.display_path,
@@ -245,8 +335,8 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
             reused=counts[call.path] > 1,
             frozen=call.frozen and "parameters" not in hidden,
             registered=call.registered,
-            inputs=render_inputs(call, devices, names),
-            outputs=render_outputs(call, devices),
+            inputs=render_inputs(call, devices, names, local_shapes, text_of),
+            outputs=RAISED if call.raised else text_of(call.output),
             scripted=call.scripted,
             mode=(
                 ("train" if call.training else "eval")
@@ -254,13 +344,61 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
                 else ""
             ),
             facts=(
-                render_facts(call.facts, call.path, hidden, tied)
-                if call.nth == 1 and call.facts is not None
+                facts_of(call.facts, call.path) if call.nth == 1 and call.facts is not None else ()
+            ),
+            step=steps.get(id(call), 0) if steps else 0,
+            operations=(
+                tuple(render_operation(operation, text_of) for operation in call.operations)
+                if with_operations
                 else ()
             ),
+            index=call.index,
         )
         for call in trace.calls
     ]
+    if trace.options.fold or trace.options.call_views:
+        return _apply_views(trace, lines)
+    return lines
+
+
+def folded_mark(count: int) -> str:
+    """What ends the line of a call whose inside is folded: ` [+27 calls folded]`."""
+    return f" [+{count} call{'s' if count != 1 else ''} folded]"
+
+
+def _apply_views(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with folded calls' insides summarized and hidden calls left out.
+
+    A call is folded when its path (`<root>` for the root) or type name is in the `fold`
+    option or a plugin chose "fold" for its path; a plugin's "hide" leaves the call and the
+    calls inside it out. A call's inside follows it in the trace as the deeper calls.
+    """
+    fold = set(trace.options.fold)
+    views = dict(trace.options.call_views)
+    kept: list[GoldenLine] = []
+    folded: dict[int, int] = {}  # index in `kept` -> calls folded into it
+    inside: int | None = None  # depth of the folded or hidden call being skipped
+    folding: int | None = None
+    for call, line in zip(trace.calls, lines, strict=True):
+        if inside is not None and call.depth > inside:
+            if folding is not None:
+                folded[folding] += 1
+            continue
+        inside = folding = None
+        view = views.get(call.path)
+        if view is None and (call.display_path in fold or call.module_type in fold):
+            view = "fold"
+        if view == "hide":
+            inside = call.depth
+            continue
+        kept.append(line)
+        if view == "fold":
+            inside, folding = call.depth, len(kept) - 1
+            folded[folding] = 0
+    for index, count in folded.items():
+        if count:
+            kept[index] = replace(kept[index], text=kept[index].text + folded_mark(count))
+    return kept
 
 
 def render_facts(
@@ -285,6 +423,7 @@ def render_facts(
                     render_tensor_fact(fact, tied.get(prefix + fact.name)) for fact in group
                 )
                 lines.append(f"{title}: {items}")
+    lines.extend(f"{name}: {text}" for name, text in facts.extra)
     return tuple(lines)
 
 
@@ -358,10 +497,16 @@ def render_header(trace: TraceRecords) -> list[str]:
     header += _section(
         "called more than once", [f"{path or '<root>'} x{count}" for path, count in reused]
     )
+    used = trace.used_through_parameters() if trace.operations_skipped is not None else {}
     header += _section(
         "registered but never called",
-        [_unused_item(trace, path, parameters) for path in unused],
+        [_unused_item(trace, path, parameters) for path in unused if path not in used],
     )
+    if trace.operations_skipped is not None:
+        header += _section(
+            "used through its parameters",
+            [_parameter_use_item(trace, path, uses) for path, uses in used.items()],
+        )
     header += _section("called but not registered under the model", unregistered)
     aliased = [f"{path or '<root>'} = {', '.join(names)}" for path, names in trace.aliases.items()]
     if aliased:
@@ -372,9 +517,26 @@ def render_header(trace: TraceRecords) -> list[str]:
         )
     if hidden:
         header.append(f"# hidden: {', '.join(sorted(hidden))}")
+    header += _view_lines(trace)
+    header += _recorded_lines(trace)
     if trace.options.devices:
         header.append("# devices: shown")
+    if trace.options.local_shapes:
+        rank = f" ({trace.options.rank})" if trace.options.rank else ""
+        header.append(f"# local shapes: shown{rank}")
     return header
+
+
+def _view_lines(trace: TraceRecords) -> list[str]:
+    """`# folded: layer1, layer2` and `# calls hidden: ...` when the golden is a view."""
+    options = trace.options
+    folded = [*options.fold]
+    folded += [path or "<root>" for path, view in options.call_views if view == "fold"]
+    hidden = [path or "<root>" for path, view in options.call_views if view == "hide"]
+    lines = [f"# folded: {', '.join(folded)}"] if folded else []
+    if hidden:
+        lines.append(f"# calls hidden: {', '.join(hidden)}")
+    return lines
 
 
 def _unused_item(trace: TraceRecords, path: str, parameters: bool) -> str:
@@ -404,10 +566,15 @@ def _section(title: str, items: list[str]) -> list[str]:
 def render_trace(trace: TraceRecords) -> str:
     """The whole golden text of a trace, ending with a newline."""
     body: list[str] = []
-    for line in golden_lines(trace):
-        body.append(line.text)
-        if line.facts:
-            body.extend(line.fact_lines)
+    lines = golden_lines(trace)
+    if trace.operations:
+        body = _with_operations(trace, lines)
+    else:
+        for line in lines:
+            body.append(line.text)
+            if line.facts:
+                body.extend(line.fact_lines)
+    body += backward_lines(trace)
     return "\n".join([*render_header(trace), *body]) + "\n"
 
 
@@ -426,17 +593,32 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
     """
     header: list[str] = []
     lines: list[GoldenLine] = []
+    # Operation lines go to the call they are indented under: the last call one level up.
+    last_at_depth: dict[int, int] = {}
+    operations: dict[int, list[str]] = {}
+    in_backward = False
     for raw in text.splitlines():
         if not raw.strip():
             continue
         if raw.startswith("#"):
             header.append(raw)
             continue
+        if in_backward or raw == BACKWARD_LINE:
+            in_backward = True  # the backward section is compared as text, with the header
+            header.append(raw)
+            continue
         fact = raw.lstrip(" ")
         if fact.startswith(FACT_PREFIX) and lines:
             lines[-1] = replace(lines[-1], facts=(*lines[-1].facts, fact[len(FACT_PREFIX) :]))
             continue
+        if fact.startswith(OPERATION_PREFIX) and lines:
+            owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(lines) - 1)
+            operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
+            continue
         lines.append(parse_call_line(raw))
+        last_at_depth[lines[-1].depth] = len(lines) - 1
+    for owner, texts in operations.items():
+        lines[owner] = replace(lines[owner], operations=tuple(texts))
     return header, lines
 
 
@@ -524,3 +706,98 @@ def _outside_quotes(text: str) -> Iterator[tuple[int, str, int]]:
                 level -= 1
             yield index, character, level
         index += 1
+
+
+def render_operation(
+    operation: Operation, text_of: Callable[[ValueDescription | None], str] = render_value
+) -> str:
+    """An operation as its golden line shows it: `linear(f32[2,8], fc.weight) -> f32[2,16]`.
+
+    Arguments as they were given, positional then keyword; model parameters and buffers by
+    their full names.
+    """
+    parts = [text_of(value) for value in operation.args]
+    parts.extend(f"{name}={text_of(value)}" for name, value in operation.kwargs)
+    output = RAISED if operation.raised else text_of(operation.output)
+    return f"{operation.name}({', '.join(parts)}) -> {output}"
+
+
+def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
+    """The body with each operation between the calls it ran between, under its own call."""
+    by_index = {line.index: line for line in lines}
+    operations = trace.operations
+    body: list[str] = []
+    position = 0
+
+    def add_operations(before: int) -> None:
+        nonlocal position
+        while position < len(operations) and operations[position].after <= before:
+            operation = operations[position]
+            owner = by_index.get(operation.call_index)
+            if owner is not None and operation.number <= len(owner.operations):
+                indent = "  " * (owner.depth + 1)
+                text = owner.operations[operation.number - 1]
+                body.append(f"{indent}{OPERATION_PREFIX}{text}")
+            position += 1
+
+    for line in lines:
+        add_operations(line.index)
+        body.append(line.text)
+        body.extend(line.fact_lines)
+    add_operations(len(trace.calls))
+    return body
+
+
+def backward_lines(trace: TraceRecords) -> list[str]:
+    """The backward section (`backward=True`): `backward:`, then one line per step in order.
+
+    A step is the gradient of a call's output arriving, `fc: Linear <- f32[2,4]` (indented
+    as the call is in forward), or a module run again to recompute activations,
+    `recomputed block.0: Linear`. Empty when backward was not recorded.
+    """
+    backward = trace.backward
+    if backward is None:
+        return []
+    counts = trace.counts()
+    devices, local_shapes = trace.options.devices, trace.options.local_shapes
+    lines = [BACKWARD_LINE]
+    for step in backward.steps:
+        indent = "  " * step.depth
+        name = step.path or "<root>"
+        if step.recomputed:
+            lines.append(f"{indent}{RECOMPUTED_PREFIX}{name}: {step.module_type}")
+            continue
+        nth = f" #{step.nth}" if counts.get(step.path, 0) > 1 else ""
+        gradient = render_value(step.gradient, devices, local_shapes)
+        lines.append(f"{indent}{name}: {step.module_type}{nth}{GRADIENT_ARROW}{gradient}")
+    return lines
+
+
+def _recorded_lines(trace: TraceRecords) -> list[str]:
+    """`# operations: ...` and `# backward: ...` when the trace recorded them."""
+    lines = []
+    if trace.operations_skipped is not None:
+        left_out = ", ".join(trace.operations_skipped) or "nothing"
+        lines.append(f"# operations: {len(trace.operations)} recorded (left out: {left_out})")
+    if trace.backward is not None:
+        steps = len(trace.backward.steps)
+        lines.append(
+            f"# backward: {steps} step{'s' if steps != 1 else ''}, from the {trace.backward.loss}"
+            if trace.backward.loss.startswith("sum ")
+            else f"# backward: {steps} step{'s' if steps != 1 else ''}, from "
+            f"{trace.backward.loss}(output)"
+        )
+    return lines
+
+
+def _parameter_use_item(trace: TraceRecords, path: str, uses: list[ParameterUse]) -> str:
+    """A module never called but used through its tensors, and where:
+    `attn.out_proj: Linear | weight, bias used by multi_head_attention_forward in attn`."""
+    module_type = trace.modules[path][0] if path in trace.modules else "?"
+    names = ", ".join(dict.fromkeys(use.tensor[len(path) + 1 :] for use in uses))
+    first = uses[0]
+    call = trace.calls[first.call_index]
+    where = call.display_path + (f" #{call.nth}" if trace.counts()[call.path] > 1 else "")
+    places = len({(use.call_index, use.operation) for use in uses})
+    more = f" (+{places - 1} more)" if places > 1 else ""
+    return f"{path}: {module_type} | {names} used by {first.operation} in {where}{more}"

@@ -12,6 +12,7 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from pytest_fwdorder.comparisons import note_comparison
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.render import FORMAT_VERSION, format_version
 
@@ -142,7 +143,16 @@ def compare_with_snapshot(trace: Renderable, other: object) -> Any:
         return NotImplemented
     if not isinstance(other.extension, TraceSnapshotExtension):
         other = other(extension_class=TraceSnapshotExtension)
-    return bool(other == trace)
+    matched = bool(other == trace)
+    note_comparison(other)  # for --fwdorder-report and --fwdorder-save-failed
+    return matched
+
+
+def headline(trace: object) -> str:
+    """How a one-line message names a trace: its `headline()` where it has one (a `Trace`'s
+    repr also shows its first calls), else its repr."""
+    method = getattr(trace, "headline", None)
+    return str(method()) if callable(method) else repr(trace)
 
 
 def explain_snapshot_assertion(trace: Renderable, snapshot: object) -> list[str] | None:
@@ -152,7 +162,7 @@ def explain_snapshot_assertion(trace: Renderable, snapshot: object) -> list[str]
     result = snapshot.executions.get(snapshot.num_executions - 1)
     if result is None or result.success or result.exception is not None:
         return None
-    head = f"{trace!r} == snapshot {result.snapshot_name!r}"
+    head = f"{headline(trace)} == snapshot {result.snapshot_name!r}"
     if result.recalled_data is None:
         return [
             head,

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 from pytest_fwdorder.diff import TraceDiff, diff_traces
 from pytest_fwdorder.records import TraceRecords
-from pytest_fwdorder.render import render_trace
+from pytest_fwdorder.render import golden_lines, render_trace
+
+# Call lines a repr shows; `render()` gives them all.
+_REPR_LINES = 8
 
 
 @dataclass(eq=False, repr=False)
@@ -42,5 +45,28 @@ class Trace(TraceRecords):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __repr__(self) -> str:
+    def headline(self) -> str:
+        """`<Trace of ResNet: 183 calls>`: how one-line messages (assertions) name a trace."""
         return f"<Trace of {self.root_type}: {len(self.calls)} calls>"
+
+    def __repr__(self) -> str:
+        """The headline, the counts a reader checks first, and the first call lines."""
+        counts = self.counts()
+        reused = sum(1 for count in counts.values() if count > 1)
+        unregistered = len({call.path for call in self.unregistered()})
+        lines = [
+            self.headline(),
+            f"  {len(counts)} modules called ({reused} more than once), "
+            f"{len(self.unused())} registered but never called, {unregistered} unregistered",
+        ]
+        shown = golden_lines(self)[:_REPR_LINES] if self.calls else []
+        lines += [f"  {line.text}" for line in shown]
+        if len(self.calls) > len(shown):
+            lines.append(f"  ... {len(self.calls) - len(shown)} more calls: print(trace.render())")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: totals, never-called and unregistered modules, the call tree."""
+        from pytest_fwdorder.report import trace_html  # only a notebook needs it
+
+        return trace_html(self.render())

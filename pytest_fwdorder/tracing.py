@@ -5,22 +5,34 @@ from __future__ import annotations
 import gc
 import inspect
 import operator
+import os
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
 
+from pytest_fwdorder.backward import BackwardRecorder
+from pytest_fwdorder.distributed import compiled_code_run_eagerly, process_rank
 from pytest_fwdorder.errors import (
     EmptyTraceError,
     MetaTraceError,
     UnregisteredModuleError,
     warn_at_caller,
 )
-from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, check_option_values
+from pytest_fwdorder.hooks import call_views_from_plugins
+from pytest_fwdorder.operations import OperationMode, attach_operations, operations_recorded
+from pytest_fwdorder.options import (
+    OPERATION_GROUPS,
+    OPTION_NAMES,
+    TraceOptions,
+    check_option_values,
+)
 from pytest_fwdorder.recorder import recording, resolve_model
 from pytest_fwdorder.records import Call, RenderOptions
 from pytest_fwdorder.trace import Trace
@@ -80,6 +92,11 @@ def trace_forward(
     show_devices: bool = False,
     hide: Iterable[str] = (),
     unregistered: str = "warn",
+    show_local_shapes: bool = False,
+    fold: Iterable[str] = (),
+    ops: bool = False,
+    ops_skip: Iterable[str] = OPERATION_GROUPS,
+    backward: bool | Callable[[Any], Any] = False,
     model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
@@ -92,7 +109,14 @@ def trace_forward(
     runs with stand-in parameters there, untouched. `hide` leaves facets out of the golden
     (`"settings"`, `"parameters"`, `"mode"`, `"argument_names"`); `unregistered="error"`
     raises `UnregisteredModuleError` instead of warning when a module that owns parameters
-    runs without being registered under the model. The trace options are keyword-only; a
+    runs without being registered under the model. `show_local_shapes` writes each DTensor's
+    local shard shape after its placements. `fold` names module paths or types whose calls
+    the golden writes as one line each, their inside summarized. `ops` records the
+    torch-level operations each module's forward calls directly (`ops_skip` says what is
+    left out: `"views"`, `"conversions"`, `"torch_modules"` or operation names); `backward`
+    runs backward from the output (True: from the sum of its floating tensors; or a
+    function of the output that returns the loss) and records its order, leaving every
+    `.grad` as it was. The trace options are keyword-only; a
     model keyword argument that has an option's name goes in `model_kwargs={"device": ...}`.
 
     The model is left as it was: parameters, buffers, plain attributes, training and
@@ -101,18 +125,41 @@ def trace_forward(
     cause is the original error.
     """
     kwargs = _merge_model_kwargs(kwargs, model_kwargs)
-    options = TraceOptions(_device_name(device), show_devices, _hide(hide), unregistered)
+    options = TraceOptions(
+        _device_name(device),
+        show_devices,
+        _hide(hide),
+        unregistered,
+        show_local_shapes,
+        fold=_names(fold),
+        ops=ops,
+        ops_skip=_names(ops_skip),
+        backward=backward,
+    )
     root = _build(model, device)
     args = _place(args, device)
     kwargs = _place(kwargs, device)
+    backward_recorder = BackwardRecorder(options.backward) if options.backward else None
+    operations: list[OperationMode] = []
     with (
         _collector_paused(),
         _meta_failures_explained(device) as traces,
+        compiled_code_run_eagerly(root),
+        _backward_watched(backward_recorder),
         recording(root, _render_options(options), device=device) as recorder,
+        _operations_recorded(recorder, root, options, operations),
     ):
         traces.append(recorder.trace)
-        root(*args, **kwargs)
+        if backward_recorder is None:
+            root(*args, **kwargs)
+        else:
+            backward_recorder.recorder = recorder
+            with torch.enable_grad():
+                output = root(*args, **kwargs)
+            backward_recorder.run(root, (args, kwargs), output)
+    _finish_facets(recorder.trace, operations, backward_recorder)
     _check_unregistered(recorder.trace, options.unregistered)
+    _choose_call_views(recorder.trace)
     return recorder.trace
 
 
@@ -142,6 +189,11 @@ def record(
     show_devices: bool = False,
     hide: Iterable[str] = (),
     unregistered: str = "warn",
+    show_local_shapes: bool = False,
+    fold: Iterable[str] = (),
+    ops: bool = False,
+    ops_skip: Iterable[str] = OPERATION_GROUPS,
+    backward: bool | Callable[[Any], Any] = False,
     restore_state: bool = True,
     allow_empty: bool = False,
 ) -> Iterator[Trace]:
@@ -152,18 +204,39 @@ def record(
     Nothing after the block is recorded. With `device` the model runs there with stand-in
     parameters and tensors made in the block land there (on 'meta', pass meta inputs:
     `TensorSpec(...).materialize('meta')` or `torch.empty(..., device='meta')`). The other
-    options are `trace_forward`'s. With
+    options are `trace_forward`'s; with `backward`, the backward passes the block runs itself
+    are recorded (the block's own loss: `backward`'s loss function is not used). With
     `restore_state` (the default) the model's parameters, buffers and flags are put back at
     the end, as `trace_forward` does. A block that never calls the model raises
     `EmptyTraceError` unless `allow_empty`.
     """
     root = resolve_model(model, entry_point="record")
-    options = TraceOptions(_device_name(device), show_devices, _hide(hide), unregistered)
-    with recording(
-        root, _render_options(options), device=device, restore_state=restore_state
-    ) as recorder:
+    options = TraceOptions(
+        _device_name(device),
+        show_devices,
+        _hide(hide),
+        unregistered,
+        show_local_shapes,
+        fold=_names(fold),
+        ops=ops,
+        ops_skip=_names(ops_skip),
+        backward=backward,
+    )
+    backward_recorder = BackwardRecorder(options.backward) if options.backward else None
+    operations: list[OperationMode] = []
+    with (
+        compiled_code_run_eagerly(root),
+        _backward_watched(backward_recorder),
+        recording(
+            root, _render_options(options), device=device, restore_state=restore_state
+        ) as recorder,
+        _operations_recorded(recorder, root, options, operations),
+    ):
+        if backward_recorder is not None:
+            backward_recorder.recorder = recorder
         yield recorder.trace
     trace = recorder.trace
+    _finish_facets(trace, operations, backward_recorder)
     if not trace.calls and not allow_empty:
         raise EmptyTraceError(
             f"record({trace.root_type}) saw no call of the model or its modules inside the "
@@ -171,6 +244,7 @@ def record(
             "pass allow_empty=True if an empty trace is what you mean to test"
         )
     _check_unregistered(trace, options.unregistered)
+    _choose_call_views(trace)
 
 
 @dataclass(frozen=True)
@@ -208,6 +282,34 @@ class Tracer:
         return replace(self.options, **chosen)
 
 
+def _backward_watched(backward_recorder: BackwardRecorder | None) -> AbstractContextManager[Any]:
+    """Watch forward for backward's nodes; entered before `recording`, whose hooks run after."""
+    return nullcontext() if backward_recorder is None else backward_recorder.forward_watched()
+
+
+@contextmanager
+def _operations_recorded(
+    recorder: Any, root: nn.Module, options: TraceOptions, found: list[OperationMode]
+) -> Iterator[None]:
+    """With `ops`, the function mode that records operations, for the length of the block."""
+    if not options.ops:
+        yield
+        return
+    with operations_recorded(recorder, root, options.ops_skip) as mode:
+        found.append(mode)
+        yield
+
+
+def _finish_facets(
+    trace: Trace, operations: list[OperationMode], backward_recorder: BackwardRecorder | None
+) -> None:
+    """Give the finished trace its operations and backward steps, when they were recorded."""
+    for mode in operations:
+        attach_operations(trace, mode)
+    if backward_recorder is not None:
+        backward_recorder.finish(trace)
+
+
 def _as_arguments(options: TraceOptions) -> dict[str, Any]:
     return {name: getattr(options, name) for name in OPTION_NAMES}
 
@@ -238,12 +340,32 @@ def _check_unregistered(trace: Trace, policy: str) -> None:
 
 
 def _render_options(options: TraceOptions) -> RenderOptions:
-    return RenderOptions(devices=options.show_devices, hidden=frozenset(options.hide))
+    return RenderOptions(
+        devices=options.show_devices,
+        hidden=frozenset(options.hide),
+        local_shapes=options.show_local_shapes,
+        rank=process_rank() if options.show_local_shapes else None,
+        fold=options.fold,
+    )
+
+
+def _choose_call_views(trace: Trace) -> None:
+    """Ask the plugins how each called module's calls are shown (`pytest_fwdorder_call_view`)."""
+    called = {call.path: call.module_type for call in trace.calls}
+    views = call_views_from_plugins(called)
+    if views:
+        trace.options = replace(trace.options, call_views=views)
 
 
 def _device_name(device: torch.device | str | None) -> str | None:
     """A torch.device as its name; anything else as given, for `TraceOptions` to check."""
     return str(device) if isinstance(device, torch.device) else device
+
+
+def _names(value: Iterable[str]) -> Any:
+    """An iterable of names as a tuple; a string or anything else as given, for
+    `TraceOptions` to split or to refuse with a message that says what to write."""
+    return value if isinstance(value, str) or not isinstance(value, Iterable) else tuple(value)
 
 
 def _hide(hide: Iterable[str]) -> tuple[str, ...]:
@@ -412,6 +534,42 @@ def _place(value: Any, device: torch.device | str | None) -> Any:
     return value
 
 
+_TORCH_DIRECTORY = str(Path(torch.__file__).resolve().parent) + os.sep
+_OUR_DIRECTORY = str(Path(__file__).resolve().parent) + os.sep
+
+
+def _line_that_needed_values(error: BaseException) -> str | None:
+    """`.../transformers/masking_utils.py:123: if padding_mask.all():`: where it failed.
+
+    The innermost frame of the error's traceback outside torch's own package and ours:
+    the user's or a library's line that asked a meta tensor for a value. None when every
+    frame is torch's.
+    """
+    found = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        filename = str(Path(frame.filename).resolve()) if frame.filename else ""
+        if filename.startswith((_TORCH_DIRECTORY, _OUR_DIRECTORY)) or not filename:
+            continue
+        found = frame
+    if found is None:
+        return None
+    return f"{_short_path(found.filename)}:{found.lineno}: {(found.line or '').strip()}"
+
+
+def _short_path(filename: str) -> str:
+    """A library file from where its package starts (`.../transformers/masking_utils.py`),
+    a file of the user's from the current folder when it is under it."""
+    path = Path(filename)
+    parts = path.parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return ".../" + "/".join(parts[parts.index(marker) + 1 :])
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return filename
+
+
 @contextmanager
 def _meta_failures_explained(device: torch.device | str | None) -> Iterator[list[Trace]]:
     """Turn any failure of a forward on the meta device into a `MetaTraceError`.
@@ -440,8 +598,15 @@ def _meta_failure_message(error: Exception, calls: list[Call]) -> str:
         )
     else:
         where = "before any module call"
+    line = _line_that_needed_values(error)
+    at_line = (
+        f" The line that needed real values: {line} (if it checks an optional input, such "
+        "as an attention mask of all ones, leave that input out)."
+        if line
+        else ""
+    )
     return (
-        f"forward raised on the meta device {where}: {type(error).__name__}: {error}. "
+        f"forward raised on the meta device {where}: {type(error).__name__}: {error}.{at_line} "
         "Meta tensors have shapes but no data, so .item(), data-dependent control flow and "
         "ops whose meta kernel is stricter than the CPU one fail there. Trace on the CPU "
         "instead (leave device unset, or build a smaller configuration of the model); if the "

@@ -33,5 +33,10 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "7B-shaped decoder",
         "render + compare",
         "failure diff",
+        "GPT-2-shaped decoder, 2 layers, 1x16 tokens: trace_forward",
+        "tiny modules: torchinfo.summary",
+        "GPT-2-shaped decoder: torchview.draw_graph",
+        "-call model: trace_forward + render + compare",
+        "trace memory (Python heap kept by the Trace)",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"

@@ -323,7 +323,7 @@ def test_an_unknown_marker_keyword_is_one_line_naming_it_and_the_valid_ones(
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.fwdorder got unknown option(s) 'devce': "
-            "the options are device, show_devices, hide, unregistered"
+            "the options are device, show_devices, hide, unregistered, show_local_shapes, fold*"
         ]
     )
     assert "plugin.py" not in result.stdout.str()  # no plugin source in the report

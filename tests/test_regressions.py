@@ -490,3 +490,33 @@ def test_a_lazy_module_is_initialized_by_a_cpu_trace_and_named_in_the_warning() 
     # The golden shows the module as it was before the forward that initialized it.
     assert "| parameters: weight f32 uninitialized, bias f32 uninitialized" in trace.render()
     assert model[0].weight.shape == (3, 4)
+
+
+# Review of 0.3: tensors whose layout is not strided, passed straight to a module.
+
+
+class PassesThrough(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def _nested() -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "nested tensors are in prototype stage"
+        return torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)])
+
+
+def test_a_nested_tensor_argument_is_described_and_does_not_break_forward() -> None:
+    trace = trace_forward(PassesThrough(), _nested())
+
+    assert "inner: Identity (nested f32[2,*,3]) -> nested f32[2,*,3]" in trace.render()
+
+
+def test_a_sparse_tensor_argument_is_described_as_sparse() -> None:
+    trace = trace_forward(PassesThrough(), torch.eye(3).to_sparse())
+
+    assert "inner: Identity (sparse_coo f32[3,3]) -> sparse_coo f32[3,3]" in trace.render()

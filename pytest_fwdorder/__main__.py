@@ -1,0 +1,7 @@
+"""`python -m pytest_fwdorder`: the `fwdorder` command line."""
+
+import sys
+
+from pytest_fwdorder.cli import main
+
+sys.exit(main())

@@ -1,0 +1,451 @@
+"""The `fwdorder` command: look at a model's trace, or compare two, without writing a test.
+
+    fwdorder show torchvision.models:resnet50 --input 1x3x224x224 --device meta --depth 1
+    fwdorder diff tests/__snapshots__/test_model/test_resnet50.fwdorder.txt mymodels:build \\
+        --input 1x3x224x224
+
+A TARGET is a golden file, or `package.module:factory`: a model class, a zero-argument
+function that builds the model, or a model object. Models are traced in eval mode unless
+`--train` is given. The trace options are the ones every entry point takes
+(`TraceOptions`), spelled with dashes: `--device`, `--show-devices`, `--hide`,
+`--unregistered`, ...
+
+Exit status: 0 when `show` printed the trace or `diff` found no difference, 1 when `diff`
+found one, 2 on a usage error, a target that cannot be loaded or built, or a forward
+that fails (one line on stderr says which and what to do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import importlib
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_fwdorder.diff import diff_golden
+from pytest_fwdorder.options import (
+    FACETS,
+    OPERATION_GROUPS,
+    OPTION_NAMES,
+    UNREGISTERED_POLICIES,
+    TraceOptions,
+)
+from pytest_fwdorder.render import FORMAT_VERSION, format_version
+from pytest_fwdorder.view import colorize_diff, colorize_golden, fold_golden
+
+if TYPE_CHECKING:
+    from torch import nn
+
+PROGRAM = "fwdorder"
+EXIT_SAME = 0
+EXIT_DIFFERENT = 1
+EXIT_ERROR = 2
+
+# `1x3x224x224`: the sizes of one input tensor joined by `x`; `0` and a lone size are fine.
+_INPUT_SPEC = re.compile(r"[0-9]+(?:x[0-9]+)*")
+_OPTION_HELP = {
+    "device": "run the model there; 'meta' traces without compute or weights "
+    "(default: the CPU, or where the factory builds it)",
+    "show_devices": "write each tensor's device in the golden text",
+    "hide": f"leave a facet out of the golden text, any of {', '.join(FACETS)} "
+    "(repeat it, or separate with commas)",
+    "unregistered": f"what a module that owns parameters but is not registered under the "
+    f"model causes: {' or '.join(UNREGISTERED_POLICIES)} (default: warn)",
+    "fold": "write the calls of this module path or type (layer1, Bottleneck) as one line "
+    "each, their inside summarized; repeat it, or separate with commas",
+    "ops": "record the torch-level operations each module's forward calls directly",
+    "ops_skip": f"what --ops leaves out: a group ({', '.join(OPERATION_GROUPS)}) or an "
+    "operation name; repeat it, or separate with commas ('none': record every operation; "
+    "default: every group)",
+    "backward": "run backward from the sum of the output's floating tensors and record its order",
+}
+
+
+class CommandError(Exception):
+    """A problem the user can fix, said in one line: the command prints it and exits with 2."""
+
+
+class _ModelBuildError(Exception):
+    """The factory raised or returned something other than a model."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: `sys.argv[1:]`) and return the exit status."""
+    parser = build_parser()
+    try:
+        arguments = parser.parse_args(argv)
+    except SystemExit as exit_request:  # argparse printed the help (0) or a usage error (2)
+        return exit_request.code if isinstance(exit_request.code, int) else EXIT_ERROR
+    try:
+        status: int = arguments.run(arguments)
+    except CommandError as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `fwdorder show ... | head`: the reader has all it wants
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit
+        return EXIT_SAME
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `fwdorder` and its `show` and `diff` commands."""
+    common = argparse.ArgumentParser(add_help=False)
+    model = common.add_argument_group("models (for a package.module:factory TARGET)")
+    model.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="SIZES",
+        help="the sizes of one input tensor joined by 'x', such as 1x3x224x224; repeat it "
+        "for a model that takes several inputs",
+    )
+    model.add_argument(
+        "--input-dtype",
+        action="append",
+        default=[],
+        metavar="DTYPE",
+        help="a torch dtype name such as float32, float16, bfloat16 or int64: once for "
+        "every input, or once per --input in order (default: float32)",
+    )
+    model.add_argument(
+        "--train", action="store_true", help="trace in train mode (default: eval mode)"
+    )
+    _add_trace_options(common)
+    common.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the output: auto (the default) colours a terminal unless NO_COLOR is set",
+    )
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description="Look at a PyTorch model's module calls in execution order, or compare "
+        "two traces, without writing a test.",
+        epilog="TARGET is a golden file (*.fwdorder.txt) or package.module:factory, where "
+        "factory is a model class, a zero-argument function that returns the model, or a "
+        "model; the current folder is searched first. Exit status: 0 equal (or shown), "
+        "1 different, 2 usage or loading errors.",
+    )
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    show = commands.add_parser(
+        "show",
+        parents=[common],
+        help="print the golden text of a model or a golden file",
+        description="Print the golden text: a header of totals, then one line per module "
+        "call in execution order.",
+    )
+    show.add_argument("target", metavar="TARGET")
+    show.add_argument(
+        "--depth",
+        type=int,
+        metavar="N",
+        help="fold calls nested deeper than N into their parent (0: the root call only); "
+        "the printed view only, the header still counts every call",
+    )
+    show.set_defaults(run=_show)
+    diff = commands.add_parser(
+        "diff",
+        parents=[common],
+        help="explain what changed from OLD to NEW",
+        description="Print what changed from OLD to NEW: a summary, then the aligned calls "
+        "(- old, + new) and the header lines that changed. Exit status 0 when equal, 1 when "
+        "different.",
+    )
+    diff.add_argument("old", metavar="OLD")
+    diff.add_argument("new", metavar="NEW")
+    diff.set_defaults(run=_diff)
+    return parser
+
+
+def _add_trace_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per trace option, named after it: `show_devices` is `--show-devices`."""
+    group = parser.add_argument_group(
+        "trace options (the names trace_forward, the fwdorder marker and the ini options take)"
+    )
+    defaults = TraceOptions()
+    for option in fields(TraceOptions):
+        flag = "--" + option.name.replace("_", "-")
+        default = getattr(defaults, option.name)
+        help_text = _OPTION_HELP.get(option.name, f"the trace option {option.name}")
+        if isinstance(default, bool):
+            group.add_argument(flag, action="store_true", help=help_text)
+        elif isinstance(default, tuple):
+            group.add_argument(flag, action="append", default=[], metavar="NAME", help=help_text)
+        else:
+            group.add_argument(flag, default=default, metavar="VALUE", help=help_text)
+
+
+def parse_input_spec(text: str) -> tuple[int, ...]:
+    """`1x3x224x224` as (1, 3, 224, 224); raises CommandError for anything else."""
+    if not _INPUT_SPEC.fullmatch(text):
+        raise CommandError(
+            f"bad --input {text!r}: write the sizes of one tensor joined by 'x', such as "
+            "--input 1x3x224x224 (repeat --input for each input the model takes)"
+        )
+    return tuple(int(size) for size in text.split("x"))
+
+
+def _show(arguments: argparse.Namespace) -> int:
+    text = _golden_text(arguments.target, arguments)
+    if arguments.depth is not None:
+        if arguments.depth < 0:
+            raise CommandError(
+                f"bad --depth {arguments.depth!r}: give 0 (the root call only) or more"
+            )
+        text = fold_golden(text, arguments.depth)
+    _write(colorize_golden(text) if _use_color(arguments.color) else text)
+    return EXIT_SAME
+
+
+def _diff(arguments: argparse.Namespace) -> int:
+    old_text = _golden_text(arguments.old, arguments)
+    new_text = _golden_text(arguments.new, arguments)
+    difference = diff_golden(old_text, new_text)
+    if not difference:
+        _write("no differences\n")
+        return EXIT_SAME
+    lines = difference.explanation()
+    _write("\n".join(colorize_diff(lines) if _use_color(arguments.color) else lines) + "\n")
+    return EXIT_DIFFERENT
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _use_color(choice: str) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: present and not empty
+        return False
+    return sys.stdout.isatty()
+
+
+def _golden_text(target: str, arguments: argparse.Namespace) -> str:
+    """The golden text of a TARGET: read from a golden file, or traced from a model."""
+    path = Path(target)
+    if path.is_file():
+        return _read_golden(path)
+    if ":" not in target or target.endswith(".txt"):
+        raise CommandError(
+            f"TARGET {target!r} is neither a file nor package.module:factory: give the path "
+            "of a golden file (*.fwdorder.txt), or a model such as torchvision.models:resnet50"
+        )
+    return _trace_text(target, _load_factory(target), arguments)
+
+
+def _read_golden(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CommandError(f"cannot read the golden file {str(path)!r}: {error}") from None
+    version = format_version(text)
+    if version is None:
+        first_line = text.split("\n", 1)[0][:80]
+        raise CommandError(
+            f"{str(path)!r} is not a pytest-fwdorder golden file: its first line is "
+            f"{first_line!r}, not '# pytest-fwdorder trace (format {FORMAT_VERSION})'"
+        )
+    if version != FORMAT_VERSION:
+        raise CommandError(
+            f"{str(path)!r} was written in format {version}; this pytest-fwdorder reads format "
+            f"{FORMAT_VERSION}: regenerate it with `pytest --snapshot-update` and review it"
+        )
+    return text
+
+
+@contextlib.contextmanager
+def _current_folder_importable() -> Iterator[None]:
+    """Let `mymodels:build` import from the current folder, as `python -m` would."""
+    folder = os.getcwd()
+    added = folder not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added:
+            sys.path.remove(folder)
+
+
+def _load_factory(target: str) -> Any:
+    """The object `package.module:factory` names; CommandError when it cannot be found."""
+    module_name, _, attribute_path = target.partition(":")
+    if not module_name or not attribute_path:
+        raise CommandError(
+            f"TARGET {target!r} must be package.module:factory, such as torchvision.models:resnet50"
+        )
+    try:
+        with _current_folder_importable():
+            value: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise CommandError(
+            f"cannot import {module_name!r} for TARGET {target!r}: {error}; check the name, "
+            "and run from the folder that holds it or put that folder on PYTHONPATH"
+        ) from None
+    except Exception as error:
+        raise CommandError(
+            f"importing {module_name!r} for TARGET {target!r} failed: "
+            f"{type(error).__name__}: {_first_line(error)}"
+        ) from None
+    owner = module_name
+    for name in attribute_path.split("."):
+        if not hasattr(value, name):
+            close = difflib.get_close_matches(name, dir(value), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise CommandError(f"{owner!r} has no attribute {name!r} (TARGET {target!r}){hint}")
+        value, owner = getattr(value, name), f"{owner}.{name}"
+    return value
+
+
+def _trace_text(target: str, factory: Any, arguments: argparse.Namespace) -> str:
+    """Build the model `factory` makes, trace it on the `--input` tensors, render the trace."""
+    from pytest_fwdorder.errors import MetaTraceError
+    from pytest_fwdorder.tracing import TensorSpec, trace_forward
+
+    options = _trace_options(arguments)
+    inputs = [TensorSpec(shape, dtype) for shape, dtype in _input_specs(target, arguments)]
+    builder = _builder(target, factory, train=arguments.train)
+    described = ", ".join(arguments.input)
+    try:
+        trace = trace_forward(
+            builder, *inputs, **{name: getattr(options, name) for name in OPTION_NAMES}
+        )
+    except _ModelBuildError as error:
+        raise CommandError(str(error)) from None
+    except MetaTraceError as error:
+        if isinstance(error.__cause__, _ModelBuildError):
+            raise CommandError(str(error.__cause__)) from None
+        raise CommandError(
+            f"tracing {target} on the meta device failed: {_one_line(error)}"
+        ) from None
+    except Exception as error:  # the model's own failure, said in one line
+        raise CommandError(
+            f"running {target} on inputs {described} failed: {type(error).__name__}: "
+            f"{_one_line(error)}"
+        ) from None
+    return trace.render()
+
+
+def _trace_options(arguments: argparse.Namespace) -> TraceOptions:
+    values = {name: getattr(arguments, name) for name in OPTION_NAMES}
+    values["hide"] = ",".join(values["hide"])
+    values["fold"] = ",".join(values["fold"])
+    skipped = ",".join(values["ops_skip"])
+    values["ops_skip"] = OPERATION_GROUPS if not skipped else "" if skipped == "none" else skipped
+    if values["device"] is not None:
+        _check_device(values["device"])
+    try:
+        return TraceOptions(**values)
+    except (TypeError, ValueError) as error:
+        raise CommandError(str(error).replace("TraceOptions: ", "", 1)) from None
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError):
+        raise CommandError(
+            f"bad --device {device!r}: not a torch device; use cpu, meta or cuda"
+        ) from None
+
+
+def _input_specs(target: str, arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], Any]]:
+    """Each --input's sizes with its dtype."""
+    import torch
+
+    if not arguments.input:
+        raise CommandError(
+            f"TARGET {target!r} is a model: give its input sizes, such as --input 1x3x224x224"
+        )
+    shapes = [parse_input_spec(text) for text in arguments.input]
+    names = arguments.input_dtype or ["float32"]
+    if len(names) == 1:
+        names = names * len(shapes)
+    if len(names) != len(shapes):
+        raise CommandError(
+            f"{len(arguments.input_dtype)} --input-dtype for {len(shapes)} --input: give one "
+            "dtype for every input, or one per --input in order"
+        )
+    dtypes = []
+    for name in names:
+        dtype = getattr(torch, name, None)
+        if not isinstance(dtype, torch.dtype):
+            raise CommandError(
+                f"bad --input-dtype {name!r}: use a torch dtype name such as float32, "
+                "float16, bfloat16 or int64"
+            )
+        dtypes.append(dtype)
+    return list(zip(shapes, dtypes, strict=True))
+
+
+def _builder(target: str, factory: Any, *, train: bool) -> Callable[[], nn.Module]:
+    """A zero-argument function that builds the model with `factory` and sets its mode."""
+    from torch import nn
+
+    if not isinstance(factory, nn.Module):
+        if not callable(factory):
+            raise CommandError(
+                f"TARGET {target!r} is a {type(factory).__name__}, not a model class, a "
+                "zero-argument function that builds a model, or a model"
+            )
+        required = _required_parameters(factory)
+        if required:
+            raise CommandError(
+                f"TARGET {target!r} needs arguments to build the model "
+                f"({', '.join(required)}): point TARGET at a zero-argument function that "
+                "builds it, such as def build(): return Net(num_classes=10)"
+            )
+
+    def build() -> nn.Module:
+        if isinstance(factory, nn.Module):
+            model = factory
+        else:
+            try:
+                model = factory()
+            except Exception as error:
+                raise _ModelBuildError(
+                    f"building the model with {target}() failed: {type(error).__name__}: "
+                    f"{_first_line(error)}"
+                ) from error
+        if not isinstance(model, nn.Module):
+            raise _ModelBuildError(
+                f"{target}() returned {type(model).__name__!r}, not an nn.Module: point "
+                "TARGET at a function that returns the model"
+            )
+        return model.train(train)
+
+    build.__qualname__ = target
+    return build
+
+
+def _required_parameters(factory: Callable[..., object]) -> list[str]:
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # builtins without a readable signature: just call it
+        return []
+    return [
+        parameter.name
+        for parameter in signature.parameters.values()
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    ]
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().split("\n", 1)[0]
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())

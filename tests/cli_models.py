@@ -1,0 +1,59 @@
+"""Small models the command-line tests name as a TARGET: `cli_models:tiny`."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def tiny() -> nn.Module:
+    return Tiny()
+
+
+def tiny_with_dropout() -> nn.Module:
+    """Tiny with one call inserted: a Dropout at the end of `body`."""
+    model = Tiny()
+    model.body.append(nn.Dropout(0.1))
+    return model
+
+
+class NeedsWidth(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, width)
+
+
+class Unregistered(nn.Module):
+    """Keeps a Linear in a plain list: it runs, but is neither trained nor saved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = [nn.Linear(4, 4)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.hidden[0](x)
+
+
+def broken() -> nn.Module:
+    raise RuntimeError("the checkpoint is missing")
+
+
+def not_a_model() -> int:
+    return 42
+
+
+def embedding() -> nn.Module:
+    return nn.Embedding(10, 3)
+
+
+NUMBER = 3

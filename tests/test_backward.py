@@ -1,0 +1,182 @@
+"""Backward order as an opt-in second section (`backward=True`)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pytest_fwdorder import record, trace_forward
+from pytest_fwdorder.compare import assert_same_structure
+from pytest_fwdorder.diff import ChangeKind, diff_golden
+from pytest_fwdorder.errors import StructureMismatchError
+
+
+def small() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def backward_section(text: str) -> list[str]:
+    lines = text.splitlines()
+    return lines[lines.index("backward:") :]
+
+
+def test_backward_steps_are_listed_in_the_order_gradients_arrive() -> None:
+    text = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    assert backward_section(text) == [
+        "backward:",
+        "  <root>: Sequential <- f32[3,2]",
+        "    2: Linear <- f32[3,2]",
+        "    1: ReLU <- f32[3,8]",
+        "    0: Linear <- f32[3,8]",
+    ]
+
+
+def test_the_header_says_where_backward_started() -> None:
+    text = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    assert "# backward: 4 steps, from the sum of the output's floating tensors" in text
+
+
+def test_a_loss_function_is_named_in_the_header() -> None:
+    def first_column(output: torch.Tensor) -> torch.Tensor:
+        return output[:, 0].sum()
+
+    text = trace_forward(small(), torch.randn(3, 4), backward=first_column).render()
+    assert "# backward: 4 steps, from test_a_loss_function_is_named_in_the_header.<locals>" in text
+
+
+def test_without_backward_the_golden_has_no_backward_section() -> None:
+    text = trace_forward(small(), torch.randn(3, 4)).render()
+    assert "backward:" not in text
+    assert "# backward" not in text
+
+
+def test_gradients_already_on_parameters_are_left_as_they_were() -> None:
+    model = small()
+    model[0].weight.grad = torch.ones(8, 4)
+    kept = model[0].weight.grad
+    trace_forward(model, torch.randn(3, 4), backward=True)
+    assert model[0].weight.grad is kept
+    assert torch.equal(kept, torch.ones(8, 4))
+    assert model[2].weight.grad is None
+
+
+def test_inputs_that_require_grad_get_no_grad() -> None:
+    inputs = torch.randn(3, 4, requires_grad=True)
+    trace_forward(small(), inputs, backward=True)
+    assert inputs.grad is None
+
+
+def test_nothing_that_requires_grad_gives_an_empty_section() -> None:
+    model = small().requires_grad_(False)
+    text = trace_forward(model, torch.randn(3, 4), backward=True).render()
+    assert backward_section(text) == ["backward:"]
+    assert "# backward: 0 steps" in text
+
+
+class Checkpointed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(checkpoint(self.block, x, use_reentrant=False))
+
+
+def test_checkpoint_recomputation_shows_as_recomputed_calls() -> None:
+    trace = trace_forward(Checkpointed(), torch.randn(2, 4), backward=True)
+    assert backward_section(trace.render()) == [
+        "backward:",
+        "  <root>: Checkpointed <- f32[2,2]",
+        "    head: Linear <- f32[2,2]",
+        "    block: Sequential <- f32[2,4]",
+        "      block.1: ReLU <- f32[2,4]",
+        "        recomputed block: Sequential",
+        "          recomputed block.0: Linear",
+        "          recomputed block.1: ReLU",
+        "      block.0: Linear <- f32[2,4]",
+    ]
+
+
+def test_recomputed_calls_are_not_forward_calls() -> None:
+    trace = trace_forward(Checkpointed(), torch.randn(2, 4), backward=True)
+    assert [call.display_path for call in trace] == [
+        "<root>",
+        "block",
+        "block.0",
+        "block.1",
+        "head",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_resnet50_traces_with_backward(mode: str) -> None:
+    model = torchvision.models.resnet50(weights=None)
+    model.train(mode == "train")
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    trace = trace_forward(model, torch.randn(1, 3, 64, 64), backward=True)
+    assert trace.backward is not None
+    assert len(trace.backward.steps) == len(trace)  # every call's output got its gradient
+    assert trace.backward.steps[0].path == ""
+    assert trace.backward.steps[-1].path == "conv1"
+    assert all(parameter.grad is None for parameter in model.parameters())
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+
+
+def test_a_changed_backward_order_is_a_change() -> None:
+    old = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    new = trace_forward(model, torch.randn(3, 4), backward=True).render()
+    diff = diff_golden(old, new)
+    assert diff.count(ChangeKind.BACKWARD_CHANGED) == 1
+    assert "backward order changed: step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]" in (
+        diff.summary()
+    )
+
+
+def test_assert_same_structure_can_ignore_backward() -> None:
+    old = trace_forward(small(), torch.randn(3, 4), backward=True)
+    new = trace_forward(small(), torch.randn(3, 4), backward=lambda output: output[:, 0].sum())
+    assert_same_structure(old, new, ignore=("backward",))
+
+
+def test_assert_same_structure_compares_backward_unless_ignored() -> None:
+    old = trace_forward(small(), torch.randn(3, 4), backward=True)
+    new = trace_forward(Checkpointed(), torch.randn(3, 4), backward=True)
+    with pytest.raises(StructureMismatchError, match="backward order changed"):
+        assert_same_structure(old, new, ignore=("types", "shapes"))
+
+
+def test_record_with_backward_records_the_blocks_own_backward() -> None:
+    model = small()
+    with record(model, backward=True) as trace:
+        model(torch.randn(3, 4)).pow(2).sum().backward()
+    model.zero_grad(set_to_none=True)
+    assert trace.backward is not None
+    assert [step.path for step in trace.backward.steps] == ["", "2", "1", "0"]
+
+
+def test_backward_must_be_a_bool_or_a_function() -> None:
+    with pytest.raises(TypeError, match="backward must be True, False or a function"):
+        trace_forward(small(), torch.randn(3, 4), backward="sum")
+
+
+def test_the_marker_turns_backward_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+
+        @pytest.mark.fwdorder(backward=True)
+        def test_marked(forward_trace):
+            text = forward_trace(torch.nn.Linear(2, 3), torch.randn(1, 2)).render()
+            assert text.endswith("backward:\\n  <root>: Linear <- f32[1,3]\\n")
+        """
+    )
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
