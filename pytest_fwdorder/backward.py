@@ -150,6 +150,12 @@ class BackwardRecorder:
         recorder = self.recorder
         assert recorder is not None  # set by trace_forward before forward runs
         loss = self._loss_of(output)
+        if callable(self.loss) and not isinstance(loss, torch.Tensor):
+            name = getattr(self.loss, "__qualname__", repr(self.loss))
+            raise TypeError(
+                f"backward={name} returned {type(loss).__name__}, not a tensor: the loss "
+                "function must return the tensor to run backward from (a scalar)"
+            )
         if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
             return  # nothing in the output requires grad: there is no backward to record
         leaves: list[torch.Tensor] = [

@@ -124,6 +124,8 @@ def describe_value(value: object) -> ValueDescription:
             pass
     try:
         return _describe(value, 0, set())
+    except _DescriberPluginError as failed:  # a plugin's bug is the plugin author's to see
+        raise failed.error from failed.error.__cause__
     except Exception as error:  # a broken __repr__ or property must not break the user's test
         return LiteralDescription(
             f"<{type(value).__name__}: not describable ({type(error).__name__})>"
@@ -212,11 +214,29 @@ def _describe_container(value: object, depth: int, open_containers: set[int]) ->
     return _describe_by_plugins(value, depth, open_containers)
 
 
+class _DescriberPluginError(Exception):
+    """Carries a describer plugin's error past the catch-all that keeps tracing alive."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _describe_by_plugins(value: object, depth: int, open_containers: set[int]) -> ValueDescription:
     """A value no built-in rule knows: the plugins' description, else `<TypeName>`."""
     from pytest_fwdorder.hooks import describe_with_plugins
 
-    described = describe_with_plugins(value, Describer(depth, open_containers))
+    try:
+        described = describe_with_plugins(value, Describer(depth, open_containers))
+    except _DescriberPluginError:
+        raise
+    except Exception as error:
+        error.add_note(
+            f"pytest-fwdorder: a pytest_fwdorder_describe_value hook raised while describing "
+            f"a {type(value).__name__}: fix the hook, or return None for values it does not "
+            "describe"
+        )
+        raise _DescriberPluginError(error) from None
     if described is None:
         return LiteralDescription(f"<{type(value).__name__}>")
     if isinstance(described, str):

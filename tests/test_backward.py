@@ -77,6 +77,14 @@ def test_nothing_that_requires_grad_gives_an_empty_section() -> None:
     assert "# backward: 0 steps" in text
 
 
+def test_a_loss_function_that_returns_no_tensor_is_a_type_error() -> None:
+    def forgot_to_return(output: torch.Tensor) -> None:
+        output.sum()
+
+    with pytest.raises(TypeError, match=r"forgot_to_return returned NoneType, not a tensor"):
+        trace_forward(small(), torch.randn(3, 4), backward=forgot_to_return)
+
+
 class Checkpointed(nn.Module):
     def __init__(self) -> None:
         super().__init__()

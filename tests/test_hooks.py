@@ -54,6 +54,31 @@ def test_conftest_describes_a_custom_type(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["<root>: Boxer (f32[3,4]) -> Box(tensor=f32[3,4], size=(32, 32))"])
 
 
+def test_an_error_in_a_describer_fails_the_test_and_names_the_hook(
+    pytester: pytest.Pytester,
+) -> None:
+    # A bug in a plugin must not become golden text such as `<Box: not describable>`.
+    pytester.makeconftest(
+        """
+        def pytest_fwdorder_describe_value(value, describe):
+            if type(value).__name__ == "Box":
+                return describe.fields("Box", {"missing": value.missing})
+            return None
+        """
+    )
+    pytester.makepyfile(test_hooked_box=TEST_WITH_BOX)
+
+    result = pytester.runpytest()
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*AttributeError*missing*",
+            "*pytest_fwdorder_describe_value hook raised while describing a Box*",
+        ]
+    )
+
+
 def test_without_a_describer_a_custom_type_shows_its_name(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_hooked_box=TEST_WITH_BOX)
 
