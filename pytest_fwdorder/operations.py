@@ -150,7 +150,7 @@ class OperationMode(TorchFunctionMode):
         self.skip_torch_modules = "torch_modules" in self.skipped
         # Per function: (golden name, recorded, keyword defaults) or None for a query; found
         # once per trace.
-        self.kinds: dict[object, tuple[str, bool, dict[str, object]] | None] = {}
+        self.kinds: dict[object, tuple[str, bool, dict[str, object], bool] | None] = {}
         self.torch_module_types: dict[type, bool] = {}
         self.names = tensor_names(root)
         # The full name of the model tensor each named tensor comes from (views included).
@@ -177,7 +177,7 @@ class OperationMode(TorchFunctionMode):
             kind = self.kinds[func] = self._kind(func)
         if kind is None:
             return func(*args, **kwargs)
-        name, recorded, defaults = kind
+        name, recorded, defaults, derives = kind
         owner = open_calls[-1]
         if recorded and self.skip_torch_modules:
             module_type = type(owner.module)
@@ -219,15 +219,25 @@ class OperationMode(TorchFunctionMode):
             record.raised = True
             raise
         record.output = raw_value(result)
+        # A recorded view or conversion of a model tensor is named in later operations as a
+        # left-out one is: recording more must not show less of which tensor is used.
+        if (
+            derives
+            and used
+            and args
+            and isinstance(result, torch.Tensor)
+            and id(args[0]) in sources
+        ):
+            self._name_derived(result, args[0], name)
         return result
 
-    def _kind(self, func: object) -> tuple[str, bool, dict[str, object]] | None:
+    def _kind(self, func: object) -> tuple[str, bool, dict[str, object], bool] | None:
         found = operation_name(func)
         if found is None:
             return None
         name, group = found
         recorded = name not in self.skipped and (group is None or group not in self.skipped)
-        return name, recorded, _keyword_defaults(func)
+        return name, recorded, _keyword_defaults(func), group in ("views", "conversions")
 
     def _raw(self, value: object) -> object:
         """A raw value, or the name of a model tensor; one level into lists and tuples."""

@@ -71,6 +71,8 @@ class TraceOptions:
             ops_skip = tuple(ops_skip.replace(",", " ").split())  # as in ini
         if isinstance(ops_skip, (list, set, frozenset)):
             ops_skip = tuple(ops_skip)
+        if ops_skip == ("none",):  # as the command line and the ini spell "skip nothing"
+            ops_skip = ()
         object.__setattr__(self, "ops_skip", ops_skip)
         check_option_values(
             {name: getattr(self, name) for name in OPTION_NAMES}, source="TraceOptions"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import gc
 import inspect
 import operator
@@ -25,7 +26,7 @@ from pytest_fwdorder.errors import (
     UnregisteredModuleError,
     warn_at_caller,
 )
-from pytest_fwdorder.hooks import call_views_from_plugins
+from pytest_fwdorder.hooks import call_view_hooks_exist, call_views_from_plugins
 from pytest_fwdorder.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.options import (
     OPERATION_GROUPS,
@@ -159,6 +160,7 @@ def trace_forward(
             backward_recorder.run(root, (args, kwargs), output)
     _finish_facets(recorder.trace, operations, backward_recorder)
     _check_unregistered(recorder.trace, options.unregistered)
+    _check_fold(recorder.trace, options.fold)
     _choose_call_views(recorder.trace)
     return recorder.trace
 
@@ -244,6 +246,7 @@ def record(
             "pass allow_empty=True if an empty trace is what you mean to test"
         )
     _check_unregistered(trace, options.unregistered)
+    _check_fold(trace, options.fold)
     _choose_call_views(trace)
 
 
@@ -314,6 +317,23 @@ def _as_arguments(options: TraceOptions) -> dict[str, Any]:
     return {name: getattr(options, name) for name in OPTION_NAMES}
 
 
+def _check_fold(trace: Trace, fold: tuple[str, ...]) -> None:
+    """Warn about `fold` names that match no called module's path or type: a typo would
+    otherwise leave the golden unfolded without a word."""
+    if not fold:
+        return
+    known = {call.display_path for call in trace.calls} | {call.module_type for call in trace.calls}
+    for name in fold:
+        if name in known:
+            continue
+        lowered = {known_name.lower(): known_name for known_name in sorted(known)}
+        close = [lowered[match] for match in difflib.get_close_matches(name.lower(), lowered)]
+        warn_at_caller(
+            f"fold names no called module: {name!r} is neither a called module's path nor "
+            f"its type{'; did you mean ' + ', '.join(close) if close else ''}"
+        )
+
+
 def _check_unregistered(trace: Trace, policy: str) -> None:
     """Warn about (or refuse) modules that own parameters but are not registered."""
     owners = [
@@ -351,6 +371,8 @@ def _render_options(options: TraceOptions) -> RenderOptions:
 
 def _choose_call_views(trace: Trace) -> None:
     """Ask the plugins how each called module's calls are shown (`pytest_fwdorder_call_view`)."""
+    if not call_view_hooks_exist():  # as usual: no dict of every call to build
+        return
     called = {call.path: call.module_type for call in trace.calls}
     views = call_views_from_plugins(called)
     if views:

@@ -7,7 +7,7 @@ import torch
 import torchvision
 from torch import nn
 
-from pytest_fwdorder import TraceOptions, record, trace_forward
+from pytest_fwdorder import FwdOrderWarning, TraceOptions, record, trace_forward
 from pytest_fwdorder.cli import main
 
 BACKBONE = ("layer1", "layer2", "layer3", "layer4")
@@ -140,3 +140,10 @@ def test_steps_count_outermost_calls_of_different_modules() -> None:
         "0: Linear #1 [step 1] (f32[1,2]) -> f32[1,2]",
         "<root>: Sequential [step 2] (f32[1,2]) -> f32[1,2]",
     ]
+
+
+def test_a_fold_name_that_matches_no_call_warns_with_close_matches() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+
+    with pytest.warns(FwdOrderWarning, match=r"fold names no called module.*'Relu'.*ReLU"):
+        trace_forward(model, torch.ones(1, 2), fold=("Relu",))

@@ -102,6 +102,12 @@ def test_ops_skip_empty_records_views_conversions_and_torch_modules_operations()
     assert names == ["view", "reshape", "linear", "relu", "add", "matmul", "float", "cat"]
 
 
+def test_ops_skip_none_records_everything_as_on_the_command_line() -> None:
+    # `--ops-skip none` and the ini's `fwdorder_ops_skip = none` mean "skip nothing": the
+    # same spelling means the same in Python, not "skip an operation called none".
+    assert trace_of(Outer(), ops=True, ops_skip="none") == trace_of(Outer(), ops=True, ops_skip=())
+
+
 def test_ops_skip_takes_single_operation_names() -> None:
     text = trace_of(Outer(), ops=True, ops_skip=("views", "conversions", "torch_modules", "cat"))
     assert "~ cat(" not in text
@@ -123,6 +129,22 @@ def test_a_left_out_view_of_a_parameter_keeps_its_name() -> None:
             return x @ self.weight.t()
 
     assert "  ~ matmul(f32[2,8], weight.t()) -> f32[2,8]" in trace_of(Transposed(), ops=True)
+
+
+def test_a_recorded_view_of_a_parameter_keeps_its_name_too() -> None:
+    # Recording more operations (ops_skip=()) must not show less about which tensor is used.
+    class Transposed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(8, 8))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.weight.t()
+
+    text = trace_of(Transposed(), ops=True, ops_skip=())
+
+    assert "  ~ t(weight) -> f32[8,8]" in text
+    assert "  ~ matmul(f32[2,8], weight.t()) -> f32[2,8]" in text
 
 
 class Attention(nn.Module):
