@@ -304,6 +304,11 @@ def _extra_repr_setting(module: nn.Module) -> tuple[Setting, ...]:
     return ((EXTRA_REPR_SETTING, _ADDRESS.sub("<address>", text)),)
 
 
+def is_uninitialized(tensor: torch.Tensor) -> bool:
+    """Whether a tensor is a lazy module's parameter or buffer that has no shape yet."""
+    return issubclass(type(tensor), _UNINITIALIZED)
+
+
 def module_tensors(module: nn.Module) -> ModuleTensors:
     """A module's own parameters and buffers (not its children's), without reading values.
 

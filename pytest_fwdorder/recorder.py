@@ -38,7 +38,7 @@ from pytest_fwdorder.distributed import (
     user_class_name,
 )
 from pytest_fwdorder.errors import MetaTraceError, UnwrappedModelWarning, warn_at_caller
-from pytest_fwdorder.facts import TensorIndex, index_tensors, module_facts
+from pytest_fwdorder.facts import TensorIndex, index_tensors, is_uninitialized, module_facts
 from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
 from pytest_fwdorder.trace import Trace
 
@@ -228,7 +228,7 @@ class _ModelState:
                 copies = {
                     name: value.clone()
                     for name, value in module._buffers.items()
-                    if value is not None and not _is_lazy(value)
+                    if value is not None and not is_uninitialized(value)
                 }
             self.buffers.append((module, module._buffers.copy(), copies))
 
@@ -251,7 +251,7 @@ def _signatures(parameters: Sequence[torch.Tensor]) -> list[_ParameterSignature]
 
 
 def _shape(tensor: torch.Tensor) -> torch.Size | None:
-    return None if _is_lazy(tensor) else tensor.shape
+    return None if is_uninitialized(tensor) else tensor.shape
 
 
 def _version(tensor: torch.Tensor) -> int:
@@ -368,20 +368,16 @@ def _restore_state(state: _ModelState) -> None:
         )
 
 
-_LAZY = (nn.UninitializedParameter, nn.UninitializedBuffer)
-
-
-def _is_lazy(tensor: torch.Tensor) -> bool:
-    # issubclass: isinstance would go through Parameter's metaclass hook, a Python call.
-    return issubclass(type(tensor), _LAZY)
-
-
 def _check_stand_ins_possible(index: ModelIndex, device: torch.device) -> None:
     """Fail before anything runs if a lazy parameter or buffer cannot get a stand-in."""
     for module in index.python_modules:
         for kind, tensors in (("parameter", module._parameters), ("buffer", module._buffers)):
             for name, value in tensors.items():
-                if value is not None and _is_lazy(value) and value.device.type != device.type:
+                if (
+                    value is not None
+                    and is_uninitialized(value)
+                    and value.device.type != device.type
+                ):
                     path = index.entries[id(module)].path
                     full_name = f"{path}.{name}" if path else name
                     message = (

@@ -126,16 +126,8 @@ def trace_forward(
     cause is the original error.
     """
     kwargs = _merge_model_kwargs(kwargs, model_kwargs)
-    options = TraceOptions(
-        _device_name(device),
-        show_devices,
-        _hide(hide),
-        unregistered,
-        show_local_shapes,
-        fold=_names(fold),
-        ops=ops,
-        ops_skip=_names(ops_skip),
-        backward=backward,
+    options = _trace_options(
+        device, show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward
     )
     root = _build(model, device)
     args = _place(args, device)
@@ -159,9 +151,7 @@ def trace_forward(
                 output = root(*args, **kwargs)
             backward_recorder.run(root, (args, kwargs), output)
     _finish_facets(recorder.trace, operations, backward_recorder)
-    _check_unregistered(recorder.trace, options.unregistered)
-    _check_fold(recorder.trace, options.fold)
-    _choose_call_views(recorder.trace)
+    _check_and_choose_views(recorder.trace, options)
     return recorder.trace
 
 
@@ -213,16 +203,8 @@ def record(
     `EmptyTraceError` unless `allow_empty`.
     """
     root = resolve_model(model, entry_point="record")
-    options = TraceOptions(
-        _device_name(device),
-        show_devices,
-        _hide(hide),
-        unregistered,
-        show_local_shapes,
-        fold=_names(fold),
-        ops=ops,
-        ops_skip=_names(ops_skip),
-        backward=backward,
+    options = _trace_options(
+        device, show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward
     )
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
@@ -245,9 +227,7 @@ def record(
             "block: call the model itself inside the `with` block (not a copy of it), or "
             "pass allow_empty=True if an empty trace is what you mean to test"
         )
-    _check_unregistered(trace, options.unregistered)
-    _check_fold(trace, options.fold)
-    _choose_call_views(trace)
+    _check_and_choose_views(trace, options)
 
 
 @dataclass(frozen=True)
@@ -315,6 +295,39 @@ def _finish_facets(
 
 def _as_arguments(options: TraceOptions) -> dict[str, Any]:
     return {name: getattr(options, name) for name in OPTION_NAMES}
+
+
+def _trace_options(
+    device: torch.device | str | None,
+    show_devices: bool,
+    hide: Iterable[str],
+    unregistered: str,
+    show_local_shapes: bool,
+    fold: Iterable[str],
+    ops: bool,
+    ops_skip: Iterable[str],
+    backward: bool | Callable[[Any], Any],
+) -> TraceOptions:
+    """The options `trace_forward` and `record` were given, as one checked `TraceOptions`."""
+    return TraceOptions(
+        _device_name(device),
+        show_devices,
+        _hide(hide),
+        unregistered,
+        show_local_shapes,
+        fold=_names(fold),
+        ops=ops,
+        ops_skip=_names(ops_skip),
+        backward=backward,
+    )
+
+
+def _check_and_choose_views(trace: Trace, options: TraceOptions) -> None:
+    """What every finished trace goes through: the unregistered and fold checks, then the
+    plugins' call views."""
+    _check_unregistered(trace, options.unregistered)
+    _check_fold(trace, options.fold)
+    _choose_call_views(trace)
 
 
 def _check_fold(trace: Trace, fold: tuple[str, ...]) -> None:
