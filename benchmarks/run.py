@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import io
 import json
+import operator
 import resource
 import statistics
 import subprocess
@@ -174,6 +175,10 @@ def breakdown(smoke: bool) -> list[Row]:
     one; medians): the profile behind the overhead rows."""
     resnet = torchvision.models.resnet18 if smoke else torchvision.models.resnet50
     return [
+        *guarantee_rows(
+            "tiny modules", tiny_modules(20 if smoke else 400).eval(), torch.randn(1, 16), smoke
+        ),
+        *guarantee_rows("GPT-2-shaped decoder", *tiny_decoder(), smoke),
         *phase_rows(
             "tiny modules", tiny_modules(20 if smoke else 400).eval(), torch.randn(1, 16), smoke
         ),
@@ -184,6 +189,176 @@ def breakdown(smoke: bool) -> list[Row]:
             smoke,
         ),
     ]
+
+
+@contextlib.contextmanager
+def hooks_doing(before: Callable[..., None], after: Callable[..., None]):  # type: ignore[no-untyped-def]
+    """Two global hooks doing only what a guarantee needs: the floor of that guarantee."""
+    pre = torch_module.register_module_forward_pre_hook(before)
+    post = torch_module.register_module_forward_hook(after, with_kwargs=True, always_call=True)
+    try:
+        yield
+    finally:
+        pre.remove()
+        post.remove()
+        getattr(torch_module, "_global_forward_hooks_with_kwargs", {}).pop(post.id, None)
+
+
+def guarantee_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool) -> list[Row]:
+    """What the guarantees the recorder keeps cost by themselves, each written as the least
+    Python that keeps it, next to the recorder's own cost in the same rounds.
+
+    Per call: the shapes, dtypes and devices of inputs and output; keyword arguments read
+    before the module runs (from the calling frame, as the recorder does); nesting (a stack
+    of open calls, the parent and the call count of each). Per module: its facts, and the
+    watch that puts the model back (copy each module's dicts and compare them afterwards).
+    """
+    rounds = 1 if smoke else 31
+    tensor_type = torch.Tensor
+    metadata = operator.attrgetter("shape", "dtype", "device")
+    get_frame = sys._getframe
+    wrapped_code = recorder_module.WRAPPED_CALL_FRAME_CODE
+    kept: list[object] = []
+
+    def shapes_before(module: nn.Module, args: tuple[object, ...]) -> None:
+        kept.append([metadata(value) if type(value) is tensor_type else None for value in args])
+
+    def shapes_after(module: nn.Module, args: object, kwargs: object, output: object) -> None:
+        kept.append(metadata(output) if type(output) is tensor_type else None)
+
+    def keywords_before(module: nn.Module, args: tuple[object, ...]) -> None:
+        frame = get_frame(3)
+        kept.append(frame.f_locals["kwargs"] if frame.f_code is wrapped_code else None)
+        shapes_before(module, args)
+
+    open_calls: list[object] = []
+    counts: dict[int, int] = {}
+
+    def nesting_before(module: nn.Module, args: tuple[object, ...]) -> None:
+        keywords_before(module, args)
+        counts[id(module)] = counts.get(id(module), 0) + 1
+        kept.append((len(open_calls), open_calls[-1] if open_calls else None))
+        open_calls.append(module)
+
+    def nesting_after(module: nn.Module, args: object, kwargs: object, output: object) -> None:
+        if open_calls and open_calls[-1] is module:
+            open_calls.pop()
+        shapes_after(module, args, kwargs, output)
+
+    def with_hooks(before: Callable[..., None], after: Callable[..., None]) -> Callable[[], object]:
+        def run() -> object:
+            kept.clear()
+            counts.clear()
+            with hooks_doing(before, after), torch.no_grad():
+                return model(inputs)
+
+        return run
+
+    modules_list = list(model.modules())
+    dicts = [
+        *map(vars, modules_list),
+        *(module._parameters for module in modules_list),
+        *(module._buffers for module in modules_list),
+    ]
+
+    def watch() -> object:  # copy every module's dicts, compare them afterwards
+        copies = list(map(dict.copy, dicts))
+        return recorder_module._all_same(dicts, copies)
+
+    def ours_per_module() -> object:  # index, capture, put back: the recorder's own
+        index = recorder_module.index_model(model)
+        state = recorder_module._capture_state(index)
+        recorder_module._restore_state(state)
+        return state
+
+    index = recorder_module.index_model(model)
+
+    def ours_hooks() -> object:
+        recorder = recorder_module.Recorder(index, Trace(root_type="", callable_paths=()))
+        with recorder.hooks_installed(), torch.no_grad():
+            return model(inputs)
+
+    def traced() -> object:
+        with torch.no_grad():
+            return trace_forward(model, inputs)
+
+    def bare() -> object:
+        with torch.no_grad():
+            return model(inputs)
+
+    calls = len(trace_forward(model, inputs))
+    modules = len(modules_list)
+    candidates: dict[str, Callable[[], object]] = {
+        "bare": bare,
+        "floor": with_hooks(lambda module, args: None, lambda *rest: None),
+        "shapes": with_hooks(shapes_before, shapes_after),
+        "keywords": with_hooks(keywords_before, shapes_after),
+        "nesting": with_hooks(nesting_before, nesting_after),
+        "hooks": ours_hooks,
+        "walk": lambda: list(model.named_modules(remove_duplicate=False)),
+        "facts": lambda: every_module_facts(model),
+        "watch": watch,
+        "ours per module": ours_per_module,
+        "trace_forward": traced,
+    }
+    medians = interleaved_medians(candidates, rounds)
+    floor = medians["floor"]
+
+    def per_call(seconds: float) -> str:
+        return f"{seconds / calls * 1e6:.2f} us per call"
+
+    def per_module(seconds: float) -> str:
+        return f"{seconds / modules * 1e6:.2f} us per module"
+
+    rows = [
+        Row(
+            "guarantees",
+            f"{label}, {calls} calls: {text}",
+            f"{seconds * 1e3:.2f} ms",
+            per_call(seconds),
+        )
+        for text, seconds in (
+            (
+                "torch's two global hooks doing nothing, above bare (the floor)",
+                floor - medians["bare"],
+            ),
+            ("least: shape, dtype and device of every input and output", medians["shapes"] - floor),
+            (
+                "least: + keyword arguments read before the module runs",
+                medians["keywords"] - medians["shapes"],
+            ),
+            (
+                "least: + nesting (open calls, parent, call count)",
+                medians["nesting"] - medians["keywords"],
+            ),
+            ("the recorder's hooks, above the floor", medians["hooks"] - floor),
+        )
+    ]
+    rows += [
+        Row(
+            "guarantees",
+            f"{label}, {modules} modules: {text}",
+            f"{medians[name] * 1e3:.2f} ms",
+            per_module(medians[name]),
+        )
+        for name, text in (
+            ("walk", "least: walk the modules (named_modules)"),
+            ("facts", "least: every module's facts (settings, own tensors)"),
+            ("watch", "least: copy every module's dicts, compare them afterwards"),
+            ("ours per module", "the recorder's index, state capture and put back"),
+        )
+    ]
+    least = medians["nesting"] - floor + medians["walk"] + medians["facts"] + medians["watch"]
+    ours = medians["trace_forward"] - floor
+    rows.append(
+        Row(
+            "guarantees",
+            f"{label}: all the guarantees at their least vs trace_forward, above the floor",
+            f"{least * 1e3:.2f} ms vs {ours * 1e3:.2f} ms",
+            f"{least / calls * 1e6:.1f} vs {ours / calls * 1e6:.1f} us per call",
+        )
+    )
+    return rows
 
 
 def phase_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool) -> list[Row]:
@@ -559,13 +734,30 @@ def real_model_at_scale(smoke: bool) -> list[Row]:
         with torch.no_grad():
             return trace_forward(model, inputs).render() == golden
 
-    medians = interleaved_medians({"all": trace_render_compare}, rounds)
+    def bare() -> object:
+        with torch.no_grad():
+            return model(inputs)
+
+    def floor() -> object:
+        with global_noop_hooks(), torch.no_grad():
+            return model(inputs)
+
+    medians = interleaved_medians(
+        {"all": trace_render_compare, "bare": bare, "floor": floor}, rounds
+    )
     calls = 2 * pairs + 1
     heap = {size: trace_heap_bytes(size) for size in ((25, 250) if smoke else (5_000, pairs))}
     (small, small_bytes), (large, large_bytes) = heap.items()
     per_call_small = small_bytes / (2 * small + 1)
     per_call_large = large_bytes / (2 * large + 1)
     return [
+        Row("scale", f"{calls:,}-call model: bare forward", f"{medians['bare']:.2f} s"),
+        Row(
+            "scale",
+            f"{calls:,}-call model: global no-op hooks (floor)",
+            f"{medians['floor']:.2f} s",
+            f"{medians['floor'] / medians['bare']:.2f}",
+        ),
         Row(
             "scale",
             f"{calls:,}-call model: trace_forward + render + compare",

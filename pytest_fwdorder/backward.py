@@ -179,10 +179,7 @@ class BackwardRecorder:
         finally:
             self.in_backward = False
             # Calls made during backward (recomputation) are steps of it, not forward calls.
-            del recorder.records[kept:]
-            recorder.open_calls.clear()
-            recorder.call_counts.clear()
-            recorder.call_counts.update(counts)
+            recorder.forget_calls_after(kept, counts)
             for parameter, gradient in saved:
                 if parameter.grad is not gradient:
                     parameter.grad = gradient

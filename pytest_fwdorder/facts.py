@@ -9,12 +9,15 @@ which attributes hold its settings) is done once per class and cached.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import operator
 import re
 import types
 import weakref
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
+from itertools import chain
 
 import torch
 from torch import nn
@@ -74,9 +77,10 @@ class _SettingsPlan:
     presence_names: tuple[str, ...] = ()
 
 
-_SETTINGS_PLANS: weakref.WeakKeyDictionary[type[nn.Module], _SettingsPlan] = (
-    weakref.WeakKeyDictionary()
-)
+# A plain dict: looking a class up in a WeakKeyDictionary costs a weak reference per module
+# of every trace. Classes are few; the dict is cleared if a process makes very many.
+_SETTINGS_PLANS: dict[type[nn.Module], _SettingsPlan] = {}
+_MOST_SETTINGS_PLANS = 10_000
 # Equal facts are built once (a frozen dataclass costs more to build than to look up).
 _TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
 _MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
@@ -89,13 +93,16 @@ _FORWARD_PARAMETERS: weakref.WeakKeyDictionary[object, ForwardParameters | None]
 )
 
 
-def module_facts(module: nn.Module) -> ModuleFacts:
+def module_facts(module: nn.Module, *, ask_plugins: bool = True) -> ModuleFacts:
     """Settings, own tensors and forward's parameters of a module, and plugins' facts.
 
     Plugins' facts (`pytest_fwdorder_module_facts`) are asked for every time: they can
-    depend on anything in the module, so they are never part of the shared facts.
+    depend on anything in the module, so they are never part of the shared facts. A caller
+    that found no plugin implementing the hook passes `ask_plugins=False`.
     """
     facts = _shared_module_facts(module)
+    if not ask_plugins:
+        return facts
     extra = module_facts_from_plugins(module)
     return replace(facts, extra=extra) if extra else facts
 
@@ -109,11 +116,14 @@ def _shared_module_facts(module: nn.Module) -> ModuleFacts:
     module in every trace.
     """
     key = _raw_facts(module)
+    try:
+        facts = _MODULE_FACTS.get(key) if key is not None else None
+    except TypeError:  # a list or other unhashable setting
+        key = None
     if key is None:
         return ModuleFacts(
             module_settings(module), module_tensors(module), forward_parameters(module)
         )
-    facts = _MODULE_FACTS.get(key)
     if facts is None:
         if len(_MODULE_FACTS) >= _MOST_TENSOR_FACTS:
             _MODULE_FACTS.clear()
@@ -128,58 +138,51 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
     """What the facts of a module are made from, as a cache key; None when it cannot be one.
 
     Only builtins and torch's own hashable values (dtypes, sizes) go in, so hashing is done
-    in C. Types are part of it: `True == 1` and `0.0 == 0` must not share a text.
+    in C, and the tensors' parts are read by `map` in C. Types are part of it: `True == 1`
+    and `0.0 == 0` must not share a text, and a None parameter must not look like another.
     """
     module_class = type(module)
     plan = _SETTINGS_PLANS.get(module_class)
-    if plan is None or plan.uses_extra_repr or "forward" in vars(module):
+    attributes = module.__dict__
+    if plan is None or plan.uses_extra_repr or "forward" in attributes:
         return None  # extra_repr() text can depend on anything: read it every time
-    attributes = vars(module)
-    parameters = module._parameters
-    values = tuple([attributes.get(attribute, _MISSING) for attribute in plan.attribute_names])
+    get_attribute = attributes.get
+    values = tuple([get_attribute(attribute, _MISSING) for attribute in plan.attribute_names])
     value_types: tuple[object, ...] = tuple(map(type, values))
     if tuple in value_types:
         value_types = tuple([_value_types(value) for value in values])
+    parameters = module._parameters
+    buffers = module._buffers
     try:
-        tensors: tuple[tuple[object, ...], ...] = tuple(
-            [
-                (name, value.dtype, value.shape, value.requires_grad, type(value))
-                for name, value in parameters.items()
-                if value is not None
-            ]
+        tensors: tuple[object, ...] = (
+            tuple(parameters),
+            tuple(map(type, parameters.values())),
+            tuple(map(_TENSOR_KEY, filter(_IS_NOT_NONE, parameters.values()))),
         )
-        buffers = module._buffers
         if buffers:
             non_persistent = module._non_persistent_buffers_set
-            tensors += tuple(
-                [
-                    (name, value.dtype, value.shape, name in non_persistent, type(value))
-                    for name, value in buffers.items()
-                    if value is not None
-                ]
+            tensors += (
+                tuple(buffers),
+                tuple(map(type, buffers.values())),
+                tuple(map(_TENSOR_KEY, filter(_IS_NOT_NONE, buffers.values()))),
+                tuple([name in non_persistent for name in buffers]),
             )
     except RuntimeError:  # a lazy module's uninitialized tensor has no shape to read
         return None
-    key = (
-        module_class,
-        module_class.forward,
-        values,
-        value_types,
-        tuple([parameters.get(name) is not None for name in plan.presence_names]),
-        len(parameters),
-        tensors,
-    )
-    try:
-        hash(key)
-    except TypeError:  # a list or other unhashable setting
-        return None
-    return key
+    return (module_class, module_class.forward, values, value_types, tensors)
+
+
+_TENSOR_KEY = operator.attrgetter("dtype", "shape", "requires_grad")
+_IS_NOT_NONE = functools.partial(operator.is_not, None)
 
 
 def _value_types(value: object) -> object:
     """The types in a setting value, tuples item by item: `(1, 1)` and `(True, True)` differ."""
     if type(value) is tuple:
-        return (tuple, *[_value_types(item) for item in value])
+        item_types = tuple(map(type, value))  # in C for the usual flat tuple: (3, 3)
+        if tuple in item_types:
+            return (tuple, *[_value_types(item) for item in value])
+        return (tuple, *item_types)
     return type(value)
 
 
@@ -198,6 +201,8 @@ def module_settings(module: nn.Module) -> tuple[Setting, ...]:
         module_class = type(module)
         plan = _SETTINGS_PLANS.get(module_class)
         if plan is None:
+            if len(_SETTINGS_PLANS) >= _MOST_SETTINGS_PLANS:
+                _SETTINGS_PLANS.clear()
             plan = _SETTINGS_PLANS[module_class] = _plan_settings(module_class)
         if plan.uses_extra_repr:
             return _extra_repr_setting(module)
@@ -368,13 +373,18 @@ def index_tensors(
     when the caller walked it already; without `with_keys` the keys are left empty (the
     recorder needs only ties and totals, and names are what cost).
     """
+    if named_modules is None:
+        named_modules = root.named_modules(remove_duplicate=False)
+    if not with_keys:
+        named_modules = list(named_modules)
+        totals = _totals_without_ties(named_modules)
+        if totals is not None:
+            return TensorIndex(tied=(), state_dict_keys=(), totals=totals)
     # Full names are built only for keys and for tensors met a second time: a tie is rare.
     first_seen: dict[int, tuple[str, str]] = {}
     other_names: dict[int, list[str]] = {}
     keys: list[str] = []
     parameter_count = trainable_parameter_count = buffer_count = uninitialized_count = 0
-    if named_modules is None:
-        named_modules = root.named_modules(remove_duplicate=False)
     for path, module in named_modules:
         parameters = module._parameters
         buffers = module._buffers
@@ -426,6 +436,39 @@ def index_tensors(
             parameter_count, trainable_parameter_count, buffer_count, uninitialized_count
         ),
     )
+
+
+def _totals_without_ties(named_modules: list[tuple[str, nn.Module]]) -> TensorTotals | None:
+    """The totals, counted in C, when no tensor is reached twice and none is lazy; else None.
+
+    The usual model: then no name needs building, and the general walk is not needed.
+    """
+    modules = [module for _, module in named_modules]
+    parameters = list(
+        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(_PARAMETERS_OF, modules))))
+    )
+    buffers = list(
+        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(_BUFFERS_OF, modules))))
+    )
+    tensors = parameters + buffers
+    if len(set(map(id, tensors))) != len(tensors):
+        return None  # a tie, or a module registered twice: names are needed
+    if any(issubclass(tensor_type, _UNINITIALIZED) for tensor_type in set(map(type, tensors))):
+        return None
+    return TensorTotals(
+        sum(map(_NUMEL, parameters)),
+        sum(map(_NUMEL, filter(_REQUIRES_GRAD, parameters))),
+        sum(map(_NUMEL, buffers)),
+        0,
+    )
+
+
+_PARAMETERS_OF = operator.attrgetter("_parameters")
+# Not dict.values: a TorchScript module keeps its tensors in a wrapper that is not a dict.
+_VALUES = operator.methodcaller("values")
+_BUFFERS_OF = operator.attrgetter("_buffers")
+_REQUIRES_GRAD = operator.attrgetter("requires_grad")
+_NUMEL = torch.Tensor.numel
 
 
 def tied_tensors(root: nn.Module) -> dict[str, tuple[str, ...]]:

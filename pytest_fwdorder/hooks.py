@@ -222,6 +222,11 @@ def module_facts_from_plugins(module: nn.Module) -> tuple[tuple[str, str], ...]:
     return tuple(facts)
 
 
+def module_facts_hooks_exist() -> bool:
+    """Whether any plugin implements `pytest_fwdorder_module_facts`."""
+    return bool(plugin_manager().hook.pytest_fwdorder_module_facts.get_hookimpls())
+
+
 def call_view_hooks_exist() -> bool:
     """Whether any plugin implements `pytest_fwdorder_call_view`."""
     return bool(plugin_manager().hook.pytest_fwdorder_call_view.get_hookimpls())

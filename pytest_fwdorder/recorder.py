@@ -14,9 +14,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import chain
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -35,10 +36,12 @@ from pytest_fwdorder.describe import (
 from pytest_fwdorder.distributed import (
     class_swapped_modules,
     swapped_classes_message,
+    user_class,
     user_class_name,
 )
 from pytest_fwdorder.errors import MetaTraceError, UnwrappedModelWarning, warn_at_caller
 from pytest_fwdorder.facts import TensorIndex, index_tensors, is_uninitialized, module_facts
+from pytest_fwdorder.hooks import module_facts_hooks_exist
 from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
 from pytest_fwdorder.trace import Trace
 
@@ -121,15 +124,39 @@ _OPAQUE = ModuleFacts((), ModuleTensors(()), None)  # what Python cannot read in
 
 
 def module_entry(
-    module: nn.Module, path: str, *, registered: bool, inside_script: bool = False
+    module: nn.Module,
+    path: str,
+    *,
+    registered: bool,
+    inside_script: bool = False,
+    ask_plugins: bool = True,
 ) -> ModuleEntry:
-    if isinstance(module, torch.jit.ScriptModule):
+    module_type, scripted = _class_facts(type(module))
+    if scripted:
         original_name = getattr(module, "original_name", None)
-        module_type = original_name if isinstance(original_name, str) else type(module).__name__
+        module_type = original_name if isinstance(original_name, str) else module_type
         return ModuleEntry(path, registered, module_type, True, _OPAQUE, module.training)
-    facts = _OPAQUE if inside_script else module_facts(module)
+    facts = _OPAQUE if inside_script else module_facts(module, ask_plugins=ask_plugins)
     # Positional: this runs for every module of every trace.
-    return ModuleEntry(path, registered, user_class_name(module), False, facts, module.training)
+    return ModuleEntry(path, registered, module_type, False, facts, module.training)
+
+
+# Per class: the name the user wrote it under, and whether it is TorchScript's. Classes are
+# few and this is asked for every module of every trace.
+_CLASS_FACTS: dict[type, tuple[str, bool]] = {}
+_MOST_CLASS_FACTS = 10_000
+
+
+def _class_facts(module_class: type) -> tuple[str, bool]:
+    found = _CLASS_FACTS.get(module_class)
+    if found is None:
+        if len(_CLASS_FACTS) >= _MOST_CLASS_FACTS:
+            _CLASS_FACTS.clear()
+        found = _CLASS_FACTS[module_class] = (
+            user_class(module_class).__name__,
+            issubclass(module_class, torch.jit.ScriptModule),
+        )
+    return found
 
 
 @dataclass
@@ -153,13 +180,16 @@ def index_model(root: nn.Module) -> ModelIndex:
     callable_paths: list[str] = []
     python_modules: list[nn.Module] = []
     named_modules = list(root.named_modules(remove_duplicate=False))
+    ask_plugins = module_facts_hooks_exist()
     for path, module in named_modules:
         module_id = id(module)
         if module_id in entries:
             other_names.setdefault(module_id, []).append(path)
             continue
         inside_script = bool(scripted_prefixes) and path.startswith(tuple(scripted_prefixes))
-        entry = module_entry(module, path, registered=True, inside_script=inside_script)
+        entry = module_entry(
+            module, path, registered=True, inside_script=inside_script, ask_plugins=ask_plugins
+        )
         entries[module_id] = entry
         modules.append(module)
         if inside_script:
@@ -181,68 +211,89 @@ def index_model(root: nn.Module) -> ModelIndex:
     )
 
 
-@dataclass
 class _ModelState:
     """What a forward can change in a model and around it, captured so it can be put back.
 
     Modules join as they are met: the registered ones before the forward, unregistered ones
-    (kept in a plain list, built in forward) at their first call, before they run.
+    (kept in a plain list, built in forward) at their first call, before they run. Each
+    module's `__dict__`, `_parameters` and `_buffers` are watched: copied, and compared with
+    their copies by identity when the forward is over, all of them at once in C, and one by
+    one only when something differs.
     """
 
-    modules: list[nn.Module] = field(default_factory=list)
-    attributes: list[dict[str, Any]] = field(default_factory=list)
-    # Modules with parameters: (module, its parameters dict as it was).
-    parameter_dicts: list[tuple[nn.Module, dict[str, Any]]] = field(default_factory=list)
-    # Every parameter, flat, with its full name and signature: compared as two lists in one
-    # C comparison when the forward is over, parameter by parameter only if they differ.
-    parameters: list[torch.Tensor] = field(default_factory=list)
-    parameter_names: list[str] = field(default_factory=list)
-    parameter_signatures: list[_ParameterSignature] = field(default_factory=list)
-    buffers: list[tuple[nn.Module, dict[str, Any], dict[str, torch.Tensor]]] = field(
-        default_factory=list
-    )
-    grad_enabled: bool = True
-    cpu_rng: torch.Tensor | None = None
-    cuda_rng: list[torch.Tensor] | None = None
-    python_rng: object = None
-    numpy_rng: object = None
-
-    def add_module(self, module: nn.Module, path: str) -> None:
-        """Capture one module's own state (not its children's)."""
-        self.modules.append(module)
+    def __init__(self) -> None:
+        self.modules: list[nn.Module] = []
+        self.paths: list[str] = []
+        self.parameter_dicts: list[dict[str, Any]] = []
         # Plain attributes too: a forward that reassigns `self.scale = self.scale.to(device)`
         # would otherwise leave a tensor of the trace's device in the model.
-        self.attributes.append(module.__dict__.copy())
-        parameters = module._parameters
-        if parameters:
-            self.parameter_dicts.append((module, parameters.copy()))
-            prefix = f"{path}." if path else ""
-            own = [value for value in parameters.values() if value is not None]
-            self.parameters += own
-            self.parameter_names += [
-                prefix + name for name, value in parameters.items() if value is not None
-            ]
-            self.parameter_signatures += _signatures(own)
-        if module._buffers:
+        self.watched: list[dict[str, Any]] = []
+        self.copies: list[dict[str, Any]] = []
+        # Every parameter, flat, with its signature: compared as two lists in one C
+        # comparison when the forward is over, parameter by parameter only if they differ.
+        self.parameters: list[torch.Tensor] = []
+        self.parameter_signatures: list[_ParameterSignature] = []
+        # (buffer, a copy of its values): BatchNorm updates running statistics in place.
+        self.buffer_copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.grad_enabled = torch.is_grad_enabled()
+        self.cpu_rng = torch.random.get_rng_state()
+        # Asking for CUDA's state would initialise CUDA; only save it if it is in use.
+        self.cuda_rng: list[torch.Tensor] | None = (
+            torch.cuda.get_rng_state_all()
+            if torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+            else None
+        )
+        self.python_rng = random.getstate()
+        # Models draw from numpy's global generator too (Wav2Vec2's SpecAugment masks).
+        numpy = sys.modules.get("numpy")
+        self.numpy_rng: object = numpy.random.get_state() if numpy is not None else None
+
+    def add_modules(self, modules: Sequence[nn.Module], paths: Sequence[str]) -> None:
+        """Capture these modules' own state (not their children's)."""
+        self.modules += modules
+        self.paths += paths
+        parameter_dicts = list(map(_PARAMETERS_OF, modules))
+        buffer_dicts = list(map(_BUFFERS_OF, modules))
+        watched = [*map(vars, modules), *parameter_dicts, *buffer_dicts]
+        self.parameter_dicts += parameter_dicts
+        self.watched += watched
+        self.copies += map(dict.copy, watched)
+        parameters = [
+            value
+            for value in chain.from_iterable(map(dict.values, parameter_dicts))
+            if value is not None
+        ]
+        self.parameters += parameters
+        self.parameter_signatures += _signatures(parameters)
+        buffers = [
+            value
+            for value in chain.from_iterable(map(dict.values, filter(None, buffer_dicts)))
+            if value is not None and not is_uninitialized(value)
+        ]
+        if buffers:
             with torch.no_grad():  # clones of buffers that require grad must not
-                copies = {
-                    name: value.clone()
-                    for name, value in module._buffers.items()
-                    if value is not None and not is_uninitialized(value)
-                }
-            self.buffers.append((module, module._buffers.copy(), copies))
+                self.buffer_copies += [(buffer, buffer.clone()) for buffer in buffers]
+
+    def parameter_names(self) -> list[str]:
+        """Each parameter's full name, in the order of `parameters` (built when needed)."""
+        return [
+            f"{path}.{name}" if path else name
+            for path, parameters in zip(self.paths, self.parameter_dicts, strict=True)
+            for name, value in parameters.items()
+            if value is not None
+        ]
 
 
+_PARAMETERS_OF = operator.attrgetter("_parameters")
+_BUFFERS_OF = operator.attrgetter("_buffers")
 # A parameter as it was: version counter, requires_grad, dtype, shape, device.
 _ParameterSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
+_SIGNATURE = operator.attrgetter("_version", "requires_grad", "dtype", "shape", "device")
 
 
 def _signatures(parameters: Sequence[torch.Tensor]) -> list[_ParameterSignature]:
-    try:  # the common case in one comprehension
-        return [
-            (value._version, value.requires_grad, value.dtype, value.shape, value.device)
-            for value in parameters
-        ]
+    try:  # the common case, in C
+        return list(map(_SIGNATURE, parameters))
     except RuntimeError:  # a lazy parameter (no shape) or an inference tensor (no version)
         return [
             (_version(value), value.requires_grad, value.dtype, _shape(value), value.device)
@@ -262,71 +313,56 @@ def _version(tensor: torch.Tensor) -> int:
 
 
 def _capture_state(index: ModelIndex) -> _ModelState:
-    numpy = sys.modules.get("numpy")
-    state = _ModelState(
-        grad_enabled=torch.is_grad_enabled(),
-        cpu_rng=torch.random.get_rng_state(),
-        # Asking for CUDA's state would initialise CUDA; only save it if it is in use.
-        cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,  # type: ignore[no-untyped-call]
-        python_rng=random.getstate(),
-        # Models draw from numpy's global generator too (Wav2Vec2's SpecAugment masks).
-        numpy_rng=numpy.random.get_state() if numpy is not None else None,
-    )
-    for module in index.python_modules:
-        state.add_module(module, index.entries[id(module)].path)
+    state = _ModelState()
+    modules = index.python_modules
+    entries = index.entries
+    state.add_modules(modules, [entries[id(module)].path for module in modules])
     return state
 
 
-def _same_entries(current: dict[str, Any], original: dict[str, Any]) -> bool:
-    """Whether a dict still holds the very objects it held, under the same names.
+def _all_same(current: list[dict[str, Any]], originals: list[dict[str, Any]]) -> bool:
+    """Whether every dict still holds the very objects its copy holds, under the same names.
 
     Reassigning a name keeps its place in a dict, so comparing the values in order by
-    identity (in C, by `map`) finds any reassignment; the key views catch renames.
+    identity finds any reassignment, and the keys catch additions, removals and renames.
+    All of it runs in C: this is one pass over every module of the model.
     """
     return (
-        len(current) == len(original)
-        and all(map(operator.is_, current.values(), original.values()))
-        and current.keys() == original.keys()
+        list(map(len, current)) == list(map(len, originals))
+        and list(chain.from_iterable(current)) == list(chain.from_iterable(originals))
+        and all(
+            map(
+                operator.is_,
+                chain.from_iterable(map(dict.values, current)),
+                chain.from_iterable(map(dict.values, originals)),
+            )
+        )
     )
-
-
-def _restore_attributes(module: nn.Module, original: dict[str, Any]) -> None:
-    current = module.__dict__
-    if _same_entries(current, original):
-        return
-    for name in [name for name in current if name not in original]:
-        del current[name]
-    current.update(original)
 
 
 def _restore_state(state: _ModelState) -> None:
     torch.set_grad_enabled(state.grad_enabled)
-    if state.cpu_rng is not None:
-        torch.random.set_rng_state(state.cpu_rng)
+    torch.random.set_rng_state(state.cpu_rng)
     if state.cuda_rng is not None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
-    random.setstate(state.python_rng)  # type: ignore[arg-type]
+    random.setstate(state.python_rng)
     numpy = sys.modules.get("numpy")
     if numpy is not None and state.numpy_rng is not None:
         numpy.random.set_state(state.numpy_rng)
-    with_parameters = {id(module) for module, _ in state.parameter_dicts}
-    with_buffers = {id(module) for module, _, _ in state.buffers}
-    for module, attributes in zip(state.modules, state.attributes, strict=True):
-        _restore_attributes(module, attributes)
-        # A module that had none may have registered a parameter or buffer in forward.
-        if module._parameters and id(module) not in with_parameters:
-            module._parameters.clear()
-        if module._buffers and id(module) not in with_buffers:
-            module._buffers.clear()
-    for module, original in state.parameter_dicts:
-        if not _same_entries(module._parameters, original):
-            module._parameters.clear()
-            module._parameters.update(original)
+    if not _all_same(state.watched, state.copies):
+        for current, original in zip(state.watched, state.copies, strict=True):
+            if not _all_same([current], [original]):
+                current.clear()
+                current.update(original)
     changed_in_place: list[str] = []
     now = _signatures(state.parameters)
     if now != state.parameter_signatures:
         for name, parameter, before, after in zip(
-            state.parameter_names, state.parameters, state.parameter_signatures, now, strict=True
+            state.parameter_names(),
+            state.parameters,
+            state.parameter_signatures,
+            now,
+            strict=True,
         ):
             requires_grad = before[1]
             if parameter.requires_grad is not requires_grad:
@@ -334,38 +370,58 @@ def _restore_state(state: _ModelState) -> None:
             # `.data = ...` swaps the storage without bumping the version counter.
             if before[0] != after[0] or before[2:] != after[2:]:
                 changed_in_place.append(name)
-    # One no_grad (and, only if needed, inference_mode) for all buffers: entering a context
-    # per buffer cost more than the copies themselves.
-    inference_buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
-    with torch.no_grad():
-        for module, original, copies in state.buffers:
-            if not _same_entries(module._buffers, original):
-                module._buffers.clear()
-                module._buffers.update(original)
-            # Always copy back: BatchNorm's kernel updates running statistics in place without
-            # bumping the version counter, so "unchanged" cannot be told from the version.
-            for name, copy in copies.items():
-                buffer = original[name]
-                if buffer.is_inference():
-                    inference_buffers.append((buffer, copy))
-                elif (buffer.shape, buffer.dtype, buffer.device) != (
-                    copy.shape,
-                    copy.dtype,
-                    copy.device,
-                ):
-                    buffer.data = copy  # forward replaced its `.data`: put the original back
-                else:
-                    buffer.copy_(copy)
-    if inference_buffers:
-        with torch.inference_mode():
-            for buffer, copy in inference_buffers:
-                buffer.copy_(copy)
+    _restore_buffers(state.buffer_copies)
     if changed_in_place:
         warn_at_caller(
             f"forward changed parameters in place ({', '.join(changed_in_place[:5])}); "
             "pytest-fwdorder puts buffers back but does not copy parameters, so these "
             "keep the values forward gave them"
         )
+
+
+def _restore_buffers(buffer_copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Copy every buffer's values back.
+
+    Always: BatchNorm's kernel updates running statistics in place without bumping the
+    version counter, so "unchanged" cannot be told from the version. One no_grad (and, only
+    if needed, inference_mode) for all buffers, and one copy for all of them where torch has
+    it: a context or a copy per buffer cost more than the copying itself.
+    """
+    if not buffer_copies:
+        return
+    targets: list[torch.Tensor] = []
+    sources: list[torch.Tensor] = []
+    inference_buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
+    with torch.no_grad():
+        for buffer, copy in buffer_copies:
+            if buffer.is_inference():
+                inference_buffers.append((buffer, copy))
+            elif _TENSOR_METADATA(buffer) != _TENSOR_METADATA(copy):
+                buffer.data = copy  # forward replaced its `.data`: put the original back
+            else:
+                targets.append(buffer)
+                sources.append(copy)
+        _copy_all(targets, sources)
+    if inference_buffers:
+        with torch.inference_mode():
+            _copy_all(*map(list, zip(*inference_buffers, strict=True)))
+
+
+_TENSOR_METADATA = operator.attrgetter("shape", "dtype", "device")
+# torch.optim's multi-tensor copy; a loop of copy_ where a torch release lacks it.
+_FOREACH_COPY: Callable[[list[torch.Tensor], list[torch.Tensor]], object] | None = getattr(
+    torch, "_foreach_copy_", None
+)
+
+
+def _copy_all(targets: list[torch.Tensor], sources: list[torch.Tensor]) -> None:
+    if not targets:
+        return
+    if _FOREACH_COPY is not None:
+        _FOREACH_COPY(targets, sources)
+        return
+    for target, source in zip(targets, sources, strict=True):
+        target.copy_(source)
 
 
 def _check_stand_ins_possible(index: ModelIndex, device: torch.device) -> None:
@@ -461,48 +517,36 @@ def _keyword_frame_code() -> CodeType | None:
 
 
 KEYWORD_FRAME_CODE = _keyword_frame_code()
+# The two frames above `inner` in the usual call, `module(...)`: `_call_impl`, called by
+# `_wrapped_call_impl(self, *args, **kwargs)`. That outer frame holds the same keyword
+# arguments in a frame of three locals, which Python reads into a dict several times faster
+# than `inner`'s dozen locals and cells.
+CALL_FRAME_CODE: CodeType = nn.Module._call_impl.__code__
+WRAPPED_CALL_FRAME_CODE: CodeType | None = getattr(
+    getattr(nn.Module, "_wrapped_call_impl", None), "__code__", None
+)
 
 
-class CallRecord:
-    """What the hooks keep of one call until `Recorder.finish` builds its `Call`."""
+class CallRecord(NamedTuple):
+    """What the pre-hook keeps of one call until `Recorder.finish` builds its `Call`.
 
-    __slots__ = (
-        "args",
-        "depth",
-        "entry",
-        "kwargs",
-        "module",
-        "nth",
-        "number",
-        "output",
-        "parent",
-        "raised",
-    )
+    A tuple, made in C at every call; what is known only when the call ends (its output,
+    whether it raised) goes in the recorder's `outputs`, at the record's number.
+    """
 
-    def __init__(
-        self,
-        module: nn.Module,
-        entry: ModuleEntry,
-        nth: int,
-        depth: int,
-        parent: int,
-        args: list[object],
-        kwargs: tuple[tuple[str, Any], ...] | None,
-        number: int,
-    ) -> None:
-        self.module = module
-        self.entry = entry
-        self.nth = nth
-        self.depth = depth
-        self.parent = parent  # the parent's record number, -1 for an outermost call
-        self.args = args
-        self.kwargs = kwargs  # None until described
-        self.output: object = _NOT_FINISHED
-        self.raised = False
-        self.number = number
+    module: nn.Module
+    entry: ModuleEntry
+    nth: int
+    depth: int
+    parent: int  # the parent's record number, -1 for an outermost call
+    args: list[object]
+    kwargs: tuple[tuple[str, Any], ...] | None  # None when the frame did not show them
+    number: int
 
 
+# What `outputs` holds for a call that has not ended, and for one whose forward raised.
 _NOT_FINISHED = object()
+_RAISED = object()
 
 
 class Recorder:
@@ -526,6 +570,10 @@ class Recorder:
         self.state = state
         self.stand_ins = stand_ins
         self.records: list[CallRecord] = []
+        # Per record number: the raw output once the call ended, _RAISED, or _NOT_FINISHED.
+        self.outputs: list[object] = []
+        # Keyword arguments the pre-hook could not read from the frame, by record number.
+        self.late_kwargs: dict[int, tuple[tuple[str, Any], ...]] = {}
         # With capture_outputs: (record number, detached copies of its output tensors), in
         # the order calls finished. Off by default: a trace holds no tensor.
         self.capture_outputs = capture_outputs
@@ -552,6 +600,19 @@ class Recorder:
         calls = self.calls
         return [(calls[number], copies) for number, copies in self.captured_records]
 
+    def forget_calls_after(self, kept: int, call_counts: dict[int, int]) -> None:
+        """Drop the records after the first `kept` and go back to these call counts.
+
+        For calls that are not part of the forward: backward's recomputation.
+        """
+        del self.records[kept:]
+        del self.outputs[kept:]
+        for number in [number for number in self.late_kwargs if number >= kept]:
+            del self.late_kwargs[number]
+        self.open_calls.clear()
+        self.call_counts.clear()
+        self.call_counts.update(call_counts)
+
     def hooks(self) -> tuple[Callable[..., None], Callable[..., None]]:
         """The global pre-hook and post-hook: closures over what they touch.
 
@@ -562,15 +623,27 @@ class Recorder:
         get_ident = threading.get_ident
         get_frame = sys._getframe
         keyword_frame_code = self.keyword_frame_code
+        call_frame_code = CALL_FRAME_CODE
+        wrapped_call_frame_code = WRAPPED_CALL_FRAME_CODE
         entries = self.entries
+        get_entry = entries.get
         call_counts = self.call_counts
+        count_of = call_counts.get
         open_calls = self.open_calls
         records = self.records
         append_record = records.append
+        outputs = self.outputs
+        append_output = outputs.append
+        late_kwargs = self.late_kwargs
         open_call = open_calls.append
         close_call = open_calls.pop
+        new_record = tuple.__new__
+        record_class = CallRecord
+        not_finished = _NOT_FINISHED
+        raised = _RAISED
         tensor_type = torch.Tensor
         strided = torch.strided
+        tensor_metadata = operator.attrgetter("shape", "dtype", "device")
         enter_unregistered = self._enter_unregistered
         capture_outputs = self.capture_outputs
         captured_records = self.captured_records
@@ -579,38 +652,52 @@ class Recorder:
             if get_ident() != thread_id:
                 return
             module_id = id(module)
-            entry = entries.get(module_id)
+            entry = get_entry(module_id)
             if entry is None:
                 if not open_calls:
                     return  # a module outside the model, called outside the model
                 entry = enter_unregistered(module)
-            nth = call_counts.get(module_id, 0) + 1
+            nth = count_of(module_id, 0) + 1
             call_counts[module_id] = nth
             kwargs = None
             frame: FrameType = get_frame(1)
             if frame.f_code is keyword_frame_code:
-                keyword_arguments = frame.f_locals.get("kwargs")
+                caller = frame.f_back
+                outer = caller.f_back if caller is not None else None
+                if (
+                    outer is not None
+                    and outer.f_code is wrapped_call_frame_code
+                    and caller.f_code is call_frame_code  # type: ignore[union-attr]
+                ):
+                    keyword_arguments = outer.f_locals["kwargs"]
+                else:  # `module._call_impl(...)` called directly
+                    keyword_arguments = frame.f_locals.get("kwargs")
                 kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
             try:  # raw_value, inlined for the common case: a plain strided tensor
                 raw_args = [
-                    (value.shape, value.dtype, value.device)
+                    tensor_metadata(value)
                     if type(value) is tensor_type and value.layout is strided
                     else raw_value(value)
                     for value in args
                 ]
             except RuntimeError:  # a nested tensor is strided but has no sizes to read
                 raw_args = [raw_value(value) for value in args]
-            record = CallRecord(
-                module,
-                entry,
-                nth,
-                len(open_calls),
-                open_calls[-1].number if open_calls else -1,
-                raw_args,
-                kwargs,
-                len(records),
+            depth = len(open_calls)
+            record = new_record(
+                record_class,
+                (
+                    module,
+                    entry,
+                    nth,
+                    depth,
+                    open_calls[-1].number if depth else -1,
+                    raw_args,
+                    kwargs,
+                    len(records),
+                ),
             )
             append_record(record)
+            append_output(not_finished)
             open_call(record)
 
         def after_forward(module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
@@ -621,23 +708,25 @@ class Recorder:
             if not open_calls or open_calls[-1].module is not module:
                 return
             record = close_call()
-            if len(rest) == 2:
-                if record.kwargs is None:  # neither the frame nor a per-module hook saw them
-                    record.kwargs = describe_keyword_arguments(rest[0]) if rest[0] else ()
-                output = rest[1]
-                # raw_value, inlined for the common case; raw_value handles nested tensors
-                record.output = (
-                    (output.shape, output.dtype, output.device)
-                    if type(output) is tensor_type
-                    and output.layout is strided
-                    and not output.is_nested
+            number = record.number
+            if len(rest) != 2:
+                outputs[number] = raised
+                return
+            if record.kwargs is None and number not in late_kwargs:
+                # neither the frame nor a per-module hook saw them
+                late_kwargs[number] = describe_keyword_arguments(rest[0]) if rest[0] else ()
+            output = rest[1]
+            try:  # raw_value, inlined for the common case
+                outputs[number] = (
+                    tensor_metadata(output)
+                    if type(output) is tensor_type and output.layout is strided
                     else raw_value(output)
                 )
-                if capture_outputs:
-                    copies = [tensor.detach().clone() for tensor in tensors_of(output)]
-                    captured_records.append((record.number, copies))
-            else:
-                record.raised = True
+            except RuntimeError:  # a nested tensor is strided but has no sizes to read
+                outputs[number] = raw_value(output)
+            if capture_outputs:
+                copies = [tensor.detach().clone() for tensor in tensors_of(output)]
+                captured_records.append((number, copies))
 
         return before_forward, after_forward
 
@@ -647,32 +736,43 @@ class Recorder:
         """The fallback's per-module pre-hook: runs right after the global pre-hook."""
         open_calls = self.open_calls
         if open_calls and open_calls[-1].module is module and open_calls[-1].kwargs is None:
-            open_calls[-1].kwargs = describe_keyword_arguments(kwargs) if kwargs else ()
+            number = open_calls[-1].number
+            if number not in self.late_kwargs:
+                self.late_kwargs[number] = describe_keyword_arguments(kwargs) if kwargs else ()
 
     def finish(self) -> None:
         """Turn the raw records made so far into the trace's `Call`s (once each)."""
         calls = self.trace.calls
+        outputs = self.outputs
+        late_kwargs = self.late_kwargs
+        new_call = object.__new__
         for record in self.records[len(calls) :]:
             entry = record.entry
             parent = calls[record.parent] if record.parent >= 0 else None
-            output = record.output
-            call = Call(
-                path=entry.path,
-                module_type=entry.module_type,
-                nth=record.nth,
-                depth=record.depth,
-                parent=parent,
-                registered=entry.registered,
-                index=len(calls),
-                args=tuple([finish_value(value) for value in record.args]),
-                kwargs=record.kwargs or (),
-                output=None if output is _NOT_FINISHED else finish_value(output),
-                raised=record.raised,
-                frozen=entry.facts.tensors.frozen,
-                scripted=entry.scripted,
-                facts=entry.facts,
-                training=entry.training,
+            output = outputs[record.number]
+            kwargs = record.kwargs
+            if kwargs is None:
+                kwargs = late_kwargs.get(record.number, ())
+            # What Call(...) does, without parsing fifteen keyword arguments per call.
+            call = new_call(Call)
+            call.path = entry.path
+            call.module_type = entry.module_type
+            call.nth = record.nth
+            call.depth = record.depth
+            call.parent = parent
+            call.registered = entry.registered
+            call.index = len(calls)
+            call.args = tuple([finish_value(value) for value in record.args])
+            call.kwargs = kwargs
+            call.output = (
+                None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
             )
+            call.raised = output is _RAISED
+            call.frozen = entry.facts.tensors.frozen
+            call.scripted = entry.scripted
+            call.facts = entry.facts
+            call.training = entry.training
+            call.children = []
             calls.append(call)
             if parent is not None:
                 parent.children.append(call)
@@ -701,7 +801,7 @@ class Recorder:
         self.entries[id(module)] = entry
         self.keep_alive.append(module)
         if self.state is not None:
-            self.state.add_module(module, path)
+            self.state.add_modules([module], [path])
         if self.stand_ins is not None:
             self.stand_ins.install(module)
         return entry

@@ -38,5 +38,10 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "GPT-2-shaped decoder: torchview.draw_graph",
         "-call model: trace_forward + render + compare",
         "trace memory (Python heap kept by the Trace)",
+        "least: shape, dtype and device of every input and output",
+        "least: + keyword arguments read before the module runs",
+        "the recorder's hooks, above the floor",
+        "all the guarantees at their least vs trace_forward, above the floor",
+        "-call model: global no-op hooks (floor)",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -419,3 +420,50 @@ def test_hostile_module_settings_do_not_raise(monkeypatch: pytest.MonkeyPatch) -
         pass
 
     assert module_settings(Fresh()) == (("settings", "<not readable: RuntimeError>"),)
+
+
+def _scripted(module: nn.Module) -> nn.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
+        result: nn.Module = torch.jit.script(module)
+    return result
+
+
+class TiedHead(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embedding.weight
+        self.frozen = nn.Linear(4, 4).requires_grad_(False)
+
+
+class SharedModule(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.BatchNorm1d(4)
+        self.second = self.first
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: torchvision.models.resnet18(weights=None),
+        TiedHead,
+        SharedModule,
+        lambda: nn.Sequential(nn.Linear(4, 4).requires_grad_(False), nn.BatchNorm1d(4)),
+        lambda: nn.Sequential(nn.LazyLinear(3), nn.Linear(3, 3)),
+        lambda: nn.Sequential(_scripted(nn.Linear(2, 2)), nn.Linear(2, 2)),
+    ],
+    ids=["resnet18", "tied", "shared-module", "partly-frozen", "lazy", "scripted-child"],
+)
+def test_the_recorders_index_counts_and_ties_as_the_full_walk_does(
+    build: Callable[[], nn.Module],
+) -> None:
+    # The recorder's index counts in C when nothing is reached twice; the full walk names.
+    model = build()
+
+    quick, full = index_tensors(model, with_keys=False), index_tensors(model)
+
+    assert (quick.totals, quick.tied) == (full.totals, full.tied)
+    assert quick.state_dict_keys == ()

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import (
+    Call,
     EmptyTraceError,
     FwdOrderWarning,
     Trace,
@@ -373,6 +374,42 @@ def test_flags_grad_mode_and_buffers_changed_by_forward_are_put_back() -> None:
     assert "cache" not in dict(model.named_buffers())
 
 
+class RewritesItself(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        self.register_buffer("counts", torch.zeros(2))
+        self.note = "before"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.note = "after"
+        self.extra = 1
+        self.linear.weight = nn.Parameter(torch.zeros(2, 2))
+        self.linear.bias = None
+        self.counts = torch.ones(2)
+        self.register_parameter("late", nn.Parameter(torch.ones(1)))
+        return self.linear(x)
+
+
+def _own_state(model: nn.Module) -> list[tuple[str, list[tuple[str, int]]]]:
+    return [
+        (kind, [(name, id(value)) for name, value in getattr(module, kind).items()])
+        for module in model.modules()
+        for kind in ("__dict__", "_parameters", "_buffers")
+    ]
+
+
+def test_attributes_parameters_and_buffers_forward_reassigns_or_adds_are_put_back() -> None:
+    model = RewritesItself()
+    before = _own_state(model)
+
+    trace_forward(model, torch.randn(1, 2))
+
+    assert _own_state(model) == before
+    assert model.note == "before"
+    assert torch.equal(model.counts, torch.zeros(2))
+
+
 def test_user_hooks_stay_and_none_of_ours_remain() -> None:
     model = SharedActivation()
     seen: list[str] = []
@@ -569,3 +606,45 @@ def test_a_forward_that_changes_a_parameter_in_place_is_named_in_a_warning() -> 
         FwdOrderWarning, match=r"forward changed parameters in place \(linear\.weight\)"
     ):
         trace_forward(ChangesItsWeight(), torch.randn(1, 2))
+
+
+def test_running_statistics_of_batchnorm_in_train_mode_are_put_back() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
+    norm = model[1]
+    before = [buffer.clone() for buffer in norm.buffers()]
+
+    trace_forward(model, torch.randn(2, 3, 8, 8))
+
+    assert [buffer.dtype for buffer in norm.buffers()] == [torch.float32] * 2 + [torch.int64]
+    assert all(map(torch.equal, norm.buffers(), before))
+
+
+def test_buffers_made_under_inference_mode_are_put_back() -> None:
+    with torch.inference_mode():
+        model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)).train()
+        before = [buffer.clone() for buffer in model[1].buffers()]
+
+        trace_forward(model, torch.randn(5, 3))
+
+        assert all(map(torch.equal, model[1].buffers(), before))
+        assert model[1].num_batches_tracked.item() == 0
+
+
+def test_calls_the_recorder_builds_have_every_field_the_constructor_sets() -> None:
+    # The recorder fills Call's slots directly; a field added to Call.__init__ must be too.
+    built = trace_forward(nn.Linear(2, 2), torch.randn(1, 2)).calls[0]
+    constructed = Call(
+        path="",
+        module_type="Linear",
+        nth=1,
+        depth=0,
+        parent=None,
+        registered=True,
+        index=0,
+        args=(),
+    )
+
+    def fields(call: Call) -> set[str]:
+        return {name for name in Call.__slots__ if hasattr(call, name)}
+
+    assert fields(built) == fields(constructed)
