@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import operator
 import re
 import types
@@ -77,10 +78,10 @@ class _SettingsPlan:
     presence_names: tuple[str, ...] = ()
 
 
-# A plain dict: looking a class up in a WeakKeyDictionary costs a weak reference per module
-# of every trace. Classes are few; the dict is cleared if a process makes very many.
+# A plain dict: a WeakKeyDictionary lookup makes a weak reference, per module of every trace.
+# It keeps classes alive (fx's GraphModule makes one per graph), so it is cleared at a bound.
 _SETTINGS_PLANS: dict[type[nn.Module], _SettingsPlan] = {}
-_MOST_SETTINGS_PLANS = 10_000
+MOST_CACHED_CLASSES = 10_000
 # Equal facts are built once (a frozen dataclass costs more to build than to look up).
 _TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
 _MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
@@ -151,6 +152,10 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
     value_types: tuple[object, ...] = tuple(map(type, values))
     if tuple in value_types:
         value_types = tuple([_value_types(value) for value in values])
+    if float in value_types:  # -0.0 == 0.0, but their texts differ
+        value_types += tuple(
+            [math.copysign(1.0, value) for value in values if type(value) is float]
+        )
     parameters = module._parameters
     buffers = module._buffers
     try:
@@ -201,7 +206,7 @@ def module_settings(module: nn.Module) -> tuple[Setting, ...]:
         module_class = type(module)
         plan = _SETTINGS_PLANS.get(module_class)
         if plan is None:
-            if len(_SETTINGS_PLANS) >= _MOST_SETTINGS_PLANS:
+            if len(_SETTINGS_PLANS) >= MOST_CACHED_CLASSES:
                 _SETTINGS_PLANS.clear()
             plan = _SETTINGS_PLANS[module_class] = _plan_settings(module_class)
         if plan.uses_extra_repr:

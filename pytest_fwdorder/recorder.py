@@ -40,7 +40,13 @@ from pytest_fwdorder.distributed import (
     user_class_name,
 )
 from pytest_fwdorder.errors import MetaTraceError, UnwrappedModelWarning, warn_at_caller
-from pytest_fwdorder.facts import TensorIndex, index_tensors, is_uninitialized, module_facts
+from pytest_fwdorder.facts import (
+    MOST_CACHED_CLASSES,
+    TensorIndex,
+    index_tensors,
+    is_uninitialized,
+    module_facts,
+)
 from pytest_fwdorder.hooks import module_facts_hooks_exist
 from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
 from pytest_fwdorder.trace import Trace
@@ -141,16 +147,15 @@ def module_entry(
     return ModuleEntry(path, registered, module_type, False, facts, module.training)
 
 
-# Per class: the name the user wrote it under, and whether it is TorchScript's. Classes are
-# few and this is asked for every module of every trace.
+# Per class: the name the user wrote it under, and whether it is TorchScript's. Asked for
+# every module of every trace; a plain dict, as for facts' settings plans (why is there).
 _CLASS_FACTS: dict[type, tuple[str, bool]] = {}
-_MOST_CLASS_FACTS = 10_000
 
 
 def _class_facts(module_class: type) -> tuple[str, bool]:
     found = _CLASS_FACTS.get(module_class)
     if found is None:
-        if len(_CLASS_FACTS) >= _MOST_CLASS_FACTS:
+        if len(_CLASS_FACTS) >= MOST_CACHED_CLASSES:
             _CLASS_FACTS.clear()
         found = _CLASS_FACTS[module_class] = (
             user_class(module_class).__name__,
@@ -225,6 +230,7 @@ class _ModelState:
         self.modules: list[nn.Module] = []
         self.paths: list[str] = []
         self.parameter_dicts: list[dict[str, Any]] = []
+        self.attribute_dicts: list[dict[str, Any]] = []  # each module's __dict__ object
         # Plain attributes too: a forward that reassigns `self.scale = self.scale.to(device)`
         # would otherwise leave a tensor of the trace's device in the model.
         self.watched: list[dict[str, Any]] = []
@@ -235,6 +241,7 @@ class _ModelState:
         self.parameter_signatures: list[_ParameterSignature] = []
         # (buffer, a copy of its values): BatchNorm updates running statistics in place.
         self.buffer_copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.copied_buffers: set[int] = set()
         self.grad_enabled = torch.is_grad_enabled()
         self.cpu_rng = torch.random.get_rng_state()
         # Asking for CUDA's state would initialise CUDA; only save it if it is in use.
@@ -252,9 +259,11 @@ class _ModelState:
         """Capture these modules' own state (not their children's)."""
         self.modules += modules
         self.paths += paths
+        attribute_dicts = list(map(vars, modules))
         parameter_dicts = list(map(_PARAMETERS_OF, modules))
         buffer_dicts = list(map(_BUFFERS_OF, modules))
-        watched = [*map(vars, modules), *parameter_dicts, *buffer_dicts]
+        watched = [*attribute_dicts, *parameter_dicts, *buffer_dicts]
+        self.attribute_dicts += attribute_dicts
         self.parameter_dicts += parameter_dicts
         self.watched += watched
         self.copies += map(dict.copy, watched)
@@ -265,12 +274,16 @@ class _ModelState:
         ]
         self.parameters += parameters
         self.parameter_signatures += _signatures(parameters)
+        # Once per buffer object: one registered in two modules is copied back once.
         buffers = [
             value
             for value in chain.from_iterable(map(dict.values, filter(None, buffer_dicts)))
-            if value is not None and not is_uninitialized(value)
+            if value is not None
+            and not is_uninitialized(value)
+            and id(value) not in self.copied_buffers
         ]
         if buffers:
+            self.copied_buffers.update(map(id, buffers))
             with torch.no_grad():  # clones of buffers that require grad must not
                 self.buffer_copies += [(buffer, buffer.clone()) for buffer in buffers]
 
@@ -320,7 +333,7 @@ def _capture_state(index: ModelIndex) -> _ModelState:
     return state
 
 
-def _all_same(current: list[dict[str, Any]], originals: list[dict[str, Any]]) -> bool:
+def _dicts_unchanged(current: list[dict[str, Any]], originals: list[dict[str, Any]]) -> bool:
     """Whether every dict still holds the very objects its copy holds, under the same names.
 
     Reassigning a name keeps its place in a dict, so comparing the values in order by
@@ -349,9 +362,14 @@ def _restore_state(state: _ModelState) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None and state.numpy_rng is not None:
         numpy.random.set_state(state.numpy_rng)
-    if not _all_same(state.watched, state.copies):
+    if not all(map(operator.is_, map(vars, state.modules), state.attribute_dicts)):
+        # `self.__dict__ = {...}` in forward: the module gets its own dict object back.
+        for module, attributes in zip(state.modules, state.attribute_dicts, strict=True):
+            if vars(module) is not attributes:
+                object.__setattr__(module, "__dict__", attributes)
+    if not _dicts_unchanged(state.watched, state.copies):
         for current, original in zip(state.watched, state.copies, strict=True):
-            if not _all_same([current], [original]):
+            if not _dicts_unchanged([current], [original]):
                 current.clear()
                 current.update(original)
     changed_in_place: list[str] = []
@@ -398,9 +416,11 @@ def _restore_buffers(buffer_copies: list[tuple[torch.Tensor, torch.Tensor]]) -> 
                 inference_buffers.append((buffer, copy))
             elif _TENSOR_METADATA(buffer) != _TENSOR_METADATA(copy):
                 buffer.data = copy  # forward replaced its `.data`: put the original back
-            else:
+            elif type(buffer) is torch.Tensor:
                 targets.append(buffer)
                 sources.append(copy)
+            else:  # a subclass (DTensor) may have no rule for the multi-tensor copy
+                buffer.copy_(copy)
         _copy_all(targets, sources)
     if inference_buffers:
         with torch.inference_mode():
@@ -517,10 +537,8 @@ def _keyword_frame_code() -> CodeType | None:
 
 
 KEYWORD_FRAME_CODE = _keyword_frame_code()
-# The two frames above `inner` in the usual call, `module(...)`: `_call_impl`, called by
-# `_wrapped_call_impl(self, *args, **kwargs)`. That outer frame holds the same keyword
-# arguments in a frame of three locals, which Python reads into a dict several times faster
-# than `inner`'s dozen locals and cells.
+# In `module(...)`, `inner`'s caller is `_call_impl`, called by `_wrapped_call_impl(self,
+# *args, **kwargs)`: a frame of three locals, whose dict Python builds faster than `inner`'s.
 CALL_FRAME_CODE: CodeType = nn.Module._call_impl.__code__
 WRAPPED_CALL_FRAME_CODE: CodeType | None = getattr(
     getattr(nn.Module, "_wrapped_call_impl", None), "__code__", None
@@ -643,7 +661,7 @@ class Recorder:
         raised = _RAISED
         tensor_type = torch.Tensor
         strided = torch.strided
-        tensor_metadata = operator.attrgetter("shape", "dtype", "device")
+        tensor_metadata = _TENSOR_METADATA
         enter_unregistered = self._enter_unregistered
         capture_outputs = self.capture_outputs
         captured_records = self.captured_records
@@ -683,6 +701,7 @@ class Recorder:
             except RuntimeError:  # a nested tensor is strided but has no sizes to read
                 raw_args = [raw_value(value) for value in args]
             depth = len(open_calls)
+            # CallRecord(...) without its Python __new__: the values in its fields' order.
             record = new_record(
                 record_class,
                 (
@@ -800,6 +819,8 @@ class Recorder:
         entry = module_entry(module, path, registered=registered)
         self.entries[id(module)] = entry
         self.keep_alive.append(module)
+        if entry.scripted:
+            return entry  # TorchScript owns its state, as for a registered scripted module
         if self.state is not None:
             self.state.add_modules([module], [path])
         if self.stand_ins is not None:

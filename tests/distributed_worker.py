@@ -85,11 +85,35 @@ def _trace_tensor_parallel_local_shapes(mesh: object) -> str:
     return _trace_tensor_parallel(mesh, show_local_shapes=True)
 
 
+class CountsSteps(nn.Module):
+    """A module whose forward updates a buffer in place, as BatchNorm's counter does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.steps.add_(1)
+        return x + 1
+
+
+def _trace_dtensor_buffer(mesh: object) -> str:
+    from torch.distributed.tensor import distribute_module
+
+    model = distribute_module(CountsSteps(), mesh)  # type: ignore[arg-type]  # buffers replicated
+    golden = trace_forward(model, mlp_inputs()).render()
+    steps = model.steps.full_tensor().item()  # type: ignore[operator]
+    if steps != 0:
+        raise AssertionError(f"a DTensor buffer was not put back: steps is {steps}, not 0")
+    return golden
+
+
 SCENARIOS: dict[str, Callable[[object], str]] = {
     "ddp": _trace_ddp,
     "fsdp": _trace_fsdp,
     "tensor_parallel": _trace_tensor_parallel,
     "tensor_parallel_local_shapes": _trace_tensor_parallel_local_shapes,
+    "dtensor_buffer": _trace_dtensor_buffer,
 }
 
 

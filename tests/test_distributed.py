@@ -110,6 +110,12 @@ def test_goldens_are_identical_on_every_rank(distributed_run: Path, scenario: st
 
 
 @pytest.mark.distributed
+def test_a_dtensor_buffer_a_forward_updates_is_put_back(distributed_run: Path) -> None:
+    # The worker checks the buffer's value after the trace; the golden shows it replicated.
+    assert "  | buffers: steps f32[1]" in golden(distributed_run, "dtensor_buffer")
+
+
+@pytest.mark.distributed
 def test_a_ddp_golden_equals_the_plain_models(distributed_run: Path) -> None:
     assert golden(distributed_run, "ddp") == plain_golden()
 

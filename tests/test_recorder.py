@@ -410,6 +410,27 @@ def test_attributes_parameters_and_buffers_forward_reassigns_or_adds_are_put_bac
     assert torch.equal(model.counts, torch.zeros(2))
 
 
+class RebindsItsDict(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.__dict__ = {**self.__dict__, "scale": 2.0, "cache": x}
+        return x * self.scale
+
+
+def test_a_module_dict_forward_replaces_is_put_back() -> None:
+    model = RebindsItsDict()
+    attributes = vars(model)
+
+    trace_forward(model, torch.ones(2))
+
+    assert vars(model) is attributes
+    assert model.scale == 1.0
+    assert "cache" not in vars(model)
+
+
 def test_user_hooks_stay_and_none_of_ours_remain() -> None:
     model = SharedActivation()
     seen: list[str] = []

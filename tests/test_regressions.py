@@ -484,11 +484,22 @@ def test_keyword_only_arguments_follow_the_signature_not_the_call() -> None:
 
 def test_equal_looking_settings_of_other_types_do_not_share_text() -> None:
     # (True, True) == (1, 1) and both hash alike: shared facts must still tell them apart.
+    module_facts(nn.MaxPool2d(3))  # facts are shared only once the class has been seen
     first = module_facts(nn.MaxPool2d(2, padding=(True, True)))  # type: ignore[arg-type]
     second = module_facts(nn.MaxPool2d(2, padding=(1, 1)))
 
     assert ("padding", "(True, True)") in first.settings
     assert ("padding", "(1, 1)") in second.settings
+
+
+def test_a_negative_zero_setting_does_not_share_text_with_zero() -> None:
+    # -0.0 == 0.0 and both hash alike, but the golden writes them differently.
+    module_facts(nn.LeakyReLU(0.5))  # facts are shared only once the class has been seen
+    first = module_facts(nn.LeakyReLU(0.0))
+    second = module_facts(nn.LeakyReLU(-0.0))
+
+    assert ("negative_slope", "0.0") in first.settings
+    assert ("negative_slope", "-0.0") in second.settings
 
 
 def test_a_record_block_leaves_the_garbage_collector_on() -> None:
@@ -540,3 +551,28 @@ def test_a_sparse_tensor_argument_is_described_as_sparse() -> None:
     trace = trace_forward(PassesThrough(), torch.eye(3).to_sparse())
 
     assert "inner: Identity (sparse_coo f32[3,3]) -> sparse_coo f32[3,3]" in trace.render()
+
+
+# Review of 0.3.1: an unregistered TorchScript module called in forward.
+
+
+class KeepsAScriptedModuleInAList(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = [scripted(nn.Linear(2, 2))]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        result: torch.Tensor = self.blocks[0](x)
+        return result
+
+
+def test_an_unregistered_scripted_module_is_one_call_and_its_state_is_left_alone() -> None:
+    model = KeepsAScriptedModuleInAList()
+    weight = model.blocks[0].weight.clone()
+
+    trace = trace_forward(model, torch.randn(1, 2))
+
+    assert "  blocks[0]: Linear [unregistered] [scripted] (f32[1,2]) -> f32[1,2]" in (
+        trace.render()
+    )
+    assert torch.equal(model.blocks[0].weight, weight)
