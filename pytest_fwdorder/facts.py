@@ -450,10 +450,10 @@ def _totals_without_ties(named_modules: list[tuple[str, nn.Module]]) -> TensorTo
     """
     modules = [module for _, module in named_modules]
     parameters = list(
-        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(_PARAMETERS_OF, modules))))
+        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(parameters_of, modules))))
     )
     buffers = list(
-        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(_BUFFERS_OF, modules))))
+        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(buffers_of, modules))))
     )
     tensors = parameters + buffers
     if len(set(map(id, tensors))) != len(tensors):
@@ -468,10 +468,11 @@ def _totals_without_ties(named_modules: list[tuple[str, nn.Module]]) -> TensorTo
     )
 
 
-_PARAMETERS_OF = operator.attrgetter("_parameters")
+# A module's own parameter and buffer dicts, read by `map` in C (the recorder's too).
+parameters_of = operator.attrgetter("_parameters")
+buffers_of = operator.attrgetter("_buffers")
 # Not dict.values: a TorchScript module keeps its tensors in a wrapper that is not a dict.
 _VALUES = operator.methodcaller("values")
-_BUFFERS_OF = operator.attrgetter("_buffers")
 _REQUIRES_GRAD = operator.attrgetter("requires_grad")
 _NUMEL = torch.Tensor.numel
 

@@ -43,9 +43,11 @@ from pytest_fwdorder.errors import MetaTraceError, UnwrappedModelWarning, warn_a
 from pytest_fwdorder.facts import (
     MOST_CACHED_CLASSES,
     TensorIndex,
+    buffers_of,
     index_tensors,
     is_uninitialized,
     module_facts,
+    parameters_of,
 )
 from pytest_fwdorder.hooks import module_facts_hooks_exist
 from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
@@ -251,17 +253,19 @@ class _ModelState:
             else None
         )
         self.python_rng = random.getstate()
-        # Models draw from numpy's global generator too (Wav2Vec2's SpecAugment masks).
-        numpy = sys.modules.get("numpy")
-        self.numpy_rng: object = numpy.random.get_state() if numpy is not None else None
+        # Models draw from numpy's global generator too (Wav2Vec2's SpecAugment masks). Saving
+        # and setting it costs about 170 us: only if `numpy.random` was imported, since a
+        # forward that imports it first gets a generator seeded afresh anyway.
+        numpy_random = sys.modules.get("numpy.random")
+        self.numpy_rng: object = numpy_random.get_state() if numpy_random is not None else None
 
     def add_modules(self, modules: Sequence[nn.Module], paths: Sequence[str]) -> None:
         """Capture these modules' own state (not their children's)."""
         self.modules += modules
         self.paths += paths
         attribute_dicts = list(map(vars, modules))
-        parameter_dicts = list(map(_PARAMETERS_OF, modules))
-        buffer_dicts = list(map(_BUFFERS_OF, modules))
+        parameter_dicts = list(map(parameters_of, modules))
+        buffer_dicts = list(map(buffers_of, modules))
         watched = [*attribute_dicts, *parameter_dicts, *buffer_dicts]
         self.attribute_dicts += attribute_dicts
         self.parameter_dicts += parameter_dicts
@@ -297,8 +301,6 @@ class _ModelState:
         ]
 
 
-_PARAMETERS_OF = operator.attrgetter("_parameters")
-_BUFFERS_OF = operator.attrgetter("_buffers")
 # A parameter as it was: version counter, requires_grad, dtype, shape, device.
 _ParameterSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
 _SIGNATURE = operator.attrgetter("_version", "requires_grad", "dtype", "shape", "device")
@@ -359,9 +361,9 @@ def _restore_state(state: _ModelState) -> None:
     if state.cuda_rng is not None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
     random.setstate(state.python_rng)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and state.numpy_rng is not None:
-        numpy.random.set_state(state.numpy_rng)
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None and state.numpy_rng is not None:
+        numpy_random.set_state(state.numpy_rng)
     if not all(map(operator.is_, map(vars, state.modules), state.attribute_dicts)):
         # `self.__dict__ = {...}` in forward: the module gets its own dict object back.
         for module, attributes in zip(state.modules, state.attribute_dicts, strict=True):

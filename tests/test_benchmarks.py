@@ -41,6 +41,7 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "least: shape, dtype and device of every input and output",
         "least: + keyword arguments read before the module runs",
         "the recorder's hooks, above the floor",
+        "per trace: least: save and put back torch's, Python's and numpy's random states",
         "all the guarantees at their least vs trace_forward, above the floor",
         "-call model: global no-op hooks (floor)",
     ):
