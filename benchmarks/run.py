@@ -70,21 +70,25 @@ def interleaved_medians(
 
 
 @contextlib.contextmanager
-def global_noop_hooks():  # type: ignore[no-untyped-def]
-    """torch's two global module hooks, doing nothing: the dispatch floor of a global-hook
-    recorder. Installing two global hooks costs microseconds; what is measured is the
-    slow path every module call then takes."""
-    pre = torch_module.register_module_forward_pre_hook(lambda module, args: None)
-    post = torch_module.register_module_forward_hook(
-        lambda module, args, kwargs, output: None, with_kwargs=True, always_call=True
-    )
+def hooks_doing(before: Callable[..., None], after: Callable[..., None]):  # type: ignore[no-untyped-def]
+    """torch's two global module hooks, as the recorder installs them, running `before` and
+    `after`: with hooks doing nothing, the dispatch floor of a global-hook recorder; with
+    hooks doing only what one guarantee needs, the floor of that guarantee."""
+    pre = torch_module.register_module_forward_pre_hook(before)
+    post = torch_module.register_module_forward_hook(after, with_kwargs=True, always_call=True)
     try:
         yield
     finally:
         pre.remove()
         post.remove()
         # torch leaves the with_kwargs flag behind; left there, the fast path stays off.
-        getattr(torch_module, "_global_forward_hooks_with_kwargs", {}).pop(post.id, None)
+        recorder_module._forget_keyword_flag(post.id)
+
+
+def global_noop_hooks():  # type: ignore[no-untyped-def]
+    """The floor: installing two global hooks costs microseconds; what is measured is the
+    slow path every module call then takes."""
+    return hooks_doing(lambda module, args: None, lambda module, args, kwargs, output: None)
 
 
 def tiny_decoder() -> tuple[nn.Module, torch.Tensor]:
@@ -190,19 +194,6 @@ def breakdown(smoke: bool) -> list[Row]:
             smoke,
         ),
     ]
-
-
-@contextlib.contextmanager
-def hooks_doing(before: Callable[..., None], after: Callable[..., None]):  # type: ignore[no-untyped-def]
-    """Two global hooks doing only what a guarantee needs: the floor of that guarantee."""
-    pre = torch_module.register_module_forward_pre_hook(before)
-    post = torch_module.register_module_forward_hook(after, with_kwargs=True, always_call=True)
-    try:
-        yield
-    finally:
-        pre.remove()
-        post.remove()
-        getattr(torch_module, "_global_forward_hooks_with_kwargs", {}).pop(post.id, None)
 
 
 def guarantee_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool) -> list[Row]:
