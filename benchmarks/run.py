@@ -544,8 +544,9 @@ def child(case: str, smoke: bool) -> dict[str, float]:
         )
 
     def vit_meta_floor() -> None:
-        # torch alone on meta: build under the meta device and run forward, no trace. What
-        # meta kernels cost (many are Python decompositions) is the floor of a meta trace.
+        # torch alone on meta: build under the meta device and run forward, no trace; every
+        # meta kernel runs (many are Python decompositions). A trace answers the repeats of
+        # a kernel from its cache, so it can take less than this.
         with torch.device("meta"):
             model = torchvision.models.get_model(vit, weights=None).eval()
             model(torch.empty(1, 3, 224, 224))
@@ -582,26 +583,35 @@ def own_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # not Linux
 
 
-def run_child(case: str, smoke: bool, rounds: int) -> dict[str, float]:
-    results = []
+def run_children(cases: list[str], smoke: bool, rounds: int) -> dict[str, dict[str, float]]:
+    """Each case in a fresh child process per round, the cases alternating within a round (a
+    noisy neighbour slows all of them alike); medians of the seconds, the highest peak."""
+    results: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
     for _ in range(rounds):
-        command = [sys.executable, __file__, "--child", case] + (["--smoke"] if smoke else [])
-        finished = subprocess.run(command, capture_output=True, text=True, check=True)
-        results.append(json.loads(finished.stdout.strip().splitlines()[-1]))
+        for case in cases:
+            command = [sys.executable, __file__, "--child", case] + (["--smoke"] if smoke else [])
+            finished = subprocess.run(command, capture_output=True, text=True, check=True)
+            results[case].append(json.loads(finished.stdout.strip().splitlines()[-1]))
     return {
-        "seconds": statistics.median(result["seconds"] for result in results),
-        "warm_seconds": statistics.median(result["warm_seconds"] for result in results),
-        "peak_mib": max(result["peak_mib"] for result in results),
+        case: {
+            "seconds": statistics.median(result["seconds"] for result in samples),
+            "warm_seconds": statistics.median(result["warm_seconds"] for result in samples),
+            "peak_mib": max(result["peak_mib"] for result in samples),
+        }
+        for case, samples in results.items()
     }
 
 
 def meta(smoke: bool) -> list[Row]:
-    rounds = 1 if smoke else 3
+    rounds = 1 if smoke else 5
     vit = "ViT-B/16" if smoke else "ViT-H/14"
-    cpu = run_child("vit_cpu", smoke, rounds)
-    on_meta = run_child("vit_meta", smoke, rounds)
-    meta_floor = run_child("vit_meta_floor", smoke, rounds)
-    decoder = run_child("decoder_meta", smoke, rounds)
+    children = run_children(
+        ["vit_cpu", "vit_meta", "vit_meta_floor", "decoder_meta"], smoke, rounds
+    )
+    cpu = children["vit_cpu"]
+    on_meta = children["vit_meta"]
+    meta_floor = children["vit_meta_floor"]
+    decoder = children["decoder_meta"]
     first = cpu["seconds"] / on_meta["seconds"]
     warm = cpu["warm_seconds"] / on_meta["warm_seconds"]
     return [
@@ -620,7 +630,7 @@ def meta(smoke: bool) -> list[Row]:
         ),
         Row(
             "meta",
-            f"{vit} 224x224: torch alone on meta, build + forward, no trace (the floor)",
+            f"{vit} 224x224: torch alone on meta, build + forward, no trace, every kernel run",
             f"{meta_floor['seconds']:.2f} s / {meta_floor['warm_seconds']:.2f} s, "
             f"peak {meta_floor['peak_mib']:.0f} MiB",
             f"{cpu['seconds'] / meta_floor['seconds']:.1f}x / "

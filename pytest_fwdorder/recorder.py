@@ -50,6 +50,7 @@ from pytest_fwdorder.facts import (
     parameters_of,
 )
 from pytest_fwdorder.hooks import module_facts_hooks_exist
+from pytest_fwdorder.meta_kernels import meta_kernel_cache
 from pytest_fwdorder.records import Call, ModuleFacts, ModuleTensors, RenderOptions
 from pytest_fwdorder.trace import Trace
 
@@ -965,6 +966,8 @@ def recording(
             if target is not None:
                 stack.enter_context(target)
             stack.enter_context(recorder.hooks_installed())
+            if target is not None and target.type == "meta":
+                stack.enter_context(meta_kernel_cache())
             yield recorder
     except BaseException as error:
         in_flight = error

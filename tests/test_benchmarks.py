@@ -30,6 +30,7 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "torchscan.summary",
         "torchlens.trace",
         "meta build + trace",
+        "torch alone on meta, build + forward, no trace, every kernel run",
         "7B-shaped decoder",
         "render + compare",
         "failure diff",

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import collections
 import typing
 
 import pytest
 import torch
 import torchvision
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_fwdorder import MetaTraceError, TensorSpec, trace_forward
+from pytest_fwdorder.meta_kernels import MetaKernelCache
 
 
 @pytest.mark.slow
@@ -205,3 +208,147 @@ def test_tensor_specs_inside_a_namedtuple_are_placed() -> None:
     trace = trace_forward(AddsPair(), Pair(TensorSpec((2,)), TensorSpec((2,))), device="meta")
 
     assert trace[0].output_shapes == [(2,)]
+
+
+# --- repeated meta kernels answered from a cache ---
+
+
+class KernelCounter(TorchDispatchMode):
+    """Counts the kernels that run: pushed before the cache, it sees only what the cache
+    lets through; pushed after it (the caller's mode), it sees every operation first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(
+        self,
+        func: typing.Any,
+        types: object,
+        args: tuple[typing.Any, ...] = (),
+        kwargs: dict[str, typing.Any] | None = None,
+    ) -> typing.Any:
+        self.counts[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def repeated_blocks() -> nn.Module:
+    return nn.Sequential(
+        *[nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()) for _ in range(4)]
+    )
+
+
+def test_a_meta_kernel_repeated_on_the_same_shapes_runs_once() -> None:
+    with torch.device("meta"):
+        model = repeated_blocks()
+        inputs = torch.empty(3, 16)
+    with KernelCounter() as without_cache:
+        model(inputs)
+
+    with KernelCounter() as under_cache, MetaKernelCache():
+        output = model(inputs)
+
+    assert without_cache.counts["aten.native_layer_norm.default"] == 4
+    assert under_cache.counts["aten.native_layer_norm.default"] == 1
+    assert under_cache.counts["aten.addmm.default"] == 1
+    assert (output.shape, output.stride(), output.dtype, output.device.type) == (
+        (3, 16),
+        (16, 1),
+        torch.float32,
+        "meta",
+    )
+
+
+def test_views_and_in_place_operations_run_their_kernel_every_time() -> None:
+    def views_and_in_place(tensor: torch.Tensor) -> None:
+        for _ in range(3):
+            tensor.view(2, 8).t().add_(1)
+
+    tensor = torch.empty(16, device="meta")
+    with KernelCounter() as counter, MetaKernelCache():
+        views_and_in_place(tensor)
+
+    assert counter.counts["aten.add_.Tensor"] == 3
+    assert counter.counts["aten.view.default"] == 3
+    assert tensor._version == 3
+
+
+def test_an_operation_that_writes_into_an_argument_runs_its_kernel_every_time() -> None:
+    # It returns new tensors and writes the running statistics it is given.
+    batch_norm = torch.ops.aten._native_batch_norm_legit.default
+    inputs, weight, bias, running_mean, running_var = (
+        torch.empty(shape, device="meta") for shape in ((2, 4), 4, 4, 4, 4)
+    )
+    with KernelCounter() as counter, MetaKernelCache():
+        for _ in range(2):
+            batch_norm(inputs, weight, bias, running_mean, running_var, True, 0.1, 1e-5)
+
+    assert counter.counts["aten._native_batch_norm_legit.default"] == 2
+
+
+def test_a_random_operation_runs_its_kernel_every_time() -> None:
+    tensor = torch.empty(8, device="meta")
+    with KernelCounter() as counter, MetaKernelCache():
+        for _ in range(2):
+            torch.ops.aten.native_dropout.default(tensor, 0.5, True)
+
+    assert counter.counts["aten.native_dropout.default"] == 2
+
+
+def test_an_output_that_shares_its_input_storage_keeps_sharing_it() -> None:
+    # _unsafe_view returns an alias of its input although its schema says nothing of it.
+    tensor = torch.empty(2, 3, device="meta")
+    with MetaKernelCache():
+        first = torch.ops.aten._unsafe_view(tensor, (6,))
+        second = torch.ops.aten._unsafe_view(tensor, (6,))
+
+    storage = tensor.untyped_storage()._cdata
+    assert first.untyped_storage()._cdata == storage
+    assert second.untyped_storage()._cdata == storage
+
+
+def test_an_integer_and_a_float_scalar_are_different_keys() -> None:
+    integers = torch.empty(3, dtype=torch.int64, device="meta")
+    with MetaKernelCache():
+        times_int = torch.ops.aten.mul.Scalar(integers, 2)
+        times_float = torch.ops.aten.mul.Scalar(integers, 2.0)
+
+    assert (times_int.dtype, times_float.dtype) == (torch.int64, torch.float32)
+
+
+def test_a_factory_follows_a_change_of_the_default_dtype() -> None:
+    previous = torch.get_default_dtype()
+    try:
+        with MetaKernelCache():
+            first = torch.ops.aten.arange.start(0.0, 3.0, device="meta")
+            torch.set_default_dtype(torch.float64)
+            second = torch.ops.aten.arange.start(0.0, 3.0, device="meta")
+    finally:
+        torch.set_default_dtype(previous)
+
+    assert (first.dtype, second.dtype) == (torch.float32, torch.float64)
+
+
+def test_operations_on_cpu_tensors_keep_computing_real_values() -> None:
+    with MetaKernelCache():
+        sums = [(torch.ones(2) + 1).tolist() for _ in range(2)]
+
+    assert sums == [[2.0, 2.0], [2.0, 2.0]]
+
+
+def test_a_meta_trace_with_backward_and_ops_equals_the_cpu_trace() -> None:
+    torch.manual_seed(0)
+    on_cpu = trace_forward(repeated_blocks(), torch.randn(3, 16), backward=True, ops=True)
+
+    on_meta = trace_forward(
+        repeated_blocks, TensorSpec((3, 16)), device="meta", backward=True, ops=True
+    )
+
+    assert on_meta.render() == on_cpu.render()
+
+
+def test_a_callers_dispatch_mode_sees_every_kernel_of_a_meta_trace() -> None:
+    with KernelCounter() as counter:
+        trace_forward(repeated_blocks, TensorSpec((3, 16)), device="meta")
+
+    assert counter.counts["aten.native_layer_norm.default"] == 4
