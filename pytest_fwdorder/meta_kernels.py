@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pytest_fwdorder.describe import tensors_of
+
 _META = torch.device("meta")
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 # Arguments compared by value in a cache key (with their type: 1, 1.0 and True differ).
@@ -71,8 +73,6 @@ class MetaKernelCache(TorchDispatchMode):  # type: ignore[no-untyped-call]
         super().__init__()  # type: ignore[no-untyped-call]
         self.layouts: dict[tuple[object, ...], _TensorLayout | _Several | object] = {}
         self.cacheable: dict[torch._ops.OpOverload, bool] = {}
-        self.hits = 0
-        self.misses = 0
 
     def __torch_dispatch__(
         self,
@@ -92,12 +92,10 @@ class MetaKernelCache(TorchDispatchMode):  # type: ignore[no-untyped-call]
         layout = self.layouts.get(key)
         if layout is None:
             output = func(*args, **kwargs)
-            self.misses += 1
             self.layouts[key] = _layout_to_repeat(output, args, kwargs)
             return output
         if layout is _RUN_KERNEL:
             return func(*args, **kwargs)
-        self.hits += 1
         # The caller's device context is a function mode: creating tensors must not pass
         # through it (it costs microseconds each and adds nothing here).
         with torch._C.DisableTorchFunction():
@@ -170,15 +168,14 @@ def _layout_to_repeat(
     not a plain meta tensor with its own storage from offset 0, or when a tensor made from
     the layout would not match it exactly.
     """
-    outputs = list(output) if type(output) in (tuple, list) else [output]  # type: ignore[call-overload]
+    several = type(output) in (tuple, list)
+    outputs = list(output) if several else [output]  # type: ignore[call-overload]
     if not outputs:
         return _RUN_KERNEL
-    inputs: list[torch.Tensor] = []
-    _collect_tensors(inputs, (args, tuple(kwargs.values())))
-    storages = {tensor.untyped_storage()._cdata for tensor in inputs}
+    storages = {tensor.untyped_storage()._cdata for tensor in tensors_of((args, kwargs))}
     layouts: list[_TensorLayout | None] = []
     for tensor in outputs:
-        if tensor is None and type(output) in (tuple, list):
+        if tensor is None and several:
             layouts.append(None)
             continue
         if type(tensor) is not torch.Tensor or not _plain_meta(tensor):
@@ -193,7 +190,7 @@ def _layout_to_repeat(
         if copy.untyped_storage().nbytes() != storage.nbytes():
             return _RUN_KERNEL
         layouts.append(layout)
-    if type(output) in (tuple, list):
+    if several:
         return _Several(type(output), tuple(layouts))
     return layouts[0]
 
@@ -206,14 +203,6 @@ def _plain_meta(tensor: torch.Tensor) -> bool:
         and not tensor.requires_grad
         and not (tensor.is_conj() or tensor.is_neg() or tensor._is_zerotensor())
     )
-
-
-def _collect_tensors(found: list[torch.Tensor], values: object) -> None:
-    if isinstance(values, torch.Tensor):
-        found.append(values)
-    elif type(values) in (tuple, list):
-        for value in values:  # type: ignore[attr-defined]
-            _collect_tensors(found, value)
 
 
 def _make(layout: _TensorLayout | _Several) -> Any:
