@@ -47,6 +47,11 @@ _STORED_ELSEWHERE: dict[type[nn.Module], tuple[tuple[str, str], ...]] = {
 # Nesting deeper than this in a setting's value is not plain configuration.
 _DEEPEST_SETTING = 4
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+# Quantized modules show the scale and zero point their observers computed from data. Those
+# differ in their last digits between machines (CPU kernels, observer arithmetic), so a
+# golden says where they come from instead of their value.
+_OBSERVED_QUANTIZATION = re.compile(r"\b(scale|zero_point)=(?:tensor\([^()]*\)|[-+0-9.e]+)")
+_QUANTIZED_PACKAGES = ("torch.ao.nn.", "torch.nn.quantized.", "torch.nn.intrinsic.")
 _MISSING = object()
 # Lazy modules' tensors. Checked with issubclass(type(...)): isinstance goes through
 # Parameter's metaclass hook, which costs a Python call per tensor.
@@ -73,6 +78,8 @@ class _SettingsPlan:
 
     sources: tuple[tuple[str, str, bool], ...]
     uses_extra_repr: bool
+    # A quantized module's extra_repr: its observed scale and zero point are not written.
+    hides_observed_values: bool = False
     # The attributes read, and those read as presence: what the facts cache key is made of.
     attribute_names: tuple[str, ...] = ()
     presence_names: tuple[str, ...] = ()
@@ -199,7 +206,8 @@ def module_settings(module: nn.Module) -> tuple[Setting, ...]:
     from whether the bias parameter exists, never `device` or `dtype`. Classes whose
     `__init__` takes `*args`/`**kwargs` (LSTM, GRU) add their `__constants__`. Other modules:
     their `extra_repr()` text as one `extra_repr` setting when they have one (hexadecimal
-    addresses replaced), else nothing. Never raises: an unreadable setting reads as a
+    addresses replaced; a quantized module's observed `scale` and `zero_point` written as
+    `<from data>`, since their digits differ between machines), else nothing. Never raises: an unreadable setting reads as a
     placeholder naming the exception type.
     """
     try:
@@ -210,7 +218,7 @@ def module_settings(module: nn.Module) -> tuple[Setting, ...]:
                 _SETTINGS_PLANS.clear()
             plan = _SETTINGS_PLANS[module_class] = _plan_settings(module_class)
         if plan.uses_extra_repr:
-            return _extra_repr_setting(module)
+            return _extra_repr_setting(module, plan.hides_observed_values)
         return _read_settings(module, plan)
     except Exception as error:  # a hostile __getattr__ or class must not break the user's test
         return (("settings", f"<not readable: {type(error).__name__}>"),)
@@ -218,7 +226,11 @@ def module_settings(module: nn.Module) -> tuple[Setting, ...]:
 
 def _plan_settings(module_class: type[nn.Module]) -> _SettingsPlan:
     if not _defined_in_torch_nn(module_class):
-        return _SettingsPlan((), module_class.extra_repr is not nn.Module.extra_repr)
+        return _SettingsPlan(
+            (),
+            module_class.extra_repr is not nn.Module.extra_repr,
+            hides_observed_values=(module_class.__module__ or "").startswith(_QUANTIZED_PACKAGES),
+        )
     names: list[str] = []
     takes_anything = False
     try:
@@ -302,7 +314,7 @@ def _config_text(value: object, depth: int) -> str | None:
     return None
 
 
-def _extra_repr_setting(module: nn.Module) -> tuple[Setting, ...]:
+def _extra_repr_setting(module: nn.Module, hides_observed_values: bool) -> tuple[Setting, ...]:
     try:
         text = module.extra_repr()
     except Exception as error:
@@ -311,7 +323,10 @@ def _extra_repr_setting(module: nn.Module) -> tuple[Setting, ...]:
         return ((EXTRA_REPR_SETTING, f"<extra_repr returned {type(text).__name__}>"),)
     if not text:
         return ()
-    return ((EXTRA_REPR_SETTING, _ADDRESS.sub("<address>", text)),)
+    text = _ADDRESS.sub("<address>", text)
+    if hides_observed_values:
+        text = _OBSERVED_QUANTIZATION.sub(r"\1=<from data>", text)
+    return ((EXTRA_REPR_SETTING, text),)
 
 
 def is_uninitialized(tensor: torch.Tensor) -> bool:

@@ -467,3 +467,35 @@ def test_the_recorders_index_counts_and_ties_as_the_full_walk_does(
 
     assert (quick.totals, quick.tied) == (full.totals, full.tied)
     assert quick.state_dict_keys == ()
+
+
+class ScaledDescription(nn.Module):
+    """A user module whose extra_repr holds a scale it was given, not one computed from data."""
+
+    def extra_repr(self) -> str:
+        return "scale=0.011193495243787766, zero_point=76"
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor, torch.quantize_per_channel")
+def test_quantized_modules_write_observed_scale_and_zero_point_without_their_values() -> None:
+    # Observers compute these from data; their last digits differ between machines
+    # (0.011193495243787766 here, 0.011193493381142616 on another CPU type).
+    convolution = torch.ao.nn.quantized.Conv2d(3, 4, 3)
+    convolution.scale, convolution.zero_point = 0.011193495243787766, 76
+    quantize = torch.ao.nn.quantized.Quantize(scale=0.0079, zero_point=3, dtype=torch.quint8)
+
+    assert module_settings(convolution) == (
+        (
+            EXTRA_REPR_SETTING,
+            "3, 4, kernel_size=(3, 3), stride=(1, 1), scale=<from data>, zero_point=<from data>",
+        ),
+    )
+    assert module_settings(quantize) == (
+        (EXTRA_REPR_SETTING, "scale=<from data>, zero_point=<from data>, dtype=torch.quint8"),
+    )
+
+
+def test_a_user_modules_own_scale_in_extra_repr_is_written_as_it_is() -> None:
+    assert module_settings(ScaledDescription()) == (
+        (EXTRA_REPR_SETTING, "scale=0.011193495243787766, zero_point=76"),
+    )
