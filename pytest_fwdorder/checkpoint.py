@@ -35,11 +35,13 @@ class CheckpointReport:
     missing: list[KeyProblem] = field(default_factory=list)
     unexpected: list[KeyProblem] = field(default_factory=list)
     mismatched: list[KeyProblem] = field(default_factory=list)
+    # Keys whose checkpoint value is not a tensor: (key, the model's shape, the value's type).
+    not_tensors: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
 
     @property
     def loads(self) -> bool:
         """True when `load_state_dict(checkpoint, strict=True)` would succeed."""
-        return not (self.missing or self.unexpected or self.mismatched)
+        return not (self.missing or self.unexpected or self.mismatched or self.not_tensors)
 
     def __str__(self) -> str:
         if self.loads:
@@ -53,6 +55,11 @@ class CheckpointReport:
             if problems:
                 lines.append(f"  {title} ({len(problems)}):")
                 lines.extend(f"    {problem}" for problem in problems)
+        if self.not_tensors:
+            lines.append(f"  not a tensor in the checkpoint ({len(self.not_tensors)}):")
+            lines.extend(
+                f"    {key} {shape} <- {type_name}" for key, shape, type_name in self.not_tensors
+            )
         return "\n".join(lines)
 
 
@@ -91,6 +98,11 @@ def check_checkpoint(
             for name in expected
             if name in given and given[name] is not None and given[name] != expected[name]
         ],
+        not_tensors=[
+            (name, expected[name], type(checkpoint[name]).__name__)
+            for name in expected
+            if name in given and given[name] is None
+        ],
     )
 
 
@@ -98,6 +110,7 @@ def assert_checkpoint_loads(
     model: nn.Module, checkpoint: Mapping[str, torch.Tensor] | nn.Module
 ) -> CheckpointReport:
     """Fail with every missing, unexpected and mis-shaped key unless the checkpoint loads."""
+    __tracebackhide__ = True  # the message says it all; our frames would only add noise
     report = check_checkpoint(model, checkpoint)
     if not report.loads:
         raise CheckpointMismatchError(str(report))

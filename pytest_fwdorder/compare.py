@@ -228,6 +228,7 @@ def assert_same_structure(
     `assert_same_structure(a, b, ignore=("paths",)).summary()` -> `... 48 calls renamed`.
     Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
     """
+    __tracebackhide__ = True  # the message says it all; our frames would only add noise
     ignored = _parse_ignore(ignore)
     remaining = _structure_diff(expected, actual, ignored)
     if remaining:

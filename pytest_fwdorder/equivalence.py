@@ -93,6 +93,7 @@ def assert_equivalent(
     that diverges, e.g. `first divergence at layer3.2.bn2 (call 87 of 151): max abs diff
     3.1e-02 > atol 1e-05 ...`; returns the report otherwise.
     """
+    __tracebackhide__ = True  # the message says it all; our frames would only add noise
     first_run = _run(
         resolve_model(first, entry_point="assert_equivalent"),
         inputs,
