@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model; the current folder is searched first. Exit status: 0 equal (or shown), "
         "1 different, 2 usage or loading errors.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROGRAM} {_version()}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     show = commands.add_parser(
         "show",
@@ -217,8 +218,25 @@ def _diff(arguments: argparse.Namespace) -> int:
     return EXIT_DIFFERENT
 
 
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("pytest-fwdorder")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        from pytest_fwdorder import __version__
+
+        return __version__
+
+
 def _write(text: str) -> None:
-    sys.stdout.write(text)
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        # A console or redirect whose encoding lacks a character of a module name (cp1252 and
+        # a CJK name): write "?" for it rather than fail after the work is done.
+        encoding = sys.stdout.encoding or "ascii"
+        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))
     sys.stdout.flush()
 
 
@@ -419,6 +437,12 @@ def _builder(target: str, factory: Any, *, train: bool) -> Callable[[], nn.Modul
                     f"building the model with {target}() failed: {type(error).__name__}: "
                     f"{_first_line(error)}"
                 ) from error
+            except SystemExit as exit_request:  # sys.exit(0) must not read as "no differences"
+                raise _ModelBuildError(
+                    f"building the model with {target}() failed: it called sys.exit() "
+                    "instead of returning a model: point TARGET at a function that returns "
+                    "the model"
+                ) from exit_request
         if not isinstance(model, nn.Module):
             raise _ModelBuildError(
                 f"{target}() returned {type(model).__name__!r}, not an nn.Module: point "

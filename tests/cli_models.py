@@ -57,3 +57,24 @@ def embedding() -> nn.Module:
 
 
 NUMBER = 3
+
+
+def exits_quietly() -> nn.Module:
+    """A builder that ends the process instead of returning a model."""
+    raise SystemExit(0)
+
+
+def exits_with_a_reason() -> nn.Module:
+    """A builder that refuses to build, the way scripts say so: sys.exit("...")."""
+    raise SystemExit("needs a GPU")
+
+
+class Accented(nn.Module):
+    """Calls its one child, registered under a name that cp1252 cannot write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.couche_層 = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.couche_層(x)

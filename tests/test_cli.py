@@ -366,3 +366,45 @@ def test_the_console_script_is_declared() -> None:
     assert [script.value for script in scripts if script.name == "fwdorder"] == [
         "pytest_fwdorder.cli:main"
     ]
+
+
+@pytest.mark.parametrize("builder", ["exits_quietly", "exits_with_a_reason"])
+def test_a_builder_that_exits_instead_of_returning_a_model_is_an_error(
+    builder: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(["diff", f"cli_models:{builder}", "cli_models:tiny", "--input", "2x4"])
+
+    captured = capsys.readouterr()
+    assert status == EXIT_ERROR
+    assert captured.out == ""
+    assert captured.err == (
+        f"fwdorder: error: building the model with cli_models:{builder}() failed: it called "
+        "sys.exit() instead of returning a model: point TARGET at a function that returns "
+        "the model\n"
+    )
+
+
+def test_non_ascii_names_on_a_cp1252_output_are_written_with_replacement_characters(
+    tmp_path: Path,
+) -> None:
+    tests_folder = Path(__file__).resolve().parent
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_fwdorder", "show", "cli_models:Accented", "--input", "1x4"],
+        capture_output=True,
+        check=False,
+        cwd=tests_folder,
+        env={**os.environ, "PYTHONIOENCODING": "cp1252", "NO_COLOR": "1"},
+        timeout=120,
+    )
+
+    assert result.returncode == EXIT_SAME, result.stderr.decode(errors="replace")
+    assert b"  couche_?: Linear (f32[1,4]) -> f32[1,4]" in result.stdout
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["--version"])
+
+    assert status == EXIT_SAME
+    assert capsys.readouterr().out == (
+        f"fwdorder {importlib.metadata.version('pytest-fwdorder')}\n"
+    )
