@@ -1,10 +1,13 @@
-"""The warning and error classes pytest-fwdorder raises, and how its warnings are issued."""
+"""The warning and error classes pytest-fwdorder raises, how its warnings are issued, and
+the "did you mean" of its messages."""
 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import sys
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 _PACKAGE_DIRECTORY = str(Path(__file__).resolve().parent)
@@ -42,6 +45,15 @@ class StructureMismatchError(AssertionError):
 
 class CheckpointMismatchError(AssertionError):
     """A state_dict does not load into a model: keys missing, unexpected or of other shapes."""
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`: did you mean 'act'?` for the candidates close to `name` (case ignored), else ``."""
+    by_lower = {candidate.lower(): candidate for candidate in sorted(set(candidates))}
+    close = [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower)]
+    if not close:
+        return ""
+    return f": did you mean {' or '.join(map(repr, close))}?"
 
 
 def warn_at_caller(message: str, category: type[Warning] = FwdOrderWarning) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
+from pytest_fwdorder.errors import did_you_mean
+
 
 @dataclass(frozen=True, slots=True)
 class TensorDescription:
@@ -427,8 +429,21 @@ class TraceRecords(Sequence[Call]):
         return [call for call in self.calls if not call.children]
 
     def find(self, path: str) -> list[Call]:
-        """Every call of the module at `path`, in order."""
-        return [call for call in self.calls if call.path == path]
+        """Every call of the module at `path`, in order; `[]` for a module that never ran.
+
+        Raises LookupError, naming the close paths, for a path the trace has no module at:
+        a typo or a path a refactor removed must not read as "never called".
+        """
+        calls = [call for call in self.calls if call.path == path]
+        if calls or path in self.modules:
+            return calls
+        known = {*self.modules, *(call.path for call in self.calls)}
+        if path in known or any(path in names for names in self.aliases.values()):
+            return calls
+        raise LookupError(
+            f"no module at {path!r} in this trace of {self.root_type}"
+            f"{did_you_mean(path, known)} (trace.modules lists every path)"
+        )
 
     def used_through_parameters(self) -> dict[str, list[ParameterUse]]:
         """Modules never called whose parameters or buffers an operation used (`ops=True`).
