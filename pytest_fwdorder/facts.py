@@ -559,3 +559,52 @@ def _read_forward_parameters(module_class: type[nn.Module]) -> ForwardParameters
             if parameter.kind is inspect.Parameter.KEYWORD_ONLY
         ),
     )
+
+
+@functools.cache
+def reads_training(module_class: type[nn.Module]) -> bool:
+    """Whether a module's own code can compute differently in train and eval mode.
+
+    True when a method the class (or a base below `nn.Module`) defines mentions `training`
+    (`self.training`, `F.dropout(x, p, self.training)`), for TorchScript modules, and for
+    classes whose code cannot be read. Activations and containers whose forward only calls
+    children (`nn.ReLU`, `nn.Sequential`, torchvision's `Bottleneck`) read False: their mode
+    changes nothing they compute, so golden files give them no mode mark.
+    """
+    if issubclass(module_class, torch.jit.ScriptModule):
+        return True
+    for base in module_class.__mro__:
+        if base is nn.Module or not issubclass(base, nn.Module):
+            break
+        for attribute in vars(base).values():
+            code = _code_of(attribute)
+            if code is _UNREADABLE or (
+                isinstance(code, types.CodeType) and _mentions_training(code)
+            ):
+                return True
+    return False
+
+
+_UNREADABLE = types.SimpleNamespace()
+
+
+def _code_of(attribute: object) -> types.CodeType | object | None:
+    """The code of a method, property getter or static/class method; None for data."""
+    if isinstance(attribute, (staticmethod, classmethod)):
+        attribute = attribute.__func__
+    elif isinstance(attribute, property):
+        attribute = attribute.fget
+    if isinstance(attribute, types.FunctionType):
+        return attribute.__code__
+    if isinstance(attribute, (types.BuiltinFunctionType, types.MethodDescriptorType)):
+        return _UNREADABLE  # written in C: assume it may read the mode
+    return None
+
+
+def _mentions_training(code: types.CodeType) -> bool:
+    if "training" in code.co_names:
+        return True
+    return any(
+        isinstance(constant, types.CodeType) and _mentions_training(constant)
+        for constant in code.co_consts
+    )

@@ -257,7 +257,7 @@ def make_line(
 
     `step` marks an outermost call `[step N]` (0: no mark).
     """
-    head = f"{'  ' * depth}{path + ': ' if path else ''}{module_type}"
+    head = f"{'  ' * depth}{escape_line_breaks(path) + ': ' if path else ''}{module_type}"
     if reused:
         head += f" #{nth}"
     if frozen:
@@ -575,7 +575,21 @@ def render_trace(trace: TraceRecords) -> str:
             if line.facts:
                 body.extend(line.fact_lines)
     body += backward_lines(trace)
-    return "\n".join([*render_header(trace), *body]) + "\n"
+    return "\n".join(map(escape_line_breaks, [*render_header(trace), *body])) + "\n"
+
+
+def escape_line_breaks(line: str) -> str:
+    """`line` with each character that is not printable written as its escape: `a\\nb`.
+
+    A module name may hold a newline (a `ModuleDict` key); written as it is, one call would
+    read back as two lines. Also covers what `str.splitlines` splits on (`\\x85`, `\\u2028`).
+    """
+    if line.isprintable():
+        return line
+    return "".join(
+        character if character.isprintable() else character.encode("unicode_escape").decode()
+        for character in line
+    )
 
 
 def format_version(text: str) -> int | None:
@@ -583,6 +597,25 @@ def format_version(text: str) -> int | None:
     first_line = text.split("\n", 1)[0]
     match = FORMAT_PATTERN.fullmatch(first_line.strip())
     return int(match.group(1)) if match else None
+
+
+CALLS_PREFIX = "# calls: "
+FOLDED_PATTERN = re.compile(r" \[\+([0-9]+) calls? folded\]")
+
+
+def declared_and_written_calls(text: str) -> tuple[int | None, int]:
+    """The call count the header's `# calls: N` line declares (None without one), and the
+    calls the body holds: its call lines plus the calls folded into them."""
+    declared = None
+    for line in text.splitlines():
+        if line.startswith(CALLS_PREFIX) and line[len(CALLS_PREFIX) :].strip().isdigit():
+            declared = int(line[len(CALLS_PREFIX) :])
+            break
+    _, lines = parse_golden(text)
+    folded = sum(
+        int(match.group(1)) for line in lines if (match := FOLDED_PATTERN.search(line.text))
+    )
+    return declared, len(lines) + folded
 
 
 def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:

@@ -499,3 +499,46 @@ def test_a_user_modules_own_scale_in_extra_repr_is_written_as_it_is() -> None:
     assert module_settings(ScaledDescription()) == (
         (EXTRA_REPR_SETTING, "scale=0.011193495243787766, zero_point=76"),
     )
+
+
+class ReadsModeInAHelper(nn.Module):
+    """Reads `self.training` in a helper its forward calls, not in forward itself."""
+
+    def _scale(self) -> float:
+        return 2.0 if self.training else 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self._scale()
+
+
+class CallsChildren(nn.Module):
+    """A container whose forward only calls its children."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(x)
+
+
+@pytest.mark.parametrize(
+    ("module_class", "expected"),
+    [
+        (nn.ReLU, False),
+        (nn.LeakyReLU, False),
+        (nn.Sequential, False),
+        (nn.Linear, False),
+        (CallsChildren, False),
+        (torchvision.models.resnet.Bottleneck, False),
+        (nn.Dropout, True),
+        (nn.BatchNorm2d, True),
+        (nn.MultiheadAttention, True),
+        (nn.TransformerEncoderLayer, True),
+        (ReadsModeInAHelper, True),
+    ],
+)
+def test_reads_training_tells_which_modules_compute_differently_in_train_mode(
+    module_class: type[nn.Module], expected: bool
+) -> None:
+    assert facts.reads_training(module_class) is expected

@@ -1,0 +1,38 @@
+"""The golden text: one line per call, whatever the names hold."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_fwdorder import trace_forward
+from pytest_fwdorder.render import parse_golden
+
+
+class Routed(nn.Module):
+    """Calls the module registered under `name` in a ModuleDict, and one it never calls."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.routes = nn.ModuleDict({name: nn.Linear(4, 4), f"spare{name}": nn.ReLU()})
+        self.name = name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.routes[self.name](x)
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\rb", "a\x85b", "a\u2028b", "a\x0bb"])
+def test_a_name_with_a_line_break_stays_on_its_own_line_written_as_an_escape(name: str) -> None:
+    text = trace_forward(Routed(name), torch.randn(1, 4)).render()
+
+    escaped = name.encode("unicode_escape").decode("ascii")
+    _, calls = parse_golden(text)
+    assert [line.path for line in calls] == ["<root>", f"routes.{escaped}"]
+    assert f"#   routes.spare{escaped}: ReLU" in text.splitlines()
+
+
+def test_printable_names_are_written_as_they_are() -> None:
+    text = trace_forward(Routed("café_層"), torch.randn(1, 4)).render()
+
+    assert "  routes.café_層: Linear (f32[1,4]) -> f32[1,4]" in text.splitlines()
