@@ -3,14 +3,17 @@
 Alignment runs in two passes, each a longest increasing subsequence over unique keys
 (O(n log n), so two 100,000-call traces diff in well under a second):
 
-1. by identity, (path, nth, class): the calls both traces have, in the same order, are
-   anchors; common calls out of order are *moved*;
+1. by identity, (path, class): the calls both traces have, in the same order, are anchors;
+   first those whose identity occurs once on each side, then again in each stretch between
+   two anchors (so a reused module's call pairs with the one between the same neighbours,
+   and its `#nth` follows from the order); common calls out of order are *moved*;
 2. between two anchors, by structure, (type, inputs, outputs): pairs found there are
    *renamed* calls (and *nesting changed* if their depth differs); structural pairs out of
    order are *moved* too (two swapped layers of an `nn.Sequential`).
 
 Left over between pairs, calls with the same path and another class are *type changed*;
-the rest are *removed* or *inserted*. Alignment only pairs indexes; one classification
+a call of one module removed in one place and inserted in another is *moved*; the rest are
+*removed* or *inserted*. Alignment only pairs indexes; one classification
 step then turns every pair into changes (renamed, type, inputs, outputs, nesting, frozen
 or registered state).
 """
@@ -20,12 +23,13 @@ from __future__ import annotations
 import bisect
 import difflib
 import enum
+import html
 import re
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from pytest_fwdorder.records import TraceRecords
 from pytest_fwdorder.render import (
     BACKWARD_LINE,
     FORMAT_LINE,
@@ -38,9 +42,6 @@ from pytest_fwdorder.render import (
     render_header,
     split_top_level,
 )
-
-if TYPE_CHECKING:
-    from pytest_fwdorder.records import TraceRecords
 
 
 class ChangeKind(str, enum.Enum):
@@ -128,7 +129,7 @@ class _Row:
     differs: bool
 
 
-@dataclass
+@dataclass(repr=False)
 class TraceDiff:
     """The aligned, classified differences between an old and a new trace.
 
@@ -237,6 +238,23 @@ class TraceDiff:
     def __str__(self) -> str:
         return self.render()
 
+    def __repr__(self) -> str:
+        """The summary, first line as a headline: a REPL shows this, `print` the whole diff."""
+        if not self:
+            return "<TraceDiff: no differences>"
+        first, *rest = self.summary().splitlines()
+        return "\n".join(
+            [
+                f"<TraceDiff: {first}>",
+                *(f"  {line}" for line in rest),
+                "  print(diff) shows the aligned calls",
+            ]
+        )
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: the explanation as preformatted, escaped text."""
+        return f'<pre class="fwdorder-diff">{html.escape(self.render())}</pre>'
+
 
 def _block(line: GoldenLine) -> list[str]:
     """A call line, the fact lines under it, and its operations (`ops=True`)."""
@@ -274,7 +292,9 @@ def _change_kind(kind: ChangeKind | str) -> ChangeKind:
 
 
 def diff_traces(old: TraceRecords, new: TraceRecords) -> TraceDiff:
-    """What changed from `old` to `new`."""
+    """What changed from `old` to `new`; raises TypeError if either is not a trace."""
+    check_trace("diff_traces", "old", old)
+    check_trace("diff_traces", "new", new)
     return diff_lines(
         [*render_header(old), *backward_lines(old)],
         golden_lines(old),
@@ -283,8 +303,29 @@ def diff_traces(old: TraceRecords, new: TraceRecords) -> TraceDiff:
     )
 
 
+def check_trace(function: str, argument: str, value: object) -> None:
+    """Raise TypeError naming the argument if `value` is not a trace."""
+    if isinstance(value, TraceRecords):
+        return
+    hint = "; for golden text use diff_golden" if isinstance(value, str) else ""
+    raise TypeError(
+        f"{function} expected a trace as `{argument}`, got {type(value).__name__}: "
+        f"{value!r}: pass what trace_forward returns{hint}"
+    )
+
+
 def diff_golden(old_text: str, new_text: str) -> TraceDiff:
-    """What changed from one golden text to another (both as `render_trace` writes them)."""
+    """What changed from one golden text to another (both as `render_trace` writes them).
+
+    Raises TypeError if either is not a string.
+    """
+    for argument, value in (("old_text", old_text), ("new_text", new_text)):
+        if not isinstance(value, str):
+            raise TypeError(
+                f"diff_golden expected golden text as `{argument}`, got "
+                f"{type(value).__name__}: {value!r}: pass the text of a golden file "
+                "(path.read_text()), or use diff_traces for two traces"
+            )
     old_header, old_lines = parse_golden(old_text)
     new_header, new_lines = parse_golden(new_text)
     return diff_lines(old_header, old_lines, new_header, new_lines)
@@ -319,11 +360,7 @@ def _align(
     A call out of order shows as two rows, `(old, None)` where it was and `(None, new)` where
     it is now.
     """
-    if match_paths:
-        anchors, moved_pairs = _match(_unique_keys(old, _identity), _unique_keys(new, _identity))
-    else:
-        anchors, moved_pairs = [], []
-    moved = dict(moved_pairs)
+    anchors, moved = _anchor_by_identity(old, new) if match_paths else ([], {})
     moved_new = set(moved.values())
     rows: list[_AlignedPair] = []
     old_start = new_start = 0
@@ -337,7 +374,140 @@ def _align(
         if old_index < len(old):
             rows.append((old_index, new_index))
         old_start, new_start = old_index + 1, new_index + 1
+    if match_paths:
+        moved.update(_moved_between_gaps(old, new, rows, moved))
     return rows, moved
+
+
+def _anchor_by_identity(
+    old: list[GoldenLine], new: list[GoldenLine]
+) -> tuple[list[tuple[int, int]], dict[int, int]]:
+    """Calls paired by (path, class) in order, and the calls out of order (old -> new index).
+
+    Patience style: first the calls whose (path, class) occurs once in both stretches, then
+    the same again in each stretch between two pairs, so a reused module's calls pair with
+    the calls between the same neighbours and `#nth` follows from the order.
+    """
+    old_keys = [_identity(line) for line in old]
+    new_keys = [_identity(line) for line in new]
+    anchors: list[tuple[int, int]] = []
+    moved: dict[int, int] = {}
+    moved_new: set[int] = set()
+    stretches = [(range(len(old)), range(len(new)))]
+    while stretches:
+        old_range, new_range = stretches.pop()
+        if len(old_range) == len(new_range) == 1:  # one call between the same neighbours
+            if old_keys[old_range.start] == new_keys[new_range.start]:
+                anchors.append((old_range.start, new_range.start))
+            continue
+        old_indexes = [i for i in old_range if i not in moved]
+        new_indexes = [j for j in new_range if j not in moved_new]
+        in_order, crossed = _identity_pairs(old, new, old_keys, new_keys, old_indexes, new_indexes)
+        if not in_order:
+            continue  # the stretch is left to structure
+        anchors += in_order
+        moved.update(crossed)
+        moved_new.update(j for _, j in crossed)
+        bounds = [(old_range.start - 1, new_range.start - 1), *in_order]
+        for (old_before, new_before), (old_after, new_after) in zip(
+            bounds, [*in_order, (old_range.stop, new_range.stop)], strict=True
+        ):
+            if old_after - old_before > 1 and new_after - new_before > 1:
+                stretches.append(
+                    (range(old_before + 1, old_after), range(new_before + 1, new_after))
+                )
+    return sorted(anchors), moved
+
+
+def _identity_pairs(
+    old: list[GoldenLine],
+    new: list[GoldenLine],
+    old_keys: list[tuple[str, str]],
+    new_keys: list[tuple[str, str]],
+    old_indexes: list[int],
+    new_indexes: list[int],
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Pairs in one stretch by (path, class): the keys found once on each side; failing
+    those, the outermost calls by occurrence (a reused block's calls, whose children then
+    pair inside each); failing those, every call by occurrence."""
+    if not old_indexes or not new_indexes:
+        return [], []
+    old_counts = Counter(old_keys[i] for i in old_indexes)
+    new_counts = Counter(new_keys[j] for j in new_indexes)
+    unique = {key for key, count in old_counts.items() if count == 1 and new_counts[key] == 1}
+    if unique:
+        return _match_indexes(
+            old_keys,
+            new_keys,
+            [i for i in old_indexes if old_keys[i] in unique],
+            [j for j in new_indexes if new_keys[j] in unique],
+            unique_already=True,
+        )
+    old_depth = min(old[i].depth for i in old_indexes)
+    new_depth = min(new[j].depth for j in new_indexes)
+    outermost = _match_indexes(
+        old_keys,
+        new_keys,
+        [i for i in old_indexes if old[i].depth == old_depth],
+        [j for j in new_indexes if new[j].depth == new_depth],
+    )
+    if outermost[0]:
+        return outermost
+    return _match_indexes(old_keys, new_keys, old_indexes, new_indexes)
+
+
+def _match_indexes(
+    old_keys: list[tuple[str, str]],
+    new_keys: list[tuple[str, str]],
+    old_indexes: list[int],
+    new_indexes: list[int],
+    *,
+    unique_already: bool = False,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`_match` over the keys at some indexes, each made unique by its occurrence there."""
+    old_at: list[Hashable] = [old_keys[i] for i in old_indexes]
+    new_at: list[Hashable] = [new_keys[j] for j in new_indexes]
+    if not unique_already:
+        old_at, new_at = _occurrences(old_at), _occurrences(new_at)
+    in_order, crossed = _match(old_at, new_at)
+    return (
+        [(old_indexes[i], new_indexes[j]) for i, j in in_order],
+        [(old_indexes[i], new_indexes[j]) for i, j in crossed],
+    )
+
+
+def _occurrences(keys: list[Hashable]) -> list[Hashable]:
+    """Each key with how many times it came before: `[(k, 0), (k, 1), (m, 0)]`."""
+    seen: Counter[Hashable] = Counter()
+    unique: list[Hashable] = []
+    for key in keys:
+        unique.append((key, seen[key]))
+        seen[key] += 1
+    return unique
+
+
+def _moved_between_gaps(
+    old: list[GoldenLine], new: list[GoldenLine], rows: list[_AlignedPair], moved: dict[int, int]
+) -> dict[int, int]:
+    """Calls left unpaired on both sides with the same (path, class): one call moved.
+
+    A reused module's call taken from one place and made in another leaves a removed and an
+    inserted call of the same module; they pair in order of their calls.
+    """
+    moved_new = set(moved.values())
+    removed: dict[tuple[str, str], list[int]] = {}
+    inserted: dict[tuple[str, str], list[int]] = {}
+    for old_index, new_index in rows:
+        if new_index is None and old_index is not None and old_index not in moved:
+            removed.setdefault(_identity(old[old_index]), []).append(old_index)
+        elif old_index is None and new_index is not None and new_index not in moved_new:
+            inserted.setdefault(_identity(new[new_index]), []).append(new_index)
+    return {
+        old_index: new_index
+        for key, old_indexes in removed.items()
+        if key[0]  # a line without a path (hand-edited text) is no module's call
+        for old_index, new_index in zip(old_indexes, inserted.get(key, []), strict=False)
+    }
 
 
 def _align_gap(
@@ -429,7 +599,7 @@ def _moved_changes(
 ) -> list[Change]:
     """A call out of order: moved (to where, or to which name), and what else changed."""
     old_line, new_line = old[old_index], new[new_index]
-    if old_line.identity == new_line.identity:
+    if old_line.path == new_line.path:  # the call number follows the order, not a rename
         detail = f"now {_where(new, new_index)}"
     else:
         detail = f"-> {new_line.name}"
@@ -495,7 +665,7 @@ def _compare_pair(
     ):
         return []  # the text, facts and operations show every part compared below
     found: list[tuple[ChangeKind, str]] = []
-    if old_line.identity != new_line.identity:
+    if old_line.path != new_line.path:  # `#3` -> `#2` is a renumbering, not a rename
         found.append((ChangeKind.RENAMED, f"{old_line.name} -> {new_line.name}"))
     if old_line.module_type != new_line.module_type:
         found.append((ChangeKind.TYPE_CHANGED, f"{old_line.module_type} -> {new_line.module_type}"))
@@ -783,14 +953,15 @@ def _header_changes(old_header: list[str], new_header: list[str]) -> list[str]:
     return lines
 
 
-def _identity(line: GoldenLine) -> Hashable:
+def _identity(line: GoldenLine) -> tuple[str, str]:
     # The class is part of a call's identity for anchoring: wrapping a model moves `0` from
-    # a Linear to the wrapper, and the two must not anchor each other.
-    return (line.path, line.nth, line.module_type)
+    # a Linear to the wrapper, and the two must not anchor each other. The call number is
+    # not: it follows from the order, and one call more or less renumbers the rest.
+    return (line.path, line.module_type)
 
 
 def _path(line: GoldenLine) -> Hashable:
-    return line.identity
+    return line.path
 
 
 def _structure(line: GoldenLine) -> Hashable:

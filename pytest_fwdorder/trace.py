@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_fwdorder.diff import TraceDiff, diff_traces
+from pytest_fwdorder.diff import TraceDiff, check_trace, diff_traces
 from pytest_fwdorder.records import TraceRecords
 from pytest_fwdorder.render import golden_lines, render_trace
 
@@ -26,7 +26,11 @@ class Trace(TraceRecords):
         return render_trace(self)
 
     def diff(self, other: TraceRecords) -> TraceDiff:
-        """What changed from this trace to `other`, aligned call by call and explained."""
+        """What changed from this trace to `other`, aligned call by call and explained.
+
+        Raises TypeError if `other` is not a trace.
+        """
+        check_trace("Trace.diff", "other", other)
         return diff_traces(self, other)
 
     def __eq__(self, other: object) -> bool:

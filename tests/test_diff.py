@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder import diff_golden, trace_forward
+from pytest_fwdorder import diff_golden, diff_traces, trace_forward
 from pytest_fwdorder.diff import ChangeKind
 from pytest_fwdorder.render import FORMAT_LINE, golden_lines, parse_golden
 
@@ -298,3 +298,54 @@ def test_render_joins_the_explanation() -> None:
     difference = trace_of(chain(nn.ReLU)).diff(trace_of(chain(nn.Tanh)))
 
     assert difference.render() == "\n".join(difference.explanation())
+
+
+def test_diffing_a_trace_against_a_number_names_the_argument() -> None:
+    trace = trace_of(chain(nn.ReLU))
+
+    with pytest.raises(TypeError, match=r"diff_traces expected a trace as `new`, got int: 5"):
+        diff_traces(trace, 5)  # type: ignore[arg-type]
+
+
+def test_diffing_a_trace_against_text_points_at_diff_golden() -> None:
+    trace = trace_of(chain(nn.ReLU))
+
+    with pytest.raises(
+        TypeError, match=r"Trace.diff expected a trace as `other`, got str: 'text'.*diff_golden"
+    ):
+        trace.diff("text")  # type: ignore[arg-type]
+
+
+def test_diffing_golden_text_against_none_names_the_argument() -> None:
+    text = trace_of(chain(nn.ReLU)).render()
+
+    with pytest.raises(
+        TypeError, match=r"diff_golden expected golden text as `old_text`, got NoneType: None"
+    ):
+        diff_golden(None, text)  # type: ignore[arg-type]
+
+
+def test_a_diff_repr_is_its_summary() -> None:
+    difference = trace_of(chain(nn.ReLU)).diff(trace_of(chain(nn.Tanh)))
+
+    assert repr(difference) == (
+        "<TraceDiff: 3 calls before, 3 after: 1 call type changed>\n"
+        "  type changed at 1 call: ReLU -> Tanh\n"
+        "  print(diff) shows the aligned calls"
+    )
+
+
+def test_an_empty_diff_repr_says_so() -> None:
+    trace = trace_of(chain(nn.ReLU))
+
+    assert repr(trace.diff(trace)) == "<TraceDiff: no differences>"
+
+
+def test_a_diff_shows_in_a_notebook_as_escaped_text() -> None:
+    difference = trace_of(chain(nn.ReLU)).diff(trace_of(chain(nn.Tanh)))
+
+    html = difference._repr_html_()
+
+    assert html.startswith('<pre class="fwdorder-diff">3 calls before, 3 after')
+    assert "-   1: ReLU (f32[1,4]) -&gt; f32[1,4]" in html
+    assert html.endswith("</pre>")
