@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.diff import TraceDiff, diff_lines, diff_traces
+from pytest_fwdorder.diff import TraceDiff, check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.render import (
     TENSOR_PATTERN,
@@ -176,6 +176,8 @@ def structure_diff(
     expected: TraceRecords, actual: TraceRecords, ignore: Iterable[IgnoreItem] = ()
 ) -> TraceDiff:
     """The differences between two traces that remain once `ignore` is applied."""
+    check_trace("structure_diff", "expected", expected)
+    check_trace("structure_diff", "actual", actual)
     return _structure_diff(expected, actual, _parse_ignore(ignore))
 
 
@@ -229,6 +231,8 @@ def assert_same_structure(
     Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
     """
     __tracebackhide__ = True  # the message says it all; our frames would only add noise
+    check_trace("assert_same_structure", "expected", expected)
+    check_trace("assert_same_structure", "actual", actual)
     ignored = _parse_ignore(ignore)
     remaining = _structure_diff(expected, actual, ignored)
     if remaining:

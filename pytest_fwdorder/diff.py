@@ -307,11 +307,24 @@ def check_trace(function: str, argument: str, value: object) -> None:
     """Raise TypeError naming the argument if `value` is not a trace."""
     if isinstance(value, TraceRecords):
         return
-    hint = "; for golden text use diff_golden" if isinstance(value, str) else ""
+    if isinstance(value, str):
+        hint = "pass what trace_forward returns; for golden text use diff_golden"
+    elif callable(getattr(value, "named_modules", None)):  # a model: no torch import here
+        hint = "trace the model first: trace_forward(model, *inputs)"
+    else:
+        hint = "pass what trace_forward returns"
     raise TypeError(
         f"{function} expected a trace as `{argument}`, got {type(value).__name__}: "
-        f"{value!r}: pass what trace_forward returns{hint}"
+        f"{_short_repr(value)}: {hint}"
     )
+
+
+def _short_repr(value: object) -> str:
+    """The value's repr cut to one line of 80 characters: a model's repr is its whole tree."""
+    text = repr(value)
+    if len(text) <= 80 and "\n" not in text:
+        return text
+    return f"{text.splitlines()[0][:77]}..."
 
 
 def diff_golden(old_text: str, new_text: str) -> TraceDiff:
