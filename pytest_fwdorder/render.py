@@ -498,15 +498,24 @@ def render_header(trace: TraceRecords) -> list[str]:
         "called more than once", [f"{path or '<root>'} x{count}" for path, count in reused]
     )
     used = trace.used_through_parameters() if trace.operations_skipped is not None else {}
+    known = (
+        _known_parameter_uses(trace, unused, parameters) if trace.operations_skipped is None else {}
+    )
     header += _section(
         "registered but never called",
-        [_unused_item(trace, path, parameters) for path in unused if path not in used],
+        [
+            _unused_item(trace, path, parameters)
+            for path in unused
+            if path not in used and path not in known
+        ],
     )
     if trace.operations_skipped is not None:
         header += _section(
             "used through its parameters",
             [_parameter_use_item(trace, path, uses) for path, uses in used.items()],
         )
+    elif known:
+        header += _section("used through its parameters", list(known.values()))
     header += _section("called but not registered under the model", unregistered)
     aliased = [f"{path or '<root>'} = {', '.join(names)}" for path, names in trace.aliases.items()]
     if aliased:
@@ -821,6 +830,36 @@ def _recorded_lines(trace: TraceRecords) -> list[str]:
             f"{trace.backward.loss}(output)"
         )
     return lines
+
+
+# Modules torch's own classes never call but hand to a function, known without `ops=True`:
+# (parent class, child name) -> the function that uses the child's tensors.
+_KNOWN_PARAMETER_USES = {("MultiheadAttention", "out_proj"): "multi_head_attention_forward"}
+
+
+def _known_parameter_uses(
+    trace: TraceRecords, unused: list[str], parameters: bool
+) -> dict[str, str]:
+    """Never-called modules whose tensors a called parent is known to use, with the header
+    item that says so: `attn.out_proj: Linear | weight f32[8,8], ... used by ... in attn`."""
+    called = trace.counts()
+    found: dict[str, str] = {}
+    for path in unused:
+        parent, _, name = path.rpartition(".")
+        function = _KNOWN_PARAMETER_USES.get((trace.modules.get(parent, ("",))[0], name))
+        if function is None or parent not in called or path not in trace.modules:
+            continue
+        module_type, facts = trace.modules[path]
+        where = f"used by {function} in {parent or '<root>'}"
+        if parameters and facts.tensors.tensors:
+            tied = _tied_names(trace)
+            tensors = ", ".join(
+                render_tensor_fact(fact, tied.get(f"{path}.{fact.name}"))
+                for fact in facts.tensors.tensors
+            )
+            where = f"{tensors} {where}"
+        found[path] = f"{path}: {module_type} | {where}"
+    return found
 
 
 def _parameter_use_item(trace: TraceRecords, path: str, uses: list[ParameterUse]) -> str:

@@ -36,3 +36,33 @@ def test_printable_names_are_written_as_they_are() -> None:
     text = trace_forward(Routed("café_層"), torch.randn(1, 4)).render()
 
     assert "  routes.café_層: Linear (f32[1,4]) -> f32[1,4]" in text.splitlines()
+
+
+def test_multihead_attentions_out_proj_is_used_through_its_parameters_without_ops() -> None:
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval()
+
+    header = [
+        line
+        for line in trace_forward(layer, torch.randn(1, 3, 8)).render().splitlines()
+        if line.startswith("#")
+    ]
+
+    assert "# registered but never called (0)" in header
+    assert header[header.index("# used through its parameters (1):") + 1] == (
+        "#   self_attn.out_proj: NonDynamicallyQuantizableLinear | weight f32[8,8], bias f32[8] "
+        "used by multi_head_attention_forward in self_attn"
+    )
+
+
+def test_a_user_modules_uncalled_child_named_out_proj_stays_never_called() -> None:
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out_proj = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    text = trace_forward(nn.Sequential(Attention()), torch.randn(1, 4)).render()
+
+    assert "#   0.out_proj: Linear | weight f32[4,4], bias f32[4]" in text.splitlines()
