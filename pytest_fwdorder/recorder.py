@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
+from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.modules.module import (
     register_module_forward_hook,
     register_module_forward_pre_hook,
@@ -224,9 +225,10 @@ class _ModelState:
 
     Modules join as they are met: the registered ones before the forward, unregistered ones
     (kept in a plain list, built in forward) at their first call, before they run. Each
-    module's `__dict__`, `_parameters` and `_buffers` are watched: copied, and compared with
-    their copies by identity when the forward is over, all of them at once in C, and one by
-    one only when something differs.
+    module's `__dict__`, `_parameters`, `_buffers` and every plain dict, list or set it
+    holds (`_modules`, hook dicts, the user's own) are watched: copied (one level deep), and
+    compared with their copies by identity when the forward is over, all of them at once in
+    C, and one by one only when something differs.
     """
 
     def __init__(self) -> None:
@@ -238,6 +240,13 @@ class _ModelState:
         # would otherwise leave a tensor of the trace's device in the model.
         self.watched: list[dict[str, Any]] = []
         self.copies: list[dict[str, Any]] = []
+        # Lists and sets a module holds (`self.seen.append(...)`), with copies, compared the
+        # same way; lazy modules with their first-call hooks, which may stay.
+        self.watched_lists: list[list[Any]] = []
+        self.list_copies: list[list[Any]] = []
+        self.watched_sets: list[set[Any]] = []
+        self.set_copies: list[set[Any]] = []
+        self.lazy_modules: list[nn.Module] = []
         # Every parameter, flat, with its signature: compared as two lists in one C
         # comparison when the forward is over, parameter by parameter only if they differ.
         self.parameters: list[torch.Tensor] = []
@@ -267,7 +276,19 @@ class _ModelState:
         attribute_dicts = list(map(vars, modules))
         parameter_dicts = list(map(parameters_of, modules))
         buffer_dicts = list(map(buffers_of, modules))
-        watched = [*attribute_dicts, *parameter_dicts, *buffer_dicts]
+        containers = list(chain.from_iterable(map(dict.values, attribute_dicts)))
+        watched_already = set(map(id, chain(parameter_dicts, buffer_dicts)))
+        dicts = [
+            value
+            for value in containers
+            if isinstance(value, dict) and id(value) not in watched_already
+        ]
+        self.watched_lists += [value for value in containers if type(value) is list]
+        self.list_copies += [value.copy() for value in containers if type(value) is list]
+        self.watched_sets += [value for value in containers if type(value) is set]
+        self.set_copies += [value.copy() for value in containers if type(value) is set]
+        self.lazy_modules += [module for module in modules if isinstance(module, LazyModuleMixin)]
+        watched = [*attribute_dicts, *parameter_dicts, *buffer_dicts, *dicts]
         self.attribute_dicts += attribute_dicts
         self.parameter_dicts += parameter_dicts
         self.watched += watched
@@ -370,11 +391,21 @@ def _restore_state(state: _ModelState) -> None:
         for module, attributes in zip(state.modules, state.attribute_dicts, strict=True):
             if vars(module) is not attributes:
                 object.__setattr__(module, "__dict__", attributes)
+    # A lazy module's first call removes its initialising hooks: that may stay (README).
+    initialized_lazy = [
+        module for module in state.lazy_modules if "_initialize_hook" not in vars(module)
+    ]
     if not _dicts_unchanged(state.watched, state.copies):
         for current, original in zip(state.watched, state.copies, strict=True):
             if not _dicts_unchanged([current], [original]):
                 current.clear()
                 current.update(original)
+    _restore_lists_and_sets(state)
+    for module in initialized_lazy:
+        for name in ("_initialize_hook", "_load_hook"):
+            handle = vars(module).pop(name, None)
+            if handle is not None:
+                handle.remove()
     changed_in_place: list[str] = []
     now = _signatures(state.parameters)
     if now != state.parameter_signatures:
@@ -398,6 +429,21 @@ def _restore_state(state: _ModelState) -> None:
             "pytest-fwdorder puts buffers back but does not copy parameters, so these "
             "keep the values forward gave them"
         )
+
+
+def _restore_lists_and_sets(state: _ModelState) -> None:
+    """Give every watched list and set its own contents back, in place."""
+    lists, list_copies = state.watched_lists, state.list_copies
+    if list(map(len, lists)) != list(map(len, list_copies)) or not all(
+        map(operator.is_, chain.from_iterable(lists), chain.from_iterable(list_copies))
+    ):
+        for current, original in zip(lists, list_copies, strict=True):
+            current[:] = original
+    if state.watched_sets != state.set_copies:
+        for current_set, original_set in zip(state.watched_sets, state.set_copies, strict=True):
+            if current_set != original_set:
+                current_set.clear()
+                current_set.update(original_set)
 
 
 def _restore_buffers(buffer_copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -609,6 +655,8 @@ class Recorder:
         self.call_counts: dict[int, int] = {}
         self.open_calls: list[CallRecord] = []
         self.keyword_frame_code = KEYWORD_FRAME_CODE
+        # The ids of the modules this recording claimed from other threads' traces.
+        self.claimed: list[int] = []
 
     @property
     def calls(self) -> list[Call]:
@@ -921,9 +969,11 @@ def recording(
     With `device`, parameters and buffers that live elsewhere are swapped for stand-ins on
     it (meta stand-ins hold no memory) and factory calls inside the block land on it; the
     originals are always put back. Hooks are removed and (with `restore_state`) parameters,
-    buffers, plain attributes, training and requires_grad flags, grad mode and the random
-    states (torch, Python, numpy) are put back, also when the block raises. An exception
-    from the block gets a note naming the calls recorded.
+    buffers, submodules, plain attributes and the dicts, lists and sets modules hold (their
+    hooks too), training and requires_grad flags, grad mode and the random states (torch,
+    Python, numpy) are put back, also when the block raises. An exception from the block
+    gets a note naming the calls recorded. Raises `RuntimeError` if another thread is
+    tracing a module of this model right now.
     """
     index = index_model(root)
     target = torch.device(device) if device is not None else None
@@ -941,11 +991,17 @@ def recording(
         tied=tensors.tied,
         totals=tensors.totals,
     )
-    state = _capture_state(index) if restore_state else None
-    stand_ins = StandIns(target) if target is not None else None
-    recorder = Recorder(
-        index, trace, capture_outputs=capture_outputs, state=state, stand_ins=stand_ins
-    )
+    claimed = _claim_modules(index)
+    try:
+        state = _capture_state(index) if restore_state else None
+        stand_ins = StandIns(target) if target is not None else None
+        recorder = Recorder(
+            index, trace, capture_outputs=capture_outputs, state=state, stand_ins=stand_ins
+        )
+        recorder.claimed = claimed
+    except BaseException:
+        _release_modules(claimed)
+        raise
     if stand_ins is not None:
         try:
             for module in index.python_modules:
@@ -999,4 +1055,42 @@ def _put_back(
             f"pytest-fwdorder: putting the model back failed too: {type(error).__name__}: {error}"
         )
     finally:
+        _release_modules(recorder.claimed)
         recorder.finish()
+
+
+# Each module under a trace in progress, by id, and the thread tracing it.
+_TRACING_THREADS: dict[int, int] = {}
+_TRACING_LOCK = threading.Lock()
+
+
+def _claim_modules(index: ModelIndex) -> list[int]:
+    """Mark the model's modules as traced by this thread; refuse a model another one traces.
+
+    A trace puts buffers and the process-wide random state back when it ends, so two at
+    once would undo each other's changes. Returns the ids this trace claimed (a nested
+    trace in the same thread claims none of its outer trace's).
+    """
+    thread_id = threading.get_ident()
+    module_ids = list(map(id, index.python_modules))
+    with _TRACING_LOCK:
+        for module in index.python_modules:
+            owner = _TRACING_THREADS.get(id(module), thread_id)
+            if owner != thread_id:
+                path = index.entries[id(module)].path or "the root"
+                raise RuntimeError(
+                    f"cannot trace {index.entries[id(index.modules[0])].module_type!r}: its "
+                    f"module {path!r} is being traced by another thread (thread {owner}) "
+                    "right now, and each trace puts the model and the random state back when "
+                    "it ends, undoing the other's changes: trace a model from one thread at a "
+                    "time, or give each thread its own copy (copy.deepcopy(model))"
+                )
+        claimed = [module_id for module_id in module_ids if module_id not in _TRACING_THREADS]
+        _TRACING_THREADS.update(dict.fromkeys(claimed, thread_id))
+    return claimed
+
+
+def _release_modules(claimed: list[int]) -> None:
+    with _TRACING_LOCK:
+        for module_id in claimed:
+            _TRACING_THREADS.pop(module_id, None)

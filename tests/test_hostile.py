@@ -35,15 +35,18 @@ def test_ten_thousand_tiny_modules_are_each_recorded() -> None:
     assert trace.unused() == []
 
 
+# Outside the model: a trace puts the model's own lists back (issue 20, item 8).
+HOOK_RUNS: list[str] = []
+
+
 class RegistersHooksInForward(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.inner = nn.Linear(2, 2)
-        self.seen: list[str] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         handle = self.inner.register_forward_hook(
-            lambda module, args, output: self.seen.append("hook")
+            lambda module, args, output: HOOK_RUNS.append("hook")
         )
         global_handle = torch_module.register_module_forward_pre_hook(lambda module, args: None)
         try:
@@ -55,11 +58,12 @@ class RegistersHooksInForward(nn.Module):
 
 def test_a_model_that_adds_and_removes_its_own_hooks_in_forward_is_traced() -> None:
     model = RegistersHooksInForward()
+    HOOK_RUNS.clear()
 
     trace = trace_forward(model, torch.randn(1, 2))
 
     assert [call.path for call in trace] == ["", "inner"]
-    assert model.seen == ["hook"]
+    assert HOOK_RUNS == ["hook"]
     assert global_hook_count() == 0
 
 
