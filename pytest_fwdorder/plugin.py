@@ -6,6 +6,7 @@ Read top to bottom: options -> configure -> report header -> fixture -> assertio
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pytest_fwdorder.comparisons import (
     to_worker_output,
 )
 from pytest_fwdorder.diff import diff_traces
+from pytest_fwdorder.errors import did_you_mean
 from pytest_fwdorder.options import (
     FACETS,
     OPERATION_GROUPS,
@@ -29,7 +31,14 @@ from pytest_fwdorder.options import (
     check_option_values,
 )
 from pytest_fwdorder.records import TraceRecords
-from pytest_fwdorder.snapshot import explain_snapshot_assertion, headline
+from pytest_fwdorder.snapshot import (
+    explain_snapshot_assertion,
+    headline,
+    held_goldens_message,
+    hold_unfinished_goldens,
+    make_trace_aware,
+    put_back_held_goldens,
+)
 from pytest_fwdorder.trace import Trace
 
 _MARKER = "fwdorder"
@@ -45,6 +54,8 @@ class _Outputs:
 
 
 _OUTPUTS_KEY = pytest.StashKey[_Outputs]()
+_HELD_MESSAGE_KEY = pytest.StashKey[str]()
+_GOLDEN_SUFFIX = ".fwdorder.txt"
 # One ini option per trace option, `fwdorder_<name>`: (ini type, default, help).
 _INI_OPTIONS: dict[str, tuple[Literal["string", "bool", "args"], object, str]] = {
     "device": (
@@ -175,6 +186,8 @@ def _configure_outputs(config: pytest.Config) -> None:
             f"--fwdorder-report names a file to write, got the directory {report!r}: "
             f"write --fwdorder-report={report.rstrip('/')}/fwdorder-report.html"
         )
+    if report_path is not None:
+        _check_writable(report_path, report, base)
     if save_directory is not None and save_directory.is_file():
         raise pytest.UsageError(
             f"--fwdorder-save-failed names a directory, got the file {save_failed!r}: "
@@ -182,6 +195,24 @@ def _configure_outputs(config: pytest.Config) -> None:
         )
     config.stash[_OUTPUTS_KEY] = _Outputs(report_path, save_directory, [])
     config.stash[COMPARISONS_KEY] = []
+
+
+def _check_writable(report_path: Path, report: str, base: Path) -> None:
+    """A usage error now where the report could not be written at the end of the run."""
+    parent = report_path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    shown = os.path.relpath(parent, base) if parent.is_relative_to(base) else str(parent)
+    if not parent.is_dir():
+        problem = f"{shown!r} is a file, not a directory"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        problem = f"the directory {shown!r} is not writable"
+    else:
+        return
+    raise pytest.UsageError(
+        f"--fwdorder-report cannot be written at {report!r}: {problem}: give a path in a "
+        "directory you can write"
+    )
 
 
 def _ini_options(config: pytest.Config) -> dict[str, Any]:
@@ -203,6 +234,12 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"fwdorder: torch {torch_version}"
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # Golden names match the doctest plugin's default glob `test*.txt`: keep every plugin
+    # away from them, whatever the user's --doctest-glob.
+    return True if collection_path.name.endswith(_GOLDEN_SUFFIX) else None
+
+
 @pytest.fixture
 def forward_trace(request: pytest.FixtureRequest) -> Any:
     """Trace a model: `forward_trace(model, *inputs)` or `with forward_trace.record(model)`.
@@ -220,26 +257,45 @@ def forward_trace(request: pytest.FixtureRequest) -> Any:
     return Tracer(TraceOptions(**values))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+) -> Generator[None, object, object]:
+    # `assert snapshot == trace` must compare as `trace == snapshot` does.
+    value = yield
+    if fixturedef.argname == "snapshot":
+        make_trace_aware(value)
+    return value
+
+
 def _marker_options(marker: pytest.Mark) -> dict[str, Any]:
     """The marker's options, or a one-line failure naming what is wrong and what is valid."""
+    problem = _marker_problem(marker)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)  # outside `except`: the message shows once
+    return dict(marker.kwargs)
+
+
+def _marker_problem(marker: pytest.Mark) -> str | None:
     usage = f"@pytest.mark.{_MARKER}(device='meta')"
     if marker.args:
-        pytest.fail(
+        return (
             f"@pytest.mark.{_MARKER} takes keyword arguments only, got {marker.args!r}: "
-            f"write {usage}; the options are {', '.join(OPTION_NAMES)}",
-            pytrace=False,
+            f"write {usage}; the options are {', '.join(OPTION_NAMES)}"
         )
     try:
         check_option_values(dict(marker.kwargs), source=f"@pytest.mark.{_MARKER}")
     except (TypeError, ValueError) as error:
-        pytest.fail(str(error), pytrace=False)
+        unknown = [name for name in marker.kwargs if name not in OPTION_NAMES]
+        hint = "".join(did_you_mean(name, OPTION_NAMES) for name in unknown)
+        return f"{error}{hint.replace(': did you mean', '; did you mean')}"
     device = marker.kwargs.get("device")
     if device is not None:
         try:
             _check_device(str(device), source=f"@pytest.mark.{_MARKER}(device=...)")
         except pytest.UsageError as error:
-            pytest.fail(str(error), pytrace=False)
-    return dict(marker.kwargs)
+            return str(error)
+    return None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -249,6 +305,8 @@ def pytest_assertrepr_compare(
     # Not a firstresult hook: every implementation's explanation comes back in a list, and
     # pytest shows the first non-empty one. Ours goes first, ahead of syrupy's generic diff.
     explanations = yield
+    if op == "==" and isinstance(right, Trace) and not isinstance(left, TraceRecords):
+        left, right = right, left  # `snapshot == trace` is explained as `trace == snapshot`
     if op != "==" or not isinstance(left, Trace):
         return explanations
     if isinstance(right, TraceRecords):
@@ -258,7 +316,7 @@ def pytest_assertrepr_compare(
             *diff_traces(right, left).explanation(),
         ]
     else:
-        ours = explain_snapshot_assertion(left, right)
+        ours = explain_snapshot_assertion(left, right, config.rootpath)
     return [ours, *explanations] if ours else explanations
 
 
@@ -285,7 +343,28 @@ def pytest_testnodedown(node: Any, error: object) -> None:
         kept.extend(from_worker_output(sent))
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None]:
+    # Around syrupy's clean-up of unused goldens: hold back those a deletion could lose.
+    held = hold_unfinished_goldens(
+        session, exitstatus, collection_failed=_collection_failed(session)
+    )
+    yield
+    message = None
+    if held is not None:
+        message = held_goldens_message(session, held, put_back_held_goldens(held))
+    if message is not None:
+        session.config.stash[_HELD_MESSAGE_KEY] = message
+    _write_outputs(session)
+
+
+def _collection_failed(session: pytest.Session) -> bool:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    errors = getattr(reporter, "stats", {}).get("error", [])
+    return any(isinstance(report, pytest.CollectReport) for report in errors)
+
+
+def _write_outputs(session: pytest.Session) -> None:
     config = session.config
     outputs = config.stash.get(_OUTPUTS_KEY, None)
     if outputs is None:
@@ -313,6 +392,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    held = terminalreporter.config.stash.get(_HELD_MESSAGE_KEY, None)
+    if held is not None:
+        terminalreporter.write_line(held)
     outputs = terminalreporter.config.stash.get(_OUTPUTS_KEY, None)
     for message in outputs.messages if outputs is not None else ():
         terminalreporter.write_line(message)

@@ -538,7 +538,8 @@ def test_a_golden_of_the_old_format_fails_with_one_line_saying_to_regenerate(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*the golden file was written in format 1; this pytest-fwdorder writes format 2: "
+            "*the golden file '__snapshots__/test_model/test_block.fwdorder.txt' was written "
+            "in format 1; this pytest-fwdorder writes format 2: "
             "regenerate it with `pytest --snapshot-update`*"
         ]
     )
