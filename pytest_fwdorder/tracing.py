@@ -5,20 +5,29 @@ from __future__ import annotations
 import difflib
 import gc
 import inspect
+import linecache
 import operator
 import os
+import re
+import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
+from torch.overrides import TorchFunctionMode
+from torch.utils._device import _device_constructors
+from torch.utils.weak import WeakIdKeyDictionary
 
 from pytest_fwdorder.backward import BackwardRecorder
+from pytest_fwdorder.describe import tensors_of
 from pytest_fwdorder.distributed import compiled_code_run_eagerly, process_rank
 from pytest_fwdorder.errors import (
     EmptyTraceError,
@@ -104,8 +113,10 @@ def trace_forward(
     """Run `model(*args, **kwargs)` once and return the record of every module call.
 
     `model` may also be a zero-argument function that builds the model: with
-    `device='meta'` every parameter and buffer it registers lands on meta (no weights are
-    allocated or initialised), while its own arithmetic keeps real CPU values.
+    `device='meta'` its factory calls and every parameter and buffer it registers land on
+    meta (no weights are allocated or initialised), while its own arithmetic whose values it
+    reads keeps real CPU values (such a builder is called again, at most 8 times in all,
+    with the tensors whose values it read made on the CPU).
     With `device`, inputs (tensors or `TensorSpec`) are placed on it and an existing model
     runs with stand-in parameters there, untouched. `hide` leaves facets out of the golden
     (`"settings"`, `"parameters"`, `"mode"`, `"argument_names"`); `unregistered="error"`
@@ -141,6 +152,7 @@ def trace_forward(
         _backward_watched(backward_recorder),
         recording(root, _render_options(options), device=device) as recorder,
         _operations_recorded(recorder, root, options, operations),
+        _autocast_refused(device),
     ):
         traces.append(recorder.trace)
         if backward_recorder is None:
@@ -215,6 +227,7 @@ def record(
             root, _render_options(options), device=device, restore_state=restore_state
         ) as recorder,
         _operations_recorded(recorder, root, options, operations),
+        _autocast_refused(device),
     ):
         if backward_recorder is not None:
             backward_recorder.recorder = recorder
@@ -439,24 +452,11 @@ def _build(
     ):
         return resolve_model(model, entry_point="trace_forward")
     _check_builder(model)
-    meta = device is not None and torch.device(device).type == "meta"
-    try:
-        if meta:
-            with parameters_and_buffers_on_meta():
-                built = model()
-        else:
-            with torch.device(device) if device is not None else nullcontext():
-                built = model()
-    except Exception as error:
-        if meta:
-            name = getattr(model, "__qualname__", repr(model))
-            raise MetaTraceError(
-                f"building the model for the meta device failed in {name!r}: "
-                f"{type(error).__name__}: {error}. If it builds on the CPU, build it there and "
-                "pass the model with device='meta': its weights are replaced by meta stand-ins "
-                "for the trace."
-            ) from error
-        raise
+    if device is not None and torch.device(device).type == "meta":
+        built = _build_on_meta(model)
+    else:
+        with torch.device(device) if device is not None else nullcontext():
+            built = model()
     if not isinstance(built, nn.Module):
         raise TypeError(
             f"trace_forward called {_name(model)} as a zero-argument builder and got "
@@ -465,15 +465,150 @@ def _build(
     return resolve_model(built, entry_point="trace_forward")
 
 
-@contextmanager
-def parameters_and_buffers_on_meta() -> Iterator[None]:
-    """While a builder runs, every parameter and buffer a module registers lands on meta.
+# How many times a builder runs at most, each time with more of its value-read tensors on the CPU.
+_BUILD_TRIES = 8
 
-    Everything else the builder computes stays on the CPU with real values, so a builder that
-    sizes its layers with `.item()` (torchvision's RegNet) works, and initialisers run on the
-    meta stand-ins for free. One meta tensor per original, so a tensor registered in two
-    places stays tied. Uses torch's public registration hooks, removed on exit.
+
+def _build_on_meta(model: Callable[[], nn.Module]) -> object:
+    """Call the builder with its factory calls on meta, again with the CPU for the tensors
+    whose values it read (found by the failed call), until it builds or nothing is left."""
+    on_cpu: frozenset[_Site] = frozenset()
+    for attempt in range(_BUILD_TRIES):
+        with parameters_and_buffers_on_meta(on_cpu) as build:
+            try:
+                return model()
+            except Exception as error:
+                more = build.needed_values - build.registered - on_cpu
+                if not more or attempt == _BUILD_TRIES - 1:
+                    raise MetaTraceError(
+                        _meta_build_failure_message(model, error, build)
+                    ) from error
+                on_cpu |= more
+    raise AssertionError("unreachable: the last try returns or raises")  # pragma: no cover
+
+
+def _meta_build_failure_message(
+    model: Callable[[], nn.Module], error: Exception, build: _MetaBuild
+) -> str:
+    name = getattr(model, "__qualname__", repr(model))
+    failure = f"building the model for the meta device failed in {name!r}: " + (
+        f"{type(error).__name__}: {_without_period(error)}."
+    )
+    memory = _memory_bytes()
+    if memory is not None and build.registered_bytes > memory:
+        return (
+            f"{failure} It registered {build.registered_bytes / 2**30:.1f} GiB of parameters "
+            f"and buffers before it failed, more than this machine's {memory / 2**30:.1f} GiB "
+            "of memory, so it cannot be built on the CPU either: fix the line that fails on "
+            "meta, or build a smaller configuration of the model."
+        )
+    return (
+        f"{failure} If it builds on the CPU, build it there and pass the model with "
+        "device='meta': its weights are replaced by meta stand-ins for the trace."
+    )
+
+
+def _memory_bytes() -> int | None:
+    """This machine's physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+# Where a factory call was made: the innermost line outside torch and this package.
+_Site = tuple[str, int]
+
+
+def _factory_site() -> _Site:
+    frame = sys._getframe(2)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(
+        (_TORCH_DIRECTORY, _OUR_DIRECTORY)
+    ):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno)
+
+
+class _MetaBuild(TorchFunctionMode):
+    """While a builder runs: factory calls without a device land on meta, except those made
+    at `on_cpu` sites, whose values the builder reads.
+
+    Each tensor keeps the sites of the factory calls it was computed from, so an operation
+    that fails (`.item()`, `.tolist()`, a comparison in an `if`) names the sites it needed
+    values from; sites of parameters and buffers never go to the CPU.
     """
+
+    def __init__(self, on_cpu: frozenset[_Site]) -> None:
+        super().__init__()
+        self.on_cpu = on_cpu
+        self.constructors = _device_constructors()
+        self.origins: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.needed_values: set[_Site] = set()
+        self.registered: set[_Site] = set()
+        self.registered_bytes = 0
+        self._counted: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: object,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = {} if kwargs is None else kwargs
+        origins: frozenset[_Site] | None = None
+        if func in self.constructors and kwargs.get("device") is None:
+            site = _factory_site()
+            origins = frozenset({site})
+            if site not in self.on_cpu:
+                kwargs["device"] = _META
+        try:
+            output = func(*args, **kwargs)
+        except Exception:
+            self.needed_values.update(self._origins_of((args, kwargs)))
+            raise
+        if origins is None:
+            origins = self._origins_of((args, kwargs))
+        if origins:
+            for tensor in tensors_of(output):
+                self.origins[tensor] = origins
+        return output
+
+    def _origins_of(self, value: object) -> frozenset[_Site]:
+        found: set[_Site] = set()
+        for tensor in tensors_of(value):
+            found.update(self._origins_of_tensor(tensor))
+        return frozenset(found)
+
+    def _origins_of_tensor(self, tensor: torch.Tensor) -> frozenset[_Site]:
+        return self.origins.get(tensor, frozenset())  # type: ignore[no-untyped-call,no-any-return]
+
+    def saw_registered(self, tensor: torch.Tensor) -> None:
+        """Keep a parameter's or buffer's sites on meta, and count its bytes once."""
+        self.registered.update(self._origins_of_tensor(tensor))
+        if tensor not in self._counted:
+            self._counted[tensor] = True
+            self.registered_bytes += tensor.numel() * tensor.element_size()
+
+
+_META = torch.device("meta")
+
+
+@contextmanager
+def parameters_and_buffers_on_meta(
+    on_cpu: frozenset[_Site] = frozenset(),
+) -> Iterator[_MetaBuild]:
+    """While a builder runs, its factory calls and every parameter and buffer land on meta.
+
+    No parameter memory is allocated at any point: factory calls without a device go to meta
+    (as under `torch.device('meta')`) except at the `on_cpu` sites, the builder's own
+    arithmetic whose values it reads (`.item()` in torchvision's RegNet), which stay on the
+    CPU with real values. A parameter or buffer still made on the CPU (a factory call with
+    `device='cpu'`, a site in `on_cpu`) is swapped for a meta one when it is registered: one
+    meta tensor per original, so a tensor registered in two places stays tied. Uses torch's
+    public registration hooks, removed on exit.
+    """
+    build = _MetaBuild(on_cpu)
     on_meta: dict[int, torch.Tensor] = {}
     # The originals stay referenced until the end, so their ids cannot be reused meanwhile.
     originals: list[torch.Tensor] = []
@@ -486,10 +621,13 @@ def parameters_and_buffers_on_meta() -> Iterator[None]:
         return found
 
     def meta_parameter(module: nn.Module, name: str, parameter: object) -> nn.Parameter | None:
-        if not isinstance(parameter, nn.Parameter) or parameter.device.type == "meta":
+        if not isinstance(parameter, nn.Parameter):
             return None
         if isinstance(parameter, nn.UninitializedParameter):
             return None  # a lazy module's parameter has no shape to copy yet
+        build.saw_registered(parameter)
+        if parameter.device.type == "meta":
+            return None
         return meta_copy(  # type: ignore[no-any-return]
             parameter,
             lambda tensor: nn.Parameter(
@@ -498,9 +636,10 @@ def parameters_and_buffers_on_meta() -> Iterator[None]:
         )
 
     def meta_buffer(module: nn.Module, name: str, buffer: object) -> torch.Tensor | None:
-        if not isinstance(buffer, torch.Tensor) or buffer.device.type == "meta":
+        if not isinstance(buffer, torch.Tensor) or isinstance(buffer, nn.UninitializedBuffer):
             return None
-        if isinstance(buffer, nn.UninitializedBuffer):
+        build.saw_registered(buffer)
+        if buffer.device.type == "meta":
             return None
         return meta_copy(  # type: ignore[no-any-return]
             buffer, lambda tensor: torch.empty_like(tensor, device="meta")
@@ -519,7 +658,8 @@ def parameters_and_buffers_on_meta() -> Iterator[None]:
         parameter_handle.remove()
         raise
     try:
-        yield
+        with build:
+            yield build
     finally:
         parameter_handle.remove()
         buffer_handle.remove()
@@ -569,26 +709,43 @@ def _place(value: Any, device: torch.device | str | None) -> Any:
     return value
 
 
+# Files of torch and of this package, as imported and resolved: frames there are not the user's.
 _TORCH_DIRECTORY = str(Path(torch.__file__).resolve().parent) + os.sep
 _OUR_DIRECTORY = str(Path(__file__).resolve().parent) + os.sep
+_NOT_THE_USERS = (
+    _TORCH_DIRECTORY,
+    _OUR_DIRECTORY,
+    str(Path(torch.__file__).parent) + os.sep,
+    str(Path(__file__).parent) + os.sep,
+)
 
 
 def _line_that_needed_values(error: BaseException) -> str | None:
-    """`.../transformers/masking_utils.py:123: if padding_mask.all():`: where it failed.
+    """`modeling_x.py:88: mask = make_mask(x) (which called .../masking_utils.py:12: ...)`.
 
-    The innermost frame of the error's traceback outside torch's own package and ours:
-    the user's or a library's line that asked a meta tensor for a value. None when every
-    frame is torch's.
+    The model's own line: the innermost frame of the error's traceback, outside torch's own
+    package and ours, that runs a method of an nn.Module; with the innermost such frame of
+    any function it called (a library helper) when that differs. None when every frame is
+    torch's.
     """
-    found = None
-    for frame in traceback.extract_tb(error.__traceback__):
-        filename = str(Path(frame.filename).resolve()) if frame.filename else ""
-        if filename.startswith((_TORCH_DIRECTORY, _OUR_DIRECTORY)) or not filename:
-            continue
-        found = frame
-    if found is None:
+    frames = [
+        (frame, line_number)
+        for frame, line_number in traceback.walk_tb(error.__traceback__)
+        if frame.f_code.co_filename and not frame.f_code.co_filename.startswith(_NOT_THE_USERS)
+    ]
+    if not frames:
         return None
-    return f"{_short_path(found.filename)}:{found.lineno}: {(found.line or '').strip()}"
+    innermost = _frame_line(*frames[-1])
+    models = [entry for entry in frames if isinstance(entry[0].f_locals.get("self"), nn.Module)]
+    if not models or models[-1] is frames[-1]:
+        return innermost
+    return f"{_frame_line(*models[-1])} (which called {innermost})"
+
+
+def _frame_line(frame: FrameType, line_number: int) -> str:
+    filename = frame.f_code.co_filename
+    text = linecache.getline(filename, line_number).strip()
+    return f"{_short_path(filename)}:{line_number}: {text}"
 
 
 def _short_path(filename: str) -> str:
@@ -633,17 +790,104 @@ def _meta_failure_message(error: Exception, calls: list[Call]) -> str:
         )
     else:
         where = "before any module call"
+    return (
+        f"forward raised on the meta device {where}: {type(error).__name__}: "
+        f"{_without_period(error)}.{_what_the_line_needs(error)} Meta tensors have shapes but "
+        "no data, so .item(), data-dependent control flow and ops whose meta kernel is "
+        "stricter than the CPU one fail there. Trace on the CPU instead (leave device unset, "
+        "or build a smaller configuration of the model); if the model fails the same way on "
+        "the CPU, the error is the model's own."
+    )
+
+
+# torch's grouped matmul (fused mixture-of-experts layers) takes half-precision matrices only.
+_HALF_PRECISION_ONLY = re.compile(r"Expected mat_[ab] to be BFloat16 or supported Float16")
+
+
+# What torch says when a meta tensor is asked for its data (`.item()`, `.tolist()`, `if`).
+_VALUES_READ = re.compile(
+    r"cannot be called on meta tensors|Cannot copy out of meta tensor|data-dependent|"
+    r"no fake impl or Meta kernel|nonzero|Could not guard on data-dependent"
+)
+
+
+def _what_the_line_needs(error: Exception) -> str:
+    """A sentence on what the failing line needs (a dtype, real values) and what can help."""
     line = _line_that_needed_values(error)
-    at_line = (
-        f" The line that needed real values: {line} (if it checks an optional input, such "
-        "as an attention mask of all ones, leave that input out)."
-        if line
+    if line is None:
+        return ""
+    if _HALF_PRECISION_ONLY.search(str(error)):
+        return (
+            f" At {line}, the line needs a dtype: torch's grouped matmul on meta takes bfloat16 "
+            "or float16 matrices: trace the model in bfloat16 (build it with "
+            "torch_dtype=torch.bfloat16 or call .to(torch.bfloat16), and give "
+            "TensorSpec(..., dtype=torch.bfloat16) inputs)."
+        )
+    mask = (
+        " That line reads a mask: if it runs because no attention mask was given, pass one; "
+        "if it checks the mask you gave (all ones), leave it out."
+        if "mask" in line.rsplit(": ", 1)[-1].lower()
         else ""
     )
+    if not _VALUES_READ.search(str(error)):
+        return f" The line that failed: {line}."
+    return f" The line that needed real values: {line}.{mask}"
+
+
+def _without_period(error: BaseException) -> str:
+    """An error's text without the full stop a sentence around it adds again."""
+    return str(error).rstrip().removesuffix(".")
+
+
+@contextmanager
+def _autocast_refused(device: torch.device | str | None) -> Iterator[None]:
+    """On meta, refuse a forward that runs under autocast (meta tensors do not follow it).
+
+    Autocast reads as off inside a dispatch mode, and a function mode costs a third of a
+    meta trace, so the block watches `torch.autocast.__enter__` instead, in this thread
+    only; the original is put back on exit.
+    """
+    if device is None or torch.device(device).type != "meta":
+        yield
+        return
+    _refuse_autocast_on()
+    autocast = torch.amp.autocast_mode.autocast
+    enter = autocast.__enter__
+    thread = threading.get_ident()
+
+    def refusing_enter(self: torch.amp.autocast_mode.autocast) -> Any:
+        if threading.get_ident() == thread and self._enabled:
+            raise MetaTraceError(_autocast_message("forward", self.device, self.fast_dtype))
+        return enter(self)  # type: ignore[no-untyped-call]
+
+    autocast.__enter__ = refusing_enter  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        autocast.__enter__ = enter  # type: ignore[method-assign]
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
+
+
+def _refuse_autocast_on() -> None:
+    """Raise `MetaTraceError` when autocast is already on for a device as the trace starts."""
+    for device_type in _AUTOCAST_DEVICES:
+        try:
+            enabled = torch.is_autocast_enabled(device_type)
+        except RuntimeError:  # a device type this build of torch does not know
+            continue
+        if enabled:
+            dtype = torch.get_autocast_dtype(device_type)
+            raise MetaTraceError(_autocast_message("the trace", device_type, dtype))
+
+
+def _autocast_message(what: str, device_type: str, dtype: torch.dtype | None) -> str:
+    dtype_name = str(dtype).removeprefix("torch.") if dtype is not None else "lower-precision"
     return (
-        f"forward raised on the meta device {where}: {type(error).__name__}: {error}.{at_line} "
-        "Meta tensors have shapes but no data, so .item(), data-dependent control flow and "
-        "ops whose meta kernel is stricter than the CPU one fail there. Trace on the CPU "
-        "instead (leave device unset, or build a smaller configuration of the model); if the "
-        "model fails the same way on the CPU, the error is the model's own."
+        f"autocast is not followed on the meta device: {what} ran under "
+        f"autocast({device_type!r}), and autocast({device_type!r}) would record {dtype_name} "
+        f"outputs on the {device_type.upper()} and float32 ones on meta, a golden that differs "
+        "without a word. Trace on that device instead (leave device unset for the CPU), or "
+        "leave autocast out of the meta trace."
     )
