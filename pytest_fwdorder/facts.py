@@ -561,9 +561,10 @@ def _read_forward_parameters(module_class: type[nn.Module]) -> ForwardParameters
     )
 
 
-@functools.cache
 def reads_training(module_class: type[nn.Module]) -> bool:
     """Whether a module's own code can compute differently in train and eval mode.
+
+    Reads the class's code: callers cache the answer per class.
 
     True when a method the class (or a base below `nn.Module`) defines mentions `training`
     (`self.training`, `F.dropout(x, p, self.training)`), for TorchScript modules, and for

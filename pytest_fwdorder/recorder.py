@@ -49,6 +49,7 @@ from pytest_fwdorder.facts import (
     is_uninitialized,
     module_facts,
     parameters_of,
+    reads_training,
 )
 from pytest_fwdorder.hooks import module_facts_hooks_exist
 from pytest_fwdorder.meta_kernels import meta_kernel_cache
@@ -127,7 +128,8 @@ class ModuleEntry:
     module_type: str
     scripted: bool
     facts: ModuleFacts
-    training: bool
+    # The module's mode, or None where its class computes the same in both (facts.reads_training).
+    training: bool | None
 
 
 _OPAQUE = ModuleFacts((), ModuleTensors(()), None)  # what Python cannot read in TorchScript
@@ -141,22 +143,24 @@ def module_entry(
     inside_script: bool = False,
     ask_plugins: bool = True,
 ) -> ModuleEntry:
-    module_type, scripted = _class_facts(type(module))
+    module_type, scripted, mode_matters = _class_facts(type(module))
     if scripted:
         original_name = getattr(module, "original_name", None)
         module_type = original_name if isinstance(original_name, str) else module_type
         return ModuleEntry(path, registered, module_type, True, _OPAQUE, module.training)
     facts = _OPAQUE if inside_script else module_facts(module, ask_plugins=ask_plugins)
+    training = module.training if mode_matters else None
     # Positional: this runs for every module of every trace.
-    return ModuleEntry(path, registered, module_type, False, facts, module.training)
+    return ModuleEntry(path, registered, module_type, False, facts, training)
 
 
-# Per class: the name the user wrote it under, and whether it is TorchScript's. Asked for
-# every module of every trace; a plain dict, as for facts' settings plans (why is there).
-_CLASS_FACTS: dict[type, tuple[str, bool]] = {}
+# Per class: the name the user wrote it under, whether it is TorchScript's, and whether its
+# code reads the mode. Asked for every module of every trace; a plain dict, as for facts'
+# settings plans (why is there).
+_CLASS_FACTS: dict[type, tuple[str, bool, bool]] = {}
 
 
-def _class_facts(module_class: type) -> tuple[str, bool]:
+def _class_facts(module_class: type) -> tuple[str, bool, bool]:
     found = _CLASS_FACTS.get(module_class)
     if found is None:
         if len(_CLASS_FACTS) >= MOST_CACHED_CLASSES:
@@ -164,6 +168,7 @@ def _class_facts(module_class: type) -> tuple[str, bool]:
         found = _CLASS_FACTS[module_class] = (
             user_class(module_class).__name__,
             issubclass(module_class, torch.jit.ScriptModule),
+            reads_training(module_class),
         )
     return found
 
@@ -986,7 +991,7 @@ def recording(
         callable_paths=index.callable_paths,
         aliases=index.aliases,
         options=options,
-        mode="train" if root_entry.training else "eval",
+        mode="train" if root.training else "eval",
         modules={entry.path: (entry.module_type, entry.facts) for entry in index.entries.values()},
         tied=tensors.tied,
         totals=tensors.totals,

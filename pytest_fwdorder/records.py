@@ -249,7 +249,9 @@ class Call:
     `scripted` is True for a TorchScript submodule: it is recorded as one call, since the
     calls inside it never reach Python hooks. `facts` (settings, own tensors, forward's
     parameters) and `training` are the module's, read once per trace before it ran; one
-    `ModuleFacts` object is shared by every call of a module.
+    `ModuleFacts` object is shared by every call of a module. `training` is None for a module
+    whose class computes the same in train and eval mode (activations, containers whose
+    forward only calls children): its mode changes nothing, so the golden gives it no mark.
     """
 
     __slots__ = (

@@ -434,3 +434,21 @@ def test_facts_follow_a_module_changed_between_two_traces() -> None:
     assert "| settings: p=0.5, inplace=False" in second
     assert "| settings: in_features=16, out_features=4, bias=False" in second
     assert "| parameters: weight f32[4,16] frozen" in second
+
+
+def test_modules_whose_computation_ignores_the_mode_get_no_mode_mark() -> None:
+    # Every ReLU replaced by a fresh LeakyReLU, built in train mode inside an eval model.
+    model = torchvision.models.resnet18(weights=None).eval()
+    for path, module in list(model.named_modules()):
+        if isinstance(module, nn.ReLU):
+            parent, _, name = path.rpartition(".")
+            setattr(model.get_submodule(parent), name, nn.LeakyReLU(0.1))
+    model.layer1[0].bn1.train()
+
+    marked = [
+        line
+        for line in trace_forward(model, torch.randn(1, 3, 64, 64)).render().splitlines()
+        if "[train]" in line
+    ]
+
+    assert [line.split(":")[0].strip() for line in marked] == ["layer1.0.bn1"]
