@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.trace import Trace
     from pytest_fwdorder.tracing import TensorSpec, Tracer, record, trace_forward
 
-__version__ = "0.3.2"
+__version__ = "0.4.0"
 
 # Public name -> the module that defines it.
 _HOMES = {
