@@ -7,11 +7,10 @@ conveniences that need rendering and diffing on top of `TraceRecords`.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
-
-from pytest_fwdorder.errors import did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,9 +441,12 @@ class TraceRecords(Sequence[Call]):
         known = {*self.modules, *(call.path for call in self.calls)}
         if path in known or any(path in names for names in self.aliases.values()):
             return calls
+        # Not errors.did_you_mean: the records import nothing of the package.
+        close = difflib.get_close_matches(path, sorted(known))
+        hint = f": did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise LookupError(
-            f"no module at {path!r} in this trace of {self.root_type}"
-            f"{did_you_mean(path, known)} (trace.modules lists every path)"
+            f"no module at {path!r} in this trace of {self.root_type}{hint} "
+            "(trace.modules lists every path)"
         )
 
     def used_through_parameters(self) -> dict[str, list[ParameterUse]]:

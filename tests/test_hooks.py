@@ -286,12 +286,12 @@ def test_a_module_facts_hook_returning_a_string_is_an_error(
         trace_forward(nn.ReLU(), torch.zeros(1))
 
 
-def test_readme_documents_every_hook() -> None:
+def test_the_docs_document_every_hook() -> None:
     from pathlib import Path
 
     from pytest_fwdorder.hooks import HookSpecifications
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parent.parent / "docs" / "hooks.md").read_text(encoding="utf-8")
     names = [name for name in vars(HookSpecifications) if name.startswith("pytest_fwdorder_")]
 
     assert names

@@ -167,10 +167,11 @@ def test_a_module_used_through_its_parameters_is_not_reported_as_never_called() 
     ) in text
 
 
-def test_without_ops_the_same_module_is_reported_as_never_called() -> None:
+def test_without_ops_the_same_module_is_known_to_be_used_through_its_parameters() -> None:
     torch.manual_seed(0)
     text = trace_forward(Attention().eval(), torch.randn(1, 3, 8)).render()
-    assert "# registered but never called (1):\n#   attention.out_proj:" in text
+    assert "# registered but never called (0)\n# used through its parameters (1):\n" in text
+    assert "#   attention.out_proj: NonDynamicallyQuantizableLinear | weight f32[8,8]" in text
 
 
 def test_used_through_parameters_query() -> None:
