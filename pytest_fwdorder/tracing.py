@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
+from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 from torch.utils.weak import WeakIdKeyDictionary
@@ -844,34 +845,33 @@ def _autocast_refused(device: torch.device | str | None) -> Iterator[None]:
     """On meta, refuse a forward that runs under autocast (meta tensors do not follow it).
 
     Autocast reads as off inside a dispatch mode, and a function mode costs a third of a
-    meta trace, so the block watches `torch.autocast.__enter__` instead, in this thread
-    only; the original is put back on exit.
+    meta trace, so torch's public global forward pre-hook asks before each module call of
+    the block, in this thread only: autocast entered around module calls is refused. An
+    autocast block around functional code alone, with no module call inside it, is not seen.
     """
     if device is None or torch.device(device).type != "meta":
         yield
         return
-    _refuse_autocast_on()
-    autocast = torch.amp.autocast_mode.autocast
-    enter = autocast.__enter__
+    _refuse_autocast_on("the trace")
     thread = threading.get_ident()
+    any_enabled = getattr(torch._C, "_is_any_autocast_enabled", None)
 
-    def refusing_enter(self: torch.amp.autocast_mode.autocast) -> Any:
-        if threading.get_ident() == thread and self._enabled:
-            raise MetaTraceError(_autocast_message("forward", self.device, self.fast_dtype))
-        return enter(self)  # type: ignore[no-untyped-call]
+    def refuse_under_autocast(module: nn.Module, args: object) -> None:
+        if threading.get_ident() == thread and (any_enabled is None or any_enabled()):
+            _refuse_autocast_on("forward")
 
-    autocast.__enter__ = refusing_enter  # type: ignore[method-assign]
+    handle = register_module_forward_pre_hook(refuse_under_autocast)
     try:
         yield
     finally:
-        autocast.__enter__ = enter  # type: ignore[method-assign]
+        handle.remove()
 
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
 
-def _refuse_autocast_on() -> None:
-    """Raise `MetaTraceError` when autocast is already on for a device as the trace starts."""
+def _refuse_autocast_on(what: str) -> None:
+    """Raise `MetaTraceError` when autocast is on for a device: `what` ran under it."""
     for device_type in _AUTOCAST_DEVICES:
         try:
             enabled = torch.is_autocast_enabled(device_type)
@@ -879,7 +879,7 @@ def _refuse_autocast_on() -> None:
             continue
         if enabled:
             dtype = torch.get_autocast_dtype(device_type)
-            raise MetaTraceError(_autocast_message("the trace", device_type, dtype))
+            raise MetaTraceError(_autocast_message(what, device_type, dtype))
 
 
 def _autocast_message(what: str, device_type: str, dtype: torch.dtype | None) -> str:

@@ -248,3 +248,17 @@ def test_only_the_factory_calls_whose_values_a_builder_reads_stay_on_the_cpu() -
     trace_forward(build, TensorSpec((1, 4)), device="meta")
 
     assert calls == ["meta"]
+
+
+def test_a_meta_trace_patches_nothing_of_torchs_autocast() -> None:
+    original = torch.amp.autocast_mode.autocast.__enter__
+    seen: list[object] = []
+
+    class Looks(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(torch.amp.autocast_mode.autocast.__enter__)
+            return x
+
+    trace_forward(Looks(), TensorSpec((2,)), device="meta")
+
+    assert seen == [original]
