@@ -100,3 +100,32 @@ def test_the_test_suite_does_not_reach_into_examples() -> None:
     ]
 
     assert offenders == []
+
+
+def raises_without_match(source: str) -> list[int]:
+    """Lines of `pytest.raises(...)` calls that do not say which message they expect."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "raises"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "pytest"
+        and not any(keyword.arg == "match" for keyword in node.keywords)
+    ]
+
+
+def test_every_pytest_raises_says_which_message_it_expects() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in ("tests", "examples")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line in raises_without_match(path.read_text(encoding="utf-8"))
+    ]
+
+    assert offenders == []
+
+
+def test_the_raises_check_finds_a_raises_without_match() -> None:
+    assert raises_without_match("with pytest.raises(ValueError):\n    pass\n") == [1]
