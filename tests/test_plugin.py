@@ -304,31 +304,6 @@ def test_the_ini_option_sets_the_device_for_the_whole_project(pytester: pytest.P
     pytester.runpytest().assert_outcomes(passed=1)
 
 
-def test_an_unknown_marker_keyword_is_one_line_naming_it_and_the_valid_ones(
-    pytester: pytest.Pytester,
-) -> None:
-    pytester.makepyfile(
-        test_bad_marker="""
-        import pytest
-
-        @pytest.mark.fwdorder(devce="meta")
-        def test_bad(forward_trace):
-            pass
-        """
-    )
-
-    result = pytester.runpytest()
-
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*@pytest.mark.fwdorder got unknown option(s) 'devce': "
-            "the options are device, show_devices, hide, unregistered, show_local_shapes, fold*"
-        ]
-    )
-    assert "plugin.py" not in result.stdout.str()  # no plugin source in the report
-
-
 def test_a_positional_marker_argument_is_one_line_naming_the_options(
     pytester: pytest.Pytester,
 ) -> None:
