@@ -38,7 +38,7 @@ from pytest_fwdorder.options import (
     UNREGISTERED_POLICIES,
     TraceOptions,
 )
-from pytest_fwdorder.render import FORMAT_VERSION, format_version
+from pytest_fwdorder.render import FORMAT_VERSION, format_problem, format_version
 from pytest_fwdorder.view import colorize_diff, colorize_golden, fold_golden
 
 if TYPE_CHECKING:
@@ -273,11 +273,9 @@ def _read_golden(path: Path) -> str:
             f"{str(path)!r} is not a pytest-fwdorder golden file: its first line is "
             f"{first_line!r}, not '# pytest-fwdorder trace (format {FORMAT_VERSION})'"
         )
-    if version != FORMAT_VERSION:
-        raise CommandError(
-            f"{str(path)!r} was written in format {version}; this pytest-fwdorder reads format "
-            f"{FORMAT_VERSION}: regenerate it with `pytest --snapshot-update` and review it"
-        )
+    problem = format_problem(text)
+    if problem is not None:
+        raise CommandError(f"{str(path)!r} {problem}")
     return text
 
 

@@ -601,6 +601,29 @@ def escape_line_breaks(line: str) -> str:
     )
 
 
+def format_problem(text: str) -> str | None:
+    """Why golden text of another format cannot be compared, as a clause after its name
+    (`the golden file ` + clause), or None when it is of this format.
+
+    A newer format says to upgrade: regenerating would downgrade a teammate's golden.
+    """
+    version = format_version(text)
+    if version == FORMAT_VERSION:
+        return None
+    if version is not None and version > FORMAT_VERSION:
+        return (
+            f"was written in format {version} by a newer pytest-fwdorder; this one reads "
+            f"and writes format {FORMAT_VERSION}: upgrade pytest-fwdorder (pip install -U "
+            "pytest-fwdorder) rather than regenerate it, which would downgrade the golden"
+        )
+    written = f"format {version}" if version is not None else "an unknown format"
+    return (
+        f"was written in {written}; this pytest-fwdorder writes format {FORMAT_VERSION}: "
+        "regenerate it with `pytest --snapshot-update` and review the new golden (see the "
+        "CHANGELOG for what the format adds)"
+    )
+
+
 def format_version(text: str) -> int | None:
     """The format number a golden text declares in its first line, or None."""
     first_line = text.split("\n", 1)[0]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pytest_fwdorder.comparisons import Comparison
 from pytest_fwdorder.diff import ChangeKind, TraceDiff, diff_golden
-from pytest_fwdorder.render import FORMAT_VERSION, GoldenLine, format_version, parse_golden
+from pytest_fwdorder.render import GoldenLine, format_problem, parse_golden
 from pytest_fwdorder.view import (
     NEVER_CALLED_SECTION,
     UNREGISTERED_SECTION,
@@ -255,14 +255,9 @@ def _entry_html(comparison: Comparison, number: int) -> str:
     body: list[str] = []
     marks: dict[int, str] = {}
     if comparison.status in ("failed", "updated") and comparison.old_text is not None:
-        old_version = format_version(comparison.old_text)
-        if old_version != FORMAT_VERSION:
-            written = f"format {old_version}" if old_version is not None else "an unknown format"
-            body.append(
-                f'<div class="fo-warning">The golden file was written in {written}; this '
-                f"pytest-fwdorder writes format {FORMAT_VERSION}: regenerate it with "
-                "<code>pytest --snapshot-update</code> and review it.</div>"
-            )
+        problem = format_problem(comparison.old_text)
+        if problem is not None:
+            body.append(f'<div class="fo-warning">The golden file {html.escape(problem)}.</div>')
         else:
             difference = diff_golden(comparison.old_text, comparison.new_text)
             marks = _tree_marks(difference)

@@ -19,7 +19,7 @@ from syrupy.session import ItemStatus
 
 from pytest_fwdorder.comparisons import note_comparison
 from pytest_fwdorder.diff import diff_golden
-from pytest_fwdorder.render import FORMAT_VERSION, declared_and_written_calls, format_version
+from pytest_fwdorder.render import declared_and_written_calls, format_problem
 
 if TYPE_CHECKING:
     from syrupy.types import SnapshotIndex
@@ -165,20 +165,9 @@ def golden_problem(old_text: str, new_text: str) -> str | None:
             "the conflict, or rewrite it with `pytest --snapshot-update` and review the new "
             "golden"
         )
-    old_version = format_version(old_text)
-    if old_version is not None and old_version > FORMAT_VERSION:
-        return (
-            f"was written in format {old_version} by a newer pytest-fwdorder; this one reads "
-            f"and writes format {FORMAT_VERSION}: upgrade pytest-fwdorder (pip install -U "
-            "pytest-fwdorder) rather than regenerate it, which would downgrade the golden"
-        )
-    if old_version != FORMAT_VERSION:
-        written = f"format {old_version}" if old_version is not None else "an unknown format"
-        return (
-            f"was written in {written}; this pytest-fwdorder writes format "
-            f"{FORMAT_VERSION}: regenerate it with `pytest --snapshot-update` and review the "
-            "new golden (see the CHANGELOG for what the format adds)"
-        )
+    problem = format_problem(old_text)
+    if problem is not None:
+        return problem
     if _line_ends_trimmed(old_text) == _line_ends_trimmed(new_text):
         return (
             "differs from the new trace only in whitespace at line ends (a trailing space or "

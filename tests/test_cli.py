@@ -298,7 +298,7 @@ def test_a_golden_of_another_format_says_to_regenerate_it(
     status = main(["diff", str(old), str(golden_file)])
 
     assert status == EXIT_ERROR
-    assert "was written in format 1; this pytest-fwdorder reads format 2: regenerate it" in (
+    assert "was written in format 1; this pytest-fwdorder writes format 2: regenerate it" in (
         capsys.readouterr().err
     )
 
@@ -407,4 +407,18 @@ def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]
     assert status == EXIT_SAME
     assert capsys.readouterr().out == (
         f"fwdorder {importlib.metadata.version('pytest-fwdorder')}\n"
+    )
+
+
+def test_a_golden_of_a_newer_format_says_to_upgrade_not_regenerate(
+    golden_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    newer = golden_file.with_name("newer.fwdorder.txt")
+    newer.write_text(tiny_golden().replace("(format 2)", "(format 3)"), encoding="utf-8")
+
+    status = main(["diff", str(newer), str(golden_file)])
+
+    assert status == EXIT_ERROR
+    assert "was written in format 3 by a newer pytest-fwdorder; this one reads and writes " in (
+        capsys.readouterr().err
     )
