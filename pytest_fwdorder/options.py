@@ -59,7 +59,9 @@ class TraceOptions:
         hide = self.hide
         if isinstance(hide, str):
             hide = tuple(hide.replace(",", " ").split())  # hide="settings mode", as in ini
-        object.__setattr__(self, "hide", tuple(hide))
+        if isinstance(hide, (list, set, frozenset)):
+            hide = tuple(hide)
+        object.__setattr__(self, "hide", hide)
         fold = self.fold
         if isinstance(fold, str):
             fold = tuple(fold.replace(",", " ").split())  # fold="layer1 layer2", as in ini

@@ -326,7 +326,7 @@ def _trace_options(
     return TraceOptions(
         _device_name(device),
         show_devices,
-        _hide(hide),
+        _names(hide),
         unregistered,
         show_local_shapes,
         fold=_names(fold),
@@ -339,6 +339,7 @@ def _trace_options(
 def _check_and_choose_views(trace: Trace, options: TraceOptions) -> None:
     """What every finished trace goes through: the unregistered and fold checks, then the
     plugins' call views."""
+    __tracebackhide__ = True
     _check_unregistered(trace, options.unregistered)
     _check_fold(trace, options.fold)
     _choose_call_views(trace)
@@ -382,6 +383,7 @@ def _check_unregistered(trace: Trace, policy: str) -> None:
         "(not a plain list or dict), or assign them as attributes"
     )
     if policy == "error":
+        __tracebackhide__ = True  # the message names the modules; our frames add nothing
         raise UnregisteredModuleError(message)
     warn_at_caller(message)
 
@@ -415,11 +417,6 @@ def _names(value: Iterable[str]) -> Any:
     """An iterable of names as a tuple; a string or anything else as given, for
     `TraceOptions` to split or to refuse with a message that says what to write."""
     return value if isinstance(value, str) or not isinstance(value, Iterable) else tuple(value)
-
-
-def _hide(hide: Iterable[str]) -> tuple[str, ...]:
-    """`hide` as a tuple of facet names: `"settings mode"` is two names, as in the ini file."""
-    return tuple(hide.replace(",", " ").split()) if isinstance(hide, str) else tuple(hide)
 
 
 def _merge_model_kwargs(

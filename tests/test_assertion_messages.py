@@ -55,3 +55,32 @@ def test_a_failing_assertion_helper_shows_its_message_and_not_its_own_source(
     result.stdout.fnmatch_lines([message])
     assert own_source not in result.stdout.str()
     assert "pytest_fwdorder/" not in result.stdout.str()
+
+
+def test_an_unregistered_module_error_shows_its_message_and_not_our_checks(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_unregistered="""
+        import torch
+        from torch import nn
+        from pytest_fwdorder import trace_forward
+
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = [nn.Linear(2, 2)]
+
+            def forward(self, x):
+                return self.blocks[0](x)
+
+        def test_it():
+            trace_forward(Holder(), torch.randn(1, 2), unregistered="error")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*UnregisteredModuleError: 1 module(s) own parameters*"])
+    assert "raise UnregisteredModuleError(message)" not in result.stdout.str()
+    assert "_check_unregistered(trace, options.unregistered)" not in result.stdout.str()
