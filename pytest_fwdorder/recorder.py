@@ -251,6 +251,9 @@ class _ModelState:
         self.list_copies: list[list[Any]] = []
         self.watched_sets: list[set[Any]] = []
         self.set_copies: list[set[Any]] = []
+        # What the copies above do not reach (a list inside a dict attribute, a list
+        # subclass), with its length: a change in length is reported, not put back.
+        self.unwatched: list[_Unwatched] = []
         self.lazy_modules: list[nn.Module] = []
         # Every parameter, flat, with its signature: compared as two lists in one C
         # comparison when the forward is over, parameter by parameter only if they differ.
@@ -293,6 +296,8 @@ class _ModelState:
         self.watched_sets += [value for value in containers if type(value) is set]
         self.set_copies += [value.copy() for value in containers if type(value) is set]
         self.lazy_modules += [module for module in modules if isinstance(module, LazyModuleMixin)]
+        for path, attributes in zip(paths, attribute_dicts, strict=True):
+            self.unwatched += _unwatched_containers(path, attributes)
         watched = [*attribute_dicts, *parameter_dicts, *buffer_dicts, *dicts]
         self.attribute_dicts += attribute_dicts
         self.parameter_dicts += parameter_dicts
@@ -406,6 +411,7 @@ def _restore_state(state: _ModelState) -> None:
                 current.clear()
                 current.update(original)
     _restore_lists_and_sets(state)
+    _warn_about_unwatched(state)
     for module in initialized_lazy:
         for name in ("_initialize_hook", "_load_hook"):
             handle = vars(module).pop(name, None)
@@ -433,6 +439,59 @@ def _restore_state(state: _ModelState) -> None:
             f"forward changed parameters in place ({', '.join(changed_in_place[:5])}); "
             "pytest-fwdorder puts buffers back but does not copy parameters, so these "
             "keep the values forward gave them"
+        )
+
+
+class _Unwatched(NamedTuple):
+    """A container a trace does not copy: where it is, what it is, and its length before."""
+
+    where: str
+    what: str
+    container: Any
+    length: int
+
+
+_CONTAINERS = (list, dict, set)
+
+
+def _unwatched_containers(path: str, attributes: dict[str, Any]) -> list[_Unwatched]:
+    """Containers below a module's attributes that the watch does not copy: subclasses of
+    list and set among the attributes (dicts of any class are copied), and containers inside
+    the ones it copies."""
+    prefix = f"{path}." if path else ""
+    found: list[_Unwatched] = []
+    for name, value in attributes.items():
+        if not isinstance(value, _CONTAINERS) or name in _MODULE_INTERNALS:
+            continue
+        if not isinstance(value, dict) and type(value) not in _CONTAINERS:
+            found.append(
+                _Unwatched(prefix + name, f"a {type(value).__name__} attribute", value, len(value))
+            )
+            continue
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        kind = type(value).__name__
+        for key, item in items:
+            if isinstance(item, _CONTAINERS):
+                where = f"{prefix}{name}[{key!r}]"
+                what = f"a {type(item).__name__} inside a {kind} attribute"
+                found.append(_Unwatched(where, what, item, len(item)))
+    return found
+
+
+# torch's own bookkeeping in a module's __dict__: parameters, buffers, children and hooks.
+_MODULE_INTERNALS = frozenset(vars(nn.Module()))
+
+
+def _warn_about_unwatched(state: _ModelState) -> None:
+    """Name what forward changed where the trace cannot put it back."""
+    changed = [entry for entry in state.unwatched if len(entry.container) != entry.length]
+    if changed:
+        warn_at_caller(
+            "forward changed what a trace cannot put back: "
+            + ", ".join(f"{entry.where} ({entry.what})" for entry in changed[:5])
+            + ("" if len(changed) <= 5 else f" (+{len(changed) - 5} more)")
+            + "; a trace copies a module's own dicts, lists and sets one level deep, so "
+            "these keep what forward put in them"
         )
 
 

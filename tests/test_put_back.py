@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder import trace_forward
+from pytest_fwdorder import FwdOrderWarning, trace_forward
 
 
 class ReplacesItsHead(nn.Module):
@@ -230,3 +230,55 @@ def test_a_trace_nested_in_a_trace_of_the_same_model_in_one_thread_is_allowed() 
     trace_forward(TracesItsChild(), torch.ones(1, 2))
 
     assert inner_paths == [["", "0"]]
+
+
+class CachesInANestedList(nn.Module):
+    """Appends to a list kept inside a dict attribute: two levels down."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.cache: dict[str, list[int]] = {"seen": []}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.cache["seen"].append(1)
+        return self.fc(x)
+
+
+class SeenList(list):  # type: ignore[type-arg]
+    """A list subclass: not copied, since its class may hold more than its items."""
+
+
+class AppendsToAListSubclass(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = SeenList()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(1)
+        return x
+
+
+def test_a_change_a_trace_cannot_put_back_warns_naming_the_module_and_attribute() -> None:
+    model = nn.Sequential(CachesInANestedList())
+
+    with pytest.warns(
+        FwdOrderWarning,
+        match=r"^forward changed what a trace cannot put back:"
+        r" 0\.cache\['seen'\] \(a list inside a dict attribute\)",
+    ):
+        trace_forward(model, torch.ones(1, 4))
+
+
+def test_a_list_subclass_attribute_that_forward_changed_warns() -> None:
+    with pytest.warns(FwdOrderWarning, match=r"seen \(a SeenList attribute\)"):
+        trace_forward(AppendsToAListSubclass(), torch.ones(1, 4))
+
+
+def test_a_forward_that_changes_nothing_nested_does_not_warn() -> None:
+    model = CachesInANestedList()
+    model.forward = lambda x: model.fc(x)  # type: ignore[method-assign]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trace_forward(model, torch.ones(1, 4))
