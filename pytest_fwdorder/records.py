@@ -436,11 +436,9 @@ class TraceRecords(Sequence[Call]):
         a typo or a path a refactor removed must not read as "never called".
         """
         calls = [call for call in self.calls if call.path == path]
-        if calls or path in self.modules:
+        if calls or path in self.modules or any(path in names for names in self.aliases.values()):
             return calls
         known = {*self.modules, *(call.path for call in self.calls)}
-        if path in known or any(path in names for names in self.aliases.values()):
-            return calls
         # Not errors.did_you_mean: the records import nothing of the package.
         close = difflib.get_close_matches(path, sorted(known))
         hint = f": did you mean {' or '.join(map(repr, close))}?" if close else ""

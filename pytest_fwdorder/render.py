@@ -59,6 +59,9 @@ BACKWARD_LINE = "backward:"  # starts the backward section (`backward=True`)
 GRADIENT_ARROW = " <- "  # a backward line: `fc: Linear <- f32[2,4]`, the gradient that arrived
 RECOMPUTED_PREFIX = "recomputed "
 MODE_PREFIX = "# mode: "
+CALLS_PREFIX = "# calls: "
+# What `folded_mark` writes, read back to count the calls a folded line stands for.
+FOLDED_PATTERN = re.compile(r" \[\+([0-9]+) calls? folded\]")
 EXTRA_REPR_SETTING = "extra_repr"  # the one setting of a user module: its extra_repr() text
 RAISED = "raised"
 _LISTED_IN_HEADER = 200
@@ -483,7 +486,7 @@ def render_header(trace: TraceRecords) -> list[str]:
     header = [FORMAT_LINE, f"# model: {trace.root_type}"]
     if trace.mode is not None and "mode" not in hidden:
         header.append(mode_line(trace.mode))
-    header += [f"# calls: {len(trace.calls)}", f"# modules called: {len(counts)}"]
+    header += [f"{CALLS_PREFIX}{len(trace.calls)}", f"# modules called: {len(counts)}"]
     if trace.totals is not None and parameters:
         totals = trace.totals
         frozen = totals.parameter_count - totals.trainable_parameter_count
@@ -629,10 +632,6 @@ def format_version(text: str) -> int | None:
     first_line = text.split("\n", 1)[0]
     match = FORMAT_PATTERN.fullmatch(first_line.strip())
     return int(match.group(1)) if match else None
-
-
-CALLS_PREFIX = "# calls: "
-FOLDED_PATTERN = re.compile(r" \[\+([0-9]+) calls? folded\]")
 
 
 def declared_and_written_calls(text: str) -> tuple[int | None, int]:
@@ -866,6 +865,7 @@ def _known_parameter_uses(
     """Never-called modules whose tensors a called parent is known to use, with the header
     item that says so: `attn.out_proj: Linear | weight f32[8,8], ... used by ... in attn`."""
     called = trace.counts()
+    tied = _tied_names(trace) if parameters else {}
     found: dict[str, str] = {}
     for path in unused:
         parent, _, name = path.rpartition(".")
@@ -875,7 +875,6 @@ def _known_parameter_uses(
         module_type, facts = trace.modules[path]
         where = f"used by {function} in {parent or '<root>'}"
         if parameters and facts.tensors.tensors:
-            tied = _tied_names(trace)
             tensors = ", ".join(
                 render_tensor_fact(fact, tied.get(f"{path}.{fact.name}"))
                 for fact in facts.tensors.tensors
