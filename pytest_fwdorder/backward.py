@@ -14,6 +14,11 @@ require grad, so no `.grad` is accumulated anywhere; `.grad` of every parameter 
 and put back all the same. Modules that run forward during backward (activation
 checkpointing's recomputation, `torch.utils.checkpoint` with `use_reentrant=False`) are
 recorded as recomputed steps, and set aside from the forward calls.
+
+The hooks this module installs, each removed when its block ends: the global forward hook
+(`forward_watched`), a pre-hook on each output's `grad_fn`, and, while backward runs
+(`run`), a global forward pre-hook and post-hook that see the recomputed calls. The
+recorder's own hooks (recorder.py) record the forward calls these refer to.
 """
 
 from __future__ import annotations

@@ -26,18 +26,11 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.diff import diff_golden
-from pytest_fwdorder.options import (
-    FACETS,
-    OPERATION_GROUPS,
-    OPTION_NAMES,
-    UNREGISTERED_POLICIES,
-    TraceOptions,
-)
+from pytest_fwdorder.options import OPTIONS, TraceOptions
 from pytest_fwdorder.render import FORMAT_VERSION, format_problem, format_version
 from pytest_fwdorder.view import colorize_diff, colorize_golden, fold_golden
 
@@ -51,22 +44,6 @@ EXIT_ERROR = 2
 
 # `1x3x224x224`: the sizes of one input tensor joined by `x`; `0` and a lone size are fine.
 _INPUT_SPEC = re.compile(r"[0-9]+(?:x[0-9]+)*")
-_OPTION_HELP = {
-    "device": "run the model there; 'meta' traces without compute or weights "
-    "(default: the CPU, or where the factory builds it)",
-    "show_devices": "write each tensor's device in the golden text",
-    "hide": f"leave a facet out of the golden text, any of {', '.join(FACETS)} "
-    "(repeat it, or separate with commas)",
-    "unregistered": f"what a module that owns parameters but is not registered under the "
-    f"model causes: {' or '.join(UNREGISTERED_POLICIES)} (default: warn)",
-    "fold": "write the calls of this module path or type (layer1, Bottleneck) as one line "
-    "each, their inside summarized; repeat it, or separate with commas",
-    "ops": "record the torch-level operations each module's forward calls directly",
-    "ops_skip": f"what --ops leaves out: a group ({', '.join(OPERATION_GROUPS)}) or an "
-    "operation name; repeat it, or separate with commas ('none': record every operation; "
-    "default: every group)",
-    "backward": "run backward from the sum of the output's floating tensors and record its order",
-}
 
 
 class CommandError(Exception):
@@ -171,17 +148,14 @@ def _add_trace_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "trace options (the names trace_forward, the fwdorder marker and the ini options take)"
     )
-    defaults = TraceOptions()
-    for option in fields(TraceOptions):
-        flag = "--" + option.name.replace("_", "-")
-        default = getattr(defaults, option.name)
-        help_text = _OPTION_HELP.get(option.name, f"the trace option {option.name}")
-        if isinstance(default, bool):
+    for option in OPTIONS:
+        flag, help_text = "--" + option.name.replace("_", "-"), option.flag_help
+        if option.kind in ("flag", "flag_or_function"):
             group.add_argument(flag, action="store_true", help=help_text)
-        elif isinstance(default, tuple):
+        elif option.kind == "names":  # repeated, each with names separated by commas
             group.add_argument(flag, action="append", default=[], metavar="NAME", help=help_text)
         else:
-            group.add_argument(flag, default=default, metavar="VALUE", help=help_text)
+            group.add_argument(flag, default=option.default, metavar="VALUE", help=help_text)
 
 
 def parse_input_spec(text: str) -> tuple[int, ...]:
@@ -333,9 +307,7 @@ def _trace_text(target: str, factory: Any, arguments: argparse.Namespace) -> str
     builder = _builder(target, factory, train=arguments.train)
     described = ", ".join(arguments.input)
     try:
-        trace = trace_forward(
-            builder, *inputs, **{name: getattr(options, name) for name in OPTION_NAMES}
-        )
+        trace = trace_forward(builder, *inputs, **options.as_arguments())
     except _ModelBuildError as error:
         raise CommandError(str(error)) from None
     except MetaTraceError as error:
@@ -353,11 +325,7 @@ def _trace_text(target: str, factory: Any, arguments: argparse.Namespace) -> str
 
 
 def _trace_options(arguments: argparse.Namespace) -> TraceOptions:
-    values = {name: getattr(arguments, name) for name in OPTION_NAMES}
-    values["hide"] = ",".join(values["hide"])
-    values["fold"] = ",".join(values["fold"])
-    skipped = ",".join(values["ops_skip"])
-    values["ops_skip"] = OPERATION_GROUPS if not skipped else "" if skipped == "none" else skipped
+    values = {option.name: option.from_flags(getattr(arguments, option.name)) for option in OPTIONS}
     if values["device"] is not None:
         _check_device(values["device"])
     try:

@@ -9,14 +9,16 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff import TraceDiff, check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.render import (
+from pytest_fwdorder.golden_format import (
+    FROZEN_FLAG,
     TENSOR_PATTERN,
+    TIED_PATTERN,
     GoldenLine,
-    backward_lines,
-    golden_lines,
+    fact_title,
     make_line,
     mode_line,
 )
+from pytest_fwdorder.render import backward_lines, golden_lines
 
 if TYPE_CHECKING:
     from pytest_fwdorder.records import TraceRecords
@@ -154,22 +156,19 @@ def _normalize_facts(
 
     kept = []
     for fact in facts:
-        title = fact.partition(": ")[0]
+        title = fact_title(fact)
         if title == "settings" and (ignored.settings or type_mapped):
             continue
         if title in ("parameters", "buffers"):
             if ignored.parameters:
                 continue
             if ignored.frozen:
-                fact = fact.replace(" frozen", "")
+                fact = fact.replace(f" {FROZEN_FLAG}", "")
             if ignored.paths:
-                fact = _TIED.sub("", fact)
+                fact = TIED_PATTERN.sub("", fact)
             fact = TENSOR_PATTERN.sub(tensor, fact)
         kept.append(fact)
     return tuple(kept)
-
-
-_TIED = re.compile(r" tied to [^,]*(, [a-zA-Z_<][^ ,]*\.[^ ,]*)*")
 
 
 def structure_diff(

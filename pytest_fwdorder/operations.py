@@ -26,7 +26,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
@@ -114,6 +114,15 @@ def tensor_names(root: nn.Module) -> dict[int, str]:
     return names
 
 
+class _OperationKind(NamedTuple):
+    """What the mode knows of a function once per trace: how to name it and what to record."""
+
+    name: str  # the name goldens show
+    recorded: bool  # False for an operation `ops_skip` leaves out (its tensors still named)
+    defaults: dict[str, object]  # keyword defaults, so arguments left at them are not shown
+    derives: bool  # a view or conversion: a recorded one names its result after its source
+
+
 class _OperationRecord:
     """What the mode keeps of one operation until `attach_operations` builds it."""
 
@@ -148,9 +157,8 @@ class OperationMode(TorchFunctionMode):
         self.thread_id = threading.get_ident()
         self.skipped = frozenset(skipped)
         self.skip_torch_modules = "torch_modules" in self.skipped
-        # Per function: (golden name, recorded, keyword defaults) or None for a query; found
-        # once per trace.
-        self.kinds: dict[object, tuple[str, bool, dict[str, object], bool] | None] = {}
+        # Per function: its kind, or None for a query; found once per trace.
+        self.kinds: dict[object, _OperationKind | None] = {}
         self.torch_module_types: dict[type, bool] = {}
         self.names = tensor_names(root)
         # The full name of the model tensor each named tensor comes from (views included).
@@ -231,13 +239,14 @@ class OperationMode(TorchFunctionMode):
             self._name_derived(result, args[0], name)
         return result
 
-    def _kind(self, func: object) -> tuple[str, bool, dict[str, object], bool] | None:
+    def _kind(self, func: object) -> _OperationKind | None:
         found = operation_name(func)
         if found is None:
             return None
         name, group = found
         recorded = name not in self.skipped and (group is None or group not in self.skipped)
-        return name, recorded, _keyword_defaults(func), group in ("views", "conversions")
+        derives = group in ("views", "conversions")
+        return _OperationKind(name, recorded, _keyword_defaults(func), derives)
 
     def _raw(self, value: object) -> object:
         """A raw value, or the name of a model tensor; one level into lists and tuples."""

@@ -1,14 +1,22 @@
-"""The trace options, one set of names for every entry point. No torch import.
+"""The trace options, each declared once by its `TraceOptions` field. No torch import.
 
-`trace_forward`, `record`, the fixture's `Tracer`, the `fwdorder` marker and the
-`fwdorder_*` ini options all take exactly these names, so a setting moves between them
-unchanged. A model keyword argument whose name is an option's goes in `model_kwargs`.
+`trace_forward`, `record`, the fixture's `Tracer`, the `fwdorder` marker, the
+`fwdorder_*` ini options and the command line's flags all take exactly these names, so a
+setting moves between them unchanged. A model keyword argument whose name is an option's
+goes in `model_kwargs`.
+
+Each field's metadata declares the rest of the option (a `TraceOption`): its kind, which
+says how a value is parsed and checked and what ini type holds it, and its help texts.
+The ini options (plugin.py), the marker check, the flags (cli.py) and `check_option_values`
+are derived from `OPTIONS`; adding an option means a field here, the explicit keyword
+arguments of `trace_forward` and `record` (a test checks they agree) and its behaviour.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any, Literal
 
 # The facets of a golden file that `hide` can turn off; all are shown by default, because
 # a gate should be tight unless someone loosens it on purpose.
@@ -17,6 +25,128 @@ UNREGISTERED_POLICIES = ("warn", "error")
 # What `ops_skip` leaves out of the recorded operations by default (see operations.py);
 # besides these groups it takes single operation names.
 OPERATION_GROUPS = ("views", "conversions", "torch_modules")
+
+# How an option's value is parsed and checked:
+# "device": a device name or None (a torch.device is taken as its name);
+# "flag": True or False;
+# "flag_or_function": True, False or a function;
+# "choice": one of the option's `choices`;
+# "names": names as a tuple, from "a b", "a,b" or any iterable (of the `choices`, if any).
+OptionKind = Literal["device", "flag", "flag_or_function", "choice", "names"]
+IniType = Literal["string", "bool", "args"]
+_INI_TYPES: dict[OptionKind, IniType] = {
+    "device": "string",
+    "flag": "bool",
+    "flag_or_function": "bool",
+    "choice": "string",
+    "names": "args",
+}
+# What a value of the wrong kind must be, for the kinds whose requirement is always the same.
+_REQUIREMENTS: dict[OptionKind, str] = {
+    "device": "be a string such as 'cpu' or 'meta'",
+    "flag": "be True or False",
+}
+_DECLARATION = "fwdorder option"
+
+
+@dataclass(frozen=True)
+class TraceOption:
+    """One trace option: its name and default (from its field) and what its metadata declares.
+
+    `ini_help` describes the `fwdorder_<name>` ini option, `flag_help` the `--<name>` flag
+    (the ini's text when the declaration gives none).
+    `requirement` and `example` make the message for a value of the wrong kind:
+    "hide must <requirement>, got 5<example>"; `refused` the one for names outside
+    `choices` ("cannot hide {names}: the facets are {choices}"). With `none_means_empty`,
+    the single name "none" means no names, as the command line and the ini spell it.
+    """
+
+    kind: OptionKind
+    ini_help: str
+    flag_help: str = ""
+    requirement: str = ""
+    example: str = ""
+    choices: tuple[str, ...] = ()
+    refused: str = ""
+    none_means_empty: bool = False
+    name: str = ""
+    default: Any = None
+
+    @property
+    def ini_type(self) -> IniType:
+        return _INI_TYPES[self.kind]
+
+    @property
+    def ini_default(self) -> object:
+        """The ini option's default: '' for None, a list for names."""
+        if self.default is None:
+            return ""
+        return list(self.default) if self.kind == "names" else self.default
+
+    def from_ini(self, value: object) -> Any:
+        """The value `config.getini` gave, as the option takes it ('' is no device)."""
+        return (str(value) or None) if self.kind == "device" else value
+
+    def from_flags(self, value: Any) -> Any:
+        """The value of the option's flag in parsed command-line arguments: a names flag
+        may be repeated, each time with names separated by commas."""
+        if self.kind != "names":
+            return value
+        return ",".join(value) if value else self.default
+
+    def parse(self, value: Any) -> Any:
+        """`value` as the option keeps it; a value of the wrong kind as given, to check."""
+        if self.kind == "device" and type(value).__name__ == "device":  # a torch.device
+            return str(value)
+        if self.kind != "names":
+            return value
+        if isinstance(value, str):
+            value = value.replace(",", " ").split()  # "settings mode", as in the ini
+        if not isinstance(value, Iterable):
+            return value
+        names = tuple(value)
+        return () if self.none_means_empty and names == ("none",) else names
+
+    def problem(self, value: Any, *, source: str) -> TypeError | ValueError | None:
+        """What is wrong with `value` for this option, or None when nothing is."""
+        # A one-shot iterator is refused, not parsed: the check would use it up before
+        # `TraceOptions` gets it. Once in `TraceOptions` (trace_forward's way) it is parsed.
+        parsed = value if isinstance(value, Iterator) else self.parse(value)
+        if not self._fits(parsed):
+            wrong = ValueError if self.kind == "choice" else TypeError
+            return wrong(
+                f"{source}: {self.name} must {self._requirement()}, got {value!r}{self.example}"
+            )
+        names_of_choices = self.kind == "names" and self.choices
+        unknown = [name for name in parsed if name not in self.choices] if names_of_choices else []
+        if unknown:
+            names, choices = ", ".join(map(repr, unknown)), ", ".join(self.choices)
+            return ValueError(f"{source}: {self.refused.format(names=names, choices=choices)}")
+        return None
+
+    def as_metadata(self) -> dict[str, TraceOption]:
+        """The metadata of the `TraceOptions` field this declares."""
+        return {_DECLARATION: self}
+
+    def _fits(self, value: Any) -> bool:
+        """Whether a parsed value is of the option's kind (names outside `choices` aside)."""
+        if self.kind == "device":
+            return value is None or isinstance(value, str)
+        if self.kind == "flag":
+            return isinstance(value, bool)
+        if self.kind == "flag_or_function":
+            return isinstance(value, bool) or callable(value)
+        if self.kind == "choice":
+            return value in self.choices
+        # Names of `choices` are each compared with them next; other names must be text.
+        return isinstance(value, tuple) and (
+            bool(self.choices) or all(isinstance(name, str) and name for name in value)
+        )
+
+    def _requirement(self) -> str:
+        if self.kind == "choice":
+            return "be " + " or ".join(map(repr, self.choices))
+        return self.requirement or _REQUIREMENTS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -45,107 +175,145 @@ class TraceOptions:
     returns the loss.
     """
 
-    device: str | None = None
-    show_devices: bool = False
-    hide: tuple[str, ...] = ()
-    unregistered: str = "warn"
-    show_local_shapes: bool = False
-    fold: tuple[str, ...] = ()
-    ops: bool = False
-    ops_skip: tuple[str, ...] = OPERATION_GROUPS
-    backward: Any = False
+    device: str | None = field(
+        default=None,
+        metadata=TraceOption(
+            kind="device",
+            ini_help="device forward_trace runs models on by default ('meta' traces without "
+            "compute); empty: wherever the model is",
+            flag_help="run the model there; 'meta' traces without compute or weights "
+            "(default: the CPU, or where the factory builds it)",
+        ).as_metadata(),
+    )
+    show_devices: bool = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag",
+            ini_help="show each tensor's device in golden files (off: goldens match across "
+            "devices)",
+            flag_help="write each tensor's device in the golden text",
+        ).as_metadata(),
+    )
+    hide: tuple[str, ...] = field(
+        default=(),
+        metadata=TraceOption(
+            kind="names",
+            ini_help=f"facets left out of golden files, any of: {', '.join(FACETS)} "
+            "(default: none)",
+            flag_help=f"leave a facet out of the golden text, any of {', '.join(FACETS)} "
+            "(repeat it, or separate with commas)",
+            requirement="name facets",
+            example=": write hide=('settings', 'mode')",
+            choices=FACETS,
+            refused="cannot hide {names}: the facets are {choices}",
+        ).as_metadata(),
+    )
+    unregistered: str = field(
+        default="warn",
+        metadata=TraceOption(
+            kind="choice",
+            ini_help="a module that owns parameters but is not registered under the model: "
+            "'warn' (default) or 'error'",
+            flag_help="what a module that owns parameters but is not registered under the "
+            f"model causes: {' or '.join(UNREGISTERED_POLICIES)} (default: warn)",
+            choices=UNREGISTERED_POLICIES,
+        ).as_metadata(),
+    )
+    show_local_shapes: bool = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag",
+            ini_help="show each DTensor's local shard shape after its placements (off: goldens "
+            "match across ranks)",
+            flag_help="write each DTensor's local shard shape after its placements",
+        ).as_metadata(),
+    )
+    fold: tuple[str, ...] = field(
+        default=(),
+        metadata=TraceOption(
+            kind="names",
+            ini_help="module paths or type names whose calls golden files write as one line "
+            "each, their inside summarized (default: none)",
+            flag_help="write the calls of this module path or type (layer1, Bottleneck) as one "
+            "line each, their inside summarized; repeat it, or separate with commas",
+            requirement="name module paths or types",
+            example=": write fold=('layer1', 'layer2') or fold=('Bottleneck',)",
+        ).as_metadata(),
+    )
+    ops: bool = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag",
+            ini_help="record the torch-level operations each module's forward calls directly",
+        ).as_metadata(),
+    )
+    ops_skip: tuple[str, ...] = field(
+        default=OPERATION_GROUPS,
+        metadata=TraceOption(
+            kind="names",
+            ini_help=f"what ops leaves out: groups ({', '.join(OPERATION_GROUPS)}) or operation "
+            "names (default: every group)",
+            flag_help=f"what --ops leaves out: a group ({', '.join(OPERATION_GROUPS)}) or an "
+            "operation name; repeat it, or separate with commas ('none': record every "
+            "operation; default: every group)",
+            requirement=f"name operation groups ({', '.join(OPERATION_GROUPS)}) or operations",
+            example=": write ops_skip=('views', 'dropout'), or ops_skip=() to record every "
+            "operation",
+            none_means_empty=True,
+        ).as_metadata(),
+    )
+    backward: Any = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag_or_function",
+            ini_help="run backward from the sum of the output's floating tensors and record "
+            "its order",
+            requirement="be True, False or a function of the output that returns the loss",
+        ).as_metadata(),
+    )
 
     def __post_init__(self) -> None:
-        hide = self.hide
-        if isinstance(hide, str):
-            hide = tuple(hide.replace(",", " ").split())  # hide="settings mode", as in ini
-        if isinstance(hide, (list, set, frozenset)):
-            hide = tuple(hide)
-        object.__setattr__(self, "hide", hide)
-        fold = self.fold
-        if isinstance(fold, str):
-            fold = tuple(fold.replace(",", " ").split())  # fold="layer1 layer2", as in ini
-        if isinstance(fold, (list, set, frozenset)):
-            fold = tuple(fold)
-        object.__setattr__(self, "fold", fold)
-        ops_skip = self.ops_skip
-        if isinstance(ops_skip, str):
-            ops_skip = tuple(ops_skip.replace(",", " ").split())  # as in ini
-        if isinstance(ops_skip, (list, set, frozenset)):
-            ops_skip = tuple(ops_skip)
-        if ops_skip == ("none",):  # as the command line and the ini spell "skip nothing"
-            ops_skip = ()
-        object.__setattr__(self, "ops_skip", ops_skip)
-        check_option_values(
-            {name: getattr(self, name) for name in OPTION_NAMES}, source="TraceOptions"
-        )
+        for option in OPTIONS:
+            object.__setattr__(self, option.name, option.parse(getattr(self, option.name)))
+        check_option_values(self.as_arguments(), source="TraceOptions")
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any]) -> TraceOptions:
+        """The options among a call's arguments: `TraceOptions.from_arguments(locals())`
+        at the top of `trace_forward`, whose keyword arguments are the options' names."""
+        return cls(**{name: arguments[name] for name in OPTION_NAMES})
+
+    def as_arguments(self) -> dict[str, Any]:
+        """The options as keyword arguments of `trace_forward` or `record`."""
+        return {name: getattr(self, name) for name in OPTION_NAMES}
 
 
-OPTION_NAMES: tuple[str, ...] = tuple(option.name for option in fields(TraceOptions))
+def _declared(option_field: Field[Any]) -> TraceOption:
+    declaration: TraceOption = option_field.metadata[_DECLARATION]
+    return replace(
+        declaration,
+        name=option_field.name,
+        default=option_field.default,
+        flag_help=declaration.flag_help or declaration.ini_help,
+    )
+
+
+OPTIONS: tuple[TraceOption, ...] = tuple(map(_declared, fields(TraceOptions)))
+OPTION_NAMES: tuple[str, ...] = tuple(option.name for option in OPTIONS)
 
 
 def check_option_values(values: dict[str, Any], *, source: str) -> None:
-    """Raise TypeError for an unknown option name or a value of the wrong kind, ValueError
-    for a value outside the option's choices."""
+    """Raise TypeError for an unknown option name or a value of the wrong kind (a one-shot
+    iterator included), ValueError for a value outside the option's choices."""
     unknown = sorted(set(values) - set(OPTION_NAMES))
     if unknown:
         raise TypeError(
             f"{source} got unknown option(s) {', '.join(map(repr, unknown))}: "
             f"the options are {', '.join(OPTION_NAMES)}"
         )
-    device = values.get("device")
-    if device is not None and not isinstance(device, str) and type(device).__name__ != "device":
-        raise TypeError(
-            f"{source}: device must be a string such as 'cpu' or 'meta', got {device!r}"
-        )
-    show_devices = values.get("show_devices", False)
-    if not isinstance(show_devices, bool):
-        raise TypeError(f"{source}: show_devices must be True or False, got {show_devices!r}")
-    show_local_shapes = values.get("show_local_shapes", False)
-    if not isinstance(show_local_shapes, bool):
-        raise TypeError(
-            f"{source}: show_local_shapes must be True or False, got {show_local_shapes!r}"
-        )
-    hide = values.get("hide", ())
-    names = hide.replace(",", " ").split() if isinstance(hide, str) else hide
-    if not isinstance(names, (tuple, list, set, frozenset)):
-        raise TypeError(
-            f"{source}: hide must name facets, got {hide!r}: write hide=('settings', 'mode')"
-        )
-    unknown = [name for name in names if name not in FACETS]
-    if unknown:
-        raise ValueError(
-            f"{source}: cannot hide {', '.join(map(repr, unknown))}: the facets are "
-            f"{', '.join(FACETS)}"
-        )
-    fold = values.get("fold", ())
-    folded = fold.replace(",", " ").split() if isinstance(fold, str) else fold
-    if not isinstance(folded, (tuple, list, set, frozenset)) or not all(
-        isinstance(name, str) and name for name in folded
-    ):
-        raise TypeError(
-            f"{source}: fold must name module paths or types, got {fold!r}: write "
-            "fold=('layer1', 'layer2') or fold=('Bottleneck',)"
-        )
-    ops = values.get("ops", False)
-    if not isinstance(ops, bool):
-        raise TypeError(f"{source}: ops must be True or False, got {ops!r}")
-    ops_skip = values.get("ops_skip", ())
-    skipped = ops_skip.replace(",", " ").split() if isinstance(ops_skip, str) else ops_skip
-    if not isinstance(skipped, (tuple, list, set, frozenset)) or not all(
-        isinstance(name, str) and name for name in skipped
-    ):
-        raise TypeError(
-            f"{source}: ops_skip must name operation groups ({', '.join(OPERATION_GROUPS)}) "
-            f"or operations, got {ops_skip!r}: write ops_skip=('views', 'dropout'), or "
-            "ops_skip=() to record every operation"
-        )
-    backward = values.get("backward", False)
-    if not isinstance(backward, bool) and not callable(backward):
-        raise TypeError(
-            f"{source}: backward must be True, False or a function of the output that returns "
-            f"the loss, got {backward!r}"
-        )
-    unregistered = values.get("unregistered", "warn")
-    if unregistered not in UNREGISTERED_POLICIES:
-        raise ValueError(f"{source}: unregistered must be 'warn' or 'error', got {unregistered!r}")
+    for option in OPTIONS:
+        if option.name not in values:
+            continue
+        problem = option.problem(values[option.name], source=source)
+        if problem is not None:
+            raise problem

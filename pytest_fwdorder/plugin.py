@@ -10,7 +10,7 @@ import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
@@ -23,13 +23,7 @@ from pytest_fwdorder.comparisons import (
 )
 from pytest_fwdorder.diff import diff_traces
 from pytest_fwdorder.errors import did_you_mean
-from pytest_fwdorder.options import (
-    FACETS,
-    OPERATION_GROUPS,
-    OPTION_NAMES,
-    TraceOptions,
-    check_option_values,
-)
+from pytest_fwdorder.options import OPTION_NAMES, OPTIONS, TraceOptions, check_option_values
 from pytest_fwdorder.records import TraceRecords
 from pytest_fwdorder.snapshot import (
     explain_snapshot_assertion,
@@ -56,59 +50,6 @@ class _Outputs:
 _OUTPUTS_KEY = pytest.StashKey[_Outputs]()
 _HELD_MESSAGE_KEY = pytest.StashKey[str]()
 _GOLDEN_SUFFIX = ".fwdorder.txt"
-# One ini option per trace option, `fwdorder_<name>`: (ini type, default, help).
-_INI_OPTIONS: dict[str, tuple[Literal["string", "bool", "args"], object, str]] = {
-    "device": (
-        "string",
-        "",
-        "device forward_trace runs models on by default ('meta' traces without compute); "
-        "empty: wherever the model is",
-    ),
-    "show_devices": (
-        "bool",
-        False,
-        "show each tensor's device in golden files (off: goldens match across devices)",
-    ),
-    "hide": (
-        "args",
-        [],
-        f"facets left out of golden files, any of: {', '.join(FACETS)} (default: none)",
-    ),
-    "unregistered": (
-        "string",
-        "warn",
-        "a module that owns parameters but is not registered under the model: 'warn' "
-        "(default) or 'error'",
-    ),
-    "show_local_shapes": (
-        "bool",
-        False,
-        "show each DTensor's local shard shape after its placements (off: goldens match "
-        "across ranks)",
-    ),
-    "fold": (
-        "args",
-        [],
-        "module paths or type names whose calls golden files write as one line each, "
-        "their inside summarized (default: none)",
-    ),
-    "ops": (
-        "bool",
-        False,
-        "record the torch-level operations each module's forward calls directly",
-    ),
-    "ops_skip": (
-        "args",
-        list(OPERATION_GROUPS),
-        f"what ops leaves out: groups ({', '.join(OPERATION_GROUPS)}) or operation names "
-        "(default: every group)",
-    ),
-    "backward": (
-        "bool",
-        False,
-        "run backward from the sum of the output's floating tensors and record its order",
-    ),
-}
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -119,8 +60,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    for name, (kind, default, help_text) in _INI_OPTIONS.items():
-        parser.addini(f"fwdorder_{name}", help_text, type=kind, default=default)
+    for option in OPTIONS:  # one ini option per trace option, `fwdorder_<name>`
+        parser.addini(
+            f"fwdorder_{option.name}",
+            option.ini_help,
+            type=option.ini_type,
+            default=option.ini_default,
+        )
     group = parser.getgroup("fwdorder", "forward traces (pytest-fwdorder)")
     group.addoption(
         "--fwdorder-report",
@@ -216,12 +162,9 @@ def _check_writable(report_path: Path, report: str, base: Path) -> None:
 
 
 def _ini_options(config: pytest.Config) -> dict[str, Any]:
-    values = {name: config.getini(f"fwdorder_{name}") for name in _INI_OPTIONS}
-    values["device"] = str(values["device"]) or None
-    values["hide"] = tuple(values["hide"])
-    values["fold"] = tuple(values["fold"])
-    values["ops_skip"] = tuple(values["ops_skip"])
-    return values
+    return {
+        option.name: option.from_ini(config.getini(f"fwdorder_{option.name}")) for option in OPTIONS
+    }
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from pytest_fwdorder.changes import ChangeKind, DiffRow
+from pytest_fwdorder.classification import TraceDiff
 from pytest_fwdorder.comparisons import Comparison
-from pytest_fwdorder.diff import ChangeKind, TraceDiff, diff_golden
-from pytest_fwdorder.render import GoldenLine, format_problem, parse_golden
-from pytest_fwdorder.view import (
+from pytest_fwdorder.diff import diff_golden
+from pytest_fwdorder.explanation import plural, rows_to_show
+from pytest_fwdorder.golden_format import (
+    FACT_PREFIX,
     NEVER_CALLED_SECTION,
     UNREGISTERED_SECTION,
+    GoldenLine,
+    format_problem,
     header_sections,
+    model_of,
+    parse_golden,
 )
 
 # Trees of up to this many calls open whole; larger ones open their first levels.
@@ -150,16 +156,6 @@ _SCRIPT = """
 """
 
 
-@dataclass(frozen=True)
-class DiffRow:
-    """One row of the side-by-side diff: line indexes into the old and new calls (either
-    None for a call on one side only), and whether the row shows a change."""
-
-    old: int | None
-    new: int | None
-    differs: bool
-
-
 def render_report(comparisons: Sequence[Comparison], *, title: str = "pytest-fwdorder") -> str:
     """The whole report page: every comparison with its call tree, failed ones first.
 
@@ -184,7 +180,7 @@ def render_report(comparisons: Sequence[Comparison], *, title: str = "pytest-fwd
         f"<style>{_STYLE}</style></head>",
         '<body><div class="fwdorder">',
         f"<h1>{html.escape(title)}: forward traces compared with their goldens</h1>",
-        f'<div class="fo-totals">{_plural(len(ordered), "trace")} compared'
+        f'<div class="fo-totals">{plural(len(ordered), "trace")} compared'
         + (f": {totals}" if totals else "")
         + "</div>",
         '<div class="fo-toolbar"><input id="fo-search" type="search" autocomplete="off" '
@@ -213,31 +209,13 @@ def trace_html(golden_text: str) -> str:
 
 
 def aligned_rows(difference: TraceDiff) -> list[DiffRow]:
-    """The rows of a side-by-side view, from the diff's pairs and changes.
+    """The rows of a side-by-side view: the diff's own aligned rows.
 
     Calls paired in order share a row; between pairs, the old side's unpaired calls come
     first, then the new side's, as `TraceDiff.explanation` lists them. A moved call shows
     twice, on its old row and on its new one.
     """
-    moved_old = {
-        change.position
-        for change in difference.changes
-        if change.kind is ChangeKind.MOVED and change.position is not None
-    }
-    in_order = [(old, new) for old, new in difference.pairs if old not in moved_old]
-    rows: list[DiffRow] = []
-    old_next = new_next = 0
-    ends = (len(difference.old_lines), len(difference.new_lines))
-    for old_index, new_index in [*in_order, ends]:
-        rows += [DiffRow(index, None, True) for index in range(old_next, old_index)]
-        rows += [DiffRow(None, index, True) for index in range(new_next, new_index)]
-        if old_index < ends[0]:
-            old_line = difference.old_lines[old_index]
-            new_line = difference.new_lines[new_index]
-            differs = old_line.text != new_line.text or old_line.facts != new_line.facts
-            rows.append(DiffRow(old_index, new_index, differs))
-        old_next, new_next = old_index + 1, new_index + 1
-    return rows
+    return difference.rows
 
 
 def _index_html(comparisons: Sequence[Comparison]) -> str:
@@ -286,9 +264,9 @@ def _entry_html(comparison: Comparison, number: int) -> str:
 
 
 def _headline(header: list[str], lines: list[GoldenLine]) -> str:
-    model = next((line[len("# model: ") :] for line in header if line.startswith("# model: ")), "")
-    calls = _plural(len(lines), "call")
-    modules = _plural(len({line.path for line in lines}), "module")
+    model = model_of(header)
+    calls = plural(len(lines), "call")
+    modules = plural(len({line.path for line in lines}), "module")
     return f"{model}: {calls} of {modules}" if model else f"{calls} of {modules}"
 
 
@@ -309,7 +287,7 @@ def _warnings_html(header: list[str]) -> str:
             listed = "".join(f"<li>{html.escape(item)}</li>" for item in items)
             boxes.append(
                 f'<div class="fo-warning" data-section="{html.escape(title)}">'
-                f"<strong>{_plural(len(items), 'module')}</strong> {explanation}:"
+                f"<strong>{plural(len(items), 'module')}</strong> {explanation}:"
                 f"<ul>{listed}</ul></div>"
             )
     return "".join(boxes)
@@ -408,7 +386,7 @@ def _call_html(line: GoldenLine, calls_of_module: int, nested: int) -> str:
         f' <span class="fo-io">{html.escape(line.inputs)} -&gt; {html.escape(line.outputs)}</span>'
     )
     if nested:
-        parts.append(f' <span class="fo-nested">({_plural(nested, "call")} inside)</span>')
+        parts.append(f' <span class="fo-nested">({plural(nested, "call")} inside)</span>')
     return "".join(parts)
 
 
@@ -428,7 +406,7 @@ def _diff_html(difference: TraceDiff, status: str) -> str:
     for change in difference.changes:
         if change.kind not in _ONE_SIDED and change.position is not None:
             kinds.setdefault(change.position, []).append(change.kind.value)
-    shown = _rows_to_show(rows)
+    shown = rows_to_show(rows, _DIFF_CONTEXT)
     table = [
         '<table class="fo-diff"><thead><tr><th>golden file (before)</th>'
         f"<th>{'this run' if status == 'failed' else 'written by this run'}</th></tr></thead>"
@@ -503,25 +481,11 @@ def _diff_cell(line: GoldenLine | None, other_facts: set[str] | None, differs: b
         for fact in line.facts:
             if other_facts is not None and fact in other_facts:
                 continue  # facts both sides share would only push the changes out of view
-            parts.append(f'\n<span class="fo-fact-changed">{indent}| {html.escape(fact)}</span>')
+            parts.append(
+                f'\n<span class="fo-fact-changed">{indent}{FACT_PREFIX}{html.escape(fact)}</span>'
+            )
     return "".join(parts)
 
 
 def _skip_row(count: int) -> str:
-    return f'<tr class="fo-skip"><td colspan="2">… {_plural(count, "unchanged call")} …</td></tr>'
-
-
-def _rows_to_show(rows: list[DiffRow]) -> list[bool]:
-    """Changed rows and `_DIFF_CONTEXT` unchanged rows either side of them."""
-    changed = [position for position, row in enumerate(rows) if row.differs]
-    shown = [False] * len(rows)
-    for position in changed:
-        for near in range(
-            max(0, position - _DIFF_CONTEXT), min(len(rows), position + _DIFF_CONTEXT + 1)
-        ):
-            shown[near] = True
-    return shown
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    return f'<tr class="fo-skip"><td colspan="2">… {plural(count, "unchanged call")} …</td></tr>'

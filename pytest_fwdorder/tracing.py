@@ -1,42 +1,35 @@
-"""The public ways to trace: `trace_forward`, `record`, and the `Tracer` behind the fixture."""
+"""The public ways to trace: `trace_forward`, `record`, and the `Tracer` behind the fixture.
+
+This module installs no hook itself. For the length of a trace it enters the context
+managers that do, each removing its hooks on exit: `recording` (the recorder's module
+hooks), `BackwardRecorder.forward_watched` (backward's), `autocast_refused` (a global
+forward pre-hook, on meta) and, for a builder on meta, `build_on_meta` (parameter and
+buffer registration hooks).
+"""
 
 from __future__ import annotations
 
 import difflib
 import gc
 import inspect
-import linecache
 import operator
-import os
-import re
-import sys
-import threading
-import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.modules import module as torch_module
-from torch.nn.modules.module import register_module_forward_pre_hook
-from torch.overrides import TorchFunctionMode
-from torch.utils._device import _device_constructors
-from torch.utils.weak import WeakIdKeyDictionary
 
 from pytest_fwdorder.backward import BackwardRecorder
-from pytest_fwdorder.describe import tensors_of
 from pytest_fwdorder.distributed import compiled_code_run_eagerly, process_rank
-from pytest_fwdorder.errors import (
-    EmptyTraceError,
-    MetaTraceError,
-    UnregisteredModuleError,
-    warn_at_caller,
-)
+from pytest_fwdorder.errors import EmptyTraceError, UnregisteredModuleError, warn_at_caller
 from pytest_fwdorder.hooks import call_view_hooks_exist, call_views_from_plugins
+from pytest_fwdorder.meta_build import build_on_meta
+from pytest_fwdorder.meta_build import (
+    parameters_and_buffers_on_meta as parameters_and_buffers_on_meta,  # importable as before
+)
+from pytest_fwdorder.meta_failures import autocast_refused, meta_failures_explained
 from pytest_fwdorder.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.options import (
     OPERATION_GROUPS,
@@ -45,7 +38,7 @@ from pytest_fwdorder.options import (
     check_option_values,
 )
 from pytest_fwdorder.recorder import recording, resolve_model
-from pytest_fwdorder.records import Call, RenderOptions
+from pytest_fwdorder.records import RenderOptions
 from pytest_fwdorder.trace import Trace
 
 
@@ -138,9 +131,7 @@ def trace_forward(
     cause is the original error.
     """
     kwargs = _merge_model_kwargs(kwargs, model_kwargs)
-    options = _trace_options(
-        device, show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward
-    )
+    options = TraceOptions.from_arguments(locals())
     root = _build(model, device)
     args = _place(args, device)
     kwargs = _place(kwargs, device)
@@ -148,12 +139,12 @@ def trace_forward(
     operations: list[OperationMode] = []
     with (
         _collector_paused(),
-        _meta_failures_explained(device) as traces,
+        meta_failures_explained(device) as traces,
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
         recording(root, _render_options(options), device=device) as recorder,
         _operations_recorded(recorder, root, options, operations),
-        _autocast_refused(device),
+        autocast_refused(device),
     ):
         traces.append(recorder.trace)
         if backward_recorder is None:
@@ -216,9 +207,7 @@ def record(
     `EmptyTraceError` unless `allow_empty`.
     """
     root = resolve_model(model, entry_point="record")
-    options = _trace_options(
-        device, show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward
-    )
+    options = TraceOptions.from_arguments(locals())
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
     with (
@@ -228,7 +217,7 @@ def record(
             root, _render_options(options), device=device, restore_state=restore_state
         ) as recorder,
         _operations_recorded(recorder, root, options, operations),
-        _autocast_refused(device),
+        autocast_refused(device),
     ):
         if backward_recorder is not None:
             backward_recorder.recorder = recorder
@@ -264,13 +253,13 @@ class Tracer:
     ) -> Trace:
         options = self._with(kwargs)
         return trace_forward(
-            model, *args, **_as_arguments(options), model_kwargs=model_kwargs, **kwargs
+            model, *args, **options.as_arguments(), model_kwargs=model_kwargs, **kwargs
         )
 
     def record(self, model: nn.Module, **options_and_flags: Any) -> AbstractContextManager[Trace]:
         """Like `pytest_fwdorder.record`, with this tracer's default options."""
         options = self._with(options_and_flags)
-        return record(model, **_as_arguments(options), **options_and_flags)
+        return record(model, **options.as_arguments(), **options_and_flags)
 
     def _with(self, given: dict[str, Any]) -> TraceOptions:
         """This tracer's options updated with those in `given` (which are taken out of it)."""
@@ -305,35 +294,6 @@ def _finish_facets(
         attach_operations(trace, mode)
     if backward_recorder is not None:
         backward_recorder.finish(trace)
-
-
-def _as_arguments(options: TraceOptions) -> dict[str, Any]:
-    return {name: getattr(options, name) for name in OPTION_NAMES}
-
-
-def _trace_options(
-    device: torch.device | str | None,
-    show_devices: bool,
-    hide: Iterable[str],
-    unregistered: str,
-    show_local_shapes: bool,
-    fold: Iterable[str],
-    ops: bool,
-    ops_skip: Iterable[str],
-    backward: bool | Callable[[Any], Any],
-) -> TraceOptions:
-    """The options `trace_forward` and `record` were given, as one checked `TraceOptions`."""
-    return TraceOptions(
-        _device_name(device),
-        show_devices,
-        _names(hide),
-        unregistered,
-        show_local_shapes,
-        fold=_names(fold),
-        ops=ops,
-        ops_skip=_names(ops_skip),
-        backward=backward,
-    )
 
 
 def _check_and_choose_views(trace: Trace, options: TraceOptions) -> None:
@@ -408,17 +368,6 @@ def _choose_call_views(trace: Trace) -> None:
         trace.options = replace(trace.options, call_views=views)
 
 
-def _device_name(device: torch.device | str | None) -> str | None:
-    """A torch.device as its name; anything else as given, for `TraceOptions` to check."""
-    return str(device) if isinstance(device, torch.device) else device
-
-
-def _names(value: Iterable[str]) -> Any:
-    """An iterable of names as a tuple; a string or anything else as given, for
-    `TraceOptions` to split or to refuse with a message that says what to write."""
-    return value if isinstance(value, str) or not isinstance(value, Iterable) else tuple(value)
-
-
 def _merge_model_kwargs(
     kwargs: dict[str, Any], model_kwargs: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -451,7 +400,7 @@ def _build(
         return resolve_model(model, entry_point="trace_forward")
     _check_builder(model)
     if device is not None and torch.device(device).type == "meta":
-        built = _build_on_meta(model)
+        built = build_on_meta(model)
     else:
         with torch.device(device) if device is not None else nullcontext():
             built = model()
@@ -461,206 +410,6 @@ def _build(
             f"{type(built).__name__!r}, not an nn.Module: the builder must return the model"
         )
     return resolve_model(built, entry_point="trace_forward")
-
-
-# How many times a builder runs at most, each time with more of its value-read tensors on the CPU.
-_BUILD_TRIES = 8
-
-
-def _build_on_meta(model: Callable[[], nn.Module]) -> object:
-    """Call the builder with its factory calls on meta, again with the CPU for the tensors
-    whose values it read (found by the failed call), until it builds or nothing is left."""
-    on_cpu: frozenset[_Site] = frozenset()
-    for attempt in range(_BUILD_TRIES):
-        with parameters_and_buffers_on_meta(on_cpu) as build:
-            try:
-                return model()
-            except Exception as error:
-                more = build.needed_values - build.registered - on_cpu
-                if not more or attempt == _BUILD_TRIES - 1:
-                    raise MetaTraceError(
-                        _meta_build_failure_message(model, error, build)
-                    ) from error
-                on_cpu |= more
-    raise AssertionError("unreachable: the last try returns or raises")  # pragma: no cover
-
-
-def _meta_build_failure_message(
-    model: Callable[[], nn.Module], error: Exception, build: _MetaBuild
-) -> str:
-    name = getattr(model, "__qualname__", repr(model))
-    failure = f"building the model for the meta device failed in {name!r}: " + (
-        f"{type(error).__name__}: {_without_period(error)}."
-    )
-    memory = _memory_bytes()
-    if memory is not None and build.registered_bytes > memory:
-        return (
-            f"{failure} It registered {build.registered_bytes / 2**30:.1f} GiB of parameters "
-            f"and buffers before it failed, more than this machine's {memory / 2**30:.1f} GiB "
-            "of memory, so it cannot be built on the CPU either: fix the line that fails on "
-            "meta, or build a smaller configuration of the model."
-        )
-    return (
-        f"{failure} If it builds on the CPU, build it there and pass the model with "
-        "device='meta': its weights are replaced by meta stand-ins for the trace."
-    )
-
-
-def _memory_bytes() -> int | None:
-    """This machine's physical memory, or None where the system does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-# Where a factory call was made: the innermost line outside torch and this package.
-_Site = tuple[str, int]
-
-
-def _factory_site() -> _Site:
-    frame = sys._getframe(2)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(
-        (_TORCH_DIRECTORY, _OUR_DIRECTORY)
-    ):
-        frame = frame.f_back
-    return (frame.f_code.co_filename, frame.f_lineno)
-
-
-class _MetaBuild(TorchFunctionMode):
-    """While a builder runs: factory calls without a device land on meta, except those made
-    at `on_cpu` sites, whose values the builder reads.
-
-    Each tensor keeps the sites of the factory calls it was computed from, so an operation
-    that fails (`.item()`, `.tolist()`, a comparison in an `if`) names the sites it needed
-    values from; sites of parameters and buffers never go to the CPU.
-    """
-
-    def __init__(self, on_cpu: frozenset[_Site]) -> None:
-        super().__init__()
-        self.on_cpu = on_cpu
-        self.constructors = _device_constructors()
-        self.origins: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self.needed_values: set[_Site] = set()
-        self.registered: set[_Site] = set()
-        self.registered_bytes = 0
-        self._counted: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: object,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = {} if kwargs is None else kwargs
-        origins: frozenset[_Site] | None = None
-        if func in self.constructors and kwargs.get("device") is None:
-            site = _factory_site()
-            origins = frozenset({site})
-            if site not in self.on_cpu:
-                kwargs["device"] = _META
-        try:
-            output = func(*args, **kwargs)
-        except Exception:
-            self.needed_values.update(self._origins_of((args, kwargs)))
-            raise
-        if origins is None:
-            origins = self._origins_of((args, kwargs))
-        if origins:
-            for tensor in tensors_of(output):
-                self.origins[tensor] = origins
-        return output
-
-    def _origins_of(self, value: object) -> frozenset[_Site]:
-        found: set[_Site] = set()
-        for tensor in tensors_of(value):
-            found.update(self._origins_of_tensor(tensor))
-        return frozenset(found)
-
-    def _origins_of_tensor(self, tensor: torch.Tensor) -> frozenset[_Site]:
-        return self.origins.get(tensor, frozenset())  # type: ignore[no-untyped-call,no-any-return]
-
-    def saw_registered(self, tensor: torch.Tensor) -> None:
-        """Keep a parameter's or buffer's sites on meta, and count its bytes once."""
-        self.registered.update(self._origins_of_tensor(tensor))
-        if tensor not in self._counted:
-            self._counted[tensor] = True
-            self.registered_bytes += tensor.numel() * tensor.element_size()
-
-
-_META = torch.device("meta")
-
-
-@contextmanager
-def parameters_and_buffers_on_meta(
-    on_cpu: frozenset[_Site] = frozenset(),
-) -> Iterator[_MetaBuild]:
-    """While a builder runs, its factory calls and every parameter and buffer land on meta.
-
-    No parameter memory is allocated at any point: factory calls without a device go to meta
-    (as under `torch.device('meta')`) except at the `on_cpu` sites, the builder's own
-    arithmetic whose values it reads (`.item()` in torchvision's RegNet), which stay on the
-    CPU with real values. A parameter or buffer still made on the CPU (a factory call with
-    `device='cpu'`, a site in `on_cpu`) is swapped for a meta one when it is registered: one
-    meta tensor per original, so a tensor registered in two places stays tied. Uses torch's
-    public registration hooks, removed on exit.
-    """
-    build = _MetaBuild(on_cpu)
-    on_meta: dict[int, torch.Tensor] = {}
-    # The originals stay referenced until the end, so their ids cannot be reused meanwhile.
-    originals: list[torch.Tensor] = []
-
-    def meta_copy(tensor: torch.Tensor, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-        found = on_meta.get(id(tensor))
-        if found is None:
-            found = on_meta[id(tensor)] = make(tensor)
-            originals.append(tensor)
-        return found
-
-    def meta_parameter(module: nn.Module, name: str, parameter: object) -> nn.Parameter | None:
-        if not isinstance(parameter, nn.Parameter):
-            return None
-        if isinstance(parameter, nn.UninitializedParameter):
-            return None  # a lazy module's parameter has no shape to copy yet
-        build.saw_registered(parameter)
-        if parameter.device.type == "meta":
-            return None
-        return meta_copy(  # type: ignore[no-any-return]
-            parameter,
-            lambda tensor: nn.Parameter(
-                torch.empty_like(tensor, device="meta"), requires_grad=tensor.requires_grad
-            ),
-        )
-
-    def meta_buffer(module: nn.Module, name: str, buffer: object) -> torch.Tensor | None:
-        if not isinstance(buffer, torch.Tensor) or isinstance(buffer, nn.UninitializedBuffer):
-            return None
-        build.saw_registered(buffer)
-        if buffer.device.type == "meta":
-            return None
-        return meta_copy(  # type: ignore[no-any-return]
-            buffer, lambda tensor: torch.empty_like(tensor, device="meta")
-        )
-
-    # torch annotates the hooks as returning None, but documents (and honours) a returned
-    # replacement: that is the point of these hooks.
-    parameter_handle = torch_module.register_module_parameter_registration_hook(
-        meta_parameter  # type: ignore[arg-type]
-    )
-    try:
-        buffer_handle = torch_module.register_module_buffer_registration_hook(
-            meta_buffer  # type: ignore[arg-type]
-        )
-    except BaseException:
-        parameter_handle.remove()
-        raise
-    try:
-        with build:
-            yield build
-    finally:
-        parameter_handle.remove()
-        buffer_handle.remove()
 
 
 def _check_builder(builder: Callable[..., object]) -> None:
@@ -705,186 +454,3 @@ def _place(value: Any, device: torch.device | str | None) -> Any:
     if isinstance(value, dict):
         return {key: _place(item, device) for key, item in value.items()}
     return value
-
-
-# Files of torch and of this package, as imported and resolved: frames there are not the user's.
-_TORCH_DIRECTORY = str(Path(torch.__file__).resolve().parent) + os.sep
-_OUR_DIRECTORY = str(Path(__file__).resolve().parent) + os.sep
-_NOT_THE_USERS = (
-    _TORCH_DIRECTORY,
-    _OUR_DIRECTORY,
-    str(Path(torch.__file__).parent) + os.sep,
-    str(Path(__file__).parent) + os.sep,
-)
-
-
-def _line_that_needed_values(error: BaseException) -> str | None:
-    """`modeling_x.py:88: mask = make_mask(x) (which called .../masking_utils.py:12: ...)`.
-
-    The model's own line: the innermost frame of the error's traceback, outside torch's own
-    package and ours, that runs a method of an nn.Module; with the innermost such frame of
-    any function it called (a library helper) when that differs. None when every frame is
-    torch's.
-    """
-    frames = [
-        (frame, line_number)
-        for frame, line_number in traceback.walk_tb(error.__traceback__)
-        if frame.f_code.co_filename and not frame.f_code.co_filename.startswith(_NOT_THE_USERS)
-    ]
-    if not frames:
-        return None
-    innermost = _frame_line(*frames[-1])
-    models = [entry for entry in frames if isinstance(entry[0].f_locals.get("self"), nn.Module)]
-    if not models or models[-1] is frames[-1]:
-        return innermost
-    return f"{_frame_line(*models[-1])} (which called {innermost})"
-
-
-def _frame_line(frame: FrameType, line_number: int) -> str:
-    filename = frame.f_code.co_filename
-    text = linecache.getline(filename, line_number).strip()
-    return f"{_short_path(filename)}:{line_number}: {text}"
-
-
-def _short_path(filename: str) -> str:
-    """A library file from where its package starts (`.../transformers/masking_utils.py`),
-    a file of the user's from the current folder when it is under it."""
-    path = Path(filename)
-    parts = path.parts
-    for marker in ("site-packages", "dist-packages"):
-        if marker in parts:
-            return ".../" + "/".join(parts[parts.index(marker) + 1 :])
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return filename
-
-
-@contextmanager
-def _meta_failures_explained(device: torch.device | str | None) -> Iterator[list[Trace]]:
-    """Turn any failure of a forward on the meta device into a `MetaTraceError`.
-
-    The block appends its trace to the yielded list so the error can say where forward
-    stopped. The original error stays as the cause, with its notes.
-    """
-    traces: list[Trace] = []
-    try:
-        yield traces
-    except Exception as error:
-        meta = device is not None and torch.device(device).type == "meta"
-        if not meta or isinstance(error, MetaTraceError):
-            raise
-        calls = traces[0].calls if traces else []
-        raise MetaTraceError(_meta_failure_message(error, calls)) from error
-
-
-def _meta_failure_message(error: Exception, calls: list[Call]) -> str:
-    failing = [call for call in calls if call.raised]
-    if failing:
-        innermost = max(failing, key=lambda call: call.depth)
-        where = (
-            f"in {innermost.display_path} ({innermost.module_type}, call {innermost.nth} of "
-            f"that module, call {innermost.index + 1} of the trace)"
-        )
-    else:
-        where = "before any module call"
-    return (
-        f"forward raised on the meta device {where}: {type(error).__name__}: "
-        f"{_without_period(error)}.{_what_the_line_needs(error)} Meta tensors have shapes but "
-        "no data, so .item(), data-dependent control flow and ops whose meta kernel is "
-        "stricter than the CPU one fail there. Trace on the CPU instead (leave device unset, "
-        "or build a smaller configuration of the model); if the model fails the same way on "
-        "the CPU, the error is the model's own."
-    )
-
-
-# torch's grouped matmul (fused mixture-of-experts layers) takes half-precision matrices only.
-_HALF_PRECISION_ONLY = re.compile(r"Expected mat_[ab] to be BFloat16 or supported Float16")
-
-
-# What torch says when a meta tensor is asked for its data (`.item()`, `.tolist()`, `if`).
-_VALUES_READ = re.compile(
-    r"cannot be called on meta tensors|Cannot copy out of meta tensor|data-dependent|"
-    r"no fake impl or Meta kernel|nonzero|Could not guard on data-dependent"
-)
-
-
-def _what_the_line_needs(error: Exception) -> str:
-    """A sentence on what the failing line needs (a dtype, real values) and what can help."""
-    line = _line_that_needed_values(error)
-    if line is None:
-        return ""
-    if _HALF_PRECISION_ONLY.search(str(error)):
-        return (
-            f" At {line}, the line needs a dtype: torch's grouped matmul on meta takes bfloat16 "
-            "or float16 matrices: trace the model in bfloat16 (build it with "
-            "torch_dtype=torch.bfloat16 or call .to(torch.bfloat16), and give "
-            "TensorSpec(..., dtype=torch.bfloat16) inputs)."
-        )
-    mask = (
-        " That line reads a mask: if it runs because no attention mask was given, pass one; "
-        "if it checks the mask you gave (all ones), leave it out."
-        if "mask" in line.rsplit(": ", 1)[-1].lower()
-        else ""
-    )
-    if not _VALUES_READ.search(str(error)):
-        return f" The line that failed: {line}."
-    return f" The line that needed real values: {line}.{mask}"
-
-
-def _without_period(error: BaseException) -> str:
-    """An error's text without the full stop a sentence around it adds again."""
-    return str(error).rstrip().removesuffix(".")
-
-
-@contextmanager
-def _autocast_refused(device: torch.device | str | None) -> Iterator[None]:
-    """On meta, refuse a forward that runs under autocast (meta tensors do not follow it).
-
-    Autocast reads as off inside a dispatch mode, and a function mode costs a third of a
-    meta trace, so torch's public global forward pre-hook asks before each module call of
-    the block, in this thread only: autocast entered around module calls is refused. An
-    autocast block around functional code alone, with no module call inside it, is not seen.
-    """
-    if device is None or torch.device(device).type != "meta":
-        yield
-        return
-    _refuse_autocast_on("the trace")
-    thread = threading.get_ident()
-    any_enabled = getattr(torch._C, "_is_any_autocast_enabled", None)
-
-    def refuse_under_autocast(module: nn.Module, args: object) -> None:
-        if threading.get_ident() == thread and (any_enabled is None or any_enabled()):
-            _refuse_autocast_on("forward")
-
-    handle = register_module_forward_pre_hook(refuse_under_autocast)
-    try:
-        yield
-    finally:
-        handle.remove()
-
-
-_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
-
-
-def _refuse_autocast_on(what: str) -> None:
-    """Raise `MetaTraceError` when autocast is on for a device: `what` ran under it."""
-    for device_type in _AUTOCAST_DEVICES:
-        try:
-            enabled = torch.is_autocast_enabled(device_type)
-        except RuntimeError:  # a device type this build of torch does not know
-            continue
-        if enabled:
-            dtype = torch.get_autocast_dtype(device_type)
-            raise MetaTraceError(_autocast_message(what, device_type, dtype))
-
-
-def _autocast_message(what: str, device_type: str, dtype: torch.dtype | None) -> str:
-    dtype_name = str(dtype).removeprefix("torch.") if dtype is not None else "lower-precision"
-    return (
-        f"autocast is not followed on the meta device: {what} ran under "
-        f"autocast({device_type!r}), and autocast({device_type!r}) would record {dtype_name} "
-        f"outputs on the {device_type.upper()} and float32 ones on meta, a golden that differs "
-        "without a word. Trace on that device instead (leave device unset for the CPU), or "
-        "leave autocast out of the meta trace."
-    )

@@ -1,31 +1,40 @@
 """Ways to look at golden text without changing it: folding deep calls, terminal colours,
 and the header's sections. Pure functions on text, no torch.
 
-The golden format itself has one owner, `render`; these functions read it through
-`parse_golden` and never write a golden file, only views of one.
+The golden format itself has one owner, `golden_format`; these functions read it through
+its parsers and never write a golden file, only views of one.
 """
 
 from __future__ import annotations
 
-import re
-
-from pytest_fwdorder.render import (
+from pytest_fwdorder.golden_format import (
     BACKWARD_LINE,
+    FACT_PREFIX,
     FROZEN_MARK,
     MODE_MARKS,
+    NEVER_CALLED_SECTION,
+    REUSED_SECTION,
     SCRIPTED_MARK,
     UNREGISTERED_MARK,
+    UNREGISTERED_SECTION,
     GoldenLine,
+    call_line_parts,
     folded_mark,
+    header_sections,
     parse_golden,
 )
 
-# The header sections that list modules, as `render_header` titles them.
-REUSED_SECTION = "called more than once"
-NEVER_CALLED_SECTION = "registered but never called"
-UNREGISTERED_SECTION = "called but not registered under the model"
-_SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)\):?")
-_SECTION_ITEM = "#   "
+# The section titles and their parser were view's before the golden format had its own
+# module; kept importable from here.
+__all__ = [
+    "NEVER_CALLED_SECTION",
+    "REUSED_SECTION",
+    "UNREGISTERED_SECTION",
+    "colorize_diff",
+    "colorize_golden",
+    "fold_golden",
+    "header_sections",
+]
 
 _RESET = "\x1b[0m"
 _BOLD = "\x1b[1m"
@@ -64,25 +73,6 @@ def fold_golden(text: str, depth: int) -> str:
     return "\n".join([*header[:backward], *body, *header[backward:]]) + "\n"
 
 
-def header_sections(header: list[str]) -> dict[str, list[str]]:
-    """The header's listed sections by title: {'called more than once': ['layer1.0.relu x3'], ...}.
-
-    A section whose list was cut short keeps its `... N more` item.
-    """
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in header:
-        if line.startswith(_SECTION_ITEM) and current is not None:
-            current.append(line[len(_SECTION_ITEM) :])
-            continue
-        match = _SECTION_TITLE.fullmatch(line)
-        if match is None:
-            current = None
-            continue
-        current = sections.setdefault(match.group("title"), [])
-    return sections
-
-
 def colorize_golden(text: str) -> str:
     """Golden text with ANSI colours for a terminal: header dim, paths bold, classes cyan,
     marks yellow (`[unregistered]` red), facts dim. Removing the colours gives the text back."""
@@ -112,13 +102,12 @@ def _colorize_line(line: str) -> str:
     indent = line[: len(line) - len(stripped)]
     if not stripped:
         return line
-    if line.startswith("#") or stripped.startswith("| "):
+    if line.startswith("#") or stripped.startswith(FACT_PREFIX):
         return f"{_DIM}{line}{_RESET}"
-    path, separator, rest = stripped.partition(": ")
-    open_paren = rest.find(" (")
-    if not separator or open_paren < 0:
+    parts = call_line_parts(stripped)
+    if parts is None:
         return line
-    words = rest[:open_paren].split(" ")
+    path, words, signature = parts
     head = [f"{_CYAN}{words[0]}{_RESET}"]
     for word in words[1:]:
         if word == UNREGISTERED_MARK:
@@ -127,4 +116,4 @@ def _colorize_line(line: str) -> str:
             head.append(f"{_YELLOW}{word}{_RESET}")
         else:
             head.append(word)
-    return f"{indent}{_BOLD}{path}{_RESET}: {' '.join(head)}{rest[open_paren:]}"
+    return f"{indent}{_BOLD}{path}{_RESET}: {' '.join(head)}{signature}"
