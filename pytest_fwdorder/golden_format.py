@@ -65,6 +65,11 @@ EXTRA_REPR_SETTING = "extra_repr"  # the one setting of a user module: its extra
 RAISED = "raised"
 _LISTED_IN_HEADER = 200
 MODEL_PREFIX = "# model: "
+# The releases that wrote a golden, after its format line: `# written with: torch 2.14.1,
+# torchvision 0.29.1`. Written by the snapshot extension, read by upgrades.py, and left out
+# of every comparison (parse_golden skips it), since it tells where a golden came from, not
+# what the model computes.
+ENVIRONMENT_PREFIX = "# written with: "
 # The tensor facts' flags after dtype and shape: `weight f32[8,3] frozen not saved tied to b`.
 FROZEN_FLAG = "frozen"
 NOT_SAVED_FLAG = "not saved"
@@ -497,7 +502,8 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
         if not raw.strip():
             continue
         if raw.startswith("#"):
-            header.append(raw)
+            if not raw.startswith(ENVIRONMENT_PREFIX):
+                header.append(raw)
             continue
         if in_backward or raw == BACKWARD_LINE:
             in_backward = True  # the backward section is compared as text, with the header

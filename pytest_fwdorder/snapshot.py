@@ -20,6 +20,13 @@ from syrupy.session import ItemStatus
 from pytest_fwdorder.comparisons import note_comparison
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.render import declared_and_written_calls, format_problem
+from pytest_fwdorder.upgrades import (
+    comparable_text,
+    same_model,
+    upgrade_differences,
+    with_environment,
+    without_environment,
+)
 
 if TYPE_CHECKING:
     from syrupy.types import SnapshotIndex
@@ -59,7 +66,7 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
         if isinstance(data, Renderable):
             text = data.render()
             if isinstance(text, str):
-                return text
+                return with_environment(text)
             raise TypeError(
                 f"TraceSnapshotExtension stores golden text, but {type(data).__name__}.render() "
                 f"returned {type(text).__name__!r}: render() must return a str"
@@ -68,6 +75,11 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
             f"TraceSnapshotExtension stores traces, got {type(data).__name__!r}: compare the "
             "result of forward_trace(...) or trace_forward(...) with the snapshot"
         )
+
+    def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
+        """Whether the golden holds this trace, leaving out what an upgrade changes alone:
+        the environment line, and torch.nn settings at this torch's defaults (upgrades.py)."""
+        return same_model(str(snapshot_data), str(serialized_data))
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
         yield from explain_mismatch(str(snapshot_data), str(serialized_data))
@@ -148,11 +160,18 @@ def explain_mismatch(old_text: str, new_text: str, golden_name: str | None = Non
 
     A golden that cannot be compared line by line (merge-conflict markers, another format,
     cut off, or different only in whitespace) gets one line saying so and what to do.
-    `golden_name` names the file in that line.
+    `golden_name` names the file in that line. When the golden was written with other
+    torch releases, or differs also in what an upgrade changes alone, the first lines say
+    so, and the diff leaves those differences out.
     """
+    upgrades = upgrade_differences(old_text, new_text)
+    if upgrades.settings_lines:
+        old_text, new_text = comparable_text(old_text), comparable_text(new_text)
+    else:
+        old_text, new_text = without_environment(old_text), without_environment(new_text)
     problem = golden_problem(old_text, new_text)
     if problem is None:
-        return diff_golden(old_text, new_text).explanation()
+        return [*upgrades.notes(), *diff_golden(old_text, new_text).explanation()]
     named = f"the golden file {golden_name!r}" if golden_name else "the golden file"
     return [f"{named} {problem}"]
 

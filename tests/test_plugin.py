@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_fwdorder.upgrades import environment_line
+
 MODEL_TEST = """
 import torch
 from torch import nn
@@ -67,6 +69,7 @@ def test_snapshot_update_writes_a_readable_golden_file(pytester: pytest.Pytester
 
     assert (pytester.path / GOLDEN).read_text() == (
         "# pytest-fwdorder trace (format 2)\n"
+        f"{environment_line()}\n"
         "# model: Block\n"
         "# mode: train\n"
         "# calls: 3\n"
