@@ -118,7 +118,10 @@ def _meta_failure_message(error: Exception, calls: list[Call]) -> str:
 
 
 # torch's grouped matmul (fused mixture-of-experts layers) takes half-precision matrices only.
-_HALF_PRECISION_ONLY = re.compile(r"Expected mat_[ab] to be BFloat16 or supported Float16")
+# torch 2.14 words it the first way, torch 2.8 the second.
+_HALF_PRECISION_ONLY = re.compile(
+    r"Expected mat_[ab] to be BFloat16 or supported Float16|Expected inputs of BF16 type"
+)
 
 
 # What torch says when a meta tensor is asked for its data (`.item()`, `.tolist()`, `if`).

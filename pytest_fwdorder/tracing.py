@@ -39,6 +39,7 @@ from pytest_fwdorder.options import (
 )
 from pytest_fwdorder.recorder import recording, resolve_model
 from pytest_fwdorder.records import RenderOptions
+from pytest_fwdorder.torch_release import check_torch_release
 from pytest_fwdorder.trace import Trace
 
 
@@ -132,6 +133,7 @@ def trace_forward(
     """
     kwargs = _merge_model_kwargs(kwargs, model_kwargs)
     options = TraceOptions.from_arguments(locals())
+    check_torch_release(torch.__version__)
     root = _build(model, device)
     args = _place(args, device)
     kwargs = _place(kwargs, device)
@@ -208,6 +210,7 @@ def record(
     """
     root = resolve_model(model, entry_point="record")
     options = TraceOptions.from_arguments(locals())
+    check_torch_release(torch.__version__)
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
     with (

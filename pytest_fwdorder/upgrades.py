@@ -139,9 +139,10 @@ class UpgradeDifferences:
                 f"{_versions_text(self.running)}"
             )
         if self.settings_lines:
-            lines = f"{self.settings_lines} settings line{'s' if self.settings_lines != 1 else ''}"
+            one = self.settings_lines == 1
+            lines = f"{self.settings_lines} settings line{'' if one else 's'} differ{'s' if one else ''}"
             notes.append(
-                f"{lines} differ only in torch.nn constructor arguments at this torch's "
+                f"{lines} only in torch.nn constructor arguments at this torch's "
                 f"defaults or that it does not take ({', '.join(self.examples)}), the kind of "
                 "change a torch upgrade makes alone: not compared, and left out of the settings "
                 "lines below"
