@@ -19,8 +19,8 @@ if TYPE_CHECKING:
         assert_checkpoint_loads,
         check_checkpoint,
     )
-    from pytest_fwdorder.compare import assert_same_structure, structure_diff
     from pytest_fwdorder.diff import Change, ChangeKind, TraceDiff, diff_golden, diff_traces
+    from pytest_fwdorder.entry_points import TensorSpec, Tracer, record, trace_forward
     from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
     from pytest_fwdorder.errors import (
         CheckpointMismatchError,
@@ -32,19 +32,19 @@ if TYPE_CHECKING:
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
-    from pytest_fwdorder.hooks import hookimpl, plugin_manager
+    from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
-    from pytest_fwdorder.records import Call, TensorDescription
+    from pytest_fwdorder.record_types import Call, TensorDescription
     from pytest_fwdorder.render import render_trace
     from pytest_fwdorder.snapshot import TraceSnapshotExtension
+    from pytest_fwdorder.structure_comparison import assert_same_structure, structure_diff
     from pytest_fwdorder.trace import Trace
-    from pytest_fwdorder.tracing import TensorSpec, Tracer, record, trace_forward
 
 __version__ = "0.4.0"
 
 # Public name -> the module that defines it.
 _HOMES = {
-    "Call": "records",
+    "Call": "record_types",
     "Change": "diff",
     "ChangeKind": "diff",
     "CheckpointMismatchError": "errors",
@@ -55,28 +55,28 @@ _HOMES = {
     "MetaTraceError": "errors",
     "NotEquivalentError": "errors",
     "StructureMismatchError": "errors",
-    "TensorDescription": "records",
-    "TensorSpec": "tracing",
+    "TensorDescription": "record_types",
+    "TensorSpec": "entry_points",
     "Trace": "trace",
     "TraceDiff": "diff",
     "TraceOptions": "options",
     "TraceSnapshotExtension": "snapshot",
     "UnregisteredModuleError": "errors",
     "UnwrappedModelWarning": "errors",
-    "Tracer": "tracing",
+    "Tracer": "entry_points",
     "assert_checkpoint_loads": "checkpoint",
     "assert_equivalent": "equivalence",
-    "assert_same_structure": "compare",
+    "assert_same_structure": "structure_comparison",
     "check_checkpoint": "checkpoint",
     "copy_weights": "equivalence",
     "diff_golden": "diff",
     "diff_traces": "diff",
-    "hookimpl": "hooks",
-    "plugin_manager": "hooks",
-    "record": "tracing",
+    "hookimpl": "hookspecs",
+    "plugin_manager": "hookspecs",
+    "record": "entry_points",
     "render_trace": "render",
-    "structure_diff": "compare",
-    "trace_forward": "tracing",
+    "structure_diff": "structure_comparison",
+    "trace_forward": "entry_points",
 }
 
 __all__ = [

@@ -35,7 +35,7 @@ from torch.nn.modules.module import (
 )
 
 from pytest_fwdorder.describe import describe_value, tensors_of
-from pytest_fwdorder.records import BackwardRecords, BackwardStep, TraceRecords
+from pytest_fwdorder.record_types import BackwardRecords, BackwardStep, TraceRecords
 
 if TYPE_CHECKING:
     from pytest_fwdorder.recorder import Recorder

@@ -299,8 +299,8 @@ def _load_factory(target: str) -> Any:
 
 def _trace_text(target: str, factory: Any, arguments: argparse.Namespace) -> str:
     """Build the model `factory` makes, trace it on the `--input` tensors, render the trace."""
+    from pytest_fwdorder.entry_points import TensorSpec, trace_forward
     from pytest_fwdorder.errors import MetaTraceError
-    from pytest_fwdorder.tracing import TensorSpec, trace_forward
 
     options = _trace_options(arguments)
     inputs = [TensorSpec(shape, dtype) for shape, dtype in _input_specs(target, arguments)]

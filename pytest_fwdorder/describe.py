@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from pytest_fwdorder.distributed import dtensor_layout
-from pytest_fwdorder.records import (
+from pytest_fwdorder.record_types import (
     LiteralDescription,
     MappingDescription,
     ObjectDescription,
@@ -224,7 +224,7 @@ class _DescriberPluginError(Exception):
 
 def _describe_by_plugins(value: object, depth: int, open_containers: set[int]) -> ValueDescription:
     """A value no built-in rule knows: the plugins' description, else `<TypeName>`."""
-    from pytest_fwdorder.hooks import describe_with_plugins
+    from pytest_fwdorder.hookspecs import describe_with_plugins
 
     try:
         described = describe_with_plugins(value, Describer(depth, open_containers))

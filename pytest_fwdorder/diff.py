@@ -12,7 +12,7 @@ from pytest_fwdorder.alignment import align_calls
 from pytest_fwdorder.changes import Change, ChangeKind, DiffRow
 from pytest_fwdorder.classification import TraceDiff, classify_diff
 from pytest_fwdorder.golden_format import GoldenLine, parse_golden
-from pytest_fwdorder.records import TraceRecords
+from pytest_fwdorder.record_types import TraceRecords
 from pytest_fwdorder.render import backward_lines, golden_lines, render_header
 
 __all__ = [

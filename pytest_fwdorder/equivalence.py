@@ -12,8 +12,8 @@ from torch import nn
 
 from pytest_fwdorder.diff import diff_traces
 from pytest_fwdorder.errors import NotEquivalentError
+from pytest_fwdorder.record_types import Call, RenderOptions
 from pytest_fwdorder.recorder import Recorder, recording
-from pytest_fwdorder.records import Call, RenderOptions
 from pytest_fwdorder.resolve import resolve_model
 from pytest_fwdorder.trace import Trace
 

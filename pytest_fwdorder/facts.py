@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from pytest_fwdorder.describe import dtype_name
-from pytest_fwdorder.hooks import module_facts_from_plugins
-from pytest_fwdorder.records import (
+from pytest_fwdorder.hookspecs import module_facts_from_plugins
+from pytest_fwdorder.record_types import (
     ForwardParameters,
     ModuleFacts,
     ModuleTensors,

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from pytest_fwdorder.records import (
+from pytest_fwdorder.record_types import (
     LiteralDescription,
     MappingDescription,
     ModuleFacts,

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 
 from pytest_fwdorder.errors import MetaTraceError
-from pytest_fwdorder.records import Call
+from pytest_fwdorder.record_types import Call
 from pytest_fwdorder.trace import Trace
 
 # Files of torch and of this package, as imported and resolved: frames there are not the user's.

@@ -19,8 +19,8 @@ from pytest_fwdorder.facts import (
     module_facts,
     reads_training,
 )
-from pytest_fwdorder.hooks import module_facts_hooks_exist
-from pytest_fwdorder.records import ModuleFacts, ModuleTensors
+from pytest_fwdorder.hookspecs import module_facts_hooks_exist
+from pytest_fwdorder.record_types import ModuleFacts, ModuleTensors
 
 
 @dataclass(slots=True)

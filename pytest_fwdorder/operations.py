@@ -34,7 +34,7 @@ from torch.overrides import TorchFunctionMode
 
 from pytest_fwdorder.describe import finish_value, raw_value
 from pytest_fwdorder.options import OPERATION_GROUPS  # noqa: F401  (documented above)
-from pytest_fwdorder.records import (
+from pytest_fwdorder.record_types import (
     LiteralDescription,
     Operation,
     ParameterUse,

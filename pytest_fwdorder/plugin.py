@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from pytest_fwdorder.comparisons import (
+from pytest_fwdorder.diff import diff_traces
+from pytest_fwdorder.errors import did_you_mean
+from pytest_fwdorder.golden_comparisons import (
     COMPARISONS_KEY,
     WORKER_OUTPUT_KEY,
     from_worker_output,
     save_failed,
     to_worker_output,
 )
-from pytest_fwdorder.diff import diff_traces
-from pytest_fwdorder.errors import did_you_mean
 from pytest_fwdorder.options import OPTION_NAMES, OPTIONS, TraceOptions, check_option_values
-from pytest_fwdorder.records import TraceRecords
+from pytest_fwdorder.record_types import TraceRecords
 from pytest_fwdorder.snapshot import (
     explain_snapshot_assertion,
     headline,
@@ -54,7 +54,7 @@ _GOLDEN_SUFFIX = ".fwdorder.txt"
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     # The hooks a conftest.py or a plugin implements (pytest_fwdorder_describe_value, ...).
-    from pytest_fwdorder.hooks import HookSpecifications
+    from pytest_fwdorder.hookspecs import HookSpecifications
 
     pluginmanager.add_hookspecs(HookSpecifications)
 
@@ -104,14 +104,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def _use_plugins(config: pytest.Config) -> None:
     """Traces in this session call pytest's plugin manager: conftest files and plugins,
     with the built-in describers and the `pytest_fwdorder` entry points registered in it."""
-    from pytest_fwdorder.hooks import register_builtin_plugins, use_plugin_manager
+    from pytest_fwdorder.hookspecs import register_builtin_plugins, use_plugin_manager
 
     register_builtin_plugins(config.pluginmanager)
     use_plugin_manager(config.pluginmanager)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from pytest_fwdorder.hooks import stop_using_plugin_manager
+    from pytest_fwdorder.hookspecs import stop_using_plugin_manager
 
     stop_using_plugin_manager(config.pluginmanager)
 
@@ -190,7 +190,7 @@ def forward_trace(request: pytest.FixtureRequest) -> Any:
     Options come from the call, then the `fwdorder` markers (the closest first), then the
     `fwdorder_*` ini options.
     """
-    from pytest_fwdorder.tracing import Tracer
+    from pytest_fwdorder.entry_points import Tracer
 
     values = _ini_options(request.config)
     # Outermost first (module, class, function), so the closest marker's options win while

@@ -43,7 +43,7 @@ from pytest_fwdorder.model_state import (
     restore_state,
 )
 from pytest_fwdorder.module_claims import claim_modules, release_modules
-from pytest_fwdorder.records import Call, RenderOptions
+from pytest_fwdorder.record_types import Call, RenderOptions
 from pytest_fwdorder.resolve import resolve_model
 from pytest_fwdorder.stand_ins import StandIns, check_stand_ins_possible
 from pytest_fwdorder.trace import Trace

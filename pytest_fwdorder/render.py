@@ -59,7 +59,7 @@ from pytest_fwdorder.golden_format import (
     render_value,
     split_top_level,
 )
-from pytest_fwdorder.records import (
+from pytest_fwdorder.record_types import (
     Call,
     ForwardParameters,
     LiteralDescription,

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from pytest_fwdorder.changes import ChangeKind, DiffRow
 from pytest_fwdorder.classification import TraceDiff
-from pytest_fwdorder.comparisons import Comparison
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.explanation import plural, rows_to_show
+from pytest_fwdorder.golden_comparisons import Comparison
 from pytest_fwdorder.golden_format import (
     FACT_PREFIX,
     NEVER_CALLED_SECTION,

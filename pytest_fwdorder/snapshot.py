@@ -17,8 +17,8 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 from syrupy.session import ItemStatus
 
-from pytest_fwdorder.comparisons import note_comparison
 from pytest_fwdorder.diff import diff_golden
+from pytest_fwdorder.golden_comparisons import note_comparison
 from pytest_fwdorder.render import declared_and_written_calls, format_problem
 from pytest_fwdorder.upgrades import (
     comparable_text,

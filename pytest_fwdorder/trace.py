@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff import TraceDiff, check_trace, diff_traces
-from pytest_fwdorder.records import TraceRecords
+from pytest_fwdorder.record_types import TraceRecords
 from pytest_fwdorder.render import golden_lines, render_trace
 
 # Call lines a repr shows; `render()` gives them all.

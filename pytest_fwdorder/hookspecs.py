@@ -1,0 +1,257 @@
+"""Hook specifications, and the plugin manager that calls them inside and outside pytest.
+
+Three hooks let a project fix what pytest-fwdorder cannot know about its types, without
+forking it. Implement them in a `conftest.py` or an installed plugin, with or without the
+`hookimpl` marker (`pytest.hookimpl` is the same marker):
+
+    import pytest
+
+    @pytest.hookimpl
+    def pytest_fwdorder_describe_value(value, describe):
+        if isinstance(value, QuantizedTensor):
+            return describe.fields("QuantizedTensor", {"data": value.data, "scale": value.scale})
+        return None
+
+Inside pytest the specifications are added to pytest's own plugin manager
+(`pytest_addhooks`), so conftest files and `pytest11` plugins implement them. Library calls
+and the `fwdorder` command use a `FwdOrderPluginManager` that loads the plugins installed
+under the entry-point group `pytest_fwdorder`; pytest loads that group too, so a plugin
+registered there works in both. The built-in describers (`pytest_fwdorder.builtin_describers`) are
+the first plugin of either manager.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import pluggy
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from pytest_fwdorder.record_types import LiteralDescription, ObjectDescription, ValueDescription
+
+# pytest's own marker names: one marker serves pytest's plugin manager and ours.
+PROJECT_NAME = "pytest"
+ENTRY_POINT_GROUP = "pytest_fwdorder"
+HOOK_PREFIX = "pytest_fwdorder_"
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+CallView = Literal["fold", "hide"]
+CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
+# Our own plugins, imported by name as pytest imports its default plugins: the first
+# answers to the hooks are ours, written as any plugin's are.
+BUILTIN_PLUGINS = ("pytest_fwdorder.builtin_describers",)
+
+
+class Describer(Protocol):
+    """The `describe` a `pytest_fwdorder_describe_value` hook gets (`describe.Describer`)."""
+
+    def __call__(self, value: object) -> ValueDescription:
+        """Any value as the golden shows it: `f32[1,8]`, `(i64[], 3)`."""
+        ...
+
+    def fields(self, type_name: str, fields: Mapping[str, object]) -> ObjectDescription:
+        """`TypeName(name=description, ...)`, fields in the mapping's order."""
+        ...
+
+    def literal(self, text: str) -> LiteralDescription:
+        """Fixed text, shown as it is."""
+        ...
+
+
+class HookSpecifications:
+    """The hooks pytest-fwdorder calls; each one's docstring says when and shows an example."""
+
+    @hookspec(firstresult=True)
+    def pytest_fwdorder_describe_value(
+        self, value: object, describe: Describer
+    ) -> ValueDescription | str | None:
+        """Describe a value of a type no built-in rule knows; None leaves it to others.
+
+        Called only for values that would otherwise show as `<TypeName>`, never for a plain
+        tensor. Return a description (`describe.fields(...)`, `describe(item)`), a string
+        shown as it is, or None. The first answer that is not None wins; yours come before
+        the built-in ones. A description must be stable: shapes, dtypes, sizes, names;
+        never ids, addresses, timings or values computed from data.
+
+            @pytest.hookimpl
+            def pytest_fwdorder_describe_value(value, describe):
+                if isinstance(value, Boxes):
+                    return describe.fields("Boxes", {"tensor": value.tensor, "size": value.size})
+                return None
+
+        shows `Boxes(tensor=f32[3,4], size=(32, 32))` where `<Boxes>` stood.
+        """
+        raise NotImplementedError
+
+    @hookspec
+    def pytest_fwdorder_module_facts(self, module: nn.Module) -> Mapping[str, str] | None:
+        """Extra facts of a module, written under its first call as `| name: text` lines.
+
+        Called once per module per trace, before the model runs. Return a mapping of fact
+        name to one line of text, or None; every plugin's facts are written, in the order
+        the plugins answer.
+
+            @pytest.hookimpl
+            def pytest_fwdorder_module_facts(module):
+                scheme = getattr(module, "quantization_scheme", None)
+                return {"quantization": str(scheme)} if scheme is not None else None
+
+        adds `| quantization: int8 per-channel` under each quantized module's first call.
+        """
+        raise NotImplementedError
+
+    @hookspec(firstresult=True)
+    def pytest_fwdorder_call_view(self, path: str, module_type: str) -> CallView | None:
+        """How the calls of one module are shown: "fold", "hide", or None (shown in full).
+
+        Called once per module path in a trace, after it was recorded. "fold" writes each
+        of its calls as one line ending `[+N calls folded]`, as the `fold` option does;
+        "hide" leaves its calls and the calls inside them out. The header still counts
+        every call and names what was folded or hidden.
+
+            @pytest.hookimpl
+            def pytest_fwdorder_call_view(path, module_type):
+                return "fold" if module_type == "Bottleneck" else None
+        """
+        raise NotImplementedError
+
+
+class FwdOrderPluginManager(pluggy.PluginManager):
+    """A plugin manager for use outside pytest, with the built-in describers registered.
+
+    Like pytest's, it takes a `pytest_fwdorder_*` function without the `hookimpl` marker
+    for an implementation.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT_NAME)
+        self.add_hookspecs(HookSpecifications)
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> pluggy.HookimplOpts | None:
+        options = super().parse_hookimpl_opts(plugin, name)
+        if options is None and name.startswith(HOOK_PREFIX) and callable(getattr(plugin, name)):
+            return pluggy.HookimplOpts(
+                wrapper=False,
+                hookwrapper=False,
+                optionalhook=False,
+                tryfirst=False,
+                trylast=False,
+                specname=None,
+            )
+        return options
+
+
+def register_builtin_plugins(manager: pluggy.PluginManager) -> None:
+    """Register the built-in plugins and the `pytest_fwdorder` entry points, once each."""
+    for module_name in BUILTIN_PLUGINS:
+        plugin = importlib.import_module(module_name)
+        if not manager.is_registered(plugin):
+            manager.register(plugin, name=module_name)
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if manager.get_plugin(entry_point.name) is not None or manager.is_blocked(entry_point.name):
+            continue
+        plugin = entry_point.load()
+        if not manager.is_registered(plugin):
+            manager.register(plugin, name=entry_point.name)
+
+
+_STANDALONE: list[FwdOrderPluginManager] = []
+# Plugin managers of running pytest sessions, innermost last (pytester runs nest them).
+_ACTIVE: list[pluggy.PluginManager] = []
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """The plugin manager whose hooks a trace calls now.
+
+    Inside a pytest session, pytest's own; elsewhere a `FwdOrderPluginManager` made on
+    first use, with the built-in describers and installed plugins registered. Register a
+    plugin of your own with `plugin_manager().register(my_plugin)`.
+    """
+    if _ACTIVE:
+        return _ACTIVE[-1]
+    if not _STANDALONE:
+        manager = FwdOrderPluginManager()
+        register_builtin_plugins(manager)
+        _STANDALONE.append(manager)
+    return _STANDALONE[0]
+
+
+def use_plugin_manager(manager: pluggy.PluginManager) -> None:
+    """Make `manager` the one traces call until `stop_using_plugin_manager(manager)`."""
+    _ACTIVE.append(manager)
+
+
+def stop_using_plugin_manager(manager: pluggy.PluginManager) -> None:
+    if manager in _ACTIVE:
+        _ACTIVE.remove(manager)
+
+
+def describe_with_plugins(value: object, describe: Describer) -> ValueDescription | str | None:
+    """The first plugin's description of `value`, or None when no plugin knows it."""
+    result: ValueDescription | str | None = plugin_manager().hook.pytest_fwdorder_describe_value(
+        value=value, describe=describe
+    )
+    return result
+
+
+def module_facts_from_plugins(module: nn.Module) -> tuple[tuple[str, str], ...]:
+    """Every plugin's extra facts of `module` as (name, text) pairs; () when none has any.
+
+    Costs one look-up when no plugin implements the hook, as is usual.
+    """
+    caller = plugin_manager().hook.pytest_fwdorder_module_facts
+    if not caller.get_hookimpls():
+        return ()
+    facts: list[tuple[str, str]] = []
+    answers: list[Mapping[str, str] | None] = caller(module=module)
+    for answer in reversed(answers):  # pluggy answers last-registered first
+        if answer is None:
+            continue
+        if not isinstance(answer, Mapping):
+            raise TypeError(
+                f"pytest_fwdorder_module_facts returned {type(answer).__name__!r} for "
+                f"{type(module).__name__}: return a dict of fact name to text, or None"
+            )
+        facts.extend((str(name), " ".join(str(text).split())) for name, text in answer.items())
+    return tuple(facts)
+
+
+def module_facts_hooks_exist() -> bool:
+    """Whether any plugin implements `pytest_fwdorder_module_facts`."""
+    return bool(plugin_manager().hook.pytest_fwdorder_module_facts.get_hookimpls())
+
+
+def call_view_hooks_exist() -> bool:
+    """Whether any plugin implements `pytest_fwdorder_call_view`."""
+    return bool(plugin_manager().hook.pytest_fwdorder_call_view.get_hookimpls())
+
+
+def call_views_from_plugins(
+    calls: Mapping[str, str],
+) -> tuple[tuple[str, str], ...]:
+    """(path, "fold" or "hide") for each module path a plugin chose a view for.
+
+    `calls` maps each called module's path to its type name. () when no plugin
+    implements the hook.
+    """
+    caller = plugin_manager().hook.pytest_fwdorder_call_view
+    if not caller.get_hookimpls():
+        return ()
+    views: list[tuple[str, str]] = []
+    for path, module_type in calls.items():
+        view: Any = caller(path=path, module_type=module_type)
+        if view is None:
+            continue
+        if view not in CALL_VIEWS:
+            raise ValueError(
+                f"pytest_fwdorder_call_view returned {view!r} for {path or '<root>'!r} "
+                f"({module_type}): return 'fold', 'hide' or None"
+            )
+        views.append((path, view))
+    return tuple(views)
