@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.structure_comparison import assert_same_structure, structure_diff
     from pytest_fwdorder.trace import Trace
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 # Public name -> the module that defines it.
 _HOMES = {
