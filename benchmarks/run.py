@@ -38,7 +38,7 @@ from torch.nn.modules import module as torch_module
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
 from pytest_fwdorder import recorder as recorder_module
 from pytest_fwdorder.facts import module_facts
-from pytest_fwdorder.records import Call, LiteralDescription, TensorDescription
+from pytest_fwdorder.record_types import Call, LiteralDescription, TensorDescription
 from pytest_fwdorder.trace import Trace
 
 

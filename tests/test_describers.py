@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy
 import pytest
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_sequence
 
+from pytest_fwdorder import trace_forward
 from pytest_fwdorder.describe import describe_value
 from pytest_fwdorder.render import render_value
 
@@ -115,6 +117,35 @@ def test_a_sparse_tensor_in_a_model_output_is_described() -> None:
     trace = trace_forward(Sparsify(), torch.eye(2))
 
     assert trace.render().endswith("<root>: Sparsify (f32[2,2]) -> (sparse_coo f32[2,2],)\n")
+
+
+class PassesThrough(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def _nested() -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "nested tensors are in prototype stage"
+        return torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)])
+
+
+def test_a_nested_tensor_argument_is_described_and_does_not_break_forward() -> None:
+    """Found reviewing 0.3: a nested tensor passed straight to a module crashed forward."""
+    trace = trace_forward(PassesThrough(), _nested())
+
+    assert "inner: Identity (nested f32[2,*,3]) -> nested f32[2,*,3]" in trace.render()
+
+
+def test_a_sparse_tensor_argument_is_described_as_sparse() -> None:
+    """Found reviewing 0.3: a sparse tensor passed straight to a module was written as dense."""
+    trace = trace_forward(PassesThrough(), torch.eye(3).to_sparse())
+
+    assert "inner: Identity (sparse_coo f32[3,3]) -> sparse_coo f32[3,3]" in trace.render()
 
 
 def test_describing_imports_no_library_of_its_own() -> None:

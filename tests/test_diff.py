@@ -251,6 +251,40 @@ def test_renamed_and_renested_calls_name_their_classes() -> None:
     )
 
 
+def test_a_module_that_gains_its_first_parameter_is_a_change() -> None:
+    """Found reviewing 0.2.0: facts were not compared when a module gained its first tensor."""
+
+    class Block(nn.Module):
+        def __init__(self, scaled: bool) -> None:
+            super().__init__()
+            if scaled:
+                self.scale = nn.Parameter(torch.ones(2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    before = trace_forward(nn.Sequential(Block(False)), torch.ones(1, 2))
+    after = trace_forward(nn.Sequential(Block(True)), torch.ones(1, 2))
+
+    assert "added 0.scale (f32[2])" in before.diff(after).summary()
+
+
+def test_untying_a_weight_is_named_without_phantom_tensors() -> None:
+    """Found reviewing 0.2.0: tied names were not parsed whole, so untying added phantoms."""
+    tied = nn.Sequential(nn.Embedding(5, 2), nn.Linear(2, 5, bias=False))
+    tied[1].weight = tied[0].weight
+    untied = nn.Sequential(nn.Embedding(5, 2), nn.Linear(2, 5, bias=False))
+
+    summary = (
+        trace_forward(tied, torch.zeros(1, 3, dtype=torch.long))
+        .diff(trace_forward(untied, torch.zeros(1, 3, dtype=torch.long)))
+        .summary()
+    )
+
+    assert "no longer tied to 1.weight: 0.weight" in summary
+    assert "added" not in summary
+
+
 def test_pairs_list_every_call_found_on_both_sides_in_old_order() -> None:
     before, after = swapped_activations()
 

@@ -11,7 +11,7 @@ import torch
 import torchvision
 from torch import nn
 
-from pytest_fwdorder import facts
+from pytest_fwdorder import facts, trace_forward
 from pytest_fwdorder.facts import (
     EXTRA_REPR_SETTING,
     ForwardParameters,
@@ -179,6 +179,28 @@ def test_settings_plan_is_built_once_per_class(monkeypatch: pytest.MonkeyPatch) 
     assert ("min_val", "-1.0") in module_settings(nn.Hardtanh(-1.0, 2.0))
 
 
+def test_equal_looking_settings_of_other_types_do_not_share_text() -> None:
+    """Found reviewing 0.2.0: nested setting types were missing from the shared facts' key."""
+    # (True, True) == (1, 1) and both hash alike: shared facts must still tell them apart.
+    module_facts(nn.MaxPool2d(3))  # facts are shared only once the class has been seen
+    first = module_facts(nn.MaxPool2d(2, padding=(True, True)))  # type: ignore[arg-type]
+    second = module_facts(nn.MaxPool2d(2, padding=(1, 1)))
+
+    assert ("padding", "(True, True)") in first.settings
+    assert ("padding", "(1, 1)") in second.settings
+
+
+def test_a_negative_zero_setting_does_not_share_text_with_zero() -> None:
+    """Fixed in 0.3.1: `LeakyReLU(-0.0)` and `LeakyReLU(0.0)` shared cached facts."""
+    # -0.0 == 0.0 and both hash alike, but the golden writes them differently.
+    module_facts(nn.LeakyReLU(0.5))  # facts are shared only once the class has been seen
+    first = module_facts(nn.LeakyReLU(0.0))
+    second = module_facts(nn.LeakyReLU(-0.0))
+
+    assert ("negative_slope", "0.0") in first.settings
+    assert ("negative_slope", "-0.0") in second.settings
+
+
 @pytest.mark.parametrize("name", ["resnet50", "mobilenet_v3_small", "vit_b_16", "convnext_tiny"])
 def test_every_torchvision_module_class_gives_stable_settings(name: str) -> None:
     model = torchvision.models.get_model(name, weights=None)
@@ -277,6 +299,16 @@ def test_batch_norm_without_affine_is_never_frozen() -> None:
     batch_norm = nn.BatchNorm2d(8, affine=False).requires_grad_(False)
 
     assert not module_tensors(batch_norm).frozen
+
+
+def test_batch_norm_without_affine_parameters_is_not_frozen() -> None:
+    """Issue 8, defect 9: `BatchNorm2d(affine=False)` was marked [frozen] in the golden."""
+    trace = trace_forward(
+        nn.Sequential(nn.BatchNorm2d(8, affine=False)).eval(), torch.randn(1, 8, 2, 2)
+    )
+
+    assert not trace[1].frozen
+    assert "[frozen]" not in trace.render()
 
 
 def test_one_frozen_parameter_of_two_is_partial_freezing() -> None:

@@ -14,7 +14,7 @@ from pytest_fwdorder.golden_format import (
     tensor_fact_items,
     tensor_fact_shape,
 )
-from pytest_fwdorder.records import TensorFact
+from pytest_fwdorder.record_types import TensorFact
 
 
 def test_a_header_section_reads_back_as_its_items_with_the_cut_kept() -> None:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.hooks import (
+from pytest_fwdorder.hookspecs import (
     FwdOrderPluginManager,
     hookimpl,
     plugin_manager,
@@ -289,7 +289,7 @@ def test_a_module_facts_hook_returning_a_string_is_an_error(
 def test_the_docs_document_every_hook() -> None:
     from pathlib import Path
 
-    from pytest_fwdorder.hooks import HookSpecifications
+    from pytest_fwdorder.hookspecs import HookSpecifications
 
     readme = (Path(__file__).parent.parent / "docs" / "hooks.md").read_text(encoding="utf-8")
     names = [name for name in vars(HookSpecifications) if name.startswith("pytest_fwdorder_")]

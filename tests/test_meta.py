@@ -7,6 +7,7 @@ import typing
 
 import pytest
 import torch
+import torch.nn.functional as F  # noqa: N812
 import torchvision
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -73,6 +74,20 @@ def test_a_tensor_spec_with_a_bad_shape_says_how_to_write_it() -> None:
         TensorSpec((1, -3))
 
 
+@pytest.mark.parametrize(
+    ("shape", "bad"),
+    [
+        ({0: 1}, r"got dict \{0: 1\}"),
+        ((3, True), r"got True in \(3, True\)"),
+        ((2.0,), r"got 2\.0"),
+    ],
+)
+def test_a_tensor_spec_shape_that_is_not_ints_is_a_type_error(shape: object, bad: str) -> None:
+    """Issue 8, defect 5: `TensorSpec({0: 1})` and `TensorSpec((3, True))` were accepted."""
+    with pytest.raises(TypeError, match=bad):
+        TensorSpec(shape)  # type: ignore[arg-type]
+
+
 def test_tensor_specs_nested_in_containers_and_keywords_are_placed() -> None:
     class TakesPair(nn.Module):
         def forward(
@@ -119,6 +134,25 @@ def test_the_same_model_traces_on_cpu() -> None:
     assert [call.path for call in trace] == ["", "gate", "head"]
 
 
+class StricterOnMeta(nn.Module):
+    """Raises what torch's meta kernels raise where the CPU kernel is lenient (Mixtral)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "meta":
+            raise RuntimeError("Expected mat_a to be BFloat16")
+        return x
+
+
+def test_a_failure_only_on_meta_is_a_meta_trace_error_with_the_original_as_cause() -> None:
+    """Issue 8, defect 8: a failure only on meta was not a MetaTraceError with its cause."""
+    with pytest.raises(MetaTraceError, match="raised on the meta device") as raised:
+        trace_forward(nn.Sequential(StricterOnMeta()), TensorSpec((1, 2)), device="meta")
+
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert "trace on the CPU" in str(raised.value).replace("Trace", "trace")
+    assert "0 (StricterOnMeta" in str(raised.value)
+
+
 def test_a_builder_that_returns_something_else_is_named_in_the_error() -> None:
     def build() -> object:
         return "not a model"
@@ -128,6 +162,15 @@ def test_a_builder_that_returns_something_else_is_named_in_the_error() -> None:
         match=r"called '.*build' as a zero-argument builder and got 'str', not an nn.Module",
     ):
         trace_forward(build, torch.randn(1), device="meta")  # type: ignore[arg-type]
+
+
+def test_a_function_that_needs_arguments_is_not_taken_for_a_builder() -> None:
+    """Issue 8, defect 12: a function that needs arguments was taken for a builder."""
+    with pytest.raises(
+        TypeError,
+        match=r"zero-argument function that builds one, got 'relu', which requires 'input'",
+    ):
+        trace_forward(F.relu, torch.randn(2))
 
 
 def test_a_bound_method_of_a_builder_object_is_a_builder() -> None:
@@ -148,6 +191,20 @@ def test_a_builder_that_computes_with_real_values_traces_on_meta() -> None:
     on_meta = trace_forward(build, TensorSpec((3, 4)), device="meta")
 
     assert on_meta.render() == trace_forward(build(), torch.randn(3, 4)).render()
+
+
+def test_a_builder_that_shares_a_parameter_keeps_it_tied_on_meta() -> None:
+    """Found reviewing 0.2.0: a builder's shared parameter must stay tied on meta."""
+
+    def build() -> nn.Module:
+        model = nn.Sequential(nn.Linear(2, 2, bias=False), nn.Linear(2, 2, bias=False))
+        model[1].weight = model[0].weight
+        return model
+
+    on_meta = trace_forward(build, TensorSpec((1, 2)), device="meta")
+
+    assert on_meta.render() == trace_forward(build(), torch.randn(1, 2)).render()
+    assert on_meta.tied == (("0.weight", ("1.weight",)),)
 
 
 @pytest.mark.slow

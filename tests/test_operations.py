@@ -8,10 +8,10 @@ from torch import nn
 from torch.nn import functional
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.compare import assert_same_structure
 from pytest_fwdorder.diff import ChangeKind, diff_golden
 from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.render import parse_golden
+from pytest_fwdorder.structure_comparison import assert_same_structure
 
 
 class Block(nn.Module):

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
+from pytest_fwdorder.entry_points import Tracer, record, trace_forward
 from pytest_fwdorder.options import (
     OPERATION_GROUPS,
     OPTION_NAMES,
@@ -17,7 +19,6 @@ from pytest_fwdorder.options import (
     TraceOptions,
     check_option_values,
 )
-from pytest_fwdorder.tracing import Tracer, record, trace_forward
 
 # The keyword-only arguments of the entry points that are not trace options.
 NOT_OPTIONS = {"model_kwargs", "restore_state", "allow_empty"}
@@ -117,6 +118,13 @@ def test_names_are_parsed_from_any_iterable() -> None:
     assert TraceOptions(fold=(name for name in ["layer1", "layer2"])).fold == ("layer1", "layer2")
 
 
+def test_hide_given_as_a_string_names_facets_everywhere() -> None:
+    """Found reviewing 0.2.0: `trace_forward` did not take `hide` as one string."""
+    text = trace_forward(nn.Linear(2, 2), torch.ones(1, 2), hide="settings mode").render()
+
+    assert "# hidden: mode, settings" in text
+
+
 def test_none_alone_skips_no_operation() -> None:
     assert TraceOptions(ops_skip="none").ops_skip == ()
 
@@ -176,6 +184,11 @@ def test_a_value_of_the_wrong_kind_is_refused_with_what_to_write(
 ) -> None:
     with pytest.raises(error, match="^the marker: " + re.escape(message)):
         check_option_values(values, source="the marker")
+
+
+def test_show_devices_that_is_not_a_bool_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="show_devices must be True or False, got 'no'"):
+        trace_forward(nn.Linear(2, 2), torch.ones(1, 2), show_devices="no")  # type: ignore[arg-type]
 
 
 def test_a_one_shot_iterator_is_refused_by_the_check_rather_than_used_up() -> None:

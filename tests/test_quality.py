@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_the_package_has_no_import_circle() -> None:
 
 
 def test_the_records_at_the_bottom_import_nothing_of_the_package() -> None:
-    assert package_imports()["records"] == set()
+    assert package_imports()["record_types"] == set()
 
 
 def test_the_test_suite_does_not_reach_into_examples() -> None:
@@ -129,3 +130,22 @@ def test_every_pytest_raises_says_which_message_it_expects() -> None:
 
 def test_the_raises_check_finds_a_raises_without_match() -> None:
     assert raises_without_match("with pytest.raises(ValueError):\n    pass\n") == [1]
+
+
+OLD_PATHS = {
+    "hooks": "hookspecs",
+    "compare": "structure_comparison",
+    "comparisons": "golden_comparisons",
+    "describers": "builtin_describers",
+    "records": "record_types",
+    "tracing": "entry_points",
+}
+
+
+@pytest.mark.parametrize(("old", "new"), OLD_PATHS.items())
+def test_a_renamed_module_still_imports_under_its_old_path_as_the_same_module(
+    old: str, new: str
+) -> None:
+    assert importlib.import_module(f"pytest_fwdorder.{old}") is importlib.import_module(
+        f"pytest_fwdorder.{new}"
+    )

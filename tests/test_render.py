@@ -66,3 +66,25 @@ def test_a_user_modules_uncalled_child_named_out_proj_stays_never_called() -> No
     text = trace_forward(nn.Sequential(Attention()), torch.randn(1, 4)).render()
 
     assert "#   0.out_proj: Linear | weight f32[4,4], bias f32[4]" in text.splitlines()
+
+
+class KeywordOnly(nn.Module):
+    def forward(self, x: torch.Tensor, *, a: int = 0, b: int = 0) -> torch.Tensor:
+        return x
+
+
+def test_keyword_only_arguments_follow_the_signature_not_the_call() -> None:
+    """Found reviewing 0.2.0: keyword-only arguments were written in the caller's order."""
+
+    class Calls(nn.Module):
+        def __init__(self, swapped: bool) -> None:
+            super().__init__()
+            self.inner = KeywordOnly()
+            self.swapped = swapped
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x, b=3, a=4) if self.swapped else self.inner(x, a=4, b=3)
+
+    assert trace_forward(Calls(False), torch.ones(1)).render() == (
+        trace_forward(Calls(True), torch.ones(1)).render()
+    )

@@ -13,8 +13,8 @@ from torch import nn
 
 from pytest_fwdorder import TensorSpec, trace_forward
 from pytest_fwdorder.cli import EXIT_DIFFERENT, main
-from pytest_fwdorder.comparisons import Comparison
 from pytest_fwdorder.diff import diff_golden
+from pytest_fwdorder.golden_comparisons import Comparison
 from pytest_fwdorder.report import aligned_rows, render_report, trace_html
 
 PROJECT_TEST = """
