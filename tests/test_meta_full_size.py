@@ -111,7 +111,37 @@ def raised(function: object) -> Exception:
     raise AssertionError("expected an error")
 
 
+@pytest.mark.parametrize(
+    "wording",
+    [
+        "Expected mat_a to be BFloat16 or supported Float16 but got float",  # torch 2.14
+        "Expected inputs of BF16 type but got mat_a.dtype=torch.float32 and mat_b.dtype=torch"
+        ".float32.",  # torch 2.8
+    ],
+)
+def test_each_releases_wording_of_the_grouped_matmul_dtype_error_is_recognised(
+    wording: str,
+) -> None:
+    def grouped() -> None:
+        raise RuntimeError(wording)
+
+    message = _meta_failure_message(raised(grouped), [])
+
+    assert "the line needs a dtype: torch's grouped matmul on meta takes bfloat16 or " in message
+
+
 def test_a_grouped_matmul_in_float32_on_meta_is_told_to_use_bfloat16() -> None:
+    try:
+        torch._grouped_mm(
+            torch.empty(8, 16, device="meta"),
+            torch.empty(2, 16, 8, device="meta"),
+            offs=torch.empty(2, dtype=torch.int32, device="meta"),
+        )
+    except RuntimeError:
+        pass
+    else:
+        pytest.skip(f"torch {torch.__version__} runs a float32 grouped matmul on meta")
+
     def grouped() -> None:
         torch._grouped_mm(
             torch.empty(8, 16, device="meta"),
