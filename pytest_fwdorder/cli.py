@@ -3,6 +3,8 @@
     fwdorder show torchvision.models:resnet50 --input 1x3x224x224 --device meta --depth 1
     fwdorder diff tests/__snapshots__/test_model/test_resnet50.fwdorder.txt mymodels:build \\
         --input 1x3x224x224
+    fwdorder review origin/main --format markdown >> "$GITHUB_STEP_SUMMARY"
+    git config diff.fwdorder.command "fwdorder git-diff"   # with `*.fwdorder.txt diff=fwdorder`
 
 A TARGET is a golden file, or `package.module:factory`: a model class, a zero-argument
 function that builds the model, or a model object. Models are traced in eval mode unless
@@ -10,9 +12,13 @@ function that builds the model, or a model object. Models are traced in eval mod
 (`TraceOptions`), spelled with dashes: `--device`, `--show-devices`, `--hide`,
 `--unregistered`, ...
 
-Exit status: 0 when `show` printed the trace or `diff` found no difference, 1 when `diff`
-found one, 2 on a usage error, a target that cannot be loaded or built, or a forward
-that fails (one line on stderr says which and what to do).
+`review` explains every golden file that differs between a git base commit and the work
+tree or a head commit, and `git-diff` is git's external diff driver for golden files.
+
+Exit status: 0 when `show` printed the trace or `diff` / `review` found no difference, 1
+when they found one, 2 on a usage error, a target that cannot be loaded or built, a forward
+that fails, or a git problem such as an unknown base (one line on stderr says which and
+what to do). `git-diff` exits 0 once it printed, as git requires of a diff driver.
 """
 
 from __future__ import annotations
@@ -32,6 +38,13 @@ from typing import TYPE_CHECKING, Any
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.options import OPTIONS, TraceOptions
 from pytest_fwdorder.render import FORMAT_VERSION, format_problem, format_version
+from pytest_fwdorder.review import ReviewError, collect_review, explain_golden
+from pytest_fwdorder.review_format import (
+    format_golden_text,
+    format_json,
+    format_markdown,
+    format_text,
+)
 from pytest_fwdorder.view import colorize_diff, colorize_golden, fold_golden
 
 if TYPE_CHECKING:
@@ -96,12 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--train", action="store_true", help="trace in train mode (default: eval mode)"
     )
     _add_trace_options(common)
-    common.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="colour the output: auto (the default) colours a terminal unless NO_COLOR is set",
-    )
+    _add_color_option(common)
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Look at a PyTorch model's module calls in execution order, or compare "
@@ -140,7 +148,64 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
     diff.set_defaults(run=_diff)
+    _add_review_commands(commands)
     return parser
+
+
+def _add_color_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the output: auto (the default) colours a terminal unless NO_COLOR is set",
+    )
+
+
+def _add_review_commands(commands: Any) -> None:
+    """`review` and `git-diff`: golden changes as git sees them."""
+    review = commands.add_parser(
+        "review",
+        help="explain every golden file that differs from a git base commit",
+        description="Explain every golden file (**/__snapshots__/**/*.fwdorder.txt) that "
+        "differs between BASE and the work tree (or --head REF): added, deleted, or changed "
+        "with what changed, then a one-line total. Reads through git only; exit status 0 "
+        "when none differs, 1 when some do.",
+    )
+    review.add_argument(
+        "base",
+        nargs="?",
+        metavar="BASE",
+        help="the commit to compare with (any commit-ish; default: the merge base of the "
+        "head with origin/HEAD, else main, else master)",
+    )
+    review.add_argument(
+        "--head", metavar="REF", help="compare with this commit instead of the work tree"
+    )
+    review.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="text for a terminal (the default), markdown for a pull-request comment or "
+        "$GITHUB_STEP_SUMMARY, json for bots",
+    )
+    _add_color_option(review)
+    review.set_defaults(run=_review)
+    git_diff = commands.add_parser(
+        "git-diff",
+        help="git's diff driver for golden files: explained diffs in git diff and git log -p",
+        description="The external diff command git runs for golden files. Set it up with "
+        '`git config diff.fwdorder.command "fwdorder git-diff"` and the .gitattributes '
+        "line `*.fwdorder.txt diff=fwdorder`.",
+    )
+    git_diff.add_argument(
+        "git_arguments",
+        nargs="+",
+        metavar="ARGUMENT",
+        help="what git passes: path old-file old-hex old-mode new-file new-hex new-mode "
+        "(and, for a rename, new-path and a message; for an unmerged path, the path only)",
+    )
+    _add_color_option(git_diff)
+    git_diff.set_defaults(run=_git_diff)
 
 
 def _add_trace_options(parser: argparse.ArgumentParser) -> None:
@@ -192,6 +257,55 @@ def _diff(arguments: argparse.Namespace) -> int:
     return EXIT_DIFFERENT
 
 
+def _review(arguments: argparse.Namespace) -> int:
+    try:
+        review = collect_review(arguments.base, arguments.head)
+    except ReviewError as error:
+        raise CommandError(str(error)) from None
+    if arguments.format == "markdown":
+        _write(format_markdown(review))
+    elif arguments.format == "json":
+        _write(format_json(review))
+    else:
+        _write(format_text(review, color=_use_color(arguments.color)))
+    return EXIT_DIFFERENT if review else EXIT_SAME
+
+
+def _git_diff(arguments: argparse.Namespace) -> int:
+    """Explain one golden's change, from the files git passes (`/dev/null`: not there)."""
+    given = arguments.git_arguments
+    if len(given) == 1:  # git's call for an unmerged path
+        _write(f"{given[0]}: unmerged: resolve the conflict, then git diff explains it\n")
+        return EXIT_SAME
+    if len(given) not in (7, 9):
+        raise CommandError(
+            f"git-diff takes the 7 arguments git passes a diff driver (path old-file old-hex "
+            f"old-mode new-file new-hex new-mode), got {len(given)}: {given!r}; set it up "
+            'with git config diff.fwdorder.command "fwdorder git-diff"'
+        )
+    path, old_text, new_text = given[0], _driver_text(given[1]), _driver_text(given[4])
+    renamed = [f"renamed from {path}"] if len(given) == 9 else []
+    path = given[7] if renamed else path
+    if old_text == new_text:  # a rename or a mode change: git calls the driver for those too
+        _write("\n".join([f"{path}: the same golden text", *renamed]) + "\n")
+        return EXIT_SAME
+    lines = format_golden_text(
+        explain_golden(path, old_text, new_text),
+        color=_use_color(arguments.color, paged_by_git=True),
+    )
+    _write("\n".join([lines[0], *renamed, *lines[1:]]) + "\n")
+    return EXIT_SAME
+
+
+def _driver_text(file_name: str) -> str | None:
+    if file_name == os.devnull or file_name == "/dev/null":
+        return None
+    try:
+        return Path(file_name).read_bytes().decode("utf-8", errors="replace")
+    except OSError as error:
+        raise CommandError(f"cannot read {file_name!r}, which git passed: {error}") from None
+
+
 def _version() -> str:
     import importlib.metadata
 
@@ -214,11 +328,14 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def _use_color(choice: str) -> bool:
+def _use_color(choice: str, *, paged_by_git: bool = False) -> bool:
     if choice != "auto":
         return choice == "always"
     if os.environ.get("NO_COLOR"):  # https://no-color.org: present and not empty
         return False
+    # git pipes a diff driver's output into its pager, and colours when it pages, as we do.
+    if paged_by_git and os.environ.get("GIT_PAGER_IN_USE", "").lower() in ("1", "true"):
+        return True
     return sys.stdout.isatty()
 
 

@@ -21,6 +21,7 @@ parameters, buffers, shapes and the call order are compared as written.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from dataclasses import dataclass
@@ -115,10 +116,33 @@ def comparable_text(text: str) -> str:
 
 
 def same_model(old_text: str, new_text: str) -> bool:
-    """Whether two golden texts differ at most in what an upgrade changes alone."""
-    if old_text == new_text or without_environment(old_text) == without_environment(new_text):
+    """Whether two golden texts differ at most in what an upgrade changes alone.
+
+    Line by line, since leaving settings out never adds or removes a line; torch's
+    constructors are asked only about settings lines whose setting names differ (a value
+    that changed under the same name is a change, whatever this torch takes).
+    """
+    if old_text == new_text:
         return True
-    return comparable_text(old_text) == comparable_text(new_text)
+    old_lines = without_environment(old_text).splitlines()
+    new_lines = without_environment(new_text).splitlines()
+    if len(old_lines) != len(new_lines):
+        return False
+    owner_type = ""
+    for old_line, new_line in zip(old_lines, new_lines, strict=True):
+        if old_line == new_line:
+            if _is_call_line(old_line):
+                owner_type = parse_call_line(old_line).module_type
+            continue
+        if not (_is_settings_line(old_line) and _is_settings_line(new_line)):
+            return False
+        if _setting_names(old_line) == _setting_names(new_line):
+            return False
+        if _comparable_settings_line(old_line, owner_type) != _comparable_settings_line(
+            new_line, owner_type
+        ):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -154,15 +178,24 @@ def upgrade_differences(old_text: str, new_text: str) -> UpgradeDifferences:
     """Which differences between two golden texts an upgrade would cause alone."""
     old_settings = _settings_lines(without_environment(old_text))
     new_settings = _settings_lines(without_environment(new_text))
-    new_comparable = {comparable: raw for raw, comparable in new_settings}
+    new_only = [line for line in new_settings if line not in set(old_settings)]
     examples: dict[str, None] = {}
     count = 0
-    raw_new = {raw for raw, _ in new_settings}
-    for raw, comparable in old_settings:
-        if raw in raw_new or comparable not in new_comparable:
-            continue
-        count += 1
-        examples.update(dict.fromkeys(_left_out(raw, new_comparable[comparable])))
+    for owner_type, line in set(old_settings) - set(new_settings):
+        names = _setting_names(line)
+        candidates = [
+            other
+            for other_type, other in new_only
+            if other_type == owner_type and _setting_names(other) != names
+        ]
+        if not candidates:
+            continue  # no counterpart, or only values changed: a change, not an upgrade
+        comparable = _comparable_settings_line(line, owner_type)
+        for other in candidates:
+            if _comparable_settings_line(other, owner_type) == comparable:
+                count += 1
+                examples.update(dict.fromkeys(_left_out(owner_type, line, other)))
+                break
     return UpgradeDifferences(
         written_with=written_with(old_text),
         running=installed_versions(),
@@ -172,28 +205,37 @@ def upgrade_differences(old_text: str, new_text: str) -> UpgradeDifferences:
 
 
 def _settings_lines(text: str) -> list[tuple[str, str]]:
-    """(raw, comparable) for each settings line of the text, the owner's type in both."""
-    raw_lines = text.splitlines()
-    comparable_lines = comparable_text(text).splitlines()
+    """(owner's type, line) for each settings line of the text."""
     pairs: list[tuple[str, str]] = []
     owner_type = ""
-    for raw, comparable in zip(raw_lines, comparable_lines, strict=True):
-        stripped = raw.lstrip(" ")
-        if (
-            stripped
-            and not raw.startswith("#")
-            and not stripped.startswith((OPERATION_PREFIX, FACT_PREFIX))
-        ):
-            owner_type = parse_call_line(raw).module_type
-        elif stripped.startswith(FACT_PREFIX + _SETTINGS_TITLE):
-            pairs.append((f"{owner_type} {raw}", f"{owner_type} {comparable}"))
+    for line in text.splitlines():
+        if _is_call_line(line):
+            owner_type = parse_call_line(line).module_type
+        elif _is_settings_line(line):
+            pairs.append((owner_type, line))
     return pairs
 
 
-def _left_out(old_raw: str, new_raw: str) -> list[str]:
+def _is_call_line(line: str) -> bool:
+    stripped = line.lstrip(" ")
+    return (
+        bool(stripped)
+        and not line.startswith("#")
+        and not stripped.startswith((OPERATION_PREFIX, FACT_PREFIX))
+    )
+
+
+def _is_settings_line(line: str) -> bool:
+    return line.lstrip(" ").startswith(FACT_PREFIX + _SETTINGS_TITLE)
+
+
+def _setting_names(line: str) -> set[str] | None:
+    items = named_items(line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :].rstrip("\n"))
+    return None if items is None else set(items)
+
+
+def _left_out(owner_type: str, old_line: str, new_line: str) -> list[str]:
     """`BatchNorm2d bias=True`: the settings one side has and the other does not."""
-    owner_type, _, old_line = old_raw.partition(" ")
-    new_line = new_raw.partition(" ")[2]
     old_items = named_items(old_line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :]) or {}
     new_items = named_items(new_line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :]) or {}
     return [
@@ -241,9 +283,16 @@ def constructor_defaults(type_name: str) -> dict[str, str | None] | None:
 
 
 def _torch_nn_class(type_name: str) -> type | None:
+    if not type_name.isidentifier():
+        return None
     torch = sys.modules.get("torch")
-    if torch is None or not type_name.isidentifier():
-        return None  # a golden compared without torch imported has no torch.nn to ask
+    if torch is None:
+        # Only a comparison outside a trace gets here (`fwdorder review`, `fwdorder diff`):
+        # importing torch costs a second there, and without it the rule could not apply.
+        try:
+            torch = importlib.import_module("torch")
+        except ImportError:
+            return None
     module_base = torch.nn.Module
     candidate = getattr(torch.nn, type_name, None)
     if isinstance(candidate, type) and issubclass(candidate, module_base):
