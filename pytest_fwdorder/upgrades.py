@@ -35,6 +35,7 @@ from pytest_fwdorder.golden_format import (
     OPERATION_PREFIX,
     named_items,
     parse_call_line,
+    split_top_level,
 )
 
 _SETTINGS_TITLE = "settings: "
@@ -229,9 +230,14 @@ def _is_settings_line(line: str) -> bool:
     return line.lstrip(" ").startswith(FACT_PREFIX + _SETTINGS_TITLE)
 
 
-def _setting_names(line: str) -> set[str] | None:
-    items = named_items(line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :].rstrip("\n"))
-    return None if items is None else set(items)
+def _setting_names(line: str) -> set[str]:
+    """The names of a settings line's items; an unnamed item (`(96,)`) stands as its text."""
+    body = line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :].rstrip("\n")
+    names = set()
+    for item in split_top_level(body):
+        name, separator, _ = item.partition("=")
+        names.add(name if separator and name.isidentifier() else f"({item})")
+    return names
 
 
 def _left_out(owner_type: str, old_line: str, new_line: str) -> list[str]:
@@ -249,24 +255,31 @@ def _left_out(owner_type: str, old_line: str, new_line: str) -> list[str]:
 def _comparable_settings_line(line: str, owner_type: str) -> str:
     indent = line[: len(line) - len(line.lstrip(" "))]
     body = line.strip("\n").lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :]
-    items = named_items(body)
     defaults = constructor_defaults(owner_type)
-    if items is None or defaults is None:
+    if defaults is None:
         return line
-    kept = [
-        f"{name}={value}"
-        for name, value in items.items()
-        if name in defaults and defaults[name] != value
-    ]
+    kept = []
+    for item in split_top_level(body):
+        name, separator, value = item.partition("=")
+        if not separator or not name.isidentifier():
+            kept.append(item)  # an unnamed item of an extra_repr, `(96,)`: compared as it is
+        elif name in defaults and defaults[name] != value:
+            kept.append(item)
     newline = "\n" if line.endswith("\n") else ""
     return f"{indent}{FACT_PREFIX}{_SETTINGS_TITLE}{', '.join(kept)}{newline}"
 
 
 @lru_cache(maxsize=256)
 def constructor_defaults(type_name: str) -> dict[str, str | None] | None:
-    """{argument: repr of its default, or None without one} for this torch's torch.nn class
-    of that name; None when torch.nn has no module class of that name."""
-    module_class = _torch_nn_class(type_name)
+    """{argument: repr of its default, or None without one} of the torch.nn constructor that
+    makes a module of that type name; None when no such constructor can be found.
+
+    A torch.nn class of that name; else a class of that name in a loaded module (torchvision's
+    `LayerNorm2d`) that takes both its constructor and its `extra_repr` from one torch.nn class,
+    which then speaks for it. Names that several such classes share with different torch.nn
+    bases find none.
+    """
+    module_class = _settings_class(type_name)
     if module_class is None:
         return None
     try:
@@ -282,7 +295,7 @@ def constructor_defaults(type_name: str) -> dict[str, str | None] | None:
     }
 
 
-def _torch_nn_class(type_name: str) -> type | None:
+def _settings_class(type_name: str) -> type | None:
     if not type_name.isidentifier():
         return None
     torch = sys.modules.get("torch")
@@ -293,16 +306,35 @@ def _torch_nn_class(type_name: str) -> type | None:
             torch = importlib.import_module("torch")
         except ImportError:
             return None
-    module_base = torch.nn.Module
+    module_base: type = torch.nn.Module
     candidate = getattr(torch.nn, type_name, None)
     if isinstance(candidate, type) and issubclass(candidate, module_base):
         return candidate
+    bases: set[type] = set()
     for module_name, module in list(sys.modules.items()):
-        if module_name.startswith("torch.nn.modules.") and module is not None:
-            candidate = vars(module).get(type_name)
-            if isinstance(candidate, type) and issubclass(candidate, module_base):
-                return candidate
-    return None
+        candidate = getattr(module, "__dict__", {}).get(type_name)
+        if not (isinstance(candidate, type) and issubclass(candidate, module_base)):
+            continue
+        if module_name.startswith("torch.nn.modules."):
+            return candidate
+        base = _torch_nn_constructor_and_repr(candidate)
+        if base is not None:
+            bases.add(base)
+    return bases.pop() if len(bases) == 1 else None
+
+
+def _torch_nn_constructor_and_repr(module_class: type) -> type | None:
+    """The torch.nn class that defines both `__init__` and `extra_repr` for `module_class`,
+    or None when they come from elsewhere (then its settings are its own)."""
+    owners = [
+        next((base for base in module_class.__mro__ if name in vars(base)), None)
+        for name in ("__init__", "extra_repr")
+    ]
+    owner = owners[0]
+    if owner is None or owner is not owners[1]:
+        return None
+    module_name = owner.__module__ or ""
+    return owner if module_name == "torch.nn" or module_name.startswith("torch.nn.") else None
 
 
 def _versions_text(versions: dict[str, str]) -> str:

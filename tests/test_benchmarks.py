@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-RUN = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+RUN = BENCHMARKS / "run.py"
 
 
 @pytest.mark.slow
@@ -47,3 +48,41 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "-call model: global no-op hooks (floor)",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"
+
+
+@pytest.mark.slow
+def test_the_version_matrix_runs_on_two_zoo_models_and_the_examples() -> None:
+    finished = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "version_matrix.py"), "--models", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    rows = [line.split() for line in finished.stdout.splitlines()]
+    zoo_row = next(row for row in rows if row[2:3] == ["zoo"])
+    # models, byte-equal, equal under the rule: this torch wrote the goldens.
+    assert zoo_row[3:6] == ["2", "2", "2"], finished.stdout
+    assert any(row[2:3] == ["examples"] for row in rows), finished.stdout
+
+
+@pytest.mark.slow
+def test_the_cpu_stability_check_runs_on_two_quantized_models() -> None:
+    finished = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "cpu_stability.py"),
+            "--models",
+            "2",
+            "--configurations",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
+    assert "2 configurations x 2 models (2 quantized)" in finished.stdout
+    assert finished.stdout.rstrip().endswith("all identical"), finished.stdout

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.upgrades import (
@@ -144,6 +145,7 @@ def test_a_failure_says_which_release_wrote_the_golden_and_what_was_left_out() -
 MODEL_TEST = """
 from torch import nn
 import torch
+from torch import nn
 
 
 def test_net(forward_trace, snapshot):
@@ -206,3 +208,35 @@ def test_a_real_change_to_a_golden_of_another_torch_fails_naming_both_releases(
             "bias=True)*",
         ]
     )
+
+
+class ChannelsLastNorm(nn.LayerNorm):
+    """As torchvision's LayerNorm2d: torch.nn's constructor and extra_repr, its own forward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class OwnWordsNorm(nn.LayerNorm):
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, bias=True"
+
+
+SUBCLASS_GOLDEN = """\
+<root>: Net (f32[1,4,2,2]) -> f32[1,4,2,2]
+  norm: {type_name} (f32[1,4,2,2]) -> f32[1,4,2,2]
+    | settings: (4,), eps=1e-06, elementwise_affine=True, bias=True
+"""
+
+
+def test_a_subclass_with_torch_nn_settings_is_compared_by_its_torch_nn_base() -> None:
+    golden = SUBCLASS_GOLDEN.format(type_name=ChannelsLastNorm.__name__)
+
+    assert same_model(golden, golden.replace(", bias=True", ""))
+    assert not same_model(golden, golden.replace("(4,)", "(8,)"))
+
+
+def test_a_subclass_with_its_own_extra_repr_is_compared_as_written() -> None:
+    golden = SUBCLASS_GOLDEN.format(type_name=OwnWordsNorm.__name__)
+
+    assert not same_model(golden, golden.replace(", bias=True", ""))
