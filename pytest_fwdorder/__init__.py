@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         assert_checkpoint_loads,
         check_checkpoint,
     )
+    from pytest_fwdorder.cost_budgets import assert_costs
     from pytest_fwdorder.diff import Change, ChangeKind, TraceDiff, diff_golden, diff_traces
     from pytest_fwdorder.entry_points import TensorSpec, Tracer, record, trace_forward
     from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
@@ -65,6 +66,7 @@ _HOMES = {
     "UnwrappedModelWarning": "errors",
     "Tracer": "entry_points",
     "assert_checkpoint_loads": "checkpoint",
+    "assert_costs": "cost_budgets",
     "assert_equivalent": "equivalence",
     "assert_same_structure": "structure_comparison",
     "check_checkpoint": "checkpoint",
@@ -102,6 +104,7 @@ __all__ = [
     "UnwrappedModelWarning",
     "__version__",
     "assert_checkpoint_loads",
+    "assert_costs",
     "assert_equivalent",
     "assert_same_structure",
     "check_checkpoint",

@@ -33,6 +33,8 @@ class ChangeKind(str, enum.Enum):
     OPERATION_INSERTED = "operation inserted"
     OPERATION_REMOVED = "operation removed"
     BACKWARD_CHANGED = "backward changed"
+    FLOPS_CHANGED = "FLOPs changed"
+    UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
 
     def __str__(self) -> str:
         return self.value

@@ -12,6 +12,7 @@ from pytest_fwdorder.alignment import AlignedPair
 from pytest_fwdorder.changes import Change, ChangeKind, DiffRow, change_kind
 from pytest_fwdorder.explanation import (
     call_lines,
+    describe_flops_change,
     describe_operation_change,
     describe_settings_change,
     describe_tensor_fact_changes,
@@ -24,9 +25,11 @@ from pytest_fwdorder.golden_format import (
     GoldenLine,
     backward_section,
     facts_by_title,
+    flops_of,
     is_first_call,
     mode_of,
     operation_parts,
+    uncounted_operations,
 )
 
 
@@ -142,6 +145,7 @@ def classify_diff(
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
     changes.extend(_backward_changes(old_header, new_header))
+    changes.extend(_uncounted_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
     return TraceDiff(old, new, changes, pairs, _header_changes(old_header, new_header), rows)
@@ -246,6 +250,9 @@ def _compare_pair(
         (old_line.facts and new_line.facts) or (is_first_call(old_line) and is_first_call(new_line))
     ):
         found += _fact_changes(old_line, new_line)
+    old_flops, new_flops = flops_of(old_line), flops_of(new_line)
+    if old_flops is not None and new_flops is not None and old_flops != new_flops:
+        found.append((ChangeKind.FLOPS_CHANGED, describe_flops_change(old_flops, new_flops)))
     if old_line.operations != new_line.operations:
         found += _operation_changes(old_line.operations, new_line.operations)
     return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
@@ -296,6 +303,20 @@ def _backward_changes(old_header: list[str], new_header: list[str]) -> list[Chan
             Change(ChangeKind.BACKWARD_CHANGED, None, None, f"{where}: {before} -> {after}")
         )
     return changes
+
+
+def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+    """Operations without a FLOP formula that the new trace runs and the old did not: a
+    refactor that introduces one would otherwise read as costing nothing. Only when both
+    traces counted costs."""
+    old, new = uncounted_operations(old_header), uncounted_operations(new_header)
+    if old is None or new is None:
+        return []
+    return [
+        Change(ChangeKind.UNCOUNTED_OPERATION_ADDED, None, None, f"{name} x{count}")
+        for name, count in new.items()
+        if name not in old
+    ]
 
 
 def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder.backward import BackwardRecorder
+from pytest_fwdorder.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.distributed import compiled_code_run_eagerly, process_rank
 from pytest_fwdorder.errors import EmptyTraceError, UnregisteredModuleError, warn_at_caller
 from pytest_fwdorder.hookspecs import call_view_hooks_exist, call_views_from_plugins
@@ -102,6 +103,7 @@ def trace_forward(
     ops: bool = False,
     ops_skip: Iterable[str] = OPERATION_GROUPS,
     backward: bool | Callable[[Any], Any] = False,
+    costs: bool = False,
     model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
@@ -123,7 +125,8 @@ def trace_forward(
     left out: `"views"`, `"conversions"`, `"torch_modules"` or operation names); `backward`
     runs backward from the output (True: from the sum of its floating tensors; or a
     function of the output that returns the loss) and records its order, leaving every
-    `.grad` as it was. The trace options are keyword-only; a
+    `.grad` as it was. `costs` counts what each call costs: FLOPs (torch's formulas,
+    children included), output bytes, parameter bytes, with the totals in the header. The trace options are keyword-only; a
     model keyword argument that has an option's name goes in `model_kwargs={"device": ...}`.
 
     The model is left as it was: parameters, buffers, plain attributes, training and
@@ -139,6 +142,7 @@ def trace_forward(
     kwargs = _place(kwargs, device)
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
+    counters: list[CostCounters] = []
     with (
         _collector_paused(),
         meta_failures_explained(device) as traces,
@@ -146,6 +150,7 @@ def trace_forward(
         _backward_watched(backward_recorder),
         recording(root, _render_options(options), device=device) as recorder,
         _operations_recorded(recorder, root, options, operations),
+        _costs_counted(recorder, root, options, counters),
         autocast_refused(device),
     ):
         traces.append(recorder.trace)
@@ -156,7 +161,7 @@ def trace_forward(
             with torch.enable_grad():
                 output = root(*args, **kwargs)
             backward_recorder.run(root, (args, kwargs), output)
-    _finish_facets(recorder.trace, operations, backward_recorder)
+    _finish_facets(recorder.trace, operations, backward_recorder, counters)
     _check_and_choose_views(recorder.trace, options)
     return recorder.trace
 
@@ -192,6 +197,7 @@ def record(
     ops: bool = False,
     ops_skip: Iterable[str] = OPERATION_GROUPS,
     backward: bool | Callable[[Any], Any] = False,
+    costs: bool = False,
     restore_state: bool = True,
     allow_empty: bool = False,
 ) -> Iterator[Trace]:
@@ -213,6 +219,7 @@ def record(
     check_torch_release(torch.__version__)
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
+    counters: list[CostCounters] = []
     with (
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
@@ -220,13 +227,14 @@ def record(
             root, _render_options(options), device=device, restore_state=restore_state
         ) as recorder,
         _operations_recorded(recorder, root, options, operations),
+        _costs_counted(recorder, root, options, counters),
         autocast_refused(device),
     ):
         if backward_recorder is not None:
             backward_recorder.recorder = recorder
         yield recorder.trace
     trace = recorder.trace
-    _finish_facets(trace, operations, backward_recorder)
+    _finish_facets(trace, operations, backward_recorder, counters)
     if not trace.calls and not allow_empty:
         raise EmptyTraceError(
             f"record({trace.root_type}) saw no call of the model or its modules inside the "
@@ -289,14 +297,32 @@ def _operations_recorded(
         yield
 
 
+@contextmanager
+def _costs_counted(
+    recorder: Any, root: nn.Module, options: TraceOptions, found: list[CostCounters]
+) -> Iterator[None]:
+    """With `costs`, the dispatch mode that counts FLOPs and the saved-tensor hooks."""
+    if not options.costs:
+        yield
+        return
+    with costs_counted(recorder, root) as counters:
+        found.append(counters)
+        yield
+
+
 def _finish_facets(
-    trace: Trace, operations: list[OperationMode], backward_recorder: BackwardRecorder | None
+    trace: Trace,
+    operations: list[OperationMode],
+    backward_recorder: BackwardRecorder | None,
+    counters: list[CostCounters],
 ) -> None:
-    """Give the finished trace its operations and backward steps, when they were recorded."""
+    """Give the finished trace its operations, backward steps and costs, when recorded."""
     for mode in operations:
         attach_operations(trace, mode)
     if backward_recorder is not None:
         backward_recorder.finish(trace)
+    for counted in counters:
+        attach_costs(trace, counted)
 
 
 def _check_and_choose_views(trace: Trace, options: TraceOptions) -> None:

@@ -14,6 +14,8 @@ from pytest_fwdorder.changes import Change, ChangeKind, DiffRow
 from pytest_fwdorder.golden_format import (
     TENSOR_PATTERN,
     GoldenLine,
+    flops_of,
+    human_count,
     named_items,
     operation_parts,
     split_values,
@@ -43,6 +45,8 @@ _SUMMARY_ORDER = (
     ChangeKind.FROZEN_CHANGED,
     ChangeKind.REUSE_CHANGED,
     ChangeKind.BACKWARD_CHANGED,
+    ChangeKind.FLOPS_CHANGED,
+    ChangeKind.UNCOUNTED_OPERATION_ADDED,
 )
 
 _EXAMPLES = 5
@@ -54,6 +58,7 @@ _NOUNS = {
     ChangeKind.OPERATION_INSERTED: "operation",
     ChangeKind.OPERATION_REMOVED: "operation",
     ChangeKind.BACKWARD_CHANGED: "backward step",
+    ChangeKind.UNCOUNTED_OPERATION_ADDED: "operation",
 }
 
 
@@ -64,7 +69,9 @@ def summarize(
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
     totals = [
-        f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
+        f"{plural(counts[kind], 'uncounted operation')} added"
+        if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
+        else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
         f"{kind.value.removeprefix('operation ').removeprefix('backward ')}"
         if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} {kind.value}"
@@ -313,6 +320,23 @@ def describe_tensor_fact_changes(
     return changes
 
 
+def describe_flops_change(old: int, new: int) -> str:
+    """`1.85 G -> 2.61 G (+41%)`: the FLOPs before and after, and by how much they changed."""
+    change = f" ({(new - old) / old:+.0%})" if old else ""
+    return f"{human_count(old)} -> {human_count(new)}{change}"
+
+
+def _biggest_first(changes: list[Change]) -> list[Change]:
+    """Cost changes by how many FLOPs they add or take away, the biggest first (stable)."""
+
+    def size(change: Change) -> int:
+        old = flops_of(change.old) if change.old is not None else None
+        new = flops_of(change.new) if change.new is not None else None
+        return abs((new or 0) - (old or 0))
+
+    return sorted(changes, key=size, reverse=True)
+
+
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
@@ -360,6 +384,14 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         return _examples(per_call, separator="; ")
     if kind is ChangeKind.BACKWARD_CHANGED:
         return "backward order changed: " + _examples([c.detail for c in changes], separator="; ")
+    if kind is ChangeKind.FLOPS_CHANGED:
+        return f"FLOPs changed at {plural(count, 'call')}: " + _examples(
+            [f"{called(c.new)} {c.detail}" for c in _biggest_first(changes) if c.new is not None]
+        )
+    if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED:
+        return "operations without a FLOP formula, counted as 0: " + _examples(
+            [c.detail for c in changes]
+        )
     if kind in (
         ChangeKind.SETTINGS_CHANGED,
         ChangeKind.PARAMETERS_CHANGED,

@@ -173,6 +173,10 @@ class TraceOptions:
     `backward`: run backward from the output and record its order as a second section:
     True (from the sum of the output's floating tensors) or a function of the output that
     returns the loss.
+    `costs`: count what each call costs, written as a `costs:` fact under it (FLOPs with its
+    children's, output bytes, its module's own parameter and buffer bytes at its first call)
+    and as totals in the header (FLOPs, parameter bytes with tied tensors once, activations
+    saved for backward, operations without a FLOP formula).
     """
 
     device: str | None = field(
@@ -269,6 +273,16 @@ class TraceOptions:
             ini_help="run backward from the sum of the output's floating tensors and record "
             "its order",
             requirement="be True, False or a function of the output that returns the loss",
+        ).as_metadata(),
+    )
+    costs: bool = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag",
+            ini_help="write what each call costs (FLOPs, output bytes, parameter bytes) and the "
+            "totals in golden files",
+            flag_help="write what each call costs: FLOPs with its children's, output bytes and "
+            "its module's parameter bytes, with the totals in the header",
         ).as_metadata(),
     )
 

@@ -237,6 +237,40 @@ class BackwardRecords:
     steps: tuple[BackwardStep, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class CallCosts:
+    """What one call costs (`costs=True`): FLOPs with its children's, its outputs' bytes.
+
+    `flops` counts the operations torch has a FLOP formula for that ran while the call was
+    open, its children's included; `own_flops` those that ran in its own forward, outside
+    its children. `tensor_bytes` is the bytes of the module's own parameters and buffers,
+    given at its first call only (None at later calls, and for lazy tensors).
+    """
+
+    flops: int
+    own_flops: int
+    output_bytes: int
+    tensor_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceCosts:
+    """What a whole recording costs (`costs=True`): the totals the golden's header gives.
+
+    `flops`: the outermost calls' FLOPs, summed. `tensor_bytes`: the model's parameters and
+    buffers, each storage counted once however often it is tied or shared.
+    `saved_bytes`: the activations autograd saved for backward, each storage once (the
+    model's own tensors left out); None when grad was disabled and nothing was saved.
+    `uncounted`: (operation name, how many times it ran) for each operation without a FLOP
+    formula that computes something (views, copies and tensor creation are not listed).
+    """
+
+    flops: int
+    tensor_bytes: int
+    saved_bytes: int | None = None
+    uncounted: tuple[tuple[str, int], ...] = ()
+
+
 class Call:
     """One call of one module, recorded when it started.
 
@@ -254,6 +288,7 @@ class Call:
     """
 
     __slots__ = (
+        "_costs",
         "_operations",
         "args",
         "children",
@@ -313,6 +348,12 @@ class Call:
     def operations(self) -> tuple[Operation, ...]:
         """The operations this call's forward made itself, in order (empty unless `ops=True`)."""
         found: tuple[Operation, ...] = getattr(self, "_operations", ())
+        return found
+
+    @property
+    def costs(self) -> CallCosts | None:
+        """What this call cost, its children included (None unless `costs=True`)."""
+        found: CallCosts | None = getattr(self, "_costs", None)
         return found
 
     @property
@@ -390,6 +431,8 @@ class TraceRecords(Sequence[Call]):
     operations: list[Operation] = field(default_factory=list)
     parameter_uses: tuple[ParameterUse, ...] = ()
     backward: BackwardRecords | None = None
+    # With `costs=True`: the totals (each call's own costs are on the call).
+    costs: TraceCosts | None = None
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

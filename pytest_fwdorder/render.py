@@ -50,12 +50,14 @@ from pytest_fwdorder.golden_format import (
     mode_of,
     parse_call_line,
     parse_golden,
+    render_call_costs,
     render_facts,
     render_layout,
     render_operation,
     render_section,
     render_settings,
     render_tensor_fact,
+    render_trace_costs,
     render_value,
     split_top_level,
 )
@@ -266,9 +268,22 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
         )
         for call in trace.calls
     ]
+    if trace.costs is not None:
+        lines = _with_costs(trace, lines)
     if trace.options.fold or trace.options.call_views:
         return _apply_views(trace, lines)
     return lines
+
+
+def _with_costs(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with each call's costs fact after its module's facts (`costs=True`)."""
+    parameters = "parameters" not in trace.options.hidden
+    return [
+        line
+        if call.costs is None
+        else replace(line, facts=(*line.facts, render_call_costs(call.costs, parameters)))
+        for call, line in zip(trace.calls, lines, strict=True)
+    ]
 
 
 def _apply_views(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
@@ -372,6 +387,8 @@ def render_header(trace: TraceRecords) -> list[str]:
         header.append(f"# hidden: {', '.join(sorted(hidden))}")
     header += _view_lines(trace)
     header += _recorded_lines(trace)
+    if trace.costs is not None:
+        header += render_trace_costs(trace.costs, parameters)
     if trace.options.devices:
         header.append("# devices: shown")
     if trace.options.local_shapes:

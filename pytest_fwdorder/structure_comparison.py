@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.diff import TraceDiff, check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.golden_format import (
+    COSTS_FACT,
     FROZEN_FLAG,
     TENSOR_PATTERN,
     TIED_PATTERN,
@@ -157,6 +158,8 @@ def _normalize_facts(
     kept = []
     for fact in facts:
         title = fact_title(fact)
+        if title == COSTS_FACT:
+            continue  # what a call costs is not its structure (`costs=True` traces)
         if title == "settings" and (ignored.settings or type_mapped):
             continue
         if title in ("parameters", "buffers"):

@@ -61,6 +61,7 @@ def test_the_option_names_are_the_fields_in_declaration_order() -> None:
         "ops",
         "ops_skip",
         "backward",
+        "costs",
     )
 
 
@@ -86,6 +87,7 @@ def test_the_ini_defaults_are_the_declared_defaults_in_ini_form() -> None:
         "ops": ("bool", False),
         "ops_skip": ("args", list(OPERATION_GROUPS)),
         "backward": ("bool", False),
+        "costs": ("bool", False),
     }
 
 
@@ -160,7 +162,7 @@ def test_an_unknown_option_is_named_with_the_known_ones() -> None:
     with pytest.raises(
         TypeError,
         match=r"^the marker got unknown option\(s\) 'devce': the options are device, "
-        r"show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward$",
+        r"show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward, costs$",
     ):
         check_option_values({"devce": "meta"}, source="the marker")
 
