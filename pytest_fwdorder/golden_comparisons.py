@@ -1,15 +1,18 @@
-"""The golden comparisons of a test run, kept for `--fwdorder-report` and
-`--fwdorder-save-failed`: one `Comparison` per `trace == snapshot`. No torch.
+"""The golden comparisons of a test run, kept for `--fwdorder-report`,
+`--fwdorder-save-failed` and the CI reports: one `Comparison` per `trace == snapshot`. No torch.
 
-Nothing is kept unless one of the two options asked for it: the plugin puts a list in
-`config.stash` under `COMPARISONS_KEY` and the snapshot comparison appends to it.
+Nothing is kept unless something asked for it: for the two options the plugin puts a list
+in `config.stash` under `COMPARISONS_KEY` and the snapshot comparison appends to it; for
+the CI reports (pytest-html, JUnit XML, GitHub annotations, the lines of an update run) it
+sets `KEEP_PER_TEST_KEY`, and each test keeps its own failed and written goldens until its
+report is made (`take_test_comparisons`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import pytest
 
@@ -17,6 +20,8 @@ ComparisonStatus = Literal["passed", "failed", "missing", "updated", "created"]
 STATUSES: tuple[ComparisonStatus, ...] = get_args(ComparisonStatus)
 FAILED_STATUSES: tuple[ComparisonStatus, ...] = ("failed", "missing")
 WORKER_OUTPUT_KEY = "fwdorder_comparisons"
+# The report attribute that carries a test's goldens to the controller under pytest-xdist.
+GOLDENS_ATTRIBUTE = "fwdorder_goldens"
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,9 @@ class Comparison:
 
 
 COMPARISONS_KEY = pytest.StashKey[list[Comparison]]()
+KEEP_PER_TEST_KEY = pytest.StashKey[bool]()
+# A test's failed, missing, updated and created goldens, in its own `item.stash`.
+_TEST_COMPARISONS_KEY = pytest.StashKey[list[Comparison]]()
 
 
 def note_comparison(snapshot: Any) -> None:
@@ -51,18 +59,46 @@ def note_comparison(snapshot: Any) -> None:
         return
     item = result.test_location.item
     kept = item.config.stash.get(COMPARISONS_KEY, None)
-    if kept is None or result.asserted_data is None:
+    per_test = item.config.stash.get(KEEP_PER_TEST_KEY, False)
+    if (kept is None and not per_test) or result.asserted_data is None:
         return
-    kept.append(
-        Comparison(
-            test_id=item.nodeid,
-            snapshot_name=result.snapshot_name,
-            golden_path=_relative(Path(result.snapshot_location), item.config.rootpath),
-            status=_status(result),
-            old_text=None if result.recalled_data is None else str(result.recalled_data),
-            new_text=str(result.asserted_data),
-        )
+    comparison = Comparison(
+        test_id=item.nodeid,
+        snapshot_name=result.snapshot_name,
+        golden_path=relative_golden_path(Path(result.snapshot_location), item.config.rootpath),
+        status=_status(result),
+        old_text=None if result.recalled_data is None else str(result.recalled_data),
+        new_text=str(result.asserted_data),
     )
+    if kept is not None:
+        kept.append(comparison)
+    if per_test and comparison.status != "passed":
+        item.stash.setdefault(_TEST_COMPARISONS_KEY, []).append(comparison)
+
+
+class GoldenOutcome(NamedTuple):
+    """What a test's report says of one golden it failed or wrote: its path, status, and
+    one line of what changed (`ci_reports.outcome_of`)."""
+
+    golden_path: str
+    status: str
+    summary: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED_STATUSES
+
+
+def golden_outcomes(report: pytest.TestReport) -> list[GoldenOutcome]:
+    """The goldens attached to a call report, also one sent by a pytest-xdist worker."""
+    return [GoldenOutcome(**item) for item in getattr(report, GOLDENS_ATTRIBUTE, None) or ()]
+
+
+def take_test_comparisons(item: pytest.Item) -> list[Comparison]:
+    """The test's failed and written goldens noted since the last call, and forget them."""
+    comparisons = item.stash.get(_TEST_COMPARISONS_KEY, [])
+    item.stash[_TEST_COMPARISONS_KEY] = []
+    return comparisons
 
 
 def _status(result: Any) -> ComparisonStatus:
@@ -75,7 +111,8 @@ def _status(result: Any) -> ComparisonStatus:
     return "missing" if result.recalled_data is None else "failed"
 
 
-def _relative(path: Path, root: Path) -> str:
+def relative_golden_path(path: Path, root: Path) -> str:
+    """The golden's path relative to `root` with `/` separators, where it lies under it."""
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:  # a golden outside the rootdir: keep what still names it

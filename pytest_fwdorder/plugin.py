@@ -1,6 +1,7 @@
 """The pytest plugin: the `forward_trace` fixture, its marker and ini options, and messages.
 
-Read top to bottom: options -> configure -> report header -> fixture -> assertion messages.
+Read top to bottom: options -> configure -> report header -> fixture -> assertion messages
+-> session end (reports, the goldens an update accepted or kept).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pytest_fwdorder.diff import diff_traces
 from pytest_fwdorder.errors import did_you_mean
 from pytest_fwdorder.golden_comparisons import (
     COMPARISONS_KEY,
+    KEEP_PER_TEST_KEY,
     WORKER_OUTPUT_KEY,
     from_worker_output,
     save_failed,
@@ -26,14 +28,21 @@ from pytest_fwdorder.golden_comparisons import (
 from pytest_fwdorder.options import OPTION_NAMES, OPTIONS, TraceOptions, check_option_values
 from pytest_fwdorder.record_types import TraceRecords
 from pytest_fwdorder.snapshot import (
+    HeldGoldens,
     explain_snapshot_assertion,
     headline,
     held_goldens_message,
     hold_unfinished_goldens,
     make_trace_aware,
     put_back_held_goldens,
+    unsafe_session_reason,
 )
 from pytest_fwdorder.trace import Trace
+from pytest_fwdorder.update_review import (
+    UpdateReview,
+    configure_update_only,
+    obsolete_goldens_message,
+)
 
 _MARKER = "fwdorder"
 
@@ -49,6 +58,7 @@ class _Outputs:
 
 _OUTPUTS_KEY = pytest.StashKey[_Outputs]()
 _HELD_MESSAGE_KEY = pytest.StashKey[str]()
+_UPDATE_REVIEW_KEY = pytest.StashKey[UpdateReview]()
 _GOLDEN_SUFFIX = ".fwdorder.txt"
 
 
@@ -82,6 +92,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the new trace of every failed golden under DIR at the golden's own "
         "relative path, for `fwdorder diff GOLDEN DIR/GOLDEN`",
     )
+    group.addoption(
+        "--fwdorder-update-only",
+        metavar="PATTERN",
+        action="append",
+        default=None,
+        help="with --snapshot-update, write only the goldens whose path relative to the "
+        "rootdir matches this glob (`*` also matches `/`; repeatable); a golden left out "
+        "that differs still fails its test",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -98,7 +117,23 @@ def pytest_configure(config: pytest.Config) -> None:
     if values["device"]:
         _check_device(values["device"], source="ini option fwdorder_device")
     _configure_outputs(config)
+    _configure_ci_reports(config)
     _use_plugins(config)
+
+
+def _configure_ci_reports(config: pytest.Config) -> None:
+    """Show failed and accepted goldens in the reports this run writes, if any."""
+    from pytest_fwdorder.ci_reports import CiReports, ci_targets
+
+    configure_update_only(config)
+    targets = ci_targets(config)
+    if not targets:
+        return
+    config.stash[KEEP_PER_TEST_KEY] = True
+    config.pluginmanager.register(CiReports(targets), "fwdorder-ci-reports")
+    if targets.update:
+        review = config.stash[_UPDATE_REVIEW_KEY] = UpdateReview()
+        config.pluginmanager.register(review, "fwdorder-update-review")
 
 
 def _use_plugins(config: pytest.Config) -> None:
@@ -298,7 +333,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
         message = held_goldens_message(session, held, put_back_held_goldens(held))
     if message is not None:
         session.config.stash[_HELD_MESSAGE_KEY] = message
+    _review_obsolete_goldens(session, exitstatus, held)
     _write_outputs(session)
+
+
+def _review_obsolete_goldens(
+    session: pytest.Session, exitstatus: int, held: HeldGoldens | None
+) -> None:
+    """In an update run, list the goldens no test asserted, deleted or kept."""
+    review = session.config.stash.get(_UPDATE_REVIEW_KEY, None)
+    if review is None or hasattr(session.config, "workerinput"):
+        return
+    unsafe = unsafe_session_reason(
+        session, exitstatus, collection_failed=_collection_failed(session)
+    )
+    review.obsolete = obsolete_goldens_message(
+        session, held.saved if held is not None else (), unsafe=unsafe is not None
+    )
 
 
 def _collection_failed(session: pytest.Session) -> bool:

@@ -20,7 +20,9 @@ from syrupy.session import ItemStatus
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.golden_comparisons import note_comparison
 from pytest_fwdorder.render import declared_and_written_calls, format_problem
+from pytest_fwdorder.update_review import may_rewrite, not_rewritten_note
 from pytest_fwdorder.upgrades import (
+    UpgradeDifferences,
     comparable_text,
     same_model,
     upgrade_differences,
@@ -165,15 +167,24 @@ def explain_mismatch(old_text: str, new_text: str, golden_name: str | None = Non
     so, and the diff leaves those differences out.
     """
     upgrades = upgrade_differences(old_text, new_text)
-    if upgrades.settings_lines:
-        old_text, new_text = comparable_text(old_text), comparable_text(new_text)
-    else:
-        old_text, new_text = without_environment(old_text), without_environment(new_text)
+    old_text, new_text = comparable_texts(old_text, new_text, upgrades)
     problem = golden_problem(old_text, new_text)
     if problem is None:
         return [*upgrades.notes(), *diff_golden(old_text, new_text).explanation()]
     named = f"the golden file {golden_name!r}" if golden_name else "the golden file"
     return [f"{named} {problem}"]
+
+
+def comparable_texts(
+    old_text: str, new_text: str, upgrades: UpgradeDifferences | None = None
+) -> tuple[str, str]:
+    """The golden and new texts as `explain_mismatch` diffs them: without the environment
+    line, and without torch.nn settings at their defaults where those differ."""
+    if upgrades is None:
+        upgrades = upgrade_differences(old_text, new_text)
+    if upgrades.settings_lines:
+        return comparable_text(old_text), comparable_text(new_text)
+    return without_environment(old_text), without_environment(new_text)
 
 
 def golden_problem(old_text: str, new_text: str) -> str | None:
@@ -235,8 +246,15 @@ def compare_with_snapshot(trace: Renderable, other: object) -> Any:
         return NotImplemented
     if not isinstance(other.extension, TraceSnapshotExtension):
         other = other(extension_class=TraceSnapshotExtension)
-    matched = bool(SnapshotAssertion.__eq__(other, trace))  # syrupy's own, not ours below
-    note_comparison(other)  # for --fwdorder-report and --fwdorder-save-failed
+    update = other.update_snapshots
+    # --fwdorder-update-only: a golden it leaves out is compared, never written, so a
+    # change to it fails its test as without --snapshot-update.
+    other.update_snapshots = update and may_rewrite(other.test_location.item.config, other)
+    try:
+        matched = bool(SnapshotAssertion.__eq__(other, trace))  # syrupy's own, not ours below
+    finally:
+        other.update_snapshots = update
+    note_comparison(other)  # for --fwdorder-report, --fwdorder-save-failed and CI reports
     return matched
 
 
@@ -278,16 +296,19 @@ def explain_snapshot_assertion(
     if result is None or result.success or result.exception is not None:
         return None
     head = f"{headline(trace)} == snapshot {result.snapshot_name!r}"
+    note = not_rewritten_note(result.test_location.item.config, result.snapshot_location)
     if result.recalled_data is None:
         return [
             head,
             f"Snapshot {result.snapshot_name!r} does not exist!",
-            "Run `pytest --snapshot-update` to write it, then review the new golden file.",
+            note or "Run `pytest --snapshot-update` to write it, then review the new golden file.",
         ]
     new_text = str(result.asserted_data) if result.asserted_data is not None else trace.render()
     lines = explain_mismatch(
         str(result.recalled_data), new_text, _relative(result.snapshot_location, root)
     )
+    if note is not None:  # first, where pytest's shortened message still shows it
+        return [head, note, *lines]
     return [
         head,
         *lines,
@@ -332,7 +353,7 @@ def hold_unfinished_goldens(
     option = session.config.option
     if syrupy_session is None or not option.update_snapshots or option.no_cleanup:
         return None
-    reason = _unsafe_session_reason(session, exitstatus, collection_failed=collection_failed)
+    reason = unsafe_session_reason(session, exitstatus, collection_failed=collection_failed)
     if reason is not None:
         option.no_cleanup = True  # syrupy's own --snapshot-no-cleanup, for this session
         return HeldGoldens(reason, (), {})
@@ -373,9 +394,10 @@ def put_back_held_goldens(held: HeldGoldens) -> int:
     return len(missing)
 
 
-def _unsafe_session_reason(
+def unsafe_session_reason(
     session: pytest.Session, exitstatus: int, *, collection_failed: bool
 ) -> str | None:
+    """Why deleting unused goldens now could lose some, or None when it could not."""
     if exitstatus in (
         pytest.ExitCode.INTERRUPTED,
         pytest.ExitCode.INTERNAL_ERROR,
