@@ -287,9 +287,16 @@ class TraceOptions:
     )
 
     def __post_init__(self) -> None:
+        given: dict[str, Any] = {}
         for option in OPTIONS:
-            object.__setattr__(self, option.name, option.parse(getattr(self, option.name)))
-        check_option_values(self.as_arguments(), source="TraceOptions")
+            value = getattr(self, option.name)
+            if value is option.default:
+                continue  # the declared default, as most traces pass it: nothing to check
+            value = option.parse(value)
+            object.__setattr__(self, option.name, value)
+            given[option.name] = value
+        if given:
+            check_option_values(given, source="TraceOptions")
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any]) -> TraceOptions:
