@@ -175,6 +175,51 @@ def overhead(smoke: bool) -> list[Row]:
     return rows
 
 
+def costs(smoke: bool) -> list[Row]:
+    """`costs=True` against `costs=False`, the two alternating in the same rounds."""
+    cases = [
+        (
+            "ResNet-50, 1x3x224x224",
+            torchvision.models.resnet50(weights=None).eval(),
+            torch.randn(1, 3, 224, 224),
+            15,
+        ),
+        ("tiny modules, 801 calls", tiny_modules(400).eval(), torch.randn(1, 16), 41),
+    ]
+    if smoke:
+        cases = [
+            (
+                "ResNet-18, 1x3x32x32",
+                torchvision.models.resnet18(weights=None).eval(),
+                torch.randn(1, 3, 32, 32),
+                1,
+            ),
+            ("tiny modules, 41 calls", tiny_modules(20).eval(), torch.randn(1, 16), 1),
+        ]
+    rows = []
+    for name, model, inputs, rounds in cases:
+
+        def without(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            with torch.no_grad():
+                return trace_forward(model, inputs)
+
+        def counted(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            with torch.no_grad():
+                return trace_forward(model, inputs, costs=True)
+
+        medians = interleaved_medians({"without": without, "costs": counted}, rounds)
+        rows += [
+            Row("costs", f"{name}: trace_forward", f"{medians['without'] * 1e3:.1f} ms"),
+            Row(
+                "costs",
+                f"{name}: trace_forward(costs=True), ratio to costs=False",
+                f"{medians['costs'] * 1e3:.1f} ms",
+                f"{medians['costs'] / medians['without']:.2f}",
+            ),
+        ]
+    return rows
+
+
 def breakdown(smoke: bool) -> list[Row]:
     """Where a trace spends its time, phase by phase (the recorder's own steps, timed one by
     one; medians): the profile behind the overhead rows."""
@@ -852,6 +897,7 @@ def print_table(rows: list[Row]) -> None:
 
 SECTIONS = {
     "overhead": overhead,
+    "costs": costs,
     "breakdown": breakdown,
     "peers": peers,
     "meta": meta,

@@ -1,6 +1,7 @@
 """The `fwdorder` command: look at a model's trace, or compare two, without writing a test.
 
     fwdorder show torchvision.models:resnet50 --input 1x3x224x224 --device meta --depth 1
+    fwdorder show torchvision.models:resnet50 --input 1x3x224x224 --costs --sort flops --top 10
     fwdorder diff tests/__snapshots__/test_model/test_resnet50.fwdorder.txt mymodels:build \\
         --input 1x3x224x224
     fwdorder review origin/main --format markdown >> "$GITHUB_STEP_SUMMARY"
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_fwdorder.cost_table import COST_ORDERS, cost_table
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.options import OPTIONS, TraceOptions
 from pytest_fwdorder.render import FORMAT_VERSION, format_problem, format_version
@@ -49,6 +51,8 @@ from pytest_fwdorder.view import colorize_diff, colorize_golden, fold_golden
 
 if TYPE_CHECKING:
     from torch import nn
+
+    from pytest_fwdorder.trace import Trace
 
 PROGRAM = "fwdorder"
 EXIT_SAME = 0
@@ -135,6 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="fold calls nested deeper than N into their parent (0: the root call only); "
         "the printed view only, the header still counts every call",
+    )
+    show.add_argument(
+        "--sort",
+        choices=COST_ORDERS,
+        help="with --costs and a model TARGET: instead of the golden, a table of the calls "
+        "that spend the most FLOPs, by FLOPs with children (flops) or outside them (own-flops)",
+    )
+    show.add_argument(
+        "--top", type=int, metavar="N", help="with --sort: the first N calls only (default: all)"
     )
     show.set_defaults(run=_show)
     diff = commands.add_parser(
@@ -234,6 +247,9 @@ def parse_input_spec(text: str) -> tuple[int, ...]:
 
 
 def _show(arguments: argparse.Namespace) -> int:
+    if arguments.sort is not None or arguments.top is not None:
+        _write(_cost_table_text(arguments))
+        return EXIT_SAME
     text = _golden_text(arguments.target, arguments)
     if arguments.depth is not None:
         if arguments.depth < 0:
@@ -243,6 +259,26 @@ def _show(arguments: argparse.Namespace) -> int:
         text = fold_golden(text, arguments.depth)
     _write(colorize_golden(text) if _use_color(arguments.color) else text)
     return EXIT_SAME
+
+
+def _cost_table_text(arguments: argparse.Namespace) -> str:
+    """`show --costs --sort flops`: the table of the calls that spend the most FLOPs."""
+    target = arguments.target
+    if arguments.sort is None:
+        raise CommandError(f"--top {arguments.top!r} needs --sort, such as --sort flops")
+    if arguments.top is not None and arguments.top < 1:
+        raise CommandError(f"bad --top {arguments.top!r}: give 1 or more calls to list")
+    if not arguments.costs:
+        raise CommandError(
+            f"--sort {arguments.sort} needs the costs: add --costs to trace {target} with them"
+        )
+    if Path(target).is_file() or ":" not in target:
+        raise CommandError(
+            f"--sort {arguments.sort} needs a model TARGET (package.module:factory), got "
+            f"{target!r}: a golden file keeps no own FLOPs; show it without --sort"
+        )
+    trace = _trace_model(target, _load_factory(target), arguments)
+    return cost_table(trace, arguments.sort, arguments.top)
 
 
 def _diff(arguments: argparse.Namespace) -> int:
@@ -416,6 +452,11 @@ def _load_factory(target: str) -> Any:
 
 def _trace_text(target: str, factory: Any, arguments: argparse.Namespace) -> str:
     """Build the model `factory` makes, trace it on the `--input` tensors, render the trace."""
+    return _trace_model(target, factory, arguments).render()
+
+
+def _trace_model(target: str, factory: Any, arguments: argparse.Namespace) -> Trace:
+    """Build the model `factory` makes and trace it on the `--input` tensors."""
     from pytest_fwdorder.entry_points import TensorSpec, trace_forward
     from pytest_fwdorder.errors import MetaTraceError
 
@@ -438,7 +479,7 @@ def _trace_text(target: str, factory: Any, arguments: argparse.Namespace) -> str
             f"running {target} on inputs {described} failed: {type(error).__name__}: "
             f"{_one_line(error)}"
         ) from None
-    return trace.render()
+    return trace
 
 
 def _trace_options(arguments: argparse.Namespace) -> TraceOptions:

@@ -8,7 +8,7 @@ are `<details>` elements; only search and expand-all need the script).
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pytest_fwdorder.changes import ChangeKind, DiffRow
 from pytest_fwdorder.classification import TraceDiff
@@ -16,12 +16,15 @@ from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.explanation import plural, rows_to_show
 from pytest_fwdorder.golden_comparisons import Comparison
 from pytest_fwdorder.golden_format import (
+    COSTS_PREFIX,
     FACT_PREFIX,
     NEVER_CALLED_SECTION,
     UNREGISTERED_SECTION,
     GoldenLine,
+    flops_of,
     format_problem,
     header_sections,
+    human_count,
     model_of,
     parse_golden,
 )
@@ -98,6 +101,15 @@ _STYLE = """
   background: #f6f8fa; }
 .fwdorder .fo-kinds { color: #59636e; font-style: italic; }
 .fwdorder .fo-fact-changed { font-weight: 600; }
+"""
+
+# Only a page or display with costs carries it, so one without is what it always was.
+_COSTS_STYLE = """
+.fwdorder .fo-cost { display: inline-block; width: 80px; height: 8px; margin-left: 8px;
+  background: #eaeef2; border-radius: 2px; vertical-align: middle; }
+.fwdorder .fo-cost-bar { display: block; height: 100%; background: #bc4c00;
+  border-radius: 2px; }
+.fwdorder .fo-cost-figure { color: #953800; margin-left: 4px; }
 """
 
 _SCRIPT = """
@@ -177,7 +189,8 @@ def render_report(comparisons: Sequence[Comparison], *, title: str = "pytest-fwd
         # No favicon request: the page must not reach for anything outside itself.
         '<link rel="icon" href="data:,">',
         f"<title>{html.escape(title)} report</title>",
-        f"<style>{_STYLE}</style></head>",
+        f"<style>{_STYLE}{_costs_style(comparison.new_text for comparison in ordered)}"
+        "</style></head>",
         '<body><div class="fwdorder">',
         f"<h1>{html.escape(title)}: forward traces compared with their goldens</h1>",
         f'<div class="fo-totals">{plural(len(ordered), "trace")} compared'
@@ -202,7 +215,7 @@ def trace_html(golden_text: str) -> str:
     modules, and the collapsible call tree. Works without a script."""
     header, lines = parse_golden(golden_text)
     return (
-        f'<div class="fwdorder"><style>{_STYLE}</style>'
+        f'<div class="fwdorder"><style>{_STYLE}{_costs_style([golden_text])}</style>'
         f'<div class="fo-totals">{html.escape(_headline(header, lines))}</div>'
         f"{_warnings_html(header)}{_tree_html(lines, {})}</div>"
     )
@@ -216,6 +229,31 @@ def aligned_rows(difference: TraceDiff) -> list[DiffRow]:
     twice, on its old row and on its new one.
     """
     return difference.rows
+
+
+def _costs_style(texts: Iterable[str]) -> str:
+    """The style of the FLOPs bars, when one of the goldens has costs."""
+    # At the start of a line: a header line, never a fact (their line breaks are escaped).
+    return _COSTS_STYLE if any(f"\n{COSTS_PREFIX}" in text for text in texts) else ""
+
+
+def _forward_flops(lines: list[GoldenLine]) -> int | None:
+    """The forward's FLOPs: its outermost calls' added up; None for a trace without costs."""
+    found = [flops_of(line) for line in lines if line.depth == 0]
+    known = [flops for flops in found if flops is not None]
+    return sum(known) if known else None
+
+
+def _cost_html(flops: int, total: int) -> str:
+    """A bar as long as the call's share of the forward's FLOPs, and the figures."""
+    share = flops / total if total else 0.0
+    title = f"{flops:,} of the forward's {total:,} FLOPs"
+    return (
+        f'<span class="fo-cost" title="{html.escape(title)}">'
+        f'<span class="fo-cost-bar" style="width: {100 * share:.1f}%"></span></span>'
+        f'<span class="fo-cost-figure">{html.escape(human_count(flops))} FLOPs, '
+        f"{100 * share:.1f}%</span>"
+    )
 
 
 def _index_html(comparisons: Sequence[Comparison]) -> str:
@@ -315,6 +353,7 @@ def _tree_html(lines: list[GoldenLine], marks: dict[int, str]) -> str:
     for line in lines:
         counts[line.path] = counts.get(line.path, 0) + 1
     open_depth = 10**9 if len(lines) <= _OPEN_WHOLE else _OPEN_DEPTH
+    total_flops = _forward_flops(lines)
     parts = ['<ul class="fo-tree">']
     open_depths: list[int] = []
     for index, line in enumerate(lines):
@@ -331,6 +370,9 @@ def _tree_html(lines: list[GoldenLine], marks: dict[int, str]) -> str:
         )
         nested = ends[index] - index - 1
         row = _call_html(line, counts[line.path], nested)
+        flops = flops_of(line) if total_flops is not None else None
+        if flops is not None and total_flops is not None:
+            row += _cost_html(flops, total_flops)
         facts = "".join(f'<div class="fo-fact">{html.escape(fact)}</div>' for fact in line.facts)
         facts_html = f'<div class="fo-facts">{facts}</div>' if facts else ""
         if nested:

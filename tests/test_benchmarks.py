@@ -46,6 +46,7 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "per trace: least: save and put back torch's, Python's and numpy's random states",
         "all the guarantees at their least vs trace_forward, above the floor",
         "-call model: global no-op hooks (floor)",
+        "trace_forward(costs=True), ratio to costs=False",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"
 
