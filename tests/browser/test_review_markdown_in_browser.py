@@ -8,8 +8,6 @@ The screenshot goes to the test's tmp_path.
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,34 +18,6 @@ from pytest_fwdorder.review import collect_review
 from pytest_fwdorder.review_format import format_markdown
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.skip(
-            "needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    # Explicit paths: selenium would otherwise try to download a driver.
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def markdown_page(text: str) -> str:
