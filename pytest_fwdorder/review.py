@@ -23,7 +23,7 @@ from typing import Literal
 from pytest_fwdorder.changes import ChangeKind
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.golden_format import declared_and_written_calls
-from pytest_fwdorder.upgrades import comparable_text, upgrade_differences, without_environment
+from pytest_fwdorder.upgrades import upgrade_differences
 
 GoldenStatus = Literal["added", "deleted", "changed"]
 
@@ -107,13 +107,11 @@ def explain_golden(path: str, old_text: str | None, new_text: str | None) -> Rev
 def _explain_change(path: str, old_text: str, new_text: str) -> ReviewedGolden:
     # The steps of snapshot.explain_mismatch, kept apart so a review can show the summary
     # and the calls separately and count the changes; test_review checks both agree.
-    from pytest_fwdorder.snapshot import golden_problem  # imports pytest: only when needed
+    # snapshot imports pytest: only when a golden changed
+    from pytest_fwdorder.snapshot import comparable_texts, golden_problem
 
     upgrades = upgrade_differences(old_text, new_text)
-    if upgrades.settings_lines:
-        old_text, new_text = comparable_text(old_text), comparable_text(new_text)
-    else:
-        old_text, new_text = without_environment(old_text), without_environment(new_text)
+    old_text, new_text = comparable_texts(old_text, new_text, upgrades)
     for side, first, second in (("", old_text, new_text), ("new ", new_text, old_text)):
         problem = golden_problem(first, second)
         if problem is not None:
