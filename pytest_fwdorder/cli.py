@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_fwdorder.cost_table import COST_ORDERS, cost_table
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.options import OPTIONS, TraceOptions
+from pytest_fwdorder.picture_svg import Picture, diff_picture, golden_picture
 from pytest_fwdorder.render import FORMAT_VERSION, format_problem, format_version
 from pytest_fwdorder.review import ReviewError, collect_review, explain_golden
 from pytest_fwdorder.review_format import (
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--top", type=int, metavar="N", help="with --sort: the first N calls only (default: all)"
     )
+    _add_picture_options(show, trace=True)
     show.set_defaults(run=_show)
     diff = commands.add_parser(
         "diff",
@@ -160,9 +162,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
+    _add_picture_options(diff, trace=False)
     diff.set_defaults(run=_diff)
     _add_review_commands(commands)
     return parser
+
+
+def _add_picture_options(parser: argparse.ArgumentParser, *, trace: bool) -> None:
+    """`--svg` and the options of the picture it writes."""
+    group = parser.add_argument_group("picture (an SVG of the calls instead of the text)")
+    group.add_argument(
+        "--svg",
+        metavar="PATH",
+        help="write an SVG picture to PATH ('-': standard output) instead of printing the "
+        + ("golden text; --depth folds it" if trace else "explanation")
+        + "; identical blocks in a row are drawn once, marked xN",
+    )
+    group.add_argument(
+        "--no-roll",
+        action="store_true",
+        help="with --svg: draw every block of a run of identical blocks",
+    )
+    if trace:
+        group.add_argument(
+            "--svg-ops",
+            action="store_true",
+            help="with --svg: draw each call's operations (a golden traced with --ops)",
+        )
+        group.add_argument(
+            "--svg-backward",
+            action="store_true",
+            help="with --svg: add a column of the backward steps (a golden traced with --backward)",
+        )
 
 
 def _add_color_option(parser: argparse.ArgumentParser) -> None:
@@ -250,12 +281,21 @@ def _show(arguments: argparse.Namespace) -> int:
     if arguments.sort is not None or arguments.top is not None:
         _write(_cost_table_text(arguments))
         return EXIT_SAME
+    _check_picture_options(arguments)
     text = _golden_text(arguments.target, arguments)
+    if arguments.depth is not None and arguments.depth < 0:
+        raise CommandError(f"bad --depth {arguments.depth!r}: give 0 (the root call only) or more")
+    if arguments.svg is not None:
+        picture = golden_picture(
+            text,
+            rolled=not arguments.no_roll,
+            depth=arguments.depth,
+            operations=arguments.svg_ops,
+            backward=arguments.svg_backward,
+        )
+        _write_picture(picture, arguments.svg, f"the picture of {arguments.target}")
+        return EXIT_SAME
     if arguments.depth is not None:
-        if arguments.depth < 0:
-            raise CommandError(
-                f"bad --depth {arguments.depth!r}: give 0 (the root call only) or more"
-            )
         text = fold_golden(text, arguments.depth)
     _write(colorize_golden(text) if _use_color(arguments.color) else text)
     return EXIT_SAME
@@ -282,15 +322,47 @@ def _cost_table_text(arguments: argparse.Namespace) -> str:
 
 
 def _diff(arguments: argparse.Namespace) -> int:
+    _check_picture_options(arguments)
     old_text = _golden_text(arguments.old, arguments)
     new_text = _golden_text(arguments.new, arguments)
     difference = diff_golden(old_text, new_text)
+    if arguments.svg is not None:
+        picture = diff_picture(difference, rolled=not arguments.no_roll)
+        _write_picture(
+            picture,
+            arguments.svg,
+            f"the picture of the diff ({difference.summary().splitlines()[0]})",
+        )
+        return EXIT_DIFFERENT if difference else EXIT_SAME
     if not difference:
         _write("no differences\n")
         return EXIT_SAME
     lines = difference.explanation()
     _write("\n".join(colorize_diff(lines) if _use_color(arguments.color) else lines) + "\n")
     return EXIT_DIFFERENT
+
+
+def _check_picture_options(arguments: argparse.Namespace) -> None:
+    """The picture's options need `--svg`: without it they would do nothing, silently."""
+    if arguments.svg is not None:
+        return
+    for flag in ("no_roll", "svg_ops", "svg_backward"):
+        if getattr(arguments, flag, False):
+            raise CommandError(
+                f"--{flag.replace('_', '-')} changes the picture: add --svg out.svg to write one"
+            )
+
+
+def _write_picture(picture: Picture, target: str, what: str) -> None:
+    """The SVG to standard output (`-`), or to a file and one line that says where."""
+    if target == "-":
+        _write(picture.svg)
+        return
+    try:
+        picture.save(target)
+    except OSError as error:
+        raise CommandError(f"cannot write the picture to {target!r}: {error}") from None
+    _write(f"{PROGRAM}: wrote {what} to {target}\n")
 
 
 def _review(arguments: argparse.Namespace) -> int:

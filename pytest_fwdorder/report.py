@@ -28,6 +28,7 @@ from pytest_fwdorder.golden_format import (
     model_of,
     parse_golden,
 )
+from pytest_fwdorder.picture_svg import diff_picture
 
 # Trees of up to this many calls open whole; larger ones open their first levels.
 _OPEN_WHOLE = 60
@@ -101,6 +102,10 @@ _STYLE = """
   background: #f6f8fa; }
 .fwdorder .fo-kinds { color: #59636e; font-style: italic; }
 .fwdorder .fo-fact-changed { font-weight: 600; }
+.fwdorder .fo-picture { margin: 8px 0; }
+.fwdorder .fo-picture > summary { cursor: pointer; font-weight: 600; }
+.fwdorder .fo-picture-body { overflow: auto; max-height: 80vh; border: 1px solid #d0d7de;
+  border-radius: 6px; margin-top: 4px; }
 """
 
 # Only a page or display with costs carries it, so one without is what it always was.
@@ -278,6 +283,8 @@ def _entry_html(comparison: Comparison, number: int) -> str:
             difference = diff_golden(comparison.old_text, comparison.new_text)
             marks = _tree_marks(difference)
             body.append(_diff_html(difference, comparison.status))
+            if comparison.status == "failed" and difference:
+                body.append(_picture_html(difference))
     elif comparison.status == "missing":
         body.append(
             '<div class="fo-warning">No golden file yet: run <code>pytest --snapshot-update'
@@ -298,6 +305,14 @@ def _entry_html(comparison: Comparison, number: int) -> str:
         f'<span class="fo-golden">{html.escape(comparison.golden_path)} · '
         f"{html.escape(_headline(header, lines))}</span></summary>"
         f'<div class="fo-entry-body">{"".join(body)}</div></details>'
+    )
+
+
+def _picture_html(difference: TraceDiff) -> str:
+    """The diff's picture, folded so the page stays light: unchanged blocks drawn folded."""
+    return (
+        '<details class="fo-picture"><summary>Picture of the change</summary>'
+        f'<div class="fo-picture-body">{diff_picture(difference).inline_svg}</div></details>'
     )
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff import TraceDiff, check_trace, diff_traces
 from pytest_fwdorder.record_types import TraceRecords
 from pytest_fwdorder.render import golden_lines, render_trace
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.picture_svg import Picture
 
 # Call lines a repr shows; `render()` gives them all.
 _REPR_LINES = 8
@@ -74,3 +78,21 @@ class Trace(TraceRecords):
         from pytest_fwdorder.report import trace_html  # only a notebook needs it
 
         return trace_html(self.render())
+
+    def picture(
+        self,
+        *,
+        rolled: bool = True,
+        depth: int | None = None,
+        operations: bool = False,
+        backward: bool = False,
+    ) -> Picture:
+        """The trace as an SVG picture, drawn from its golden text: module calls as nested
+        boxes in execution order, runs of identical blocks rolled into one `x N` box. A
+        notebook shows it; `.svg` is the text, `.save(path)` writes it. The options are
+        `picture_svg.golden_picture`'s."""
+        from pytest_fwdorder.picture_svg import golden_picture  # only a picture needs it
+
+        return golden_picture(
+            self.render(), rolled=rolled, depth=depth, operations=operations, backward=backward
+        )
