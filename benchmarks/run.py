@@ -220,6 +220,50 @@ def costs(smoke: bool) -> list[Row]:
     return rows
 
 
+def numbers(smoke: bool) -> list[Row]:
+    """`values=True` against a plain trace, and a builder with `initialization=True` against
+    the same builder traced without it, each pair alternating in the same rounds."""
+    side, rounds = (32, 1) if smoke else (224, 15)
+    resnet = torchvision.models.resnet18 if smoke else torchvision.models.resnet50
+    name = f"ResNet-{18 if smoke else 50}, 1x3x{side}x{side}"
+    model, inputs = resnet(weights=None).eval(), torch.randn(1, 3, side, side)
+
+    def plain() -> object:
+        with torch.no_grad():
+            return trace_forward(model, inputs)
+
+    def fingerprinted() -> object:
+        with torch.no_grad():
+            return trace_forward(model, inputs, values=True)
+
+    def built() -> object:
+        return trace_forward(lambda: resnet(weights=None), inputs, device="meta")
+
+    def watched() -> object:
+        return trace_forward(
+            lambda: resnet(weights=None), inputs, device="meta", initialization=True
+        )
+
+    medians = interleaved_medians({"plain": plain, "values": fingerprinted}, rounds)
+    builds = interleaved_medians({"built": built, "watched": watched}, max(rounds // 3, 1))
+    return [
+        Row("numbers", f"{name}: trace_forward", f"{medians['plain'] * 1e3:.1f} ms"),
+        Row(
+            "numbers",
+            f"{name}: trace_forward(values=True), ratio to a plain trace",
+            f"{medians['values'] * 1e3:.1f} ms",
+            f"{medians['values'] / medians['plain']:.2f}",
+        ),
+        Row("numbers", f"{name} builder on meta: build + trace", f"{builds['built'] * 1e3:.1f} ms"),
+        Row(
+            "numbers",
+            f"{name} builder on meta: initialization=True, ratio to without",
+            f"{builds['watched'] * 1e3:.1f} ms",
+            f"{builds['watched'] / builds['built']:.2f}",
+        ),
+    ]
+
+
 def breakdown(smoke: bool) -> list[Row]:
     """Where a trace spends its time, phase by phase (the recorder's own steps, timed one by
     one; medians): the profile behind the overhead rows."""
@@ -878,6 +922,51 @@ def trace_heap_bytes(pairs: int) -> int:
     return after - before
 
 
+# --- pictures: the SVG of a trace, from its golden text ---
+
+
+def pictures(smoke: bool) -> list[Row]:
+    """SVG size and drawing time (golden text -> SVG text) for ResNet-50 and the 7B-shaped
+    decoder traced on meta, rolled and unrolled."""
+    from pytest_fwdorder.picture_svg import golden_picture
+
+    rounds = 1 if smoke else 5
+    decoder_shape = (
+        dict(layers=2, model_size=64, heads=4, hidden=128, vocabulary=100) if smoke else {}
+    )
+    goldens = {
+        "ResNet-50 on meta": trace_forward(
+            lambda: torchvision.models.resnet50(weights=None).eval(),
+            TensorSpec((1, 3, 224, 224)),
+            device="meta",
+        ).render(),
+        "7B-shaped decoder on meta": trace_forward(
+            lambda: Decoder(**decoder_shape), TensorSpec((1, 128), torch.int64), device="meta"
+        ).render(),
+    }
+    rows = []
+    for name, text in goldens.items():
+        for rolled in (True, False):
+            svg = golden_picture(text, rolled=rolled).svg
+            medians = interleaved_medians(
+                {"draw": lambda text=text, rolled=rolled: golden_picture(text, rolled=rolled)},
+                rounds,
+            )
+            seconds = medians["draw"]
+            drawn_boxes = svg.count('class="fo-box')
+            rows.append(
+                Row(
+                    "pictures",
+                    f"{name}: SVG {'rolled' if rolled else 'unrolled'}, golden text -> SVG",
+                    f"{seconds * 1000:.1f} ms",
+                    f"{len(svg.encode()):,} B, {drawn_boxes:,} boxes",
+                    "< 1 s",
+                    "yes" if seconds < 1 else "NO",
+                )
+            )
+    return rows
+
+
 def print_table(rows: list[Row]) -> None:
     headers = ("section", "case", "median", "ratio", "target", "met")
     cells = [
@@ -898,10 +987,12 @@ def print_table(rows: list[Row]) -> None:
 SECTIONS = {
     "overhead": overhead,
     "costs": costs,
+    "numbers": numbers,
     "breakdown": breakdown,
     "peers": peers,
     "meta": meta,
     "scale": scale,
+    "pictures": pictures,
 }
 
 

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_fwdorder.checkpoint import (
         CheckpointReport,
+        assert_checkpoint_compatible,
         assert_checkpoint_loads,
         check_checkpoint,
+        remap_state_dict,
     )
     from pytest_fwdorder.cost_budgets import assert_costs
     from pytest_fwdorder.diff import Change, ChangeKind, TraceDiff, diff_golden, diff_traces
@@ -35,13 +37,14 @@ if TYPE_CHECKING:
     )
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
+    from pytest_fwdorder.picture_svg import Picture, diff_picture, golden_picture
     from pytest_fwdorder.record_types import Call, TensorDescription
     from pytest_fwdorder.render import render_trace
     from pytest_fwdorder.snapshot import TraceSnapshotExtension
     from pytest_fwdorder.structure_comparison import assert_same_structure, structure_diff
     from pytest_fwdorder.trace import Trace
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 # Public name -> the module that defines it.
 _HOMES = {
@@ -50,6 +53,7 @@ _HOMES = {
     "ChangeKind": "diff",
     "CheckpointMismatchError": "errors",
     "CheckpointReport": "checkpoint",
+    "Picture": "picture_svg",
     "EmptyTraceError": "errors",
     "EquivalenceReport": "equivalence",
     "FwdOrderWarning": "errors",
@@ -65,6 +69,7 @@ _HOMES = {
     "UnregisteredModuleError": "errors",
     "UnwrappedModelWarning": "errors",
     "Tracer": "entry_points",
+    "assert_checkpoint_compatible": "checkpoint",
     "assert_checkpoint_loads": "checkpoint",
     "assert_costs": "cost_budgets",
     "assert_equivalent": "equivalence",
@@ -72,10 +77,13 @@ _HOMES = {
     "check_checkpoint": "checkpoint",
     "copy_weights": "equivalence",
     "diff_golden": "diff",
+    "diff_picture": "picture_svg",
+    "golden_picture": "picture_svg",
     "diff_traces": "diff",
     "hookimpl": "hookspecs",
     "plugin_manager": "hookspecs",
     "record": "entry_points",
+    "remap_state_dict": "checkpoint",
     "render_trace": "render",
     "structure_diff": "structure_comparison",
     "trace_forward": "entry_points",
@@ -92,6 +100,7 @@ __all__ = [
     "FwdOrderWarning",
     "MetaTraceError",
     "NotEquivalentError",
+    "Picture",
     "StructureMismatchError",
     "TensorDescription",
     "TensorSpec",
@@ -103,6 +112,7 @@ __all__ = [
     "UnregisteredModuleError",
     "UnwrappedModelWarning",
     "__version__",
+    "assert_checkpoint_compatible",
     "assert_checkpoint_loads",
     "assert_costs",
     "assert_equivalent",
@@ -110,10 +120,13 @@ __all__ = [
     "check_checkpoint",
     "copy_weights",
     "diff_golden",
+    "diff_picture",
     "diff_traces",
+    "golden_picture",
     "hookimpl",
     "plugin_manager",
     "record",
+    "remap_state_dict",
     "render_trace",
     "structure_diff",
     "trace_forward",

@@ -35,6 +35,8 @@ class ChangeKind(str, enum.Enum):
     BACKWARD_CHANGED = "backward changed"
     FLOPS_CHANGED = "FLOPs changed"
     UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
+    VALUES_CHANGED = "values changed"
+    INITIALIZATION_CHANGED = "initialization changed"
 
     def __str__(self) -> str:
         return self.value

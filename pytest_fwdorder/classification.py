@@ -7,12 +7,14 @@ from __future__ import annotations
 import difflib
 import html
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_fwdorder.alignment import AlignedPair
 from pytest_fwdorder.changes import Change, ChangeKind, DiffRow, change_kind
 from pytest_fwdorder.explanation import (
     call_lines,
     describe_flops_change,
+    describe_initialization_change,
     describe_operation_change,
     describe_settings_change,
     describe_tensor_fact_changes,
@@ -20,17 +22,23 @@ from pytest_fwdorder.explanation import (
     describe_where,
     summarize,
 )
+from pytest_fwdorder.fingerprint_tolerance import moved_statistics
 from pytest_fwdorder.golden_format import (
     FORMAT_LINE,
     GoldenLine,
     backward_section,
     facts_by_title,
+    fingerprints_of,
     flops_of,
+    initialization_steps,
     is_first_call,
     mode_of,
     operation_parts,
     uncounted_operations,
 )
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.picture_svg import Picture
 
 
 @dataclass(repr=False)
@@ -129,6 +137,15 @@ class TraceDiff:
         """Jupyter's display: the explanation as preformatted, escaped text."""
         return f'<pre class="fwdorder-diff">{html.escape(self.render())}</pre>'
 
+    def picture(
+        self, *, rolled: bool = True, depth: int | None = None, fold_unchanged: bool = True
+    ) -> Picture:
+        """The diff as an SVG picture: inserted calls green, removed red, changed yellow,
+        under the summary; a notebook shows it. See `picture_svg.diff_picture`."""
+        from pytest_fwdorder.picture_svg import diff_picture  # only a picture needs it
+
+        return diff_picture(self, rolled=rolled, depth=depth, fold_unchanged=fold_unchanged)
+
 
 def classify_diff(
     old_header: list[str],
@@ -146,6 +163,7 @@ def classify_diff(
     changes.extend(_reuse_changes(old, new))
     changes.extend(_backward_changes(old_header, new_header))
     changes.extend(_uncounted_changes(old_header, new_header))
+    changes.extend(_initialization_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
     return TraceDiff(old, new, changes, pairs, _header_changes(old_header, new_header), rows)
@@ -253,6 +271,11 @@ def _compare_pair(
     old_flops, new_flops = flops_of(old_line), flops_of(new_line)
     if old_flops is not None and new_flops is not None and old_flops != new_flops:
         found.append((ChangeKind.FLOPS_CHANGED, describe_flops_change(old_flops, new_flops)))
+    old_values, new_values = fingerprints_of(old_line), fingerprints_of(new_line)
+    if old_values is not None and new_values is not None and old_values != new_values:
+        found.append(
+            (ChangeKind.VALUES_CHANGED, ", ".join(moved_statistics(old_values, new_values)))
+        )
     if old_line.operations != new_line.operations:
         found += _operation_changes(old_line.operations, new_line.operations)
     return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
@@ -317,6 +340,17 @@ def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Cha
         for name, count in new.items()
         if name not in old
     ]
+
+
+def _initialization_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+    """The first initialization step that moved or changed (`initialization=True`), as one
+    change: every later step draws from a shifted stream, so the first is the one to fix.
+    Only when both traces recorded the initialization."""
+    old, new = initialization_steps(old_header), initialization_steps(new_header)
+    if old is None or new is None or old == new:
+        return []
+    detail = describe_initialization_change(old, new)
+    return [Change(ChangeKind.INITIALIZATION_CHANGED, None, None, detail)]
 
 
 def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:

@@ -25,7 +25,19 @@ from pytest_fwdorder.backward import BackwardRecorder
 from pytest_fwdorder.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.distributed import compiled_code_run_eagerly, process_rank
 from pytest_fwdorder.errors import EmptyTraceError, UnregisteredModuleError, warn_at_caller
+from pytest_fwdorder.fingerprints import (
+    SEED,
+    FingerprintCollector,
+    attach_fingerprints,
+    check_values_device,
+    seeded,
+)
 from pytest_fwdorder.hookspecs import call_view_hooks_exist, call_views_from_plugins
+from pytest_fwdorder.initialization import (
+    InitializationMode,
+    initialization_recorded,
+    initialization_records,
+)
 from pytest_fwdorder.meta_build import build_on_meta
 from pytest_fwdorder.meta_build import (
     parameters_and_buffers_on_meta as parameters_and_buffers_on_meta,  # importable as before
@@ -35,6 +47,8 @@ from pytest_fwdorder.operations import OperationMode, attach_operations, operati
 from pytest_fwdorder.options import (
     OPERATION_GROUPS,
     OPTION_NAMES,
+    VALUES_ABSOLUTE_TOLERANCE,
+    VALUES_RELATIVE_TOLERANCE,
     TraceOptions,
     check_option_values,
 )
@@ -104,6 +118,10 @@ def trace_forward(
     ops_skip: Iterable[str] = OPERATION_GROUPS,
     backward: bool | Callable[[Any], Any] = False,
     costs: bool = False,
+    initialization: bool = False,
+    values: bool = False,
+    values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
+    values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
     model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
@@ -126,8 +144,14 @@ def trace_forward(
     runs backward from the output (True: from the sum of its floating tensors; or a
     function of the output that returns the loss) and records its order, leaving every
     `.grad` as it was. `costs` counts what each call costs: FLOPs (torch's formulas,
-    children included), output bytes, parameter bytes, with the totals in the header. The trace options are keyword-only; a
-    model keyword argument that has an option's name goes in `model_kwargs={"device": ...}`.
+    children included), output bytes, parameter bytes, with the totals in the header.
+    `initialization` (builders only) records how the build initialized each parameter and
+    buffer, in order, with the random numbers drawn. `values` writes a fingerprint of each
+    call's output (mean, std, largest absolute value), with the forward and a builder's build
+    run under seed 0; a golden's fingerprints match within `values_absolute_tolerance` +
+    `values_relative_tolerance` x the call's largest absolute value. The trace options are
+    keyword-only; a model keyword argument that has an option's name goes in
+    `model_kwargs={"device": ...}`.
 
     The model is left as it was: parameters, buffers, plain attributes, training and
     requires_grad flags, grad mode, the random states; no hook stays registered, also when
@@ -137,12 +161,16 @@ def trace_forward(
     kwargs = _merge_model_kwargs(kwargs, model_kwargs)
     options = TraceOptions.from_arguments(locals())
     check_torch_release(torch.__version__)
-    root = _build(model, device)
+    if options.values:
+        check_values_device(device)
+    watched: list[InitializationMode] = []
+    root = _build(model, device, options, watched)
     args = _place(args, device)
     kwargs = _place(kwargs, device)
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
     counters: list[CostCounters] = []
+    fingerprints = FingerprintCollector() if options.values else None
     with (
         _collector_paused(),
         meta_failures_explained(device) as traces,
@@ -151,6 +179,7 @@ def trace_forward(
         recording(root, _render_options(options), device=device) as recorder,
         _operations_recorded(recorder, root, options, operations),
         _costs_counted(recorder, root, options, counters),
+        _fingerprints_taken(recorder, fingerprints),
         autocast_refused(device),
     ):
         traces.append(recorder.trace)
@@ -162,6 +191,9 @@ def trace_forward(
                 output = root(*args, **kwargs)
             backward_recorder.run(root, (args, kwargs), output)
     _finish_facets(recorder.trace, operations, backward_recorder, counters)
+    _finish_numbers(recorder.trace, options, fingerprints)
+    if watched:
+        recorder.trace.initialization = initialization_records(root, watched[-1], SEED)
     _check_and_choose_views(recorder.trace, options)
     return recorder.trace
 
@@ -198,6 +230,10 @@ def record(
     ops_skip: Iterable[str] = OPERATION_GROUPS,
     backward: bool | Callable[[Any], Any] = False,
     costs: bool = False,
+    initialization: bool = False,
+    values: bool = False,
+    values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
+    values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
     restore_state: bool = True,
     allow_empty: bool = False,
 ) -> Iterator[Trace]:
@@ -217,10 +253,20 @@ def record(
     root = resolve_model(model, entry_point="record")
     options = TraceOptions.from_arguments(locals())
     check_torch_release(torch.__version__)
+    if options.initialization:
+        raise ValueError(
+            "record(initialization=True) cannot watch the build: record takes a model "
+            "already built. Pass a function that builds it to trace_forward(build, ..., "
+            "initialization=True), or leave initialization off for this recording"
+        )
+    if options.values:
+        check_values_device(device)
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
     counters: list[CostCounters] = []
+    fingerprints = FingerprintCollector() if options.values else None
     with (
+        seeded() if options.values else nullcontext(),
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
         recording(
@@ -228,6 +274,7 @@ def record(
         ) as recorder,
         _operations_recorded(recorder, root, options, operations),
         _costs_counted(recorder, root, options, counters),
+        _fingerprints_taken(recorder, fingerprints),
         autocast_refused(device),
     ):
         if backward_recorder is not None:
@@ -235,6 +282,7 @@ def record(
         yield recorder.trace
     trace = recorder.trace
     _finish_facets(trace, operations, backward_recorder, counters)
+    _finish_numbers(trace, options, fingerprints)
     if not trace.calls and not allow_empty:
         raise EmptyTraceError(
             f"record({trace.root_type}) saw no call of the model or its modules inside the "
@@ -308,6 +356,30 @@ def _costs_counted(
     with costs_counted(recorder, root) as counters:
         found.append(counters)
         yield
+
+
+@contextmanager
+def _fingerprints_taken(recorder: Any, fingerprints: FingerprintCollector | None) -> Iterator[None]:
+    """With `values`, fingerprint each call's output as it ends, under seed 0 throughout."""
+    if fingerprints is None:
+        yield
+        return
+    recorder.output_observers.append(fingerprints.observe)
+    try:
+        with seeded():
+            yield
+    finally:
+        recorder.output_observers.remove(fingerprints.observe)
+
+
+def _finish_numbers(
+    trace: Trace, options: TraceOptions, fingerprints: FingerprintCollector | None
+) -> None:
+    """Give the finished trace its fingerprints and the tolerance they are compared with."""
+    if fingerprints is None:
+        return
+    attach_fingerprints(trace, fingerprints)
+    trace.values_tolerance = (options.values_relative_tolerance, options.values_absolute_tolerance)
 
 
 def _finish_facets(
@@ -417,8 +489,16 @@ def _merge_model_kwargs(
 
 
 def _build(
-    model: nn.Module | Callable[[], nn.Module], device: torch.device | str | None
+    model: nn.Module | Callable[[], nn.Module],
+    device: torch.device | str | None,
+    options: TraceOptions,
+    watched: list[InitializationMode],
 ) -> nn.Module:
+    """The model to trace: `model` itself, or what the builder `model` returns.
+
+    With `initialization` the build runs under an `InitializationMode` (the last try's is
+    appended to `watched`); with `initialization` or `values` it runs under seed 0.
+    """
     # A method bound to a module (`model.forward`), a module class, a tensor: mistakes that
     # resolve_model explains. Any other callable, a builder object's method included, builds.
     if (
@@ -426,19 +506,46 @@ def _build(
         or not callable(model)
         or _is_module_method(model)
     ):
+        if options.initialization:
+            raise ValueError(
+                f"initialization=True needs the build to run under watch, but trace_forward "
+                f"got a model already built ({type(model).__name__}): pass a function that "
+                "builds it, trace_forward(lambda: MyModel(), x, initialization=True)"
+            )
         return resolve_model(model, entry_point="trace_forward")
     _check_builder(model)
+    builder = _watched_builder(model, options, watched)
     if device is not None and torch.device(device).type == "meta":
-        built = build_on_meta(model)
+        built = build_on_meta(builder)
     else:
         with torch.device(device) if device is not None else nullcontext():
-            built = model()
+            built = builder()
     if not isinstance(built, nn.Module):
         raise TypeError(
             f"trace_forward called {_name(model)} as a zero-argument builder and got "
             f"{type(built).__name__!r}, not an nn.Module: the builder must return the model"
         )
     return resolve_model(built, entry_point="trace_forward")
+
+
+def _watched_builder(
+    model: Callable[[], nn.Module], options: TraceOptions, watched: list[InitializationMode]
+) -> Callable[[], nn.Module]:
+    """The builder as `_build` calls it: seeded and watched as the options ask."""
+    if not (options.initialization or options.values):
+        return model
+
+    def build() -> nn.Module:
+        with seeded():
+            if not options.initialization:
+                return model()
+            with initialization_recorded() as mode:
+                built = model()
+            watched.append(mode)
+            return built
+
+    build.__qualname__ = getattr(model, "__qualname__", "build")  # as failures name it
+    return build
 
 
 def _check_builder(builder: Callable[..., object]) -> None:

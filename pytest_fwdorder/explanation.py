@@ -16,6 +16,7 @@ from pytest_fwdorder.golden_format import (
     GoldenLine,
     flops_of,
     human_count,
+    initialization_step_parts,
     named_items,
     operation_parts,
     split_values,
@@ -47,6 +48,8 @@ _SUMMARY_ORDER = (
     ChangeKind.BACKWARD_CHANGED,
     ChangeKind.FLOPS_CHANGED,
     ChangeKind.UNCOUNTED_OPERATION_ADDED,
+    ChangeKind.INITIALIZATION_CHANGED,
+    ChangeKind.VALUES_CHANGED,
 )
 
 _EXAMPLES = 5
@@ -71,6 +74,8 @@ def summarize(
     totals = [
         f"{plural(counts[kind], 'uncounted operation')} added"
         if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
+        else kind.value
+        if kind is ChangeKind.INITIALIZATION_CHANGED
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
         f"{kind.value.removeprefix('operation ').removeprefix('backward ')}"
         if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
@@ -326,6 +331,56 @@ def describe_flops_change(old: int, new: int) -> str:
     return f"{human_count(old)} -> {human_count(new)}{change}"
 
 
+def describe_initialization_change(old_steps: list[str], new_steps: list[str]) -> str:
+    """The first initialization step that moved or changed, in words, and how many differ:
+    `initialization order changed: b.weight now before a.weight; every later draw shifted`."""
+    old = [initialization_step_parts(step) for step in old_steps]
+    new = [initialization_step_parts(step) for step in new_steps]
+    first = next(
+        (number for number, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
+    differing = sum(
+        1 for number in range(max(len(old), len(new)))
+        if number >= len(old) or number >= len(new) or old[number] != new[number]
+    )  # fmt: skip
+    tail = f" ({differing} of {len(new)} steps differ from step {first + 1} on)"
+    if first >= len(old):
+        target, operations, _ = new[first]
+        return f"initialization step added at the end: {target} {operations}{tail}"
+    if first >= len(new):
+        target, operations, _ = old[first]
+        return f"initialization step removed at the end: {target} {operations}{tail}"
+    (old_target, old_operations, old_draws) = old[first]
+    (new_target, new_operations, new_draws) = new[first]
+    old_later = {target for target, _, _ in old[first + 1 :]}
+    new_later = {target for target, _, _ in new[first + 1 :]}
+    shifted = (
+        "; every later draw shifted"
+        if any(draws for _, _, draws in new[first:]) and (old_draws or new_draws)
+        else ""
+    )
+    if old_target == new_target:
+        draws = f", {old_draws:,} -> {new_draws:,} draws" if old_draws != new_draws else ""
+        return (
+            f"initialization of {new_target} changed: {old_operations} -> {new_operations}"
+            f"{draws}{shifted}{tail}"
+        )
+    if new_target in old_later and old_target in new_later:
+        return f"initialization order changed: {new_target} now before {old_target}{shifted}{tail}"
+    if old_target in new_later:
+        return (
+            f"initialization step added: {new_target} {new_operations} before {old_target}"
+            f"{shifted}{tail}"
+        )
+    if new_target in old_later:
+        return f"initialization step removed: {old_target} {old_operations}{shifted}{tail}"
+    return (
+        f"initialization step {first + 1} changed: {old_target} {old_operations} -> "
+        f"{new_target} {new_operations}{shifted}{tail}"
+    )
+
+
 def _biggest_first(changes: list[Change]) -> list[Change]:
     """Cost changes by how many FLOPs they add or take away, the biggest first (stable)."""
 
@@ -392,6 +447,21 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         return "operations without a FLOP formula, counted as 0: " + _examples(
             [c.detail for c in changes]
         )
+    if kind is ChangeKind.INITIALIZATION_CHANGED:
+        return "; ".join(c.detail for c in changes)
+    if kind is ChangeKind.VALUES_CHANGED:
+        # In the order the calls ended: a parent's output moves because a child's did, so
+        # the first call to end with moved values is where the numbers first diverged.
+        ended = _end_order(diff.new_lines)
+        in_end_order = sorted(
+            changes, key=lambda c: ended[c.position] if c.position is not None else 0
+        )
+        moved = [f"{called(c.new)}: {c.detail}" for c in in_end_order if c.new is not None]
+        later = f"; later: {_examples(moved[1:], separator='; ')}" if len(moved) > 1 else ""
+        return (
+            f"values moved beyond the tolerance at {plural(count, 'call')}, first at "
+            f"{moved[0] if moved else '?'}{later}"
+        )
     if kind in (
         ChangeKind.SETTINGS_CHANGED,
         ChangeKind.PARAMETERS_CHANGED,
@@ -442,6 +512,22 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
         root, nested = change, 0
         subtree_end = _subtree_end(lines, change.position)
     return f"{plural(len(changes), 'call')} {kind.value}: " + _examples(items, separator="; ")
+
+
+def _end_order(lines: list[GoldenLine]) -> list[int]:
+    """Each call's place in the order the calls ended (a call ends after its nested calls)."""
+    order = [0] * len(lines)
+    open_calls: list[int] = []
+    ended = 0
+    for index, line in enumerate(lines):
+        while open_calls and lines[open_calls[-1]].depth >= line.depth:
+            order[open_calls.pop()] = ended
+            ended += 1
+        open_calls.append(index)
+    while open_calls:
+        order[open_calls.pop()] = ended
+        ended += 1
+    return order
 
 
 def _subtree_end(lines: list[GoldenLine], index: int) -> int:

@@ -28,6 +28,16 @@ call), and the header the totals and the operations without a FLOP formula:
     # uncounted operations (1):
     #   aten.relu x1
 
+With `values=True` every call whose output holds tensors gets a `values:` fact (after its
+costs), one fingerprint per output tensor (`[0] ...; [1] ...` for several), and the header
+says the seed; with `initialization=True` the header ends with the initialization steps:
+
+    | values: mean 0.023451, std 0.41215, absmax 2.0316
+    # values: each call's output, the forward run with seed 0
+    # initialization (3 steps, 544 random draws, seed 0):
+    #   fc.weight kaiming_uniform_(a=2.236) 512 draws
+    #   fc.bias uniform_(a=-0.1768, b=0.1768) 32 draws
+
 Every reader of golden text (diff, compare, view, report, the command line, the snapshot
 extension) parses it here, next to the writer of the same line, so a change to one kind of
 line is made in one module.
@@ -41,6 +51,7 @@ from dataclasses import dataclass, field, replace
 
 from pytest_fwdorder.record_types import (
     CallCosts,
+    InitializationRecords,
     LiteralDescription,
     MappingDescription,
     ModuleFacts,
@@ -49,6 +60,7 @@ from pytest_fwdorder.record_types import (
     SequenceDescription,
     TensorDescription,
     TensorFact,
+    TensorFingerprint,
     TraceCosts,
     ValueDescription,
 )
@@ -102,6 +114,15 @@ COSTS_FACT = "costs"
 COSTS_PREFIX = "# costs: "
 UNCOUNTED_SECTION = "uncounted operations"
 _FLOPS = re.compile(r"([0-9,]+) FLOPs")
+VALUES_FACT = "values"
+VALUES_PREFIX = "# values: "
+# Significant digits of a fingerprint's statistics: finer than any tolerance worth using, so
+# rounding never decides a comparison, and short enough to read.
+_FINGERPRINT_DIGITS = 5
+# One fingerprint's statistics as `render_fingerprint` writes them.
+_STATISTIC = re.compile(r"(mean|std|absmax|nan|inf) ([-+0-9.e,a-z]+)")
+INITIALIZATION_PREFIX = "# initialization ("
+_DRAWS = re.compile(r" ([0-9,]+) draws?$")
 _COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
@@ -394,6 +415,105 @@ def uncounted_operations(header: list[str]) -> dict[str, int] | None:
         if name and count.isdigit():
             found[name] = int(count)
     return found
+
+
+def render_fingerprints(fingerprints: tuple[TensorFingerprint, ...]) -> str:
+    """A call's values fact: `values: mean 0.1, std 1, absmax 3.2`, numbered `[0] ...; [1]
+    ...` when the output holds several tensors."""
+    parts = [render_fingerprint(fingerprint) for fingerprint in fingerprints]
+    if len(parts) == 1:
+        return f"{VALUES_FACT}: {parts[0]}"
+    return f"{VALUES_FACT}: " + "; ".join(f"[{number}] {part}" for number, part in enumerate(parts))
+
+
+def render_fingerprint(fingerprint: TensorFingerprint) -> str:
+    """`mean 0.023451, std 0.41215, absmax 2.0316`, with `nan N` and `inf N` when there are any."""
+    if fingerprint.mean is None or fingerprint.std is None or fingerprint.absmax is None:
+        text = "empty" if fingerprint.elements == 0 else "no finite values"
+    else:
+        text = (
+            f"mean {_significant(fingerprint.mean)}, std {_significant(fingerprint.std)}, "
+            f"absmax {_significant(fingerprint.absmax)}"
+        )
+    if fingerprint.nan:
+        text += f", nan {fingerprint.nan:,}"
+    if fingerprint.inf:
+        text += f", inf {fingerprint.inf:,}"
+    return text
+
+
+def _significant(value: float) -> str:
+    text = f"{value:.{_FINGERPRINT_DIGITS}g}"
+    return "0" if text == "-0" else text
+
+
+def values_line(seed: int) -> str:
+    """The header line of a golden with fingerprints."""
+    return f"{VALUES_PREFIX}each call's output, the forward run with seed {seed}"
+
+
+def fingerprints_of(line: GoldenLine) -> str | None:
+    """The text of a call line's values fact (after `values: `), or None when it has none."""
+    for fact in line.facts:
+        if fact_title(fact) == VALUES_FACT:
+            return fact[len(VALUES_FACT) + 2 :]
+    return None
+
+
+def parse_fingerprints(text: str) -> list[dict[str, float]]:
+    """A values fact's text as one dict of statistics per tensor: {'mean': 0.1, 'std': 1.0,
+    'absmax': 3.2, 'nan': 0, 'inf': 0}; a tensor without finite values has no mean, std or
+    absmax."""
+    found: list[dict[str, float]] = []
+    for part in text.split("; "):
+        statistics: dict[str, float] = {"nan": 0.0, "inf": 0.0}
+        for name, number in _STATISTIC.findall(part):
+            try:
+                statistics[name] = float(number.replace(",", ""))
+            except ValueError:
+                continue
+        found.append(statistics)
+    return found
+
+
+def render_initialization(records: InitializationRecords) -> list[str]:
+    """The header's initialization section: a title with the totals, then one step a line."""
+    count = len(records.steps)
+    seed = f", seed {records.seed}" if records.seed is not None else ""
+    title = (
+        f"{INITIALIZATION_PREFIX}{count} step{'s' if count != 1 else ''}, "
+        f"{records.draws:,} random draw{'s' if records.draws != 1 else ''}{seed})"
+    )
+    lines = [title + (":" if records.steps else "")]
+    for step in records.steps:
+        draws = f" {step.draws:,} draw{'s' if step.draws != 1 else ''}" if step.draws else ""
+        lines.append(f"{_SECTION_ITEM}{step.target} {' '.join(step.operations)}{draws}")
+    return lines
+
+
+def initialization_steps(header: list[str]) -> list[str] | None:
+    """The initialization section's step lines (without `#   `), or None without a section."""
+    for number, line in enumerate(header):
+        if line.startswith(INITIALIZATION_PREFIX):
+            steps = []
+            for item in header[number + 1 :]:
+                if not item.startswith(_SECTION_ITEM):
+                    break
+                steps.append(item[len(_SECTION_ITEM) :])
+            return steps
+    return None
+
+
+def initialization_step_parts(step: str) -> tuple[str, str, int]:
+    """A step line as (target, operations, draws): `fc.weight`, `kaiming_uniform_(a=2.236)`, 512."""
+    match = _DRAWS.search(step)
+    draws = int(match.group(1).replace(",", "")) if match else 0
+    body = step[: match.start()] if match else step
+    if body.startswith("(temporary "):  # `(temporary f32[3,3]) randn(3, 3)`
+        end = body.index(")") + 1
+        return body[:end], body[end:].strip(), draws
+    target, _, operations = body.partition(" ")
+    return target, operations, draws
 
 
 def render_settings(settings: tuple[tuple[str, str], ...]) -> str:

@@ -25,14 +25,22 @@ UNREGISTERED_POLICIES = ("warn", "error")
 # What `ops_skip` leaves out of the recorded operations by default (see operations.py);
 # besides these groups it takes single operation names.
 OPERATION_GROUPS = ("views", "conversions", "torch_modules")
+# How far an output fingerprint (`values`) may move and still match its golden, as a
+# fraction of the call's largest absolute value plus an absolute amount. Measured: the
+# torchvision zoo's fingerprints stay within a small fraction of this across thread counts
+# and CPU kernel sets (benchmarks/values_stability.py), while a changed constant, a changed
+# dtype or a changed layer moves them far beyond it.
+VALUES_RELATIVE_TOLERANCE = 1e-3
+VALUES_ABSOLUTE_TOLERANCE = 1e-6
 
 # How an option's value is parsed and checked:
 # "device": a device name or None (a torch.device is taken as its name);
 # "flag": True or False;
 # "flag_or_function": True, False or a function;
 # "choice": one of the option's `choices`;
-# "names": names as a tuple, from "a b", "a,b" or any iterable (of the `choices`, if any).
-OptionKind = Literal["device", "flag", "flag_or_function", "choice", "names"]
+# "names": names as a tuple, from "a b", "a,b" or any iterable (of the `choices`, if any);
+# "number": a number at least 0, from an int, a float or its text ("1e-3", as the ini has it).
+OptionKind = Literal["device", "flag", "flag_or_function", "choice", "names", "number"]
 IniType = Literal["string", "bool", "args"]
 _INI_TYPES: dict[OptionKind, IniType] = {
     "device": "string",
@@ -40,11 +48,13 @@ _INI_TYPES: dict[OptionKind, IniType] = {
     "flag_or_function": "bool",
     "choice": "string",
     "names": "args",
+    "number": "string",
 }
 # What a value of the wrong kind must be, for the kinds whose requirement is always the same.
 _REQUIREMENTS: dict[OptionKind, str] = {
     "device": "be a string such as 'cpu' or 'meta'",
     "flag": "be True or False",
+    "number": "be a number of at least 0",
 }
 _DECLARATION = "fwdorder option"
 
@@ -81,11 +91,18 @@ class TraceOption:
         """The ini option's default: '' for None, a list for names."""
         if self.default is None:
             return ""
+        if self.kind == "number":
+            return repr(self.default)
         return list(self.default) if self.kind == "names" else self.default
 
     def from_ini(self, value: object) -> Any:
-        """The value `config.getini` gave, as the option takes it ('' is no device)."""
-        return (str(value) or None) if self.kind == "device" else value
+        """The value `config.getini` gave, as the option takes it ('' is no device, and a
+        number's default)."""
+        if self.kind == "device":
+            return str(value) or None
+        if self.kind == "number" and value == "":
+            return self.default
+        return value
 
     def from_flags(self, value: Any) -> Any:
         """The value of the option's flag in parsed command-line arguments: a names flag
@@ -98,6 +115,8 @@ class TraceOption:
         """`value` as the option keeps it; a value of the wrong kind as given, to check."""
         if self.kind == "device" and type(value).__name__ == "device":  # a torch.device
             return str(value)
+        if self.kind == "number":
+            return _number(value)
         if self.kind != "names":
             return value
         if isinstance(value, str):
@@ -138,6 +157,8 @@ class TraceOption:
             return isinstance(value, bool) or callable(value)
         if self.kind == "choice":
             return value in self.choices
+        if self.kind == "number":
+            return isinstance(value, float) and value >= 0
         # Names of `choices` are each compared with them next; other names must be text.
         return isinstance(value, tuple) and (
             bool(self.choices) or all(isinstance(name, str) and name for name in value)
@@ -177,6 +198,17 @@ class TraceOptions:
     children's, output bytes, its module's own parameter and buffer bytes at its first call)
     and as totals in the header (FLOPs, parameter bytes with tied tensors once, activations
     saved for backward, operations without a FLOP formula).
+    `initialization`: record how the model initializes itself, as a header section: in build
+    order, each initialization step of each parameter and buffer (`kaiming_uniform_(a=2.236)`,
+    `fill_(1)`, a copy) and the random numbers it drew. Needs the builder form,
+    `trace_forward(build, ...)`, so that the build runs under watch.
+    `values`: write a fingerprint of each call's output as a `values:` fact (mean, standard
+    deviation and largest absolute value of each tensor, NaN and Inf counts), with the
+    forward (and a builder's build) run under seed 0; a golden's fingerprints match when each
+    statistic is within the absolute tolerance plus the relative tolerance times the call's
+    largest absolute value.
+    `values_relative_tolerance`: that fraction (default 1e-3).
+    `values_absolute_tolerance`: that amount (default 1e-6).
     """
 
     device: str | None = field(
@@ -286,6 +318,46 @@ class TraceOptions:
         ).as_metadata(),
     )
 
+    initialization: bool = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag",
+            ini_help="record how the model initializes itself in golden files: each "
+            "parameter's and buffer's initialization steps in build order, with the random "
+            "numbers drawn (needs a builder: trace_forward(build, ...))",
+            flag_help="record the model's initialization in build order, with the random "
+            "numbers each step drew",
+        ).as_metadata(),
+    )
+    values: bool = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag",
+            ini_help="write a fingerprint of each call's output (mean, std, largest absolute "
+            "value) in golden files, with the forward run under seed 0",
+            flag_help="write a fingerprint of each call's output: mean, std and largest "
+            "absolute value of each tensor, with the forward run under seed 0",
+        ).as_metadata(),
+    )
+    values_relative_tolerance: float = field(
+        default=VALUES_RELATIVE_TOLERANCE,
+        metadata=TraceOption(
+            kind="number",
+            ini_help="how far an output fingerprint may move and still match, as a fraction "
+            f"of the call's largest absolute value (default {VALUES_RELATIVE_TOLERANCE})",
+            example=": write values_relative_tolerance=1e-2",
+        ).as_metadata(),
+    )
+    values_absolute_tolerance: float = field(
+        default=VALUES_ABSOLUTE_TOLERANCE,
+        metadata=TraceOption(
+            kind="number",
+            ini_help="how far an output fingerprint may move and still match, added to the "
+            f"relative tolerance (default {VALUES_ABSOLUTE_TOLERANCE})",
+            example=": write values_absolute_tolerance=1e-5",
+        ).as_metadata(),
+    )
+
     def __post_init__(self) -> None:
         given: dict[str, Any] = {}
         for option in OPTIONS:
@@ -307,6 +379,21 @@ class TraceOptions:
     def as_arguments(self) -> dict[str, Any]:
         """The options as keyword arguments of `trace_forward` or `record`."""
         return {name: getattr(self, name) for name in OPTION_NAMES}
+
+
+def _number(value: Any) -> Any:
+    """A number option's value as a float: from an int, a float or text such as "1e-3"; any
+    other value as given, for the check to refuse."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _declared(option_field: Field[Any]) -> TraceOption:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,20 +219,25 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 @pytest.fixture
-def forward_trace(request: pytest.FixtureRequest) -> Any:
+def forward_trace(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Trace a model: `forward_trace(model, *inputs)` or `with forward_trace.record(model)`.
 
     Options come from the call, then the `fwdorder` markers (the closest first), then the
-    `fwdorder_*` ini options.
+    `fwdorder_*` ini options. The test runs with torch seeded with 0 (its random states are
+    put back after it), so the inputs and weights it makes are the same on every run: output
+    fingerprints (`values=True`) depend on them.
     """
     from pytest_fwdorder.entry_points import Tracer
+    from pytest_fwdorder.fingerprints import seeded
 
     values = _ini_options(request.config)
     # Outermost first (module, class, function), so the closest marker's options win while
     # a class-level device and a test-level hide both apply.
     for marker in reversed(list(request.node.iter_markers(_MARKER))):
         values.update(_marker_options(marker))
-    return Tracer(TraceOptions(**values))
+    tracer = Tracer(TraceOptions(**values))
+    with seeded():
+        yield tracer
 
 
 @pytest.hookimpl(wrapper=True)

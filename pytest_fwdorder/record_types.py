@@ -271,6 +271,58 @@ class TraceCosts:
     uncounted: tuple[tuple[str, int], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class TensorFingerprint:
+    """A few statistics of one output tensor's values (`values=True`).
+
+    `mean`, `std` (population) and `absmax` are over the finite elements;
+    `nan` and `inf` count the others. All three are None for a tensor without finite
+    elements (an empty one included: `elements` says which).
+    """
+
+    elements: int
+    mean: float | None
+    std: float | None
+    absmax: float | None
+    nan: int = 0
+    inf: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InitializationStep:
+    """One step of a model's initialization (`initialization=True`), in build order.
+
+    `target` names the tensor: a parameter's or buffer's full name (`conv1.weight`), or
+    `(temporary f32[3,3])` for a tensor the build drew random numbers into without keeping
+    it (it still moves the random stream). `operations` are the in-place or factory calls
+    made on it one after the other (`kaiming_uniform_(a=2.236)`), `draws` the random numbers
+    they drew (one per element filled by a random operation). `replay` holds, for tests,
+    (function, arguments with the target as None, keyword arguments, the part of the
+    target's storage as (offset, shape, strides) or None for all of it) per operation; it
+    is not compared.
+    """
+
+    target: str
+    operations: tuple[str, ...]
+    draws: int
+    replay: tuple[tuple[object, tuple[object, ...], dict[str, object], object], ...] = field(
+        default=(), compare=False, repr=False
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InitializationRecords:
+    """How a model initialized itself while its builder ran: the steps, in order."""
+
+    steps: tuple[InitializationStep, ...]
+    seed: int | None  # the seed the build ran under, None when it ran on the caller's stream
+
+    @property
+    def draws(self) -> int:
+        """The random numbers the whole build drew."""
+        return sum(step.draws for step in self.steps)
+
+
 class Call:
     """One call of one module, recorded when it started.
 
@@ -289,6 +341,7 @@ class Call:
 
     __slots__ = (
         "_costs",
+        "_fingerprints",
         "_operations",
         "args",
         "children",
@@ -354,6 +407,12 @@ class Call:
     def costs(self) -> CallCosts | None:
         """What this call cost, its children included (None unless `costs=True`)."""
         found: CallCosts | None = getattr(self, "_costs", None)
+        return found
+
+    @property
+    def fingerprints(self) -> tuple[TensorFingerprint, ...] | None:
+        """Fingerprints of the output's tensors, in order (None unless `values=True`)."""
+        found: tuple[TensorFingerprint, ...] | None = getattr(self, "_fingerprints", None)
         return found
 
     @property
@@ -433,6 +492,13 @@ class TraceRecords(Sequence[Call]):
     backward: BackwardRecords | None = None
     # With `costs=True`: the totals (each call's own costs are on the call).
     costs: TraceCosts | None = None
+    # With `initialization=True`: how the builder's model initialized itself.
+    initialization: InitializationRecords | None = None
+    # With `values=True`: the seed the forward ran under (each call's fingerprints are on
+    # the call); None when values were not recorded.
+    values_seed: int | None = None
+    # With `values=True`: (relative, absolute) tolerance a golden's fingerprints match within.
+    values_tolerance: tuple[float, float] | None = None
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

@@ -147,6 +147,9 @@ class Recorder:
         # the order calls finished. Off by default: a trace holds no tensor.
         self.capture_outputs = capture_outputs
         self.captured_records: list[tuple[int, list[torch.Tensor]]] = []
+        # Functions given (record number, raw output) the moment each call ends, before
+        # later operations can change the output in place (`values=True`'s fingerprints).
+        self.output_observers: list[Callable[[int, object], None]] = []
         self.thread_id = threading.get_ident()
         self.index = index
         # Unregistered modules get entries as they are met, and are kept alive in
@@ -256,6 +259,7 @@ class Recorder:
         outputs, late_kwargs, raised = self.outputs, self.late_kwargs, _RAISED
         tensor_type, strided, tensor_metadata = torch.Tensor, torch.strided, _RAW_TENSOR
         capture_outputs, captured_records = self.capture_outputs, self.captured_records
+        output_observers = self.output_observers  # filled after the hooks are made
 
         def after_forward(module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
             # torch calls this with (kwargs, output) normally, and with (output,) alone when
@@ -286,6 +290,9 @@ class Recorder:
             if capture_outputs:
                 copies = [tensor.detach().clone() for tensor in tensors_of(output)]
                 captured_records.append((number, copies))
+            if output_observers:
+                for observe in output_observers:
+                    observe(number, output)
 
         return after_forward
 

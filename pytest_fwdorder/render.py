@@ -52,6 +52,8 @@ from pytest_fwdorder.golden_format import (
     parse_golden,
     render_call_costs,
     render_facts,
+    render_fingerprints,
+    render_initialization,
     render_layout,
     render_operation,
     render_section,
@@ -60,6 +62,7 @@ from pytest_fwdorder.golden_format import (
     render_trace_costs,
     render_value,
     split_top_level,
+    values_line,
 )
 from pytest_fwdorder.record_types import (
     Call,
@@ -270,6 +273,8 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     ]
     if trace.costs is not None:
         lines = _with_costs(trace, lines)
+    if trace.values_seed is not None:
+        lines = _with_fingerprints(trace, lines)
     if trace.options.fold or trace.options.call_views:
         return _apply_views(trace, lines)
     return lines
@@ -282,6 +287,16 @@ def _with_costs(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine
         line
         if call.costs is None
         else replace(line, facts=(*line.facts, render_call_costs(call.costs, parameters)))
+        for call, line in zip(trace.calls, lines, strict=True)
+    ]
+
+
+def _with_fingerprints(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with each call's values fact last among its facts (`values=True`)."""
+    return [
+        line
+        if not call.fingerprints
+        else replace(line, facts=(*line.facts, render_fingerprints(call.fingerprints)))
         for call, line in zip(trace.calls, lines, strict=True)
     ]
 
@@ -389,6 +404,10 @@ def render_header(trace: TraceRecords) -> list[str]:
     header += _recorded_lines(trace)
     if trace.costs is not None:
         header += render_trace_costs(trace.costs, parameters)
+    if trace.values_seed is not None:
+        header.append(values_line(trace.values_seed))
+    if trace.initialization is not None:
+        header += render_initialization(trace.initialization)
     if trace.options.devices:
         header.append("# devices: shown")
     if trace.options.local_shapes:

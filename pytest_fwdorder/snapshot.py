@@ -18,6 +18,11 @@ from syrupy.location import PyTestLocation
 from syrupy.session import ItemStatus
 
 from pytest_fwdorder.diff import diff_golden
+from pytest_fwdorder.fingerprint_tolerance import (
+    DEFAULT_TOLERANCE,
+    Tolerance,
+    within_tolerance,
+)
 from pytest_fwdorder.golden_comparisons import note_comparison
 from pytest_fwdorder.render import declared_and_written_calls, format_problem
 from pytest_fwdorder.update_review import may_rewrite, not_rewritten_note
@@ -61,11 +66,17 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
 
     file_extension = "fwdorder.txt"
     _write_mode = WriteMode.TEXT
+    # How far output fingerprints may move (`values=True`): the trace's own tolerance, kept
+    # by `serialize` for the `matches` and `diff_lines` of the same assertion.
+    values_tolerance: Tolerance = DEFAULT_TOLERANCE
 
     def serialize(self, data: Any, **_: Any) -> str:
         if isinstance(data, str):
             return data
         if isinstance(data, Renderable):
+            tolerance = getattr(data, "values_tolerance", None)
+            if tolerance is not None:
+                self.values_tolerance = tolerance
             text = data.render()
             if isinstance(text, str):
                 return with_environment(text)
@@ -79,12 +90,17 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
         )
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
-        """Whether the golden holds this trace, leaving out what an upgrade changes alone:
-        the environment line, and torch.nn settings at this torch's defaults (upgrades.py)."""
-        return same_model(str(snapshot_data), str(serialized_data))
+        """Whether the golden holds this trace, leaving out what an upgrade changes alone
+        (the environment line, and torch.nn settings at this torch's defaults: upgrades.py)
+        and output fingerprints that moved within the tolerance (fingerprint_tolerance.py)."""
+        old_text = str(snapshot_data)
+        new_text = within_tolerance(old_text, str(serialized_data), self.values_tolerance)
+        return same_model(old_text, new_text)
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
-        yield from explain_mismatch(str(snapshot_data), str(serialized_data))
+        yield from explain_mismatch(
+            str(snapshot_data), str(serialized_data), tolerance=self.values_tolerance
+        )
 
     @classmethod
     def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
@@ -157,17 +173,24 @@ def _escape_file_name(name: str) -> str:
     )
 
 
-def explain_mismatch(old_text: str, new_text: str, golden_name: str | None = None) -> list[str]:
+def explain_mismatch(
+    old_text: str,
+    new_text: str,
+    golden_name: str | None = None,
+    *,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+) -> list[str]:
     """What changed from the golden text to the new one: summary, changed calls, header.
 
     A golden that cannot be compared line by line (merge-conflict markers, another format,
     cut off, or different only in whitespace) gets one line saying so and what to do.
     `golden_name` names the file in that line. When the golden was written with other
     torch releases, or differs also in what an upgrade changes alone, the first lines say
-    so, and the diff leaves those differences out.
+    so, and the diff leaves those differences out; so it does for output fingerprints that
+    moved within `tolerance`.
     """
     upgrades = upgrade_differences(old_text, new_text)
-    old_text, new_text = comparable_texts(old_text, new_text, upgrades)
+    old_text, new_text = comparable_texts(old_text, new_text, upgrades, tolerance=tolerance)
     problem = golden_problem(old_text, new_text)
     if problem is None:
         return [*upgrades.notes(), *diff_golden(old_text, new_text).explanation()]
@@ -176,10 +199,16 @@ def explain_mismatch(old_text: str, new_text: str, golden_name: str | None = Non
 
 
 def comparable_texts(
-    old_text: str, new_text: str, upgrades: UpgradeDifferences | None = None
+    old_text: str,
+    new_text: str,
+    upgrades: UpgradeDifferences | None = None,
+    *,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
 ) -> tuple[str, str]:
     """The golden and new texts as `explain_mismatch` diffs them: without the environment
-    line, and without torch.nn settings at their defaults where those differ."""
+    line, without torch.nn settings at their defaults where those differ, and with the new
+    text's fingerprints that match the golden's within `tolerance` written as the golden's."""
+    new_text = within_tolerance(old_text, new_text, tolerance)
     if upgrades is None:
         upgrades = upgrade_differences(old_text, new_text)
     if upgrades.settings_lines:

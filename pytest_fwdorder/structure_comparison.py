@@ -9,15 +9,25 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff import TraceDiff, check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.fingerprint_tolerance import (
+    DEFAULT_TOLERANCE,
+    Tolerance,
+    fingerprints_match,
+)
 from pytest_fwdorder.golden_format import (
     COSTS_FACT,
     FROZEN_FLAG,
     TENSOR_PATTERN,
     TIED_PATTERN,
+    VALUES_FACT,
     GoldenLine,
     fact_title,
+    fingerprints_of,
     make_line,
     mode_line,
+    render_initialization,
+    render_trace_costs,
+    values_line,
 )
 from pytest_fwdorder.render import backward_lines, golden_lines
 
@@ -39,6 +49,22 @@ _NAMES = (
     "backward",
 )
 
+# Measurements a comparison leaves out unless `compare` names them: name -> the title of
+# their per-call fact. Each also has header lines (`_measurement_header`).
+_MEASUREMENTS: tuple[tuple[str, str], ...] = (
+    ("costs", COSTS_FACT),
+    ("values", VALUES_FACT),
+    ("initialization", "initialization"),  # a header section only: no fact has this title
+)
+# What each measurement needs the traces to have recorded, and the option that records it.
+_RECORDED_BY = {
+    "costs": ("what each call costs", "costs"),
+    "values": ("fingerprints of each call's output", "values"),
+    "initialization": ("how the model initialized itself", "initialization"),
+}
+_MEASURED_FACTS = {title: name for name, title in _MEASUREMENTS}
+_PARAMETER_BYTES = re.compile(r", parameters and buffers .*$")  # the last part of the fact
+
 IgnoreItem = str | Mapping[str, str]
 
 
@@ -56,6 +82,8 @@ class _Ignored:
     backward: bool = False
     dimensions: frozenset[int] = frozenset()
     type_names: tuple[tuple[str, str], ...] = ()
+    # The measurements `compare` asked for (names from `_MEASUREMENTS`).
+    compared: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         parts = [
@@ -76,7 +104,10 @@ class _Ignored:
         ]
         parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
         parts += [f"{old} as {new}" for old, new in self.type_names]
-        return ", ".join(parts) if parts else "nothing"
+        ignoring = ", ".join(parts) if parts else "nothing"
+        if not self.compared:
+            return ignoring
+        return f"{ignoring}; comparing {', '.join(sorted(self.compared))}"
 
 
 def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
@@ -100,6 +131,48 @@ def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
                 "to treat as equal such as {'LeakyReLU': 'ReLU'}"
             )
     return ignored
+
+
+def _parse_compare(compare: Iterable[str], ignored: _Ignored) -> _Ignored:
+    """`ignored` with the measurements `compare` names; read once, like `ignore`."""
+    if isinstance(compare, str):
+        compare = (compare,)  # `compare="costs"`, as `ignore="paths"`
+    known = [name for name, _ in _MEASUREMENTS]
+    compared = set()
+    for name in compare:
+        if name not in known:
+            raise ValueError(
+                f"cannot compare {name!r}: name one of {', '.join(map(repr, known))}, "
+                "the measurements a structure comparison leaves out unless asked"
+            )
+        compared.add(name)
+    return replace(ignored, compared=frozenset(compared))
+
+
+def _check_measured(
+    function: str, ignored: _Ignored, expected: TraceRecords, actual: TraceRecords
+) -> None:
+    """Refuse to compare a measurement that a trace did not record."""
+    recorded = {
+        "costs": lambda trace: trace.costs is not None,
+        "values": lambda trace: trace.values_seed is not None,
+        "initialization": lambda trace: trace.initialization is not None,
+    }
+    for name in sorted(ignored.compared):
+        missing = [
+            argument
+            for argument, trace in (("expected", expected), ("actual", actual))
+            if not recorded[name](trace)
+        ]
+        if missing:
+            what, option = _RECORDED_BY[name]
+            raise ValueError(
+                f"{function}(compare=({name!r},)) needs {what}, and "
+                f"{' and '.join(f'`{argument}`' for argument in missing)} "
+                f"{'has' if len(missing) == 1 else 'have'} none: trace "
+                f"both with {option}=True, such as trace_forward(model, *inputs, {option}=True)"
+                + (" (a builder: trace_forward(build, ...))" if name == "initialization" else "")
+            )
 
 
 def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
@@ -158,8 +231,15 @@ def _normalize_facts(
     kept = []
     for fact in facts:
         title = fact_title(fact)
-        if title == COSTS_FACT:
-            continue  # what a call costs is not its structure (`costs=True` traces)
+        if title in _MEASURED_FACTS:
+            # What a call costs is not its structure (`costs=True` traces): compared only
+            # when `compare` names it.
+            if _MEASURED_FACTS[title] not in ignored.compared:
+                continue
+            if title == COSTS_FACT and ignored.parameters:
+                fact = _PARAMETER_BYTES.sub("", fact)
+            kept.append(fact)
+            continue
         if title == "settings" and (ignored.settings or type_mapped):
             continue
         if title in ("parameters", "buffers"):
@@ -175,22 +255,89 @@ def _normalize_facts(
 
 
 def structure_diff(
-    expected: TraceRecords, actual: TraceRecords, ignore: Iterable[IgnoreItem] = ()
+    expected: TraceRecords,
+    actual: TraceRecords,
+    ignore: Iterable[IgnoreItem] = (),
+    *,
+    compare: Iterable[str] = (),
 ) -> TraceDiff:
-    """The differences between two traces that remain once `ignore` is applied."""
+    """The differences between two traces that remain once `ignore` is applied, the
+    measurements `compare` names (`"costs"`, `"values"`, `"initialization"`) included."""
     check_trace("structure_diff", "expected", expected)
     check_trace("structure_diff", "actual", actual)
-    return _structure_diff(expected, actual, _parse_ignore(ignore))
+    ignored = _parse_compare(compare, _parse_ignore(ignore))
+    _check_measured("structure_diff", ignored, expected, actual)
+    return _structure_diff(expected, actual, ignored)
 
 
 def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
+    expected_lines = _normalize(golden_lines(expected), ignored)
+    actual_lines = _normalize(golden_lines(actual), ignored)
+    if "values" in ignored.compared:
+        tolerance = expected.values_tolerance or actual.values_tolerance or DEFAULT_TOLERANCE
+        actual_lines = _values_tolerated(expected_lines, actual_lines, tolerance)
     return diff_lines(
-        [*_mode_header(expected, ignored), *_backward_header(expected, ignored)],
-        _normalize(golden_lines(expected), ignored),
-        [*_mode_header(actual, ignored), *_backward_header(actual, ignored)],
-        _normalize(golden_lines(actual), ignored),
+        _header(expected, ignored),
+        expected_lines,
+        _header(actual, ignored),
+        actual_lines,
         match_paths=not ignored.paths,
     )
+
+
+def _values_tolerated(
+    expected: list[GoldenLine], actual: list[GoldenLine], tolerance: Tolerance
+) -> list[GoldenLine]:
+    """The actual lines with each values fact that matches its call's expected one within
+    `tolerance` written as the expected one: only fingerprints that moved beyond it differ.
+    Calls are paired by name and call number, or by position when names are ignored."""
+    expected_facts = {
+        (line.path, line.nth) if line.path else (str(number), 0): fingerprints_of(line)
+        for number, line in enumerate(expected)
+    }
+    tolerated = []
+    for number, line in enumerate(actual):
+        key = (line.path, line.nth) if line.path else (str(number), 0)
+        old, new = expected_facts.get(key), fingerprints_of(line)
+        if (
+            old is not None
+            and new is not None
+            and old != new
+            and fingerprints_match(old, new, tolerance)
+        ):
+            facts = tuple(
+                f"{VALUES_FACT}: {old}" if fact_title(fact) == VALUES_FACT else fact
+                for fact in line.facts
+            )
+            line = replace(line, facts=facts)
+        tolerated.append(line)
+    return tolerated
+
+
+def _header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The header lines a structure comparison keeps."""
+    return [
+        *_mode_header(trace, ignored),
+        *_backward_header(trace, ignored),
+        *_measurement_header(trace, ignored),
+    ]
+
+
+def _measurement_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The header lines of the measurements `compare` named, as the golden gives them.
+
+    Costs: the totals line and the uncounted operations, their parameter bytes left out
+    when parameters are ignored or hidden.
+    """
+    lines: list[str] = []
+    if "costs" in ignored.compared and trace.costs is not None:
+        parameters = not ignored.parameters and "parameters" not in trace.options.hidden
+        lines += render_trace_costs(trace.costs, parameters)
+    if "values" in ignored.compared and trace.values_seed is not None:
+        lines.append(values_line(trace.values_seed))
+    if "initialization" in ignored.compared and trace.initialization is not None:
+        lines += render_initialization(trace.initialization)
+    return lines
 
 
 def _backward_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
@@ -217,7 +364,11 @@ def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
 
 
 def assert_same_structure(
-    expected: TraceRecords, actual: TraceRecords, *, ignore: Iterable[IgnoreItem] = ()
+    expected: TraceRecords,
+    actual: TraceRecords,
+    *,
+    ignore: Iterable[IgnoreItem] = (),
+    compare: Iterable[str] = (),
 ) -> TraceDiff:
     """Fail unless two traces have the same execution structure once `ignore` is applied.
 
@@ -228,6 +379,13 @@ def assert_same_structure(
     `"operations"` (`ops=True`) and `"backward"` section (`backward=True`), and mappings of
     module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
 
+    `compare` names the measurements that are left out unless asked for: `"costs"` (each
+    call's costs fact, the header's costs totals and uncounted operations; both traces
+    traced with `costs=True`, else a ValueError), so that a refactor that keeps every shape
+    but changes the FLOPs fails: `compare=("costs",)`; `"values"` (each call's output
+    fingerprints, within the expected trace's tolerance; `values=True`) and
+    `"initialization"` (the initialization steps; `initialization=True`).
+
     Returns the full diff (nothing ignored) so that a passing test can still say what changed:
     `assert_same_structure(a, b, ignore=("paths",)).summary()` -> `... 48 calls renamed`.
     Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
@@ -235,7 +393,8 @@ def assert_same_structure(
     __tracebackhide__ = True  # the message says it all; our frames would only add noise
     check_trace("assert_same_structure", "expected", expected)
     check_trace("assert_same_structure", "actual", actual)
-    ignored = _parse_ignore(ignore)
+    ignored = _parse_compare(compare, _parse_ignore(ignore))
+    _check_measured("assert_same_structure", ignored, expected, actual)
     remaining = _structure_diff(expected, actual, ignored)
     if remaining:
         raise StructureMismatchError(

@@ -47,6 +47,9 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "all the guarantees at their least vs trace_forward, above the floor",
         "-call model: global no-op hooks (floor)",
         "trace_forward(costs=True), ratio to costs=False",
+        "trace_forward(values=True), ratio to a plain trace",
+        "builder on meta: initialization=True, ratio to without",
+        "SVG rolled",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"
 

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import assert_same_structure, structure_diff, trace_forward
+from pytest_fwdorder.errors import StructureMismatchError
 
 
 def test_structure_diff_against_none_names_the_argument() -> None:
@@ -30,3 +31,92 @@ def test_assert_same_structure_of_models_says_to_trace_them_first() -> None:
 def test_a_hide_that_is_not_facet_names_is_a_type_error_saying_what_to_write() -> None:
     with pytest.raises(TypeError, match=r"hide must name facets, got 5: write hide=\("):
         trace_forward(nn.Linear(2, 2), torch.randn(1, 2), hide=5)  # type: ignore[arg-type]
+
+
+def kernel_model(kernel: int) -> nn.Module:
+    """A 16-channel convolution of `kernel` x `kernel` that keeps the shapes (padding)."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, kernel, padding=kernel // 2)
+    )
+
+
+def test_equal_costs_pass_when_compared() -> None:
+    image = torch.randn(1, 3, 8, 8)
+    expected = trace_forward(kernel_model(1), image, costs=True)
+    actual = trace_forward(kernel_model(1), image, costs=True)
+
+    assert not structure_diff(expected, actual, compare=("costs",))
+    assert not assert_same_structure(expected, actual, compare=("costs",))
+
+
+def test_a_cost_change_with_the_same_shapes_fails_only_when_costs_are_compared() -> None:
+    image = torch.randn(1, 3, 8, 8)
+    expected = trace_forward(kernel_model(1), image, costs=True)
+    actual = trace_forward(kernel_model(3), image, costs=True)
+    ignore = ("settings", "parameters")  # the kernel size shows there; the shapes do not change
+
+    assert_same_structure(expected, actual, ignore=ignore)
+    with pytest.raises(StructureMismatchError, match=r"comparing costs") as raised:
+        assert_same_structure(expected, actual, ignore=ignore, compare=("costs",))
+
+    message = str(raised.value)
+    assert message.startswith(
+        "execution structure differs (ignoring settings, parameters; comparing costs):"
+    )
+    assert "FLOPs changed at 2 calls:" in message
+    assert "1 (Conv2d) 32.8 k -> 295 k (+800%)" in message
+    lines = message.splitlines()
+    assert "-     | costs: 32,768 FLOPs (32.8 k), output 4,096 B (4.00 KiB)" in lines
+    assert "+     | costs: 294,912 FLOPs (295 k), output 4,096 B (4.00 KiB)" in lines
+    assert "+ # costs: 350,208 FLOPs (350 k), saved for backward" in message
+    assert "parameters and buffers" not in message  # ignored parameters: their bytes too
+
+
+def test_structure_diff_compares_costs_when_asked() -> None:
+    image = torch.randn(1, 3, 8, 8)
+    expected = trace_forward(kernel_model(1), image, costs=True)
+    actual = trace_forward(kernel_model(3), image, costs=True)
+    ignore = ("settings", "parameters")
+
+    assert not structure_diff(expected, actual, ignore)
+    assert (
+        "FLOPs changed at 2 calls"
+        in structure_diff(expected, actual, ignore, compare="costs").summary()
+    )
+
+
+def test_compared_costs_include_the_uncounted_operations() -> None:
+    image = torch.randn(1, 3, 8, 8)
+    expected = trace_forward(nn.Sequential(nn.Linear(8, 8)), image, costs=True)
+    actual = trace_forward(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), image, costs=True)
+
+    summary = structure_diff(
+        expected, actual, ignore=({"ReLU": "Linear"},), compare=("costs",)
+    ).summary()
+
+    assert "uncounted operation added" in summary
+
+
+def test_comparing_an_unknown_measurement_says_which_are_known() -> None:
+    trace = trace_forward(nn.Linear(2, 2), torch.randn(1, 2), costs=True)
+
+    with pytest.raises(
+        ValueError,
+        match=r"^cannot compare 'flops': name one of 'costs', 'values', 'initialization', the ",
+    ):
+        assert_same_structure(trace, trace, compare=("flops",))
+
+
+def test_comparing_costs_of_traces_without_them_says_to_trace_with_costs() -> None:
+    with_costs = trace_forward(nn.Linear(2, 2), torch.randn(1, 2), costs=True)
+    without = trace_forward(nn.Linear(2, 2), torch.randn(1, 2))
+
+    with pytest.raises(
+        ValueError,
+        match=r"^assert_same_structure\(compare=\('costs',\)\) needs what each call costs, "
+        r"and `actual` has none: trace both with costs=True",
+    ):
+        assert_same_structure(with_costs, without, compare=("costs",))
+    with pytest.raises(ValueError, match=r"`expected` and `actual` have none: trace both"):
+        structure_diff(without, without, compare=("costs",))
