@@ -237,11 +237,11 @@ def numbers(smoke: bool) -> list[Row]:
             return trace_forward(model, inputs, values=True)
 
     def built() -> object:
-        return trace_forward(lambda: resnet(weights=None), inputs, device="meta")
+        return trace_forward(lambda: resnet(weights=None).eval(), inputs, device="meta")
 
     def watched() -> object:
         return trace_forward(
-            lambda: resnet(weights=None), inputs, device="meta", initialization=True
+            lambda: resnet(weights=None).eval(), inputs, device="meta", initialization=True
         )
 
     medians = interleaved_medians({"plain": plain, "values": fingerprinted}, rounds)
