@@ -126,6 +126,7 @@ def test_a_golden_without_values_is_unchanged_by_the_option_being_off() -> None:
 
 
 def test_a_changed_constant_inside_forward_fails_and_names_the_first_call_that_moved() -> None:
+    torch.manual_seed(0)
     x = torch.randn(2, 5, 8)
     before = trace_forward(lambda: Attention(), x, values=True).render()
     after = trace_forward(lambda: Attention(divide_by_width=True), x, values=True).render()
@@ -139,14 +140,17 @@ def test_a_changed_constant_inside_forward_fails_and_names_the_first_call_that_m
 
 
 def test_autocast_fails_with_the_call_whose_output_changed() -> None:
+    torch.manual_seed(0)
     model, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), torch.randn(4, 8)
     before = trace_forward(model, x, values=True).render()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         after = trace_forward(model, x, values=True).render()
+    assert not TraceSnapshotExtension().matches(serialized_data=after, snapshot_data=before)
     summary = diff_golden(before, within_tolerance(before, after, (1e-3, 1e-6))).summary()
+    # The dtype names the first call: bf16 rounding moves the values themselves only a few
+    # times the tolerance, and for some inputs not at all (measured over 40 seeds).
     assert "output changed at 3 calls" in summary
     assert "0 (Linear) output dtype f32 -> bf16" in summary
-    assert "values moved beyond the tolerance at 1 call, first at 0 (Linear): " in summary
 
 
 def test_statistics_that_moved_within_the_tolerance_match() -> None:
