@@ -99,9 +99,18 @@ def run_worker(limit: int | None, threads: int, output: Path) -> None:
 
 
 def render_in_fresh_process(
-    configuration: Configuration, limit: int | None, output: Path
+    configuration: Configuration,
+    limit: int | None,
+    output: Path,
+    worker: Path = Path(__file__),
+    arguments: tuple[str, ...] = (),
 ) -> dict[str, object]:
-    """Run the worker under the configuration; what torch chose there, and its wall time."""
+    """Run a worker under the configuration; what torch chose there, and its wall time.
+
+    The worker is this file's unless `worker` names another script taking the same
+    `--worker --output --threads --models` arguments (values_stability.py), with `arguments`
+    added to them.
+    """
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPOSITORY), *filter(None, [environment.get("PYTHONPATH")])]
@@ -109,10 +118,11 @@ def render_in_fresh_process(
     environment["PYTHONWARNINGS"] = "ignore"
     environment["ATEN_CPU_CAPABILITY"] = configuration.capability
     environment["OMP_NUM_THREADS"] = str(configuration.threads)
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--output", str(output)]
+    command = [sys.executable, str(worker.resolve()), "--worker", "--output", str(output)]
     command += ["--threads", str(configuration.threads)]
     if limit is not None:
         command += ["--models", str(limit)]
+    command += arguments
     start = time.perf_counter()
     finished = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     if finished.returncode != 0:

@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_stability import Configuration, configurations, is_quantized, selected_models
+from cpu_stability import (
+    Configuration,
+    configurations,
+    is_quantized,
+    render_in_fresh_process,
+    selected_models,
+)
 from version_matrix import REPOSITORY, quiet_warnings
 
 from pytest_fwdorder.golden_format import FACT_PREFIX, VALUES_FACT, parse_fingerprints
@@ -156,36 +161,6 @@ def run_worker(names: list[str], threads: int, output: Path) -> None:
     (output / "seconds.json").write_text(json.dumps(seconds))
 
 
-def render_in_fresh_process(
-    configuration: Configuration, limit: int | None, only: list[str], output: Path
-) -> dict[str, object]:
-    """Run this file's worker under the configuration (cpu_stability.py's own launcher runs
-    its worker, which renders without values); what torch chose there, and the wall time."""
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(REPOSITORY), *filter(None, [environment.get("PYTHONPATH")])]
-    )
-    environment["PYTHONWARNINGS"] = "ignore"
-    environment["ATEN_CPU_CAPABILITY"] = configuration.capability
-    environment["OMP_NUM_THREADS"] = str(configuration.threads)
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--output", str(output)]
-    command += ["--threads", str(configuration.threads)]
-    if limit is not None:
-        command += ["--models", str(limit)]
-    for name in only:
-        command += ["--only", name]
-    start = time.perf_counter()
-    finished = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
-    if finished.returncode != 0:
-        raise SystemExit(
-            f"rendering under {configuration.name} failed with exit status "
-            f"{finished.returncode}: {finished.stderr[-2000:]}"
-        )
-    chosen: dict[str, object] = json.loads((output / "run.json").read_text())
-    chosen["wall seconds"] = round(time.perf_counter() - start, 1)
-    return chosen
-
-
 def accepted(configuration: Configuration, chosen: dict[str, object]) -> bool:
     """Whether torch ran the kernel set asked for (it falls back where the CPU lacks it)."""
     return str(chosen["capability"]).lower() == configuration.capability.lower()
@@ -231,7 +206,11 @@ def main() -> None:
         for number, configuration in enumerate(chosen):
             output = folder / str(number)
             seen = _reused(output, configuration, names) or render_in_fresh_process(
-                configuration, arguments.models, arguments.only, output
+                configuration,
+                arguments.models,
+                output,
+                worker=Path(__file__),
+                arguments=tuple(f"--only={name}" for name in arguments.only or ()),
             )
             shown = {key: value for key, value in seen.items() if key != "models"}
             print(f"{configuration.name}: torch chose {shown}", flush=True)
