@@ -11,11 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import torch
 import torchvision
 from torch import nn
 
 from pytest_fwdorder import TensorSpec
+
+# Every zoo test module's marks: the zoo marker, and the warnings of torchvision's quantized
+# builders, which still call torch.ao.quantization (deprecated in torch) and, with
+# weights=None, quantize without calibration data, so their observers never ran.
+ZOO_MARKS = [
+    pytest.mark.zoo,
+    pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:torch.quantize_per_tensor, torch.quantize_per_channel:UserWarning"
+    ),
+    pytest.mark.filterwarnings(
+        "ignore:must run observer before calling calculate_qparams:UserWarning"
+    ),
+]
 
 
 def family_of(name: str) -> str:

@@ -20,24 +20,13 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
-from catalogue import UNSUPPORTED, ZooCase, all_cases
+from catalogue import UNSUPPORTED, ZOO_MARKS, ZooCase, all_cases
 from fx_oracle import fx_leaf_calls, our_leaf_calls
 from torch import nn
 
 from pytest_fwdorder import MetaTraceError, trace_forward
 
-pytestmark = [
-    pytest.mark.zoo,
-    # torchvision's quantized builders still call torch.ao.quantization, deprecated in torch.
-    pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:torch.quantize_per_tensor, torch.quantize_per_channel:UserWarning"
-    ),
-    # With weights=None they quantize without calibration data, so observers never ran.
-    pytest.mark.filterwarnings(
-        "ignore:must run observer before calling calculate_qparams:UserWarning"
-    ),
-]
+pytestmark = ZOO_MARKS
 
 CASES = all_cases()
 HERE = Path(__file__).resolve().parent

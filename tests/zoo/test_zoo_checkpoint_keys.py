@@ -11,21 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from catalogue import ZooCase, all_cases
+from catalogue import ZOO_MARKS, ZooCase, all_cases
 
 from pytest_fwdorder import assert_checkpoint_compatible
 from pytest_fwdorder.checkpoint_reference import read_reference, state_dict_keys
 
-pytestmark = [
-    pytest.mark.zoo,
-    pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:torch.quantize_per_tensor, torch.quantize_per_channel:UserWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:must run observer before calling calculate_qparams:UserWarning"
-    ),
-]
+pytestmark = ZOO_MARKS
 
 GOLDENS = Path(__file__).resolve().parent / "__snapshots__" / "test_torchvision_zoo"
 # Quantized modules write their state_dict themselves (`_packed_params`, `scale`,

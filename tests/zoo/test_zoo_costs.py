@@ -16,23 +16,13 @@ from typing import Any
 
 import pytest
 import torch
-from catalogue import ZooCase, all_cases
+from catalogue import ZOO_MARKS, ZooCase, all_cases
 from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import MetaTraceError, TensorSpec, trace_forward
 from pytest_fwdorder.meta_build import build_on_meta
 
-pytestmark = [
-    pytest.mark.zoo,
-    # As in test_torchvision_zoo.py: torchvision's quantized builders and uncalibrated observers.
-    pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:torch.quantize_per_tensor, torch.quantize_per_channel:UserWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:must run observer before calling calculate_qparams:UserWarning"
-    ),
-]
+pytestmark = ZOO_MARKS
 
 CASES = all_cases()
 

@@ -32,22 +32,12 @@ from types import ModuleType
 
 import pytest
 import torch
-from catalogue import ZooCase, all_cases
+from catalogue import ZOO_MARKS, ZooCase, all_cases
 
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.snapshot import TraceSnapshotExtension
 
-pytestmark = [
-    pytest.mark.zoo,
-    # As in test_torchvision_zoo.py: torchvision's quantized builders and uncalibrated observers.
-    pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:torch.quantize_per_tensor, torch.quantize_per_channel:UserWarning"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:must run observer before calling calculate_qparams:UserWarning"
-    ),
-]
+pytestmark = ZOO_MARKS
 
 CASES = all_cases()
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
