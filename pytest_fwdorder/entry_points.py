@@ -266,7 +266,6 @@ def record(
     counters: list[CostCounters] = []
     fingerprints = FingerprintCollector() if options.values else None
     with (
-        seeded() if options.values else nullcontext(),
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
         recording(
