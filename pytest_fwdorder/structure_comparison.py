@@ -49,20 +49,31 @@ _NAMES = (
     "backward",
 )
 
-# Measurements a comparison leaves out unless `compare` names them: name -> the title of
-# their per-call fact. Each also has header lines (`_measurement_header`).
-_MEASUREMENTS: tuple[tuple[str, str], ...] = (
-    ("costs", COSTS_FACT),
-    ("values", VALUES_FACT),
-    ("initialization", "initialization"),  # a header section only: no fact has this title
+
+@dataclass(frozen=True)
+class _Measurement:
+    """A measurement a comparison leaves out unless `compare` names it; the trace option that
+    records it has its name. Each also has header lines (`_measurement_header`)."""
+
+    name: str
+    what: str  # what it needs the traces to have recorded, for the error
+    recorded_as: str  # the trace's field, None when the trace did not record it
+    fact_title: str | None = None  # the title of its per-call fact, when it has one
+    needs_builder: bool = False
+
+
+_MEASUREMENTS = (
+    _Measurement("costs", "what each call costs", "costs", COSTS_FACT),
+    _Measurement("values", "fingerprints of each call's output", "values_seed", VALUES_FACT),
+    _Measurement(
+        "initialization", "how the model initialized itself", "initialization", needs_builder=True
+    ),
 )
-# What each measurement needs the traces to have recorded, and the option that records it.
-_RECORDED_BY = {
-    "costs": ("what each call costs", "costs"),
-    "values": ("fingerprints of each call's output", "values"),
-    "initialization": ("how the model initialized itself", "initialization"),
+_MEASURED_FACTS = {
+    measurement.fact_title: measurement.name
+    for measurement in _MEASUREMENTS
+    if measurement.fact_title is not None
 }
-_MEASURED_FACTS = {title: name for name, title in _MEASUREMENTS}
 _PARAMETER_BYTES = re.compile(r", parameters and buffers .*$")  # the last part of the fact
 
 IgnoreItem = str | Mapping[str, str]
@@ -137,7 +148,7 @@ def _parse_compare(compare: Iterable[str], ignored: _Ignored) -> _Ignored:
     """`ignored` with the measurements `compare` names; read once, like `ignore`."""
     if isinstance(compare, str):
         compare = (compare,)  # `compare="costs"`, as `ignore="paths"`
-    known = [name for name, _ in _MEASUREMENTS]
+    known = [measurement.name for measurement in _MEASUREMENTS]
     compared = set()
     for name in compare:
         if name not in known:
@@ -153,25 +164,22 @@ def _check_measured(
     function: str, ignored: _Ignored, expected: TraceRecords, actual: TraceRecords
 ) -> None:
     """Refuse to compare a measurement that a trace did not record."""
-    recorded = {
-        "costs": lambda trace: trace.costs is not None,
-        "values": lambda trace: trace.values_seed is not None,
-        "initialization": lambda trace: trace.initialization is not None,
-    }
-    for name in sorted(ignored.compared):
+    for measurement in _MEASUREMENTS:
+        if measurement.name not in ignored.compared:
+            continue
         missing = [
             argument
             for argument, trace in (("expected", expected), ("actual", actual))
-            if not recorded[name](trace)
+            if getattr(trace, measurement.recorded_as) is None
         ]
         if missing:
-            what, option = _RECORDED_BY[name]
+            option = measurement.name
             raise ValueError(
-                f"{function}(compare=({name!r},)) needs {what}, and "
+                f"{function}(compare=({option!r},)) needs {measurement.what}, and "
                 f"{' and '.join(f'`{argument}`' for argument in missing)} "
                 f"{'has' if len(missing) == 1 else 'have'} none: trace "
                 f"both with {option}=True, such as trace_forward(model, *inputs, {option}=True)"
-                + (" (a builder: trace_forward(build, ...))" if name == "initialization" else "")
+                + (" (a builder: trace_forward(build, ...))" if measurement.needs_builder else "")
             )
 
 
