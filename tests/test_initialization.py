@@ -228,18 +228,21 @@ def test_an_init_call_moved_ahead_fails_and_names_both_tensors() -> None:
     )
 
 
+def linear_initialized_with(std: float) -> Callable[[], nn.Module]:
+    """A builder of a Linear whose weight is drawn again with `normal_(std=std)`."""
+
+    def build() -> nn.Module:
+        model = nn.Linear(4, 4)
+        nn.init.normal_(model.weight, std=std)
+        return model
+
+    return build
+
+
 def test_a_changed_init_argument_names_the_tensor() -> None:
-    def build(std: float) -> Callable[[], nn.Module]:
-        def make() -> nn.Module:
-            model = nn.Linear(4, 4)
-            nn.init.normal_(model.weight, std=std)
-            return model
-
-        return make
-
     x = torch.ones(1, 4)
-    before = trace_forward(build(0.02), x, initialization=True).render()
-    after = trace_forward(build(0.01), x, initialization=True).render()
+    before = trace_forward(linear_initialized_with(0.02), x, initialization=True).render()
+    after = trace_forward(linear_initialized_with(0.01), x, initialization=True).render()
     assert (
         "initialization of weight changed: normal_(std=0.02) -> normal_(std=0.01); every "
         "later draw shifted" in diff_golden(before, after).summary()
@@ -293,17 +296,9 @@ def test_a_transformers_models_init_weights_replays_bitwise(
 def test_assert_same_structure_compares_initialization_only_when_asked() -> None:
     from pytest_fwdorder import StructureMismatchError, assert_same_structure
 
-    def build(std: float) -> Callable[[], nn.Module]:
-        def make() -> nn.Module:
-            model = nn.Linear(4, 4)
-            nn.init.normal_(model.weight, std=std)
-            return model
-
-        return make
-
     x = torch.ones(1, 4)
-    before = trace_forward(build(0.02), x, initialization=True)
-    after = trace_forward(build(0.01), x, initialization=True)
+    before = trace_forward(linear_initialized_with(0.02), x, initialization=True)
+    after = trace_forward(linear_initialized_with(0.01), x, initialization=True)
     assert_same_structure(before, after)
     with pytest.raises(StructureMismatchError, match=r"initialization of weight changed"):
         assert_same_structure(before, after, compare=("initialization",))
