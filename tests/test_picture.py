@@ -3,12 +3,17 @@ where it shows (`fwdorder show/diff --svg`, the report, the notebook)."""
 
 from __future__ import annotations
 
+import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+
+# The SE block the docs' diff picture inserts (docs/make_pictures.py), here in a small model.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs"))
+from make_pictures import SqueezeExcite
 
 from pytest_fwdorder import TensorSpec, trace_forward
 from pytest_fwdorder.cli import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
@@ -53,17 +58,6 @@ class Stack(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.head(x)
-
-
-class SqueezeExcite(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Conv2d(channels, channels, 1)
-        self.gate = nn.Sigmoid()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.gate(self.fc(self.pool(x)))
 
 
 def stages(*, squeeze_excite: bool = False, kernel: int = 3) -> nn.Module:

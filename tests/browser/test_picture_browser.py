@@ -9,42 +9,24 @@ from __future__ import annotations
 
 import base64
 import io
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-import torchvision
-from torch import nn
 
-from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
+from pytest_fwdorder import diff_golden
 from pytest_fwdorder.golden_comparisons import Comparison
 from pytest_fwdorder.picture_svg import STATUS_COLOURS, Picture
 from pytest_fwdorder.report import render_report
 
+# The pictures the docs show are the ones drawn here: their models come from the script
+# that makes the docs' PNGs.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs"))
+from make_pictures import resnet50_golden, transformer_picture
+
 pytestmark = pytest.mark.browser
 SE_PATHS = ["layer2.se", "layer2.se.pool", "layer2.se.fc", "layer2.se.gate"]
-
-
-class SqueezeExcite(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Conv2d(channels, channels, 1)
-        self.gate = nn.Sigmoid()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.gate(self.fc(self.pool(x)))
-
-
-def resnet50_golden(squeeze_excite: bool = False) -> str:
-    def build() -> nn.Module:
-        model = torchvision.models.resnet50(weights=None)
-        if squeeze_excite:
-            model.layer2.add_module("se", SqueezeExcite(512))
-        return model.eval()
-
-    return trace_forward(build, TensorSpec((1, 3, 224, 224)), device="meta").render()
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +115,7 @@ def test_resnet50_draws_with_its_stages_rolled(
 def test_a_two_layer_transformer_draws_its_layers_once_marked_x2(
     browser: Any, tmp_path: Path
 ) -> None:
-    torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True)
-    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
-    picture = trace_forward(model, torch.randn(1, 10, 64)).picture()
+    picture = transformer_picture()
 
     svg = show(browser, picture, tmp_path, "transformer")
     screenshot(browser, svg, tmp_path / "transformer.png")
