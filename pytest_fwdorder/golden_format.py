@@ -108,7 +108,9 @@ USED_THROUGH_PARAMETERS_SECTION = "used through its parameters"
 UNREGISTERED_SECTION = "called but not registered under the model"
 ALIASED_SECTION = "registered under several names"
 TIED_SECTION = "tied tensors"
-_SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)\):?")
+# `# called more than once (3):`; after the count, some sections give more totals:
+# `# initialization (6 steps, 72 random draws, seed 0):`.
+_SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
 _SECTION_ITEM = "#   "
 COSTS_FACT = "costs"
 COSTS_PREFIX = "# costs: "
@@ -121,7 +123,8 @@ VALUES_PREFIX = "# values: "
 _FINGERPRINT_DIGITS = 5
 # One fingerprint's statistics as `render_fingerprint` writes them.
 _STATISTIC = re.compile(r"(mean|std|absmax|nan|inf) ([-+0-9.e,a-z]+)")
-INITIALIZATION_PREFIX = "# initialization ("
+INITIALIZATION_SECTION = "initialization"
+INITIALIZATION_PREFIX = f"# {INITIALIZATION_SECTION} ("
 _DRAWS = re.compile(r" ([0-9,]+) draws?$")
 _COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
@@ -493,15 +496,7 @@ def render_initialization(records: InitializationRecords) -> list[str]:
 
 def initialization_steps(header: list[str]) -> list[str] | None:
     """The initialization section's step lines (without `#   `), or None without a section."""
-    for number, line in enumerate(header):
-        if line.startswith(INITIALIZATION_PREFIX):
-            steps = []
-            for item in header[number + 1 :]:
-                if not item.startswith(_SECTION_ITEM):
-                    break
-                steps.append(item[len(_SECTION_ITEM) :])
-            return steps
-    return None
+    return header_sections(header).get(INITIALIZATION_SECTION)
 
 
 def initialization_step_parts(step: str) -> tuple[str, str, int]:
