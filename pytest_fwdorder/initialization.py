@@ -27,6 +27,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any
 
@@ -59,26 +60,16 @@ _NOT_INITIALIZING = frozenset({"requires_grad_", "share_memory_", "retain_grad",
 _DIGITS = 4
 
 
+@dataclass(slots=True)
 class _Seen:
     """One operation the mode saw: its target tensor, its text, its draws and its replay."""
 
-    __slots__ = ("arguments", "draws", "function", "keywords", "target", "text")
-
-    def __init__(
-        self,
-        target: torch.Tensor,
-        text: str,
-        draws: int,
-        function: object,
-        arguments: tuple[object, ...],
-        keywords: dict[str, object],
-    ) -> None:
-        self.target = target
-        self.text = text
-        self.draws = draws
-        self.function = function
-        self.arguments = arguments
-        self.keywords = keywords
+    target: torch.Tensor
+    text: str
+    draws: int
+    function: object
+    arguments: tuple[object, ...]
+    keywords: dict[str, object]
 
 
 def _init_functions() -> dict[CodeType, tuple[str, Callable[..., Any], inspect.Signature]]:
