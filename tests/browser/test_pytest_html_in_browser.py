@@ -7,14 +7,12 @@ extra). Screenshots go to the test's tmp_path.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from separate_runs import run_pytest
 
 pytestmark = pytest.mark.browser
 
@@ -45,25 +43,6 @@ PROJECT_TEST = textwrap.dedent(
 )
 
 
-def run_pytest(folder: Path, *arguments: str, with_dropout: bool = False) -> None:
-    """A separate pytest run in `folder`, clear of this run's xdist and option settings."""
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "GITHUB_ACTIONS"))
-    }
-    if with_dropout:
-        environment["WITH_DROPOUT"] = "1"
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments],
-        cwd=folder,
-        env=environment,
-        capture_output=True,
-        check=False,
-        timeout=300,
-    )
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pytest-html report of a run whose classifier golden fails after a Dropout was
@@ -78,7 +57,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--self-contained-html",
         "-o",
         "render_collapsed=all",
-        with_dropout=True,
+        flag="WITH_DROPOUT",
     )
     page = folder / "report.html"
     assert page.is_file(), "the run wrote no pytest-html report"

@@ -7,14 +7,12 @@ root) and selenium (the `test` extra). Screenshots go to the test's tmp_path.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from separate_runs import run_pytest
 
 pytestmark = pytest.mark.browser
 
@@ -55,32 +53,13 @@ PROJECT_TEST = textwrap.dedent(
 )
 
 
-def run_pytest(folder: Path, *arguments: str, insert_se: bool = False) -> None:
-    """A separate pytest run in `folder`, clear of this run's xdist and option settings."""
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))
-    }
-    if insert_se:
-        environment["INSERT_SE"] = "1"
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments],
-        cwd=folder,
-        env=environment,
-        capture_output=True,
-        check=False,
-        timeout=300,
-    )
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The report of a run whose ResNet-50 golden fails after an SE block was inserted."""
     folder = tmp_path_factory.mktemp("project")
     (folder / "test_resnet.py").write_text(PROJECT_TEST, encoding="utf-8")
     run_pytest(folder, "--snapshot-update")
-    run_pytest(folder, "--fwdorder-report=report.html", insert_se=True)
+    run_pytest(folder, "--fwdorder-report=report.html", flag="INSERT_SE")
     page = folder / "report.html"
     assert page.is_file(), "the run wrote no report"
     return page
