@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torchvision
+from flop_oracle import per_module
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import TensorSpec, assert_same_structure, trace_forward
 from pytest_fwdorder.cost_budgets import assert_costs
 from pytest_fwdorder.golden_format import human_bytes, human_count
-from pytest_fwdorder.trace import Trace
 
 torch.library.define("fwdorder_costs::scale", "(Tensor x) -> Tensor")
 
@@ -78,16 +78,6 @@ def _flop_counter(model: nn.Module, *args: torch.Tensor) -> FlopCounterMode:
     return counter
 
 
-def _per_module(trace: Trace) -> dict[str, int]:
-    """FLOPs per module path over all its calls, named as FlopCounterMode's ModuleTracker does."""
-    found: dict[str, int] = {}
-    for call in trace.calls:
-        assert call.costs is not None
-        name = f"{trace.root_type}.{call.path}" if call.path else trace.root_type
-        found[name] = found.get(name, 0) + call.costs.flops
-    return found
-
-
 def _resnet18() -> nn.Module:
     return torchvision.models.resnet18(weights=None).eval()
 
@@ -96,7 +86,7 @@ def test_resnet18_flops_equal_flop_counter_modes_in_total_and_per_module() -> No
     model, image = _resnet18(), torch.randn(1, 3, 64, 64)
     trace = trace_forward(model, image, costs=True)
     counter = _flop_counter(model, image)
-    per_module = _per_module(trace)
+    flops_by_module = per_module(trace)
     expected = {
         name: sum(counts.values())
         for name, counts in counter.get_flop_counts().items()
@@ -104,7 +94,7 @@ def test_resnet18_flops_equal_flop_counter_modes_in_total_and_per_module() -> No
     }
     assert trace.costs is not None
     assert trace.costs.flops == counter.get_total_flops() == 297_115_648
-    assert {name: per_module[name] for name in expected} == expected
+    assert {name: flops_by_module[name] for name in expected} == expected
 
 
 def test_a_transformer_blocks_flops_equal_flop_counter_modes() -> None:
@@ -113,10 +103,10 @@ def test_a_transformer_blocks_flops_equal_flop_counter_modes() -> None:
     counter = _flop_counter(model, tokens)
     assert trace.costs is not None
     assert trace.costs.flops == counter.get_total_flops() > 0
-    per_module = _per_module(trace)
+    flops_by_module = per_module(trace)
     for name, counts in counter.get_flop_counts().items():
         if name != "Global":
-            assert per_module[name] == sum(counts.values()), name
+            assert flops_by_module[name] == sum(counts.values()), name
 
 
 def test_a_module_called_three_times_costs_three_times() -> None:

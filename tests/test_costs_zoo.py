@@ -8,11 +8,11 @@ from collections.abc import Callable
 import pytest
 import torch
 import torchvision
+from flop_oracle import per_module
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import TensorSpec, trace_forward
-from pytest_fwdorder.trace import Trace
 
 # (name, image side, whether the CPU runs it too): ViT-B/16 needs 224, run on meta only.
 MODELS = [
@@ -42,16 +42,6 @@ def flop_counter_on_meta(build: Callable[[], nn.Module], side: int) -> FlopCount
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         model(torch.empty(1, 3, side, side, device="meta"))
     return counter
-
-
-def per_module(trace: Trace) -> dict[str, int]:
-    """FLOPs per module over all its calls, named as FlopCounterMode's ModuleTracker names it."""
-    found: dict[str, int] = {}
-    for call in trace.calls:
-        assert call.costs is not None
-        name = f"{trace.root_type}.{call.path}" if call.path else trace.root_type
-        found[name] = found.get(name, 0) + call.costs.flops
-    return found
 
 
 def costs_lines(text: str) -> list[str]:
