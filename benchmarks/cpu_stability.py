@@ -159,7 +159,7 @@ def main() -> None:
         run_worker(arguments.models, arguments.threads, arguments.output)
         return
 
-    from pytest_fwdorder.upgrades import without_environment
+    from pytest_fwdorder.golden.upgrades import without_environment
 
     goldens = {
         name: without_environment(path.read_text())

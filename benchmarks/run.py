@@ -36,9 +36,10 @@ from models import Decoder, TinyGPT2, tiny_modules
 from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
-from pytest_fwdorder import recorder as recorder_module
-from pytest_fwdorder.facts import module_facts
-from pytest_fwdorder.record_types import Call, LiteralDescription, TensorDescription
+from pytest_fwdorder.calls import Call, LiteralDescription, TensorDescription
+from pytest_fwdorder.facets.module_facts import module_facts
+from pytest_fwdorder.recording import model_index, model_state
+from pytest_fwdorder.recording import recorder as recorder_module
 from pytest_fwdorder.trace import Trace
 
 
@@ -347,12 +348,12 @@ def guarantee_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bo
 
     def watch() -> object:  # copy every module's dicts, compare them afterwards
         copies = list(map(dict.copy, dicts))
-        return recorder_module._dicts_unchanged(dicts, copies)
+        return model_state.dicts_unchanged(dicts, copies)
 
     def ours_per_module() -> object:  # index, capture, put back: the recorder's own
-        index = recorder_module.index_model(model)
-        state = recorder_module._capture_state(index)
-        recorder_module._restore_state(state)
+        index = model_index.index_model(model)
+        state = model_state.capture_state(index)
+        model_state.restore_state(state)
         return state
 
     def random_states() -> object:  # saved and put back, as every trace does
@@ -368,7 +369,7 @@ def guarantee_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bo
             numpy_random.set_state(saved[2])
         return saved
 
-    index = recorder_module.index_model(model)
+    index = model_index.index_model(model)
 
     def ours_hooks() -> object:
         recorder = recorder_module.Recorder(index, Trace(root_type="", callable_paths=()))
@@ -498,16 +499,16 @@ def phase_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool) 
         with global_noop_hooks(), torch.no_grad():
             model(inputs)
         times.append(time.perf_counter())
-        index = recorder_module.index_model(model)
+        index = model_index.index_model(model)
         times.append(time.perf_counter())
-        state = recorder_module._capture_state(index)
+        state = model_state.capture_state(index)
         times.append(time.perf_counter())
         trace = Trace(root_type=type(model).__name__, callable_paths=())
         recorder = recorder_module.Recorder(index, trace, state=state)
         with torch.no_grad(), recorder.hooks_installed():
             model(inputs)
         times.append(time.perf_counter())
-        recorder_module._restore_state(state)
+        model_state.restore_state(state)
         times.append(time.perf_counter())
         recorder.finish()
         times.append(time.perf_counter())
@@ -928,7 +929,7 @@ def trace_heap_bytes(pairs: int) -> int:
 def pictures(smoke: bool) -> list[Row]:
     """SVG size and drawing time (golden text -> SVG text) for ResNet-50 and the 7B-shaped
     decoder traced on meta, rolled and unrolled."""
-    from pytest_fwdorder.picture_svg import golden_picture
+    from pytest_fwdorder.picture.svg import golden_picture
 
     rounds = 1 if smoke else 5
     decoder_shape = (

@@ -44,7 +44,7 @@ from cpu_stability import (
 )
 from version_matrix import REPOSITORY, quiet_warnings
 
-from pytest_fwdorder.golden_format import FACT_PREFIX, VALUES_FACT, parse_fingerprints
+from pytest_fwdorder.golden.format import FACT_PREFIX, VALUES_FACT, parse_fingerprints
 from pytest_fwdorder.options import VALUES_ABSOLUTE_TOLERANCE, VALUES_RELATIVE_TOLERANCE
 
 _VALUES_FACT_START = f"{FACT_PREFIX}{VALUES_FACT}: "
@@ -194,7 +194,7 @@ def main() -> None:
         run_worker(chosen_models(arguments), arguments.threads, arguments.output)
         return
 
-    from pytest_fwdorder.snapshot import TraceSnapshotExtension
+    from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
 
     names = chosen_models(arguments)
     chosen = configurations(cross=True)[: arguments.configurations]

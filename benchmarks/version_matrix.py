@@ -133,7 +133,7 @@ def _example_builders() -> dict[str, Callable[[], str]]:
     from test_finetune_surgery import adapt_resnet18
     from test_sequential import Classifier
 
-    from pytest_fwdorder.tracing import Tracer
+    from pytest_fwdorder.recording.tracing import Tracer
 
     forward_trace = Tracer()  # the fixture without markers or ini options, as the examples run
     return {
@@ -180,7 +180,7 @@ def differing_lines(
 
 def line_cause(old_line: str, new_line: str) -> Cause:
     """The cause of one differing line, from what kind of golden line it is."""
-    from pytest_fwdorder.golden_format import FACT_PREFIX, OPERATION_PREFIX, parse_call_line
+    from pytest_fwdorder.golden.format import FACT_PREFIX, OPERATION_PREFIX, parse_call_line
 
     lines = [line for line in (old_line, new_line) if line]
     stripped = [line.lstrip(" ") for line in lines]
@@ -210,7 +210,7 @@ def line_cause(old_line: str, new_line: str) -> Cause:
 
 def compare_with_golden(suite: str, name: str, golden: str, traced: str) -> ModelResult:
     """How the traced text compares with its golden, before and after the rule."""
-    from pytest_fwdorder.upgrades import (
+    from pytest_fwdorder.golden.upgrades import (
         comparable_text,
         same_model,
         with_environment,

@@ -24,7 +24,7 @@ import torchvision
 from torch import nn
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
-from pytest_fwdorder.picture_svg import Picture
+from pytest_fwdorder.picture.svg import Picture
 
 DOCS = Path(__file__).resolve().parent
 
@@ -65,7 +65,7 @@ def transformer_picture() -> Picture:
 
 def pictures() -> dict[str, Picture]:
     """Each picture by the name of its PNG."""
-    from pytest_fwdorder.picture_svg import golden_picture
+    from pytest_fwdorder.picture.svg import golden_picture
 
     before, after = resnet50_golden(), resnet50_golden(squeeze_excite=True)
     return {

@@ -14,17 +14,24 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.checkpoint import (
+    from pytest_fwdorder.calls import Call, TensorDescription
+    from pytest_fwdorder.checks.checkpoint import (
         CheckpointReport,
         assert_checkpoint_compatible,
         assert_checkpoint_loads,
         check_checkpoint,
         remap_state_dict,
     )
-    from pytest_fwdorder.cost_budgets import assert_costs
-    from pytest_fwdorder.diff import Change, ChangeKind, TraceDiff, diff_golden, diff_traces
-    from pytest_fwdorder.entry_points import TensorSpec, Tracer, record, trace_forward
-    from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
+    from pytest_fwdorder.checks.cost_budgets import assert_costs
+    from pytest_fwdorder.checks.equivalence import (
+        EquivalenceReport,
+        assert_equivalent,
+        copy_weights,
+    )
+    from pytest_fwdorder.checks.structure import assert_same_structure, structure_diff
+    from pytest_fwdorder.diff.changes import Change, ChangeKind
+    from pytest_fwdorder.diff.classification import TraceDiff
+    from pytest_fwdorder.diff.diffing import diff_golden, diff_traces
     from pytest_fwdorder.errors import (
         CheckpointMismatchError,
         EmptyTraceError,
@@ -35,58 +42,57 @@ if TYPE_CHECKING:
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
+    from pytest_fwdorder.golden.render import render_trace
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
-    from pytest_fwdorder.picture_svg import Picture, diff_picture, golden_picture
-    from pytest_fwdorder.record_types import Call, TensorDescription
-    from pytest_fwdorder.render import render_trace
-    from pytest_fwdorder.snapshot import TraceSnapshotExtension
-    from pytest_fwdorder.structure_comparison import assert_same_structure, structure_diff
+    from pytest_fwdorder.picture.svg import Picture, diff_picture, golden_picture
+    from pytest_fwdorder.recording.tracing import TensorSpec, Tracer, record, trace_forward
+    from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
     from pytest_fwdorder.trace import Trace
 
 __version__ = "0.6.0"
 
 # Public name -> the module that defines it.
 _HOMES = {
-    "Call": "record_types",
-    "Change": "diff",
-    "ChangeKind": "diff",
+    "Call": "calls",
+    "Change": "diff.changes",
+    "ChangeKind": "diff.changes",
     "CheckpointMismatchError": "errors",
-    "CheckpointReport": "checkpoint",
-    "Picture": "picture_svg",
+    "CheckpointReport": "checks.checkpoint",
+    "Picture": "picture.svg",
     "EmptyTraceError": "errors",
-    "EquivalenceReport": "equivalence",
+    "EquivalenceReport": "checks.equivalence",
     "FwdOrderWarning": "errors",
     "MetaTraceError": "errors",
     "NotEquivalentError": "errors",
     "StructureMismatchError": "errors",
-    "TensorDescription": "record_types",
-    "TensorSpec": "entry_points",
+    "TensorDescription": "calls",
+    "TensorSpec": "recording.tracing",
     "Trace": "trace",
-    "TraceDiff": "diff",
+    "TraceDiff": "diff.classification",
     "TraceOptions": "options",
-    "TraceSnapshotExtension": "snapshot",
+    "TraceSnapshotExtension": "snapshot.extension",
     "UnregisteredModuleError": "errors",
     "UnwrappedModelWarning": "errors",
-    "Tracer": "entry_points",
-    "assert_checkpoint_compatible": "checkpoint",
-    "assert_checkpoint_loads": "checkpoint",
-    "assert_costs": "cost_budgets",
-    "assert_equivalent": "equivalence",
-    "assert_same_structure": "structure_comparison",
-    "check_checkpoint": "checkpoint",
-    "copy_weights": "equivalence",
-    "diff_golden": "diff",
-    "diff_picture": "picture_svg",
-    "golden_picture": "picture_svg",
-    "diff_traces": "diff",
+    "Tracer": "recording.tracing",
+    "assert_checkpoint_compatible": "checks.checkpoint",
+    "assert_checkpoint_loads": "checks.checkpoint",
+    "assert_costs": "checks.cost_budgets",
+    "assert_equivalent": "checks.equivalence",
+    "assert_same_structure": "checks.structure",
+    "check_checkpoint": "checks.checkpoint",
+    "copy_weights": "checks.equivalence",
+    "diff_golden": "diff.diffing",
+    "diff_picture": "picture.svg",
+    "golden_picture": "picture.svg",
+    "diff_traces": "diff.diffing",
     "hookimpl": "hookspecs",
     "plugin_manager": "hookspecs",
-    "record": "entry_points",
-    "remap_state_dict": "checkpoint",
-    "render_trace": "render",
-    "structure_diff": "structure_comparison",
-    "trace_forward": "entry_points",
+    "record": "recording.tracing",
+    "remap_state_dict": "checks.checkpoint",
+    "render_trace": "golden.render",
+    "structure_diff": "checks.structure",
+    "trace_forward": "recording.tracing",
 }
 
 __all__ = [

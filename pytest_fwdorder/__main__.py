@@ -2,6 +2,6 @@
 
 import sys
 
-from pytest_fwdorder.cli import main
+from pytest_fwdorder.cli.main import main
 
 sys.exit(main())

@@ -16,7 +16,7 @@ Inside pytest the specifications are added to pytest's own plugin manager
 (`pytest_addhooks`), so conftest files and `pytest11` plugins implement them. Library calls
 and the `fwdorder` command use a `FwdOrderPluginManager` that loads the plugins installed
 under the entry-point group `pytest_fwdorder`; pytest loads that group too, so a plugin
-registered there works in both. The built-in describers (`pytest_fwdorder.builtin_describers`) are
+registered there works in both. The built-in describers (`pytest_fwdorder.recording.builtin_describers`) are
 the first plugin of either manager.
 """
 
@@ -32,7 +32,7 @@ import pluggy
 if TYPE_CHECKING:
     from torch import nn
 
-    from pytest_fwdorder.record_types import LiteralDescription, ObjectDescription, ValueDescription
+    from pytest_fwdorder.calls import LiteralDescription, ObjectDescription, ValueDescription
 
 # pytest's own marker names: one marker serves pytest's plugin manager and ours.
 PROJECT_NAME = "pytest"
@@ -45,7 +45,7 @@ CallView = Literal["fold", "hide"]
 CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 # Our own plugins, imported by name as pytest imports its default plugins: the first
 # answers to the hooks are ours, written as any plugin's are.
-BUILTIN_PLUGINS = ("pytest_fwdorder.builtin_describers",)
+BUILTIN_PLUGINS = ("pytest_fwdorder.recording.builtin_describers",)
 
 
 class Describer(Protocol):

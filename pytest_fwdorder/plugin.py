@@ -15,9 +15,23 @@ from typing import Any
 
 import pytest
 
-from pytest_fwdorder.diff import diff_traces
+from pytest_fwdorder.calls import TraceRecords
+from pytest_fwdorder.diff.diffing import diff_traces
 from pytest_fwdorder.errors import did_you_mean
-from pytest_fwdorder.golden_comparisons import (
+from pytest_fwdorder.options import OPTION_NAMES, OPTIONS, TraceOptions, check_option_values
+from pytest_fwdorder.snapshot.extension import (
+    explain_snapshot_assertion,
+    headline,
+    make_trace_aware,
+)
+from pytest_fwdorder.snapshot.held_goldens import (
+    HeldGoldens,
+    held_goldens_message,
+    hold_unfinished_goldens,
+    put_back_held_goldens,
+    unsafe_session_reason,
+)
+from pytest_fwdorder.snapshot.kept_comparisons import (
     COMPARISONS_KEY,
     KEEP_PER_TEST_KEY,
     WORKER_OUTPUT_KEY,
@@ -25,24 +39,12 @@ from pytest_fwdorder.golden_comparisons import (
     save_failed,
     to_worker_output,
 )
-from pytest_fwdorder.options import OPTION_NAMES, OPTIONS, TraceOptions, check_option_values
-from pytest_fwdorder.record_types import TraceRecords
-from pytest_fwdorder.snapshot import (
-    HeldGoldens,
-    explain_snapshot_assertion,
-    headline,
-    held_goldens_message,
-    hold_unfinished_goldens,
-    make_trace_aware,
-    put_back_held_goldens,
-    unsafe_session_reason,
-)
-from pytest_fwdorder.trace import Trace
-from pytest_fwdorder.update_review import (
+from pytest_fwdorder.snapshot.update_summary import (
     UpdateReview,
     configure_update_only,
     obsolete_goldens_message,
 )
+from pytest_fwdorder.trace import Trace
 
 _MARKER = "fwdorder"
 
@@ -123,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _configure_ci_reports(config: pytest.Config) -> None:
     """Show failed and accepted goldens in the reports this run writes, if any."""
-    from pytest_fwdorder.ci_reports import CiReports, ci_targets
+    from pytest_fwdorder.report.ci import CiReports, ci_targets
 
     configure_update_only(config)
     targets = ci_targets(config)
@@ -227,8 +229,8 @@ def forward_trace(request: pytest.FixtureRequest) -> Iterator[Any]:
     put back after it), so the inputs and weights it makes are the same on every run: output
     fingerprints (`values=True`) depend on them.
     """
-    from pytest_fwdorder.entry_points import Tracer
-    from pytest_fwdorder.fingerprints import seeded
+    from pytest_fwdorder.facets.values import seeded
+    from pytest_fwdorder.recording.tracing import Tracer
 
     values = _ini_options(request.config)
     # Outermost first (module, class, function), so the closest marker's options win while
@@ -381,7 +383,7 @@ def _write_outputs(session: pytest.Session) -> None:
                 f"{outputs.save_directory}"
             )
     if outputs.report is not None:
-        from pytest_fwdorder.report import render_report  # the page is built only when asked
+        from pytest_fwdorder.report.html import render_report  # the page is built only when asked
 
         outputs.report.parent.mkdir(parents=True, exist_ok=True)
         outputs.report.write_text(render_report(comparisons), encoding="utf-8")

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.diff import TraceDiff, check_trace, diff_traces
-from pytest_fwdorder.record_types import TraceRecords
-from pytest_fwdorder.render import golden_lines, render_trace
+from pytest_fwdorder.calls import TraceRecords
+from pytest_fwdorder.diff.classification import TraceDiff
+from pytest_fwdorder.diff.diffing import check_trace, diff_traces
+from pytest_fwdorder.golden.render import golden_lines, render_trace
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.picture_svg import Picture
+    from pytest_fwdorder.picture.svg import Picture
 
 # Call lines a repr shows; `render()` gives them all.
 _REPR_LINES = 8
@@ -42,7 +43,7 @@ class Trace(TraceRecords):
             return self.render() == render_trace(other)
         # `assert trace == snapshot`: the trace picks the extension that writes golden text.
         # Imported here: syrupy is only needed when a trace meets a snapshot.
-        from pytest_fwdorder.snapshot import compare_with_snapshot
+        from pytest_fwdorder.snapshot.extension import compare_with_snapshot
 
         result: bool = compare_with_snapshot(self, other)
         return result
@@ -75,7 +76,7 @@ class Trace(TraceRecords):
 
     def _repr_html_(self) -> str:
         """Jupyter's display: totals, never-called and unregistered modules, the call tree."""
-        from pytest_fwdorder.report import trace_html  # only a notebook needs it
+        from pytest_fwdorder.report.html import trace_html  # only a notebook needs it
 
         return trace_html(self.render())
 
@@ -91,7 +92,7 @@ class Trace(TraceRecords):
         boxes in execution order, runs of identical blocks rolled into one `x N` box. A
         notebook shows it; `.svg` is the text, `.save(path)` writes it. The options are
         `picture_svg.golden_picture`'s."""
-        from pytest_fwdorder.picture_svg import golden_picture  # only a picture needs it
+        from pytest_fwdorder.picture.svg import golden_picture  # only a picture needs it
 
         return golden_picture(
             self.render(), rolled=rolled, depth=depth, operations=operations, backward=backward

@@ -9,9 +9,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from pytest_fwdorder import record, trace_forward
-from pytest_fwdorder.diff import ChangeKind, diff_golden
+from pytest_fwdorder.checks.structure import assert_same_structure
+from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.structure_comparison import assert_same_structure
 
 
 def small() -> nn.Module:

@@ -12,7 +12,7 @@ import torch
 import torchvision
 from torch import nn
 
-import pytest_fwdorder.checkpoint_reference
+import pytest_fwdorder.checks.checkpoint_reference
 from pytest_fwdorder import (
     CheckpointMismatchError,
     assert_checkpoint_compatible,
@@ -22,7 +22,7 @@ from pytest_fwdorder import (
     render_trace,
     trace_forward,
 )
-from pytest_fwdorder.checkpoint_reference import read_reference, state_dict_keys
+from pytest_fwdorder.checks.checkpoint_reference import read_reference, state_dict_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET50_GOLDEN = (
@@ -330,7 +330,7 @@ def spy_on_torch_load(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         seen.append((options, loaded))
         return loaded
 
-    monkeypatch.setattr(pytest_fwdorder.checkpoint_reference.torch, "load", load)
+    monkeypatch.setattr(pytest_fwdorder.checks.checkpoint_reference.torch, "load", load)
     return seen
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_fwdorder.ci_reports import annotation_line, change_summary
+from pytest_fwdorder.report.ci import annotation_line, change_summary
 
 CLASSIFIER_TEST = """
 import os

@@ -17,10 +17,10 @@ import torch
 from cli_models import tiny, tiny_with_dropout
 
 from pytest_fwdorder import TensorSpec, trace_forward
-from pytest_fwdorder.cli import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, build_parser, main
+from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, build_parser, main
+from pytest_fwdorder.golden.folding import fold_golden
+from pytest_fwdorder.golden.format import parse_golden
 from pytest_fwdorder.options import OPTION_NAMES
-from pytest_fwdorder.render import parse_golden
-from pytest_fwdorder.view import fold_golden
 
 TINY = ["cli_models:tiny", "--input", "2x4"]
 ESCAPE = "\x1b["
@@ -373,7 +373,7 @@ def test_the_console_script_is_declared() -> None:
     scripts = importlib.metadata.entry_points(group="console_scripts")
 
     assert [script.value for script in scripts if script.name == "fwdorder"] == [
-        "pytest_fwdorder.cli:main"
+        "pytest_fwdorder.cli.main:main"
     ]
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.cli import EXIT_ERROR, EXIT_SAME, main
+from pytest_fwdorder.cli.main import EXIT_ERROR, EXIT_SAME, main
 
 MODEL_SOURCE = """
 from torch import nn

@@ -13,8 +13,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_sequence
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.describe import describe_value
-from pytest_fwdorder.render import render_value
+from pytest_fwdorder.golden.format import render_value
+from pytest_fwdorder.recording.describe import describe_value
 
 
 def described(value: object) -> str:
@@ -97,7 +97,7 @@ def test_a_type_no_describer_knows_shows_its_name() -> None:
 
 
 def test_a_plain_tensor_never_reaches_the_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_fwdorder import hooks
+    from pytest_fwdorder import hookspecs as hooks
 
     asked: list[object] = []
     monkeypatch.setattr(hooks, "describe_with_plugins", lambda value, _: asked.append(value))
@@ -154,7 +154,7 @@ def test_describing_imports_no_library_of_its_own() -> None:
     program = (
         "import sys, torch\n"
         "before = set(sys.modules)\n"
-        "from pytest_fwdorder.describe import describe_value\n"
+        "from pytest_fwdorder.recording.describe import describe_value\n"
         "class Opaque: pass\n"
         "describe_value(Opaque()); describe_value(torch.eye(2).to_sparse())\n"
         "print(sorted(name for name in ('numpy', 'transformers', 'torchvision') "

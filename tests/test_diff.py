@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import diff_golden, diff_traces, trace_forward
-from pytest_fwdorder.diff import ChangeKind
-from pytest_fwdorder.render import FORMAT_LINE, golden_lines, parse_golden
+from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.golden.format import FORMAT_LINE, parse_golden
+from pytest_fwdorder.golden.render import golden_lines
 
 
 def chain(*activations: type[nn.Module], width: int = 4) -> nn.Module:

@@ -11,11 +11,11 @@ import torch
 import torchvision
 from torch import nn
 
-from pytest_fwdorder import facts, trace_forward
-from pytest_fwdorder.facts import (
+from pytest_fwdorder import trace_forward
+from pytest_fwdorder.calls import ForwardParameters, TensorFact
+from pytest_fwdorder.facets import module_facts as facts
+from pytest_fwdorder.facets.module_facts import (
     EXTRA_REPR_SETTING,
-    ForwardParameters,
-    TensorFact,
     forward_parameters,
     index_tensors,
     module_facts,

@@ -8,7 +8,7 @@ import torchvision
 from torch import nn
 
 from pytest_fwdorder import FwdOrderWarning, TraceOptions, record, trace_forward
-from pytest_fwdorder.cli import main
+from pytest_fwdorder.cli.main import main
 
 BACKBONE = ("layer1", "layer2", "layer3", "layer4")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from git_goldens import ADDED, DELETED, INSERTED, SETTINGS, git, golden, make_repository, write
 
-from pytest_fwdorder.cli import EXIT_ERROR, EXIT_SAME, main
+from pytest_fwdorder.cli.main import EXIT_ERROR, EXIT_SAME, main
 
 # The command the docs give is `fwdorder git-diff`; this one does not depend on PATH.
 DRIVER = f"{shlex.quote(sys.executable)} -m pytest_fwdorder git-diff"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_fwdorder.golden_format import (
+from pytest_fwdorder.calls import TensorFact
+from pytest_fwdorder.golden.format import (
     REUSED_SECTION,
     call_line_parts,
     header_sections,
@@ -14,7 +15,6 @@ from pytest_fwdorder.golden_format import (
     tensor_fact_items,
     tensor_fact_shape,
 )
-from pytest_fwdorder.record_types import TensorFact
 
 
 def test_a_header_section_reads_back_as_its_items_with_the_cut_kept() -> None:

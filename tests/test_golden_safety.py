@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwdorder.snapshot import explain_mismatch
+from pytest_fwdorder.snapshot.policy import explain_mismatch
 
 MODEL_TEST = """
 import pytest
@@ -275,7 +275,7 @@ def test_a_golden_from_an_older_format_still_says_to_regenerate() -> None:
 
 
 def test_no_committed_golden_looks_cut_off() -> None:
-    from pytest_fwdorder.snapshot import looks_cut_off
+    from pytest_fwdorder.snapshot.policy import looks_cut_off
 
     root = Path(__file__).parent.parent
     paths = [*root.glob("tests/**/*.fwdorder.txt"), *root.glob("examples/**/*.fwdorder.txt")]

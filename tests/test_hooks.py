@@ -237,7 +237,7 @@ class _BoxPlugin:
 @pytest.fixture
 def standalone_manager(monkeypatch: pytest.MonkeyPatch) -> FwdOrderPluginManager:
     """The manager library calls use outside pytest, fresh, with pytest's set aside."""
-    from pytest_fwdorder import hooks
+    from pytest_fwdorder import hookspecs as hooks
 
     manager = FwdOrderPluginManager()
     register_builtin_plugins(manager)

@@ -10,9 +10,9 @@ import torchvision
 from torch import nn
 
 from pytest_fwdorder import record, trace_forward
-from pytest_fwdorder.diff import diff_golden
-from pytest_fwdorder.golden_format import initialization_steps, parse_golden
-from pytest_fwdorder.record_types import InitializationRecords
+from pytest_fwdorder.calls import InitializationRecords
+from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.golden.format import initialization_steps, parse_golden
 
 
 class Built(nn.Module):

@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_fwdorder import MetaTraceError, TensorSpec, trace_forward
-from pytest_fwdorder.meta_kernels import MetaKernelCache
+from pytest_fwdorder.recording.meta.kernels import MetaKernelCache
 
 
 @pytest.mark.slow

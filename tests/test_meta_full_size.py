@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import MetaTraceError, TensorSpec, trace_forward
-from pytest_fwdorder.meta_failures import _meta_failure_message
+from pytest_fwdorder.recording.meta.failures import _meta_failure_message
 
 
 class Experts(nn.Module):

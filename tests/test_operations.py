@@ -8,10 +8,11 @@ from torch import nn
 from torch.nn import functional
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.diff import ChangeKind, diff_golden
+from pytest_fwdorder.checks.structure import assert_same_structure
+from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.render import parse_golden
-from pytest_fwdorder.structure_comparison import assert_same_structure
+from pytest_fwdorder.golden.format import parse_golden
 
 
 class Block(nn.Module):
@@ -326,7 +327,7 @@ def test_the_ini_option_ops_turns_operations_on(pytester: pytest.Pytester) -> No
 
 
 def test_the_command_line_records_operations(capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_fwdorder.cli import main
+    from pytest_fwdorder.cli.main import main
 
     status = main(["show", "cli_models:tiny", "--input", "2x4", "--ops", "--ops-skip", "none"])
     output = capsys.readouterr().out

@@ -11,7 +11,6 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder.entry_points import Tracer, record, trace_forward
 from pytest_fwdorder.options import (
     OPERATION_GROUPS,
     OPTION_NAMES,
@@ -19,6 +18,7 @@ from pytest_fwdorder.options import (
     TraceOptions,
     check_option_values,
 )
+from pytest_fwdorder.recording.tracing import Tracer, record, trace_forward
 
 # The keyword-only arguments of the entry points that are not trace options.
 NOT_OPTIONS = {"model_kwargs", "restore_state", "allow_empty"}

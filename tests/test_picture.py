@@ -16,20 +16,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs"))
 from make_pictures import SqueezeExcite
 
 from pytest_fwdorder import TensorSpec, trace_forward
-from pytest_fwdorder.cli import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
-from pytest_fwdorder.diff import diff_golden
-from pytest_fwdorder.golden_comparisons import Comparison
-from pytest_fwdorder.golden_format import parse_golden
-from pytest_fwdorder.picture_layout import Layout, diff_calls, golden_calls, lay_out
-from pytest_fwdorder.picture_svg import (
+from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
+from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.golden.folding import fold_golden
+from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.picture.layout import Layout, diff_calls, golden_calls, lay_out
+from pytest_fwdorder.picture.svg import (
     STATUS_COLOURS,
     Picture,
     diff_picture,
     golden_picture,
     xml_text,
 )
-from pytest_fwdorder.report import render_report
-from pytest_fwdorder.view import fold_golden
+from pytest_fwdorder.report.html import render_report
+from pytest_fwdorder.snapshot.kept_comparisons import Comparison
 
 SVG = "{http://www.w3.org/2000/svg}"
 HEADER = "# pytest-fwdorder trace (format 2)\n# model: Net\n"

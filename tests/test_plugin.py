@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwdorder.upgrades import environment_line
+from pytest_fwdorder.golden.upgrades import environment_line
 
 MODEL_TEST = """
 import torch

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib
 import re
 import subprocess
 import sys
@@ -42,18 +41,34 @@ def test_the_package_passes_mypy_strict() -> None:
     assert finished.returncode == 0, finished.stdout
 
 
+def package_modules() -> dict[str, Path]:
+    """Dotted module name below the package (`recording.recorder`, `__init__`) -> its file."""
+    package = ROOT / "pytest_fwdorder"
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package).with_suffix("").parts
+        modules[".".join(parts)] = path
+    return modules
+
+
 def package_imports() -> dict[str, set[str]]:
     """Module -> the package modules it imports, at any level (function-level imports too)."""
-    package = ROOT / "pytest_fwdorder"
-    modules = {path.stem for path in package.glob("*.py")}
+    modules = package_modules()
     edges: dict[str, set[str]] = {}
-    for name in modules:
+    for name, path in modules.items():
         found: set[str] = set()
-        for node in ast.walk(ast.parse((package / f"{name}.py").read_text())):
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
-                parts = node.module.split(".")
-                if parts[0] == "pytest_fwdorder" and len(parts) > 1 and parts[1] in modules:
-                    found.add(parts[1])
+                target = node.module.removeprefix("pytest_fwdorder.")
+                if node.module.startswith("pytest_fwdorder.") and target in modules:
+                    found.add(target)
+                elif node.module == "pytest_fwdorder" or node.module.startswith("pytest_fwdorder."):
+                    # `from pytest_fwdorder.recording import recorder`: the module imported.
+                    found.update(
+                        f"{target}.{alias.name}".removeprefix("pytest_fwdorder.")
+                        for alias in node.names
+                        if f"{target}.{alias.name}".removeprefix("pytest_fwdorder.") in modules
+                    )
         edges[name] = found - {name}
     return edges
 
@@ -90,7 +105,7 @@ def test_the_package_has_no_import_circle() -> None:
 
 
 def test_the_records_at_the_bottom_import_nothing_of_the_package() -> None:
-    assert package_imports()["record_types"] == set()
+    assert package_imports()["calls"] == set()
 
 
 def test_the_test_suite_does_not_reach_into_examples() -> None:
@@ -132,20 +147,26 @@ def test_the_raises_check_finds_a_raises_without_match() -> None:
     assert raises_without_match("with pytest.raises(ValueError):\n    pass\n") == [1]
 
 
-OLD_PATHS = {
-    "hooks": "hookspecs",
-    "compare": "structure_comparison",
-    "comparisons": "golden_comparisons",
-    "describers": "builtin_describers",
-    "records": "record_types",
-    "tracing": "entry_points",
-}
+def test_no_module_only_aliases_an_old_import_path() -> None:
+    offenders = [
+        name
+        for name, path in package_modules().items()
+        if "sys.modules[__name__]" in path.read_text(encoding="utf-8")
+    ]
+
+    assert offenders == []
 
 
-@pytest.mark.parametrize(("old", "new"), OLD_PATHS.items())
-def test_a_renamed_module_still_imports_under_its_old_path_as_the_same_module(
-    old: str, new: str
-) -> None:
-    assert importlib.import_module(f"pytest_fwdorder.{old}") is importlib.import_module(
-        f"pytest_fwdorder.{new}"
-    )
+def test_every_folder_init_is_empty_of_code_so_start_up_imports_nothing() -> None:
+    """A folder's `__init__` runs when any module below it is imported: a docstring only."""
+    offenders = []
+    for name, path in package_modules().items():
+        if name.endswith("__init__") and name != "__init__":
+            body = ast.parse(path.read_text(encoding="utf-8")).body
+            if any(
+                not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+                for node in body
+            ):
+                offenders.append(name)
+
+    assert offenders == []

@@ -21,7 +21,7 @@ from pytest_fwdorder import (
     record,
     trace_forward,
 )
-from pytest_fwdorder import recorder as recorder_module
+from pytest_fwdorder.recording import recorder as recorder_module
 
 
 class SharedActivation(nn.Module):

@@ -12,10 +12,10 @@ from cli_models import tiny, tiny_with_dropout
 from torch import nn
 
 from pytest_fwdorder import TensorSpec, trace_forward
-from pytest_fwdorder.cli import EXIT_DIFFERENT, main
-from pytest_fwdorder.diff import diff_golden
-from pytest_fwdorder.golden_comparisons import Comparison
-from pytest_fwdorder.report import aligned_rows, render_report, trace_html
+from pytest_fwdorder.cli.main import EXIT_DIFFERENT, main
+from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.report.html import aligned_rows, render_report, trace_html
+from pytest_fwdorder.snapshot.kept_comparisons import Comparison
 
 PROJECT_TEST = """
 import os

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.golden_comparisons import Comparison
-from pytest_fwdorder.report import render_report, trace_html
+from pytest_fwdorder.report.html import render_report, trace_html
+from pytest_fwdorder.snapshot.kept_comparisons import Comparison
 
 # One `<li>` per call: its path, then (with costs) the bar's width and the figures.
 BAR = re.compile(

@@ -27,17 +27,17 @@ from git_goldens import (
     write,
 )
 
-from pytest_fwdorder.changes import ChangeKind
-from pytest_fwdorder.cli import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
-from pytest_fwdorder.review import ReviewError, collect_review, explain_golden
-from pytest_fwdorder.review_format import (
+from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
+from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.report.git_review import ReviewError, collect_review, explain_golden
+from pytest_fwdorder.report.review_format import (
     JSON_VERSION,
     KIND_PHRASES,
     format_markdown,
     kind_phrase,
     review_total,
 )
-from pytest_fwdorder.snapshot import explain_mismatch
+from pytest_fwdorder.snapshot.policy import explain_mismatch
 
 TOTAL = (
     "2 goldens changed: 1 with calls inserted, 1 with settings changed; "
@@ -189,7 +189,7 @@ def test_review_runs_as_a_command_in_a_child_process(repository: Path) -> None:
 def test_review_does_not_import_torch(repository: Path) -> None:
     script = (
         "import sys\n"
-        "from pytest_fwdorder.cli import main\n"
+        "from pytest_fwdorder.cli.main import main\n"
         "main(['review', 'main', '--format', 'json'])\n"
         "print('torch' in sys.modules, file=sys.stderr)\n"
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_fwdorder.snapshot import TraceSnapshotExtension
+from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
 
 MODEL_TEST = """
 import torch
@@ -102,7 +102,7 @@ def test_something_without_render_is_a_type_error_naming_its_type() -> None:
 
 
 def test_the_extension_does_not_import_the_trace_module() -> None:
-    import pytest_fwdorder.snapshot as module
+    import pytest_fwdorder.snapshot.extension as module
 
     tree = ast.parse(Path(module.__file__ or "").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}

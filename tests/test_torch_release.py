@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.torch_release import check_torch_release
+from pytest_fwdorder.recording.torch_release import check_torch_release
 
 
 def test_a_release_older_than_the_oldest_supported_is_refused() -> None:

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder.diff import diff_golden
-from pytest_fwdorder.upgrades import (
+from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.golden.upgrades import (
     comparable_text,
     environment_line,
     installed_versions,

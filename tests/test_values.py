@@ -12,11 +12,11 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.diff import diff_golden
-from pytest_fwdorder.fingerprint_tolerance import fingerprints_match, within_tolerance
-from pytest_fwdorder.fingerprints import fingerprint
-from pytest_fwdorder.golden_format import parse_fingerprints
-from pytest_fwdorder.snapshot import TraceSnapshotExtension
+from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.facets.values import fingerprint
+from pytest_fwdorder.facets.values_tolerance import fingerprints_match, within_tolerance
+from pytest_fwdorder.golden.format import parse_fingerprints
+from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
 
 
 class Attention(nn.Module):
@@ -183,7 +183,7 @@ def test_the_tolerance_comes_from_the_trace_and_can_be_widened() -> None:
 
 
 def test_fingerprints_within_tolerance_are_left_out_of_a_failures_diff() -> None:
-    from pytest_fwdorder.snapshot import explain_mismatch
+    from pytest_fwdorder.snapshot.policy import explain_mismatch
 
     x = torch.randn(2, 4)
     before = trace_forward(lambda: nn.Sequential(nn.Linear(4, 4), nn.ReLU()), x, values=True)
@@ -363,7 +363,7 @@ def test_the_report_shows_the_calls_whose_values_moved(pytester: pytest.Pytester
 
 
 def test_the_command_line_takes_the_values_options() -> None:
-    from pytest_fwdorder.cli import build_parser
+    from pytest_fwdorder.cli.main import build_parser
 
     arguments = build_parser().parse_args(
         ["show", "torchvision.models:resnet18", "--values", "--values-relative-tolerance", "0.01"]

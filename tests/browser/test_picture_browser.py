@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from pytest_fwdorder import diff_golden
-from pytest_fwdorder.golden_comparisons import Comparison
-from pytest_fwdorder.picture_svg import STATUS_COLOURS, Picture
-from pytest_fwdorder.report import render_report
+from pytest_fwdorder.picture.svg import STATUS_COLOURS, Picture
+from pytest_fwdorder.report.html import render_report
+from pytest_fwdorder.snapshot.kept_comparisons import Comparison
 
 # The pictures the docs show are the ones drawn here: their models come from the script
 # that makes the docs' PNGs.
@@ -94,7 +94,7 @@ def colour(hex_colour: str) -> tuple[int, int, int]:
 def test_resnet50_draws_with_its_stages_rolled(
     browser: Any, goldens: tuple[str, str], tmp_path: Path
 ) -> None:
-    from pytest_fwdorder.picture_svg import golden_picture
+    from pytest_fwdorder.picture.svg import golden_picture
 
     svg = show(browser, golden_picture(goldens[0]), tmp_path, "resnet50")
     image = screenshot(browser, svg, tmp_path / "resnet50.png")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from git_goldens import INSERTED, SETTINGS, make_repository
 
-from pytest_fwdorder.review import collect_review
-from pytest_fwdorder.review_format import format_markdown
+from pytest_fwdorder.report.git_review import collect_review
+from pytest_fwdorder.report.review_format import format_markdown
 
 pytestmark = pytest.mark.browser
 

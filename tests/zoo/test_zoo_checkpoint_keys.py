@@ -14,7 +14,7 @@ import pytest
 from catalogue import ZOO_MARKS, ZooCase, all_cases
 
 from pytest_fwdorder import assert_checkpoint_compatible
-from pytest_fwdorder.checkpoint_reference import read_reference, state_dict_keys
+from pytest_fwdorder.checks.checkpoint_reference import read_reference, state_dict_keys
 
 pytestmark = ZOO_MARKS
 

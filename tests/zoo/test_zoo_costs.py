@@ -20,7 +20,7 @@ from catalogue import ZOO_MARKS, ZooCase, all_cases
 from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import MetaTraceError, TensorSpec, trace_forward
-from pytest_fwdorder.meta_build import build_on_meta
+from pytest_fwdorder.recording.meta.build import build_on_meta
 
 pytestmark = ZOO_MARKS
 

@@ -35,7 +35,7 @@ import torch
 from catalogue import ZOO_MARKS, ZooCase, all_cases
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.snapshot import TraceSnapshotExtension
+from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
 
 pytestmark = ZOO_MARKS
 

@@ -1,0 +1,1 @@
+"""Assertions besides the golden: structure, equivalence, checkpoints, budgets."""

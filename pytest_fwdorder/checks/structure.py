@@ -1,0 +1,412 @@
+"""Compare two traces' execution structure, ignoring what the caller names. Pure, no torch."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pytest_fwdorder.diff.classification import TraceDiff
+from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
+from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.facets.values_tolerance import (
+    DEFAULT_TOLERANCE,
+    Tolerance,
+    fingerprints_match,
+)
+from pytest_fwdorder.golden.format import (
+    COSTS_FACT,
+    FROZEN_FLAG,
+    TENSOR_PATTERN,
+    TIED_PATTERN,
+    VALUES_FACT,
+    GoldenLine,
+    fact_title,
+    fingerprints_of,
+    make_line,
+    mode_line,
+    render_initialization,
+    render_trace_costs,
+    values_line,
+)
+from pytest_fwdorder.golden.render import backward_lines, golden_lines
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls import TraceRecords
+
+_DIMENSION = re.compile(r"dim:(-?[0-9]+)")
+_NAMES = (
+    "paths",
+    "dtypes",
+    "batch",
+    "shapes",
+    "types",
+    "frozen",
+    "settings",
+    "parameters",
+    "mode",
+    "operations",
+    "backward",
+)
+
+
+@dataclass(frozen=True)
+class _Measurement:
+    """A measurement a comparison leaves out unless `compare` names it; the trace option that
+    records it has its name. Each also has header lines (`_measurement_header`)."""
+
+    name: str
+    what: str  # what it needs the traces to have recorded, for the error
+    recorded_as: str  # the trace's field, None when the trace did not record it
+    fact_title: str | None = None  # the title of its per-call fact, when it has one
+    needs_builder: bool = False
+
+
+_MEASUREMENTS = (
+    _Measurement("costs", "what each call costs", "costs", COSTS_FACT),
+    _Measurement("values", "fingerprints of each call's output", "values_seed", VALUES_FACT),
+    _Measurement(
+        "initialization", "how the model initialized itself", "initialization", needs_builder=True
+    ),
+)
+_MEASURED_FACTS = {
+    measurement.fact_title: measurement.name
+    for measurement in _MEASUREMENTS
+    if measurement.fact_title is not None
+}
+_PARAMETER_BYTES = re.compile(r", parameters and buffers .*$")  # the last part of the fact
+
+IgnoreItem = str | Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _Ignored:
+    paths: bool = False
+    dtypes: bool = False
+    shapes: bool = False
+    types: bool = False
+    frozen: bool = False
+    settings: bool = False
+    parameters: bool = False
+    mode: bool = False
+    operations: bool = False
+    backward: bool = False
+    dimensions: frozenset[int] = frozenset()
+    type_names: tuple[tuple[str, str], ...] = ()
+    # The measurements `compare` asked for (names from `_MEASUREMENTS`).
+    compared: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        parts = [
+            name
+            for name, on in (
+                ("paths", self.paths),
+                ("dtypes", self.dtypes),
+                ("shapes", self.shapes),
+                ("types", self.types),
+                ("frozen", self.frozen),
+                ("settings", self.settings),
+                ("parameters", self.parameters),
+                ("mode", self.mode),
+                ("operations", self.operations),
+                ("backward", self.backward),
+            )
+            if on
+        ]
+        parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
+        parts += [f"{old} as {new}" for old, new in self.type_names]
+        ignoring = ", ".join(parts) if parts else "nothing"
+        if not self.compared:
+            return ignoring
+        return f"{ignoring}; comparing {', '.join(sorted(self.compared))}"
+
+
+def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
+    """Read `ignore` once: it may be a generator, which a second reading would find empty."""
+    if isinstance(ignore, str):
+        ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
+    ignored = _Ignored()
+    for item in ignore:
+        if isinstance(item, Mapping):
+            ignored = replace(ignored, type_names=ignored.type_names + tuple(item.items()))
+        elif item == "batch":
+            ignored = replace(ignored, dimensions=ignored.dimensions | {0})
+        elif item in _NAMES:
+            ignored = replace(ignored, **{item: True})  # type: ignore[arg-type]
+        elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
+            ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
+        else:
+            raise ValueError(
+                f"cannot ignore {item!r}: name one of {', '.join(map(repr, _NAMES))}, "
+                "'dim:N' for one dimension of every tensor, or a mapping of module types "
+                "to treat as equal such as {'LeakyReLU': 'ReLU'}"
+            )
+    return ignored
+
+
+def _parse_compare(compare: Iterable[str], ignored: _Ignored) -> _Ignored:
+    """`ignored` with the measurements `compare` names; read once, like `ignore`."""
+    if isinstance(compare, str):
+        compare = (compare,)  # `compare="costs"`, as `ignore="paths"`
+    known = [measurement.name for measurement in _MEASUREMENTS]
+    compared = set()
+    for name in compare:
+        if name not in known:
+            raise ValueError(
+                f"cannot compare {name!r}: name one of {', '.join(map(repr, known))}, "
+                "the measurements a structure comparison leaves out unless asked"
+            )
+        compared.add(name)
+    return replace(ignored, compared=frozenset(compared))
+
+
+def _check_measured(
+    function: str, ignored: _Ignored, expected: TraceRecords, actual: TraceRecords
+) -> None:
+    """Refuse to compare a measurement that a trace did not record."""
+    for measurement in _MEASUREMENTS:
+        if measurement.name not in ignored.compared:
+            continue
+        missing = [
+            argument
+            for argument, trace in (("expected", expected), ("actual", actual))
+            if getattr(trace, measurement.recorded_as) is None
+        ]
+        if missing:
+            option = measurement.name
+            raise ValueError(
+                f"{function}(compare=({option!r},)) needs {measurement.what}, and "
+                f"{' and '.join(f'`{argument}`' for argument in missing)} "
+                f"{'has' if len(missing) == 1 else 'have'} none: trace "
+                f"both with {option}=True, such as trace_forward(model, *inputs, {option}=True)"
+                + (" (a builder: trace_forward(build, ...))" if measurement.needs_builder else "")
+            )
+
+
+def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
+    type_names = dict(ignored.type_names)
+    # Settings of two classes treated as equal are not comparable (LeakyReLU has a slope).
+    mapped = {*type_names, *type_names.values()}
+
+    def tensor(match: re.Match[str]) -> str:
+        dtype = "*" if ignored.dtypes else match.group(1)
+        sizes = match.group(2).split(",") if match.group(2) else []
+        count = len(sizes)
+        sizes = [
+            "?"
+            if ignored.shapes
+            or position in ignored.dimensions
+            or position - count in ignored.dimensions
+            else size
+            for position, size in enumerate(sizes)
+        ]
+        return f"{dtype}[{','.join(sizes)}]"
+
+    return [
+        make_line(
+            depth=line.depth,
+            path="" if ignored.paths else line.path,
+            module_type="?"
+            if ignored.types
+            else type_names.get(line.module_type, line.module_type),
+            nth=1 if ignored.paths else line.nth,
+            reused=line.reused and not ignored.paths,
+            frozen=False if ignored.frozen or ignored.parameters else line.frozen,
+            registered=line.registered,
+            inputs=TENSOR_PATTERN.sub(tensor, line.inputs),
+            outputs=TENSOR_PATTERN.sub(tensor, line.outputs),
+            scripted=line.scripted,
+            mode="" if ignored.mode else line.mode,
+            facts=_normalize_facts(line.facts, ignored, line.module_type in mapped),
+            operations=()
+            if ignored.operations
+            else tuple(TENSOR_PATTERN.sub(tensor, operation) for operation in line.operations),
+        )
+        for line in lines
+    ]
+
+
+def _normalize_facts(
+    facts: tuple[str, ...], ignored: _Ignored, type_mapped: bool = False
+) -> tuple[str, ...]:
+    """The fact lines left once `ignored` is applied; tensor facts lose only dtypes, shapes
+    and flags there (a parameter has no batch dimension)."""
+
+    def tensor(match: re.Match[str]) -> str:
+        dtype = "*" if ignored.dtypes else match.group(1)
+        return f"{dtype}[?]" if ignored.shapes else f"{dtype}[{match.group(2)}]"
+
+    kept = []
+    for fact in facts:
+        title = fact_title(fact)
+        if title in _MEASURED_FACTS:
+            # What a call costs is not its structure (`costs=True` traces): compared only
+            # when `compare` names it.
+            if _MEASURED_FACTS[title] not in ignored.compared:
+                continue
+            if title == COSTS_FACT and ignored.parameters:
+                fact = _PARAMETER_BYTES.sub("", fact)
+            kept.append(fact)
+            continue
+        if title == "settings" and (ignored.settings or type_mapped):
+            continue
+        if title in ("parameters", "buffers"):
+            if ignored.parameters:
+                continue
+            if ignored.frozen:
+                fact = fact.replace(f" {FROZEN_FLAG}", "")
+            if ignored.paths:
+                fact = TIED_PATTERN.sub("", fact)
+            fact = TENSOR_PATTERN.sub(tensor, fact)
+        kept.append(fact)
+    return tuple(kept)
+
+
+def structure_diff(
+    expected: TraceRecords,
+    actual: TraceRecords,
+    ignore: Iterable[IgnoreItem] = (),
+    *,
+    compare: Iterable[str] = (),
+) -> TraceDiff:
+    """The differences between two traces that remain once `ignore` is applied, the
+    measurements `compare` names (`"costs"`, `"values"`, `"initialization"`) included."""
+    check_trace("structure_diff", "expected", expected)
+    check_trace("structure_diff", "actual", actual)
+    ignored = _parse_compare(compare, _parse_ignore(ignore))
+    _check_measured("structure_diff", ignored, expected, actual)
+    return _structure_diff(expected, actual, ignored)
+
+
+def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
+    expected_lines = _normalize(golden_lines(expected), ignored)
+    actual_lines = _normalize(golden_lines(actual), ignored)
+    if "values" in ignored.compared:
+        tolerance = expected.values_tolerance or actual.values_tolerance or DEFAULT_TOLERANCE
+        actual_lines = _values_tolerated(expected_lines, actual_lines, tolerance)
+    return diff_lines(
+        _header(expected, ignored),
+        expected_lines,
+        _header(actual, ignored),
+        actual_lines,
+        match_paths=not ignored.paths,
+    )
+
+
+def _values_tolerated(
+    expected: list[GoldenLine], actual: list[GoldenLine], tolerance: Tolerance
+) -> list[GoldenLine]:
+    """The actual lines with each values fact that matches its call's expected one within
+    `tolerance` written as the expected one: only fingerprints that moved beyond it differ.
+    Calls are paired by name and call number, or by position when names are ignored."""
+    expected_facts = {
+        (line.path, line.nth) if line.path else (str(number), 0): fingerprints_of(line)
+        for number, line in enumerate(expected)
+    }
+    tolerated = []
+    for number, line in enumerate(actual):
+        key = (line.path, line.nth) if line.path else (str(number), 0)
+        old, new = expected_facts.get(key), fingerprints_of(line)
+        if (
+            old is not None
+            and new is not None
+            and old != new
+            and fingerprints_match(old, new, tolerance)
+        ):
+            facts = tuple(
+                f"{VALUES_FACT}: {old}" if fact_title(fact) == VALUES_FACT else fact
+                for fact in line.facts
+            )
+            line = replace(line, facts=facts)
+        tolerated.append(line)
+    return tolerated
+
+
+def _header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The header lines a structure comparison keeps."""
+    return [
+        *_mode_header(trace, ignored),
+        *_backward_header(trace, ignored),
+        *_measurement_header(trace, ignored),
+    ]
+
+
+def _measurement_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The header lines of the measurements `compare` named, as the golden gives them.
+
+    Costs: the totals line and the uncounted operations, their parameter bytes left out
+    when parameters are ignored or hidden.
+    """
+    lines: list[str] = []
+    if "costs" in ignored.compared and trace.costs is not None:
+        parameters = not ignored.parameters and "parameters" not in trace.options.hidden
+        lines += render_trace_costs(trace.costs, parameters)
+    if "values" in ignored.compared and trace.values_seed is not None:
+        lines.append(values_line(trace.values_seed))
+    if "initialization" in ignored.compared and trace.initialization is not None:
+        lines += render_initialization(trace.initialization)
+    return lines
+
+
+def _backward_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The backward section (`backward=True`), compared as text unless ignored.
+
+    Its lines name modules by path, so ignoring paths ignores it too; ignored dtypes and
+    shapes are left out of its gradients.
+    """
+    if ignored.backward or ignored.paths:
+        return []
+
+    def tensor(match: re.Match[str]) -> str:
+        dtype = "*" if ignored.dtypes else match.group(1)
+        return f"{dtype}[?]" if ignored.shapes else f"{dtype}[{match.group(2)}]"
+
+    return [TENSOR_PATTERN.sub(tensor, line) for line in backward_lines(trace)]
+
+
+def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The one header line a structure comparison keeps: the model's mode."""
+    if ignored.mode or trace.mode is None or "mode" in trace.options.hidden:
+        return []
+    return [mode_line(trace.mode)]
+
+
+def assert_same_structure(
+    expected: TraceRecords,
+    actual: TraceRecords,
+    *,
+    ignore: Iterable[IgnoreItem] = (),
+    compare: Iterable[str] = (),
+) -> TraceDiff:
+    """Fail unless two traces have the same execution structure once `ignore` is applied.
+
+    `ignore` names what may differ: `"paths"` (module names and reuse: a shared ReLU split in
+    three), `"dtypes"`, `"batch"` (dimension 0), `"dim:N"` (any one dimension, negative
+    counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
+    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, the recorded
+    `"operations"` (`ops=True`) and `"backward"` section (`backward=True`), and mappings of
+    module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
+
+    `compare` names the measurements that are left out unless asked for: `"costs"` (each
+    call's costs fact, the header's costs totals and uncounted operations; both traces
+    traced with `costs=True`, else a ValueError), so that a refactor that keeps every shape
+    but changes the FLOPs fails: `compare=("costs",)`; `"values"` (each call's output
+    fingerprints, within the expected trace's tolerance; `values=True`) and
+    `"initialization"` (the initialization steps; `initialization=True`).
+
+    Returns the full diff (nothing ignored) so that a passing test can still say what changed:
+    `assert_same_structure(a, b, ignore=("paths",)).summary()` -> `... 48 calls renamed`.
+    Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
+    """
+    __tracebackhide__ = True  # the message says it all; our frames would only add noise
+    check_trace("assert_same_structure", "expected", expected)
+    check_trace("assert_same_structure", "actual", actual)
+    ignored = _parse_compare(compare, _parse_ignore(ignore))
+    _check_measured("assert_same_structure", ignored, expected, actual)
+    remaining = _structure_diff(expected, actual, ignored)
+    if remaining:
+        raise StructureMismatchError(
+            f"execution structure differs (ignoring {ignored.describe()}):\n{remaining.render()}"
+        )
+    return diff_traces(expected, actual)

@@ -1,0 +1,1 @@
+"""Two traces or goldens -> aligned calls -> changes -> their words. Pure, no torch."""

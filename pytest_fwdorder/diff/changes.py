@@ -1,0 +1,80 @@
+"""The records a diff is made of: the kinds of change, one Change, one aligned DiffRow.
+
+Plain data, no torch: `alignment` pairs calls, `classification` turns the pairs into these
+records, `explanation` puts them in words, and the report draws its rows from them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from pytest_fwdorder.golden.format import GoldenLine
+
+
+class ChangeKind(str, enum.Enum):
+    """What kind of difference a `Change` is; each member equals its text (`"renamed"`)."""
+
+    INSERTED = "inserted"
+    REMOVED = "removed"
+    MOVED = "moved"
+    RENAMED = "renamed"
+    TYPE_CHANGED = "type changed"
+    INPUT_CHANGED = "input changed"
+    OUTPUT_CHANGED = "output changed"
+    NESTING_CHANGED = "nesting changed"
+    REGISTRATION_CHANGED = "registration changed"
+    FROZEN_CHANGED = "frozen state changed"
+    SETTINGS_CHANGED = "settings changed"
+    PARAMETERS_CHANGED = "parameters changed"
+    MODE_CHANGED = "mode changed"
+    REUSE_CHANGED = "reuse count changed"
+    OPERATION_CHANGED = "operation changed"
+    OPERATION_INSERTED = "operation inserted"
+    OPERATION_REMOVED = "operation removed"
+    BACKWARD_CHANGED = "backward changed"
+    FLOPS_CHANGED = "FLOPs changed"
+    UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
+    VALUES_CHANGED = "values changed"
+    INITIALIZATION_CHANGED = "initialization changed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference: what kind, the old and the new line (either may be None), in words.
+
+    `position` is the index of the line the change is about: in the new trace, or in the
+    old one for removed and moved calls.
+    """
+
+    kind: ChangeKind
+    old: GoldenLine | None
+    new: GoldenLine | None
+    detail: str
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One row of the aligned view, as the text diff and the report show it: indexes into the
+    old and new lines (either None for a call on one side only), and whether it differs."""
+
+    old: int | None
+    new: int | None
+    differs: bool
+
+
+def change_kind(kind: ChangeKind | str) -> ChangeKind:
+    """The member a kind or its text names; raises ValueError listing the kinds there are."""
+    if isinstance(kind, ChangeKind):
+        return kind
+    if isinstance(kind, str):
+        try:
+            return ChangeKind(kind)
+        except ValueError:
+            pass
+    valid = ", ".join(repr(member.value) for member in ChangeKind)
+    raise ValueError(f"unknown change kind {kind!r}: use one of {valid}, or a member of ChangeKind")

@@ -1,0 +1,417 @@
+"""Aligned calls -> classified changes: the one place a difference gets its kind, and the
+TraceDiff that holds them with the aligned rows. Pure, no torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pytest_fwdorder.diff.alignment import AlignedPair
+from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
+from pytest_fwdorder.diff.explanation import (
+    call_lines,
+    describe_flops_change,
+    describe_initialization_change,
+    describe_operation_change,
+    describe_settings_change,
+    describe_tensor_fact_changes,
+    describe_value_change,
+    describe_where,
+    summarize,
+)
+from pytest_fwdorder.facets.values_tolerance import moved_statistics
+from pytest_fwdorder.golden.format import (
+    FORMAT_LINE,
+    GoldenLine,
+    backward_section,
+    facts_by_title,
+    fingerprints_of,
+    flops_of,
+    initialization_steps,
+    is_first_call,
+    mode_of,
+    operation_parts,
+    uncounted_operations,
+)
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.picture.svg import Picture
+
+
+@dataclass(repr=False)
+class TraceDiff:
+    """The aligned, classified differences between an old and a new trace.
+
+    `pairs` lists `(old index, new index)` of every call found on both sides (in order,
+    renamed or moved), sorted by old index: how a caller follows a call across a refactor.
+    """
+
+    old_lines: list[GoldenLine]
+    new_lines: list[GoldenLine]
+    changes: list[Change]
+    pairs: list[tuple[int, int]]
+    header_changes: list[str] = field(default_factory=list)
+    # The aligned rows the diff shows, in order: what the explanation and the report draw.
+    rows: list[DiffRow] = field(default_factory=list, repr=False)
+
+    @property
+    def _rows(self) -> list[DiffRow]:
+        """The rows under their name from before they were public."""
+        return self.rows
+
+    def __bool__(self) -> bool:
+        return bool(self.changes or self.header_changes)
+
+    def count(self, kind: ChangeKind | str) -> int:
+        """How many changes of one kind (`ChangeKind.RENAMED` or `"renamed"`, ...).
+
+        Raises ValueError for a string that names no kind.
+        """
+        return len(self.of_kind(kind))
+
+    def of_kind(self, kind: ChangeKind | str) -> list[Change]:
+        """The changes of one kind, in order; raises ValueError for an unknown kind."""
+        wanted = change_kind(kind)
+        return [change for change in self.changes if change.kind is wanted]
+
+    def summary(self) -> str:
+        """A paragraph: one line of totals, then one line per kind of change."""
+        if not self:
+            return "no differences"
+        return summarize(self.changes, self.old_lines, self.new_lines)
+
+    def explanation(self, context: int = 2, max_rows: int = 400) -> list[str]:
+        """The message for a failed comparison, as lines: what a reader needs first comes first.
+
+        The summary, a blank line, the aligned calls starting at the first changed one (`-`
+        old, `+` new, long unchanged runs elided), then the header lines that changed. pytest
+        shows only the first lines unless run with `-vv`, so they carry the changes.
+        """
+        if not self:
+            return ["no differences"]
+        lines = [*self.summary().splitlines(), ""]
+        calls = self._call_lines(context, max_rows, leading_context=False)
+        lines += calls
+        if self.header_changes:
+            lines += ["", *self.header_changes] if calls else self.header_changes
+        return lines
+
+    def render(self, context: int = 2, max_rows: int = 400) -> str:
+        """The explanation as one text."""
+        return "\n".join(self.explanation(context, max_rows))
+
+    def body(self, context: int = 2, max_rows: int = 400) -> list[str]:
+        """The aligned calls with context (`-` old, `+` new), then the header lines that changed."""
+        return [*self._call_lines(context, max_rows, leading_context=True), *self.header_changes]
+
+    def _call_lines(self, context: int, max_rows: int, *, leading_context: bool) -> list[str]:
+        return call_lines(
+            self.rows,
+            self.old_lines,
+            self.new_lines,
+            context,
+            max_rows,
+            leading_context=leading_context,
+        )
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __repr__(self) -> str:
+        """The summary, first line as a headline: a REPL shows this, `print` the whole diff."""
+        if not self:
+            return "<TraceDiff: no differences>"
+        first, *rest = self.summary().splitlines()
+        return "\n".join(
+            [
+                f"<TraceDiff: {first}>",
+                *(f"  {line}" for line in rest),
+                "  print(diff) shows the aligned calls",
+            ]
+        )
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: the explanation as preformatted, escaped text."""
+        return f'<pre class="fwdorder-diff">{html.escape(self.render())}</pre>'
+
+    def picture(
+        self, *, rolled: bool = True, depth: int | None = None, fold_unchanged: bool = True
+    ) -> Picture:
+        """The diff as an SVG picture: inserted calls green, removed red, changed yellow,
+        under the summary; a notebook shows it. See `picture_svg.diff_picture`."""
+        from pytest_fwdorder.picture.svg import diff_picture  # only a picture needs it
+
+        return diff_picture(self, rolled=rolled, depth=depth, fold_unchanged=fold_unchanged)
+
+
+def classify_diff(
+    old_header: list[str],
+    old: list[GoldenLine],
+    new_header: list[str],
+    new: list[GoldenLine],
+    aligned: list[AlignedPair],
+    moved: dict[int, int],
+) -> TraceDiff:
+    """The diff of two aligned golden texts: every change, the pairs and the rows to show."""
+    modes = (mode_of(old_header), mode_of(new_header))
+    rows, changes = _classify(old, new, aligned, moved, modes)
+    if modes[0] and modes[1] and modes[0] != modes[1]:
+        changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
+    changes.extend(_reuse_changes(old, new))
+    changes.extend(_backward_changes(old_header, new_header))
+    changes.extend(_uncounted_changes(old_header, new_header))
+    changes.extend(_initialization_changes(old_header, new_header))
+    in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
+    pairs = sorted([*in_order, *moved.items()])
+    return TraceDiff(old, new, changes, pairs, _header_changes(old_header, new_header), rows)
+
+
+def _classify(
+    old: list[GoldenLine],
+    new: list[GoldenLine],
+    aligned: list[AlignedPair],
+    moved: dict[int, int],
+    modes: tuple[str, str] = ("", ""),
+) -> tuple[list[DiffRow], list[Change]]:
+    """Turn each aligned row into the changes it shows: the one place changes are made."""
+    moved_new = set(moved.values())
+    rows: list[DiffRow] = []
+    changes: list[Change] = []
+    for old_index, new_index in aligned:
+        if old_index is not None and new_index is not None:
+            pair_changes = _compare_pair(old[old_index], new[new_index], new_index, modes)
+            changes += pair_changes
+            # A `#1` mark that appears because the module is now reused changes the text only.
+            differs = bool(pair_changes) or old[old_index].text != new[new_index].text
+            rows.append(DiffRow(old_index, new_index, differs))
+        elif old_index is not None:
+            if old_index in moved:
+                changes += _moved_changes(old, new, old_index, moved[old_index], modes)
+            else:
+                detail = describe_where(old, old_index)
+                changes.append(Change(ChangeKind.REMOVED, old[old_index], None, detail, old_index))
+            rows.append(DiffRow(old_index, None, True))
+        elif new_index is not None:
+            if new_index not in moved_new:  # a moved call was counted once, on its old side
+                detail = describe_where(new, new_index)
+                changes.append(Change(ChangeKind.INSERTED, None, new[new_index], detail, new_index))
+            rows.append(DiffRow(None, new_index, True))
+    return rows, changes
+
+
+def _moved_changes(
+    old: list[GoldenLine],
+    new: list[GoldenLine],
+    old_index: int,
+    new_index: int,
+    modes: tuple[str, str] = ("", ""),
+) -> list[Change]:
+    """A call out of order: moved (to where, or to which name), and what else changed."""
+    old_line, new_line = old[old_index], new[new_index]
+    if old_line.path == new_line.path:  # the call number follows the order, not a rename
+        detail = f"now {describe_where(new, new_index)}"
+    else:
+        detail = f"-> {new_line.name}"
+    others = [
+        change
+        for change in _compare_pair(old_line, new_line, new_index, modes)
+        if change.kind is not ChangeKind.RENAMED  # the move names the new path
+    ]
+    return [Change(ChangeKind.MOVED, old_line, new_line, detail, old_index), *others]
+
+
+def _compare_pair(
+    old_line: GoldenLine,
+    new_line: GoldenLine,
+    position: int,
+    modes: tuple[str, str] = ("", ""),
+) -> list[Change]:
+    """Every way two paired calls differ, each as a change about the new line.
+
+    `modes` are the old and new model's modes: a call's mode changes only where it does not
+    follow the model's own change.
+    """
+    if (
+        old_line.text == new_line.text
+        and old_line.facts == new_line.facts
+        and old_line.operations == new_line.operations
+    ):
+        return []  # the text, facts and operations show every part compared below
+    found: list[tuple[ChangeKind, str]] = []
+    if old_line.path != new_line.path:  # `#3` -> `#2` is a renumbering, not a rename
+        found.append((ChangeKind.RENAMED, f"{old_line.name} -> {new_line.name}"))
+    if old_line.module_type != new_line.module_type:
+        found.append((ChangeKind.TYPE_CHANGED, f"{old_line.module_type} -> {new_line.module_type}"))
+    if old_line.inputs != new_line.inputs:
+        found.append(
+            (ChangeKind.INPUT_CHANGED, describe_value_change(old_line.inputs, new_line.inputs))
+        )
+    if old_line.outputs != new_line.outputs:
+        found.append(
+            (ChangeKind.OUTPUT_CHANGED, describe_value_change(old_line.outputs, new_line.outputs))
+        )
+    if old_line.depth != new_line.depth:
+        found.append((ChangeKind.NESTING_CHANGED, f"depth {old_line.depth} -> {new_line.depth}"))
+    if old_line.registered != new_line.registered:
+        state = "now registered" if new_line.registered else "no longer registered"
+        found.append((ChangeKind.REGISTRATION_CHANGED, state))
+    if old_line.frozen != new_line.frozen:
+        state = "now frozen" if new_line.frozen else "no longer frozen"
+        found.append((ChangeKind.FROZEN_CHANGED, state))
+    old_mode, new_mode = old_line.mode or modes[0], new_line.mode or modes[1]
+    if old_mode and new_mode and old_mode != new_mode and (old_mode, new_mode) != modes:
+        found.append((ChangeKind.MODE_CHANGED, f"{old_mode} -> {new_mode}"))
+    if old_line.facts != new_line.facts and (
+        (old_line.facts and new_line.facts) or (is_first_call(old_line) and is_first_call(new_line))
+    ):
+        found += _fact_changes(old_line, new_line)
+    old_flops, new_flops = flops_of(old_line), flops_of(new_line)
+    if old_flops is not None and new_flops is not None and old_flops != new_flops:
+        found.append((ChangeKind.FLOPS_CHANGED, describe_flops_change(old_flops, new_flops)))
+    old_values, new_values = fingerprints_of(old_line), fingerprints_of(new_line)
+    if old_values is not None and new_values is not None and old_values != new_values:
+        found.append(
+            (ChangeKind.VALUES_CHANGED, ", ".join(moved_statistics(old_values, new_values)))
+        )
+    if old_line.operations != new_line.operations:
+        found += _operation_changes(old_line.operations, new_line.operations)
+    return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+
+
+def _operation_changes(old: tuple[str, ...], new: tuple[str, ...]) -> list[tuple[ChangeKind, str]]:
+    """One change per operation changed, inserted or removed in a call's forward.
+
+    The detail says where: `op 3 of 7: relu -> gelu` (numbers in the new call, or the old
+    one for a removed operation).
+    """
+    found: list[tuple[ChangeKind, str]] = []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
+        for offset in range(paired):
+            where = f"op {new_start + offset + 1} of {len(new)}"
+            change = describe_operation_change(old[old_start + offset], new[new_start + offset])
+            found.append((ChangeKind.OPERATION_CHANGED, f"{where}: {change}"))
+        for index in range(new_start + paired, new_end):
+            name = operation_parts(new[index])[0]
+            found.append((ChangeKind.OPERATION_INSERTED, f"{name} (op {index + 1} of {len(new)})"))
+        for index in range(old_start + paired, old_end):
+            name = operation_parts(old[index])[0]
+            found.append((ChangeKind.OPERATION_REMOVED, f"{name} (op {index + 1} of {len(old)})"))
+    return found
+
+
+def _backward_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+    """The backward sections (`backward=True`), compared as text: one change per differing run.
+
+    Only when both sides recorded backward; a side without it differs in the header.
+    """
+    old_steps, new_steps = backward_section(old_header), backward_section(new_header)
+    if old_steps is None or new_steps is None or old_steps == new_steps:
+        return []
+    changes: list[Change] = []
+    matcher = difflib.SequenceMatcher(a=old_steps, b=new_steps, autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        before = " / ".join(line.strip() for line in old_steps[old_start:old_end]) or "nothing"
+        after = " / ".join(line.strip() for line in new_steps[new_start:new_end]) or "nothing"
+        where = f"step {new_start + 1} of {len(new_steps)}"
+        changes.append(
+            Change(ChangeKind.BACKWARD_CHANGED, None, None, f"{where}: {before} -> {after}")
+        )
+    return changes
+
+
+def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+    """Operations without a FLOP formula that the new trace runs and the old did not: a
+    refactor that introduces one would otherwise read as costing nothing. Only when both
+    traces counted costs."""
+    old, new = uncounted_operations(old_header), uncounted_operations(new_header)
+    if old is None or new is None:
+        return []
+    return [
+        Change(ChangeKind.UNCOUNTED_OPERATION_ADDED, None, None, f"{name} x{count}")
+        for name, count in new.items()
+        if name not in old
+    ]
+
+
+def _initialization_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+    """The first initialization step that moved or changed (`initialization=True`), as one
+    change: every later step draws from a shifted stream, so the first is the one to fix.
+    Only when both traces recorded the initialization."""
+    old, new = initialization_steps(old_header), initialization_steps(new_header)
+    if old is None or new is None or old == new:
+        return []
+    detail = describe_initialization_change(old, new)
+    return [Change(ChangeKind.INITIALIZATION_CHANGED, None, None, detail)]
+
+
+def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:
+    """Settings, parameters and buffers that changed between two first calls of a module.
+
+    Settings of two different classes are not compared (a type change says it all), and a
+    module frozen or unfrozen as a whole is not repeated parameter by parameter.
+    """
+    old_facts, new_facts = facts_by_title(old_line), facts_by_title(new_line)
+    found: list[tuple[ChangeKind, str]] = []
+    same_class = old_line.module_type == new_line.module_type
+    if same_class and old_facts.get("settings") != new_facts.get("settings"):
+        found.append(
+            (
+                ChangeKind.SETTINGS_CHANGED,
+                describe_settings_change(
+                    old_facts.get("settings", ""), new_facts.get("settings", "")
+                ),
+            )
+        )
+    tensor_changes: list[str] = []
+    for title in ("parameters", "buffers"):
+        if old_facts.get(title) != new_facts.get(title):
+            tensor_changes += describe_tensor_fact_changes(
+                old_facts.get(title, ""),
+                new_facts.get(title, ""),
+                new_line.path or old_line.path,
+                whole_module_frozen=old_line.frozen != new_line.frozen,
+            )
+    if tensor_changes:
+        found.append((ChangeKind.PARAMETERS_CHANGED, "; ".join(tensor_changes)))
+    return found
+
+
+def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[Change]:
+    old_counts = _counts(old)
+    new_counts = _counts(new)
+    return [
+        Change(ChangeKind.REUSE_CHANGED, None, None, f"{path} {count} -> {new_counts[path]}")
+        for path, count in old_counts.items()
+        if path in new_counts and new_counts[path] != count
+    ]
+
+
+def _counts(lines: list[GoldenLine]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in lines:
+        counts[line.path] = counts.get(line.path, 0) + 1
+    return counts
+
+
+def _header_changes(old_header: list[str], new_header: list[str]) -> list[str]:
+    old_header = [line for line in old_header if line != FORMAT_LINE]
+    new_header = [line for line in new_header if line != FORMAT_LINE]
+    if old_header == new_header:
+        return []
+    lines: list[str] = []
+    matcher = difflib.SequenceMatcher(a=old_header, b=new_header, autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        lines.extend(f"- {line}" for line in old_header[old_start:old_end])
+        lines.extend(f"+ {line}" for line in new_header[new_start:new_end])
+    return lines

@@ -1,0 +1,88 @@
+"""Trace x Trace -> explained differences: the entry points diff_traces, diff_golden and
+diff_lines. Pure functions, no torch.
+
+A diff runs in three steps, one module each: `alignment` pairs the old and new calls,
+`classification` turns the pairs into changes (a `TraceDiff`), and `explanation` puts them
+in words. The golden text both sides are read from is `golden_format`'s.
+"""
+
+from __future__ import annotations
+
+from pytest_fwdorder.calls import TraceRecords
+from pytest_fwdorder.diff.alignment import align_calls
+from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
+from pytest_fwdorder.golden.format import GoldenLine, parse_golden
+from pytest_fwdorder.golden.render import backward_lines, golden_lines, render_header
+
+__all__ = [
+    "check_trace",
+    "diff_golden",
+    "diff_lines",
+    "diff_traces",
+]
+
+
+def diff_traces(old: TraceRecords, new: TraceRecords) -> TraceDiff:
+    """What changed from `old` to `new`; raises TypeError if either is not a trace."""
+    check_trace("diff_traces", "old", old)
+    check_trace("diff_traces", "new", new)
+    return diff_lines(
+        [*render_header(old), *backward_lines(old)],
+        golden_lines(old),
+        [*render_header(new), *backward_lines(new)],
+        golden_lines(new),
+    )
+
+
+def check_trace(function: str, argument: str, value: object) -> None:
+    """Raise TypeError naming the argument if `value` is not a trace."""
+    if isinstance(value, TraceRecords):
+        return
+    if isinstance(value, str):
+        hint = "pass what trace_forward returns; for golden text use diff_golden"
+    elif callable(getattr(value, "named_modules", None)):  # a model: no torch import here
+        hint = "trace the model first: trace_forward(model, *inputs)"
+    else:
+        hint = "pass what trace_forward returns"
+    raise TypeError(
+        f"{function} expected a trace as `{argument}`, got {type(value).__name__}: "
+        f"{_short_repr(value)}: {hint}"
+    )
+
+
+def _short_repr(value: object) -> str:
+    """The value's repr cut to one line of 80 characters: a model's repr is its whole tree."""
+    text = repr(value)
+    if len(text) <= 80 and "\n" not in text:
+        return text
+    return f"{text.splitlines()[0][:77]}..."
+
+
+def diff_golden(old_text: str, new_text: str) -> TraceDiff:
+    """What changed from one golden text to another (both as `render_trace` writes them).
+
+    Raises TypeError if either is not a string.
+    """
+    for argument, value in (("old_text", old_text), ("new_text", new_text)):
+        if not isinstance(value, str):
+            raise TypeError(
+                f"diff_golden expected golden text as `{argument}`, got "
+                f"{type(value).__name__}: {value!r}: pass the text of a golden file "
+                "(path.read_text()), or use diff_traces for two traces"
+            )
+    old_header, old_lines = parse_golden(old_text)
+    new_header, new_lines = parse_golden(new_text)
+    return diff_lines(old_header, old_lines, new_header, new_lines)
+
+
+def diff_lines(
+    old_header: list[str],
+    old: list[GoldenLine],
+    new_header: list[str],
+    new: list[GoldenLine],
+    *,
+    match_paths: bool = True,
+) -> TraceDiff:
+    """Align and classify two lists of call lines; `match_paths=False` aligns by structure only."""
+    aligned, moved = align_calls(old, new, match_paths=match_paths)
+    return classify_diff(old_header, old, new_header, new, aligned, moved)

@@ -1,0 +1,1 @@
+"""Facets: what a trace can record besides the calls (costs, values, operations, ...)."""

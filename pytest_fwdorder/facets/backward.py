@@ -1,0 +1,235 @@
+"""Record the order of the backward pass (`backward=True`): the one owner of how it is captured.
+
+Through the autograd graph, not module backward hooks. torch's global full backward hooks
+wrap every module's inputs and outputs in `BackwardHookFunction`, which changes forward:
+an in-place operation on a module's output then fails (ResNet's `ReLU(inplace=True)` after
+a BatchNorm). Instead, a global forward hook (registered only while backward is recorded)
+puts a pre-hook on the `grad_fn` of each call's output tensors; the pre-hook fires when the
+gradient of that output arrives, which is when the call's backward starts. Forward runs
+exactly as it would. Calls whose outputs share one node (a `Sequential` and its last layer)
+are listed outermost first.
+
+Backward runs with `torch.autograd.grad` on the model's parameters (and inputs) that
+require grad, so no `.grad` is accumulated anywhere; `.grad` of every parameter is saved
+and put back all the same. Modules that run forward during backward (activation
+checkpointing's recomputation, `torch.utils.checkpoint` with `use_reentrant=False`) are
+recorded as recomputed steps, and set aside from the forward calls.
+
+The hooks this module installs, each removed when its block ends: the global forward hook
+(`forward_watched`), a pre-hook on each output's `grad_fn`, and, while backward runs
+(`run`), a global forward pre-hook and post-hook that see the recomputed calls. The
+recorder's own hooks (recorder.py) record the forward calls these refer to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.nn.modules.module import (
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+)
+
+from pytest_fwdorder.calls import BackwardRecords, BackwardStep, TraceRecords
+from pytest_fwdorder.recording.describe import describe_value, tensors_of
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.recording.recorder import Recorder
+
+SUMMED_OUTPUT = "sum of the output's floating tensors"
+
+
+def loss_description(loss: object) -> str:
+    """How the golden header names what backward started from."""
+    if loss is True or loss is None:
+        return SUMMED_OUTPUT
+    name = getattr(loss, "__qualname__", None) or type(loss).__name__
+    return str(name)
+
+
+class _Waiting:
+    """A call whose output's gradient has not arrived yet: where to read it, how to show it."""
+
+    __slots__ = ("depth", "module_type", "nth", "number", "output_number", "path")
+
+    def __init__(
+        self, number: int, output_number: int, path: str, module_type: str, nth: int, depth: int
+    ) -> None:
+        self.number = number
+        self.output_number = output_number
+        self.path = path
+        self.module_type = module_type
+        self.nth = nth
+        self.depth = depth
+
+
+class BackwardRecorder:
+    """Watches forward for the autograd nodes of each call's outputs, then runs backward."""
+
+    def __init__(self, loss: object) -> None:
+        self.loss = loss
+        self.recorder: Recorder | None = None
+        self.in_backward = False
+        self.waiting: dict[Any, list[_Waiting]] = {}
+        self.handles: list[Any] = []
+        self.arrived: set[int] = set()
+        self.steps: list[BackwardStep] = []
+        self.recompute_depth: list[int] = []
+
+    @contextmanager
+    def forward_watched(self) -> Iterator[BackwardRecorder]:
+        """Register the forward hook that finds each call's output nodes.
+
+        Enter it before the recorder's hooks: global forward hooks run in the order they
+        were registered, so this one sees the recorder's call still open.
+        """
+        handle = register_module_forward_hook(self._after_forward)
+        try:
+            yield self
+        finally:
+            handle.remove()
+            for node_handle in self.handles:
+                node_handle.remove()
+            self.handles.clear()
+            self.waiting.clear()
+
+    def _after_forward(self, module: nn.Module, args: Any, output: Any) -> None:
+        recorder = self.recorder
+        if recorder is None or self.in_backward:
+            return
+        open_calls = recorder.open_calls
+        if not open_calls or open_calls[-1].module is not module:
+            return
+        record = open_calls[-1]
+        for tensor in tensors_of(output):
+            node = tensor.grad_fn
+            if node is None:
+                continue
+            waiting = self.waiting.get(node)
+            if waiting is None:
+                waiting = self.waiting[node] = []
+                self.handles.append(node.register_prehook(self._gradient_arrived(node)))
+            entry = record.entry
+            waiting.append(
+                _Waiting(
+                    record.number,
+                    tensor.output_nr,
+                    entry.path,
+                    entry.module_type,
+                    record.nth,
+                    record.depth + 1,
+                )
+            )
+
+    def _gradient_arrived(self, node: Any) -> Callable[[tuple[Any, ...]], None]:
+        def prehook(gradients: tuple[Any, ...]) -> None:
+            # Registered innermost call first (its forward ended first); outermost first here.
+            for waiting in reversed(self.waiting.get(node, ())):
+                if waiting.number in self.arrived:
+                    continue
+                self.arrived.add(waiting.number)
+                gradient = (
+                    gradients[waiting.output_number]
+                    if waiting.output_number < len(gradients)
+                    else None
+                )
+                self.steps.append(
+                    BackwardStep(
+                        path=waiting.path,
+                        module_type=waiting.module_type,
+                        nth=waiting.nth,
+                        depth=waiting.depth,
+                        call_index=waiting.number,
+                        gradient=describe_value(gradient),
+                    )
+                )
+
+        return prehook
+
+    def run(self, root: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+        """Run backward from `output` and record its steps; `.grad` fields are left as they were."""
+        recorder = self.recorder
+        assert recorder is not None  # set by trace_forward before forward runs
+        loss = self._loss_of(output)
+        if callable(self.loss) and not isinstance(loss, torch.Tensor):
+            name = getattr(self.loss, "__qualname__", repr(self.loss))
+            raise TypeError(
+                f"backward={name} returned {type(loss).__name__}, not a tensor: the loss "
+                "function must return the tensor to run backward from (a scalar)"
+            )
+        if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+            return  # nothing in the output requires grad: there is no backward to record
+        leaves: list[torch.Tensor] = [
+            parameter for parameter in root.parameters() if parameter.requires_grad
+        ]
+        leaves += [
+            tensor for tensor in tensors_of(inputs) if tensor.requires_grad and tensor.is_leaf
+        ]
+        if not leaves:
+            return
+        saved = [(parameter, parameter.grad) for parameter in root.parameters()]
+        kept, counts = len(recorder.records), dict(recorder.call_counts)
+        self.in_backward = True
+        try:
+            with ExitStack() as stack:
+                pre = register_module_forward_pre_hook(self._recomputing)
+                stack.callback(pre.remove)
+                post = register_module_forward_hook(self._recomputed, always_call=True)
+                stack.callback(post.remove)
+                torch.autograd.grad(loss, leaves, allow_unused=True)
+        finally:
+            self.in_backward = False
+            # Calls made during backward (recomputation) are steps of it, not forward calls.
+            recorder.forget_calls_after(kept, counts)
+            for parameter, gradient in saved:
+                if parameter.grad is not gradient:
+                    parameter.grad = gradient
+
+    def _loss_of(self, output: Any) -> Any:
+        if callable(self.loss):
+            return self.loss(output)
+        floating = [
+            tensor
+            for tensor in tensors_of(output)
+            if tensor.is_floating_point() or tensor.is_complex()
+        ]
+        if not floating:
+            return None
+        total = floating[0].float().sum()
+        for tensor in floating[1:]:
+            total = total + tensor.float().sum()
+        return total
+
+    def _recomputing(self, module: nn.Module, args: Any) -> None:
+        recorder = self.recorder
+        if recorder is None:
+            return
+        entry = recorder.entries.get(id(module))
+        if entry is None:
+            return
+        base = self.steps[-1].depth + 1 if self.steps and not self.recompute_depth else 1
+        if self.recompute_depth:
+            base = self.recompute_depth[-1] + 1
+        self.recompute_depth.append(base)
+        self.steps.append(
+            BackwardStep(
+                path=entry.path,
+                module_type=entry.module_type,
+                nth=0,
+                depth=base,
+                recomputed=True,
+            )
+        )
+
+    def _recomputed(self, module: nn.Module, args: Any, output: Any) -> None:
+        recorder = self.recorder
+        if recorder is not None and id(module) in recorder.entries and self.recompute_depth:
+            self.recompute_depth.pop()
+
+    def finish(self, trace: TraceRecords) -> None:
+        """Give the finished trace its backward section."""
+        trace.backward = BackwardRecords(loss_description(self.loss), tuple(self.steps))

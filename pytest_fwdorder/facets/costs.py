@@ -1,0 +1,275 @@
+"""Count what each call costs (`costs=True`): FLOPs, output bytes, parameter and saved bytes.
+
+The one owner of how costs are counted. FLOPs come from torch's own formulas
+(`torch.utils.flop_counter.flop_registry`), looked up as `FlopCounterMode` looks them up, in
+a `TorchDispatchMode` active for the length of the recording: each aten operation's FLOPs
+go to the innermost call open when it ran, and a call's total is its own plus its
+children's, added up once the trace is finished, so nothing is counted twice and a module
+called three times costs three times. Formulas work on shapes alone, so meta tensors give
+the same figures as real ones.
+
+An operation without a formula that computes something is counted by name under
+"uncounted" rather than silently as zero; views, metadata reads, copies and tensor
+creation compute nothing and are not listed. Output bytes come from the recorded output
+descriptions (dtype size x elements). Parameter and buffer bytes are each module's own
+tensors; the trace's total counts each storage once (tied and shared tensors). With grad
+enabled, `torch.autograd.graph.saved_tensors_hooks` sees every tensor autograd saves for
+backward: the activations, each storage once, the model's own tensors left out.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.nn.parameter import is_lazy
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+
+from pytest_fwdorder.calls import CallCosts, TensorFact, TraceCosts, TraceRecords
+from pytest_fwdorder.recording.describe import dtype_name
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.recording.recorder import CallRecord, Recorder
+
+# Operations that compute no value: tensor creation, copies, data movement and lookups.
+# Views and metadata reads are found by torch's own flags (`is_view`, the `core` queries).
+_COMPUTES_NOTHING = frozenset(
+    {
+        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+        "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
+        "new_full", "fill_", "zero_", "scalar_tensor", "arange", "lift_fresh",
+        "lift_fresh_copy", "copy_", "_to_copy", "clone", "contiguous", "detach", "alias",
+        "_unsafe_view", "cat", "stack", "index_select", "embedding", "gather", "repeat",
+        "expand_copy", "permute_copy", "view_copy", "t_copy", "transpose_copy", "split_copy",
+        "_local_scalar_dense", "resize_", "set_", "_reshape_alias", "slice_scatter",
+        "select_scatter", "index", "masked_fill", "masked_fill_", "where", "unfold",
+        "_assert_async", "_assert_tensor_metadata", "sym_constrain_range_for_size",
+        "bernoulli_", "native_dropout", "rand", "randn", "rand_like", "randn_like",
+        "normal_", "uniform_",
+    }
+)  # fmt: skip
+_METADATA = frozenset(
+    {
+        "size", "sym_size", "stride", "sym_stride", "storage_offset", "sym_storage_offset",
+        "numel", "sym_numel", "dim", "is_contiguous", "sym_is_contiguous",
+        "is_strides_like_format", "is_non_overlapping_and_dense", "layout", "device",
+        "is_same_size", "_has_compatible_shallow_copy_type", "equal",
+    }
+)  # fmt: skip
+
+
+def computes_something(operation: torch._ops.OpOverload) -> bool:
+    """Whether an aten operation without a FLOP formula belongs in "uncounted"."""
+    name = operation._overloadpacket.__name__
+    return not (operation.is_view or name in _COMPUTES_NOTHING or name in _METADATA)
+
+
+# Eval-mode batch norm's statistics outputs: empty on the CPU, one value per channel from
+# torch's meta kernel. Autograd saves them; they are left out of the saved bytes so that
+# meta and CPU give the same figure (backward uses the running statistics instead).
+_UNUSED_STATISTICS = frozenset({"_native_batch_norm_legit_no_training"})
+
+
+class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """The dispatch mode that adds each operation's FLOPs to the open call of a `Recorder`.
+
+    `ignored_storages` is the saved-tensor counter's set of storages it leaves out: the
+    mode adds to it the outputs autograd saves but the figures should not count.
+    """
+
+    def __init__(self, recorder: Recorder, ignored_storages: set[int]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.ignored_storages = ignored_storages
+        self.open_calls: list[CallRecord] = recorder.open_calls
+        self.thread_id = threading.get_ident()
+        # Formulas registered later (`register_flop_formula`) are not seen, as in
+        # FlopCounterMode, which takes the registry when it is made.
+        self.formulas: dict[Any, Callable[..., int]] = dict(flop_registry)
+        # Call record number -> the FLOPs of its own forward (outside its children).
+        self.own_flops: dict[int, int] = {}
+        # Operation name -> how many times it ran without a formula, inside a call.
+        self.uncounted: dict[str, int] = {}
+        self.counts_uncounted: dict[Any, bool] = {}
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        packet = func._overloadpacket
+        formula = self.formulas.get(packet)
+        if formula is None and func is not torch.ops.prim.device.default:
+            # What FlopCounterMode does: an operation that has a decomposition is counted
+            # through the operations it decomposes into, which may have formulas.
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
+        output = func(*args, **kwargs)
+        if packet.__name__ in _UNUSED_STATISTICS:
+            self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
+        open_calls = self.open_calls
+        if not open_calls or threading.get_ident() != self.thread_id:
+            return output
+        if formula is not None:
+            number = open_calls[-1].number
+            self.own_flops[number] = self.own_flops.get(number, 0) + int(
+                formula(*args, **kwargs, out_val=output)
+            )
+            return output
+        counted = self.counts_uncounted.get(func)
+        if counted is None:
+            counted = self.counts_uncounted[func] = computes_something(func)
+        if counted:
+            name = str(packet)
+            self.uncounted[name] = self.uncounted.get(name, 0) + 1
+        return output
+
+
+class SavedTensors:
+    """The storages autograd saves for backward while a recording runs, each counted once."""
+
+    def __init__(self, model_storages: set[int]) -> None:
+        self.thread_id = threading.get_ident()
+        self.model_storages = model_storages
+        self.storages: dict[int, int] = {}
+        # Saved tensors stay alive while the graph does; holding them for the length of the
+        # recording keeps their storage keys from being reused by a later tensor.
+        self.keep_alive: list[torch.Tensor] = []
+        self.grad_enabled = torch.is_grad_enabled()
+
+    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        if threading.get_ident() != self.thread_id or tensor.layout is not torch.strided:
+            return tensor
+        key = storage_key(tensor)
+        if key not in self.model_storages and key not in self.storages:
+            self.storages[key] = tensor.untyped_storage().nbytes()
+            self.keep_alive.append(tensor)
+        return tensor
+
+    @staticmethod
+    def unpack(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    @property
+    def saved_bytes(self) -> int | None:
+        if not self.storages and not self.grad_enabled:
+            return None
+        return sum(self.storages.values())
+
+
+def storage_key(tensor: torch.Tensor) -> int:
+    """Which storage a tensor's elements live in: the same for views and tied tensors.
+
+    The address of the storage object, not of its data, which is 0 on meta for all of them.
+    """
+    key: int = tensor.untyped_storage()._cdata
+    return key
+
+
+def model_storages(root: nn.Module) -> dict[int, int]:
+    """Each storage the model's parameters and buffers live in -> their bytes, once each.
+
+    A storage's bytes are those of the first tensor found in it (elements x element size);
+    lazy tensors, which have no elements yet, are left out.
+    """
+    storages: dict[int, int] = {}
+    for module in root.modules():
+        for tensors in (module._parameters, module._buffers):
+            for tensor in tensors.values():
+                if tensor is None or is_lazy(tensor):
+                    continue
+                if tensor.layout is not torch.strided:
+                    continue
+                storages.setdefault(storage_key(tensor), tensor.numel() * tensor.element_size())
+    return storages
+
+
+class CostCounters:
+    """What `costs_counted` keeps of one recording until `attach_costs` uses it."""
+
+    def __init__(self, mode: CostMode, saved: SavedTensors, tensor_bytes: int) -> None:
+        self.mode = mode
+        self.saved = saved
+        self.tensor_bytes = tensor_bytes
+
+
+@contextmanager
+def costs_counted(recorder: Recorder, root: nn.Module) -> Iterator[CostCounters]:
+    """Count FLOPs into `recorder`'s open calls, and saved tensors, for the block's length.
+
+    Entered after `recording`, so the model's tensors are those forward sees (stand-ins).
+    """
+    storages = model_storages(root)
+    saved = SavedTensors(set(storages))
+    counters = CostCounters(CostMode(recorder, saved.model_storages), saved, sum(storages.values()))
+    with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack), counters.mode:
+        try:
+            yield counters
+        finally:
+            saved.keep_alive.clear()
+
+
+def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
+    """Give each finished call its costs, and the trace its totals.
+
+    FLOPs of operations made by calls that are not in the trace (backward's recomputation,
+    whose calls are set aside) are dropped.
+    """
+    calls = trace.calls
+    own = counters.mode.own_flops
+    totals = [own.get(index, 0) for index in range(len(calls))]
+    for call in reversed(calls):  # children follow their parent: theirs are complete first
+        if call.parent is not None:
+            totals[call.parent.index] += totals[call.index]
+    for call in calls:
+        call._costs = CallCosts(  # type: ignore[attr-defined]
+            flops=totals[call.index],
+            own_flops=own.get(call.index, 0),
+            output_bytes=sum(
+                tensor_bytes(tensor.dtype, tensor.shape) for tensor in call.output_tensors
+            ),
+            tensor_bytes=(
+                own_tensor_bytes(call.facts.tensors.tensors)
+                if call.nth == 1 and call.facts is not None
+                else None
+            ),
+        )
+    trace.costs = TraceCosts(
+        flops=sum(totals[call.index] for call in calls if call.parent is None),
+        tensor_bytes=counters.tensor_bytes,
+        saved_bytes=counters.saved.saved_bytes,
+        uncounted=tuple(
+            sorted(counters.mode.uncounted.items(), key=lambda item: (-item[1], item[0]))
+        ),
+    )
+
+
+def own_tensor_bytes(facts: tuple[TensorFact, ...]) -> int | None:
+    """The bytes of a module's own parameters and buffers; None if one is lazy."""
+    if any(fact.shape is None for fact in facts):
+        return None
+    return sum(tensor_bytes(fact.dtype, fact.shape or ()) for fact in facts)
+
+
+def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
+    """The bytes of a tensor of this golden dtype name (`f32`) and shape."""
+    return math.prod(shape) * _ITEM_SIZES.get(dtype, 0)
+
+
+def _item_sizes() -> dict[str, int]:
+    """Golden dtype name -> bytes per element, for every dtype torch has."""
+    dtypes = {value for value in vars(torch).values() if isinstance(value, torch.dtype)}
+    return {dtype_name(dtype): dtype.itemsize for dtype in dtypes}
+
+
+_ITEM_SIZES = _item_sizes()

@@ -1,0 +1,611 @@
+"""Capture the stable facts of a module: its settings, its own tensors, ties and forward names.
+
+The one owner of how these facts are captured; rendering them is the golden format's job.
+Pure reads, no hooks: results are plain strings, ints and tuples, so a trace that keeps them
+keeps no tensor, and nothing in them varies between runs or devices (no ids, addresses,
+devices or values). Work that depends only on a module's class (signature inspection,
+which attributes hold its settings) is done once per class and cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import operator
+import re
+import types
+import weakref
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, replace
+from itertools import chain
+
+import torch
+from torch import nn
+
+from pytest_fwdorder.calls import (
+    ForwardParameters,
+    ModuleFacts,
+    ModuleTensors,
+    Setting,
+    TensorFact,
+    TensorKind,
+    TensorTotals,
+)
+from pytest_fwdorder.hookspecs import module_facts_from_plugins
+from pytest_fwdorder.recording.describe import dtype_name
+
+# The setting shown for a user module that overrides `extra_repr`.
+EXTRA_REPR_SETTING = "extra_repr"
+# Constructor arguments that say where a module was built, not what it computes.
+_PLACEMENT_ARGUMENTS = frozenset({"device", "dtype"})
+# Constructor arguments torch stores under another name: (setting, attribute) pairs whose
+# setting is True when the attribute holds a parameter.
+_STORED_ELSEWHERE: dict[type[nn.Module], tuple[tuple[str, str], ...]] = {
+    nn.MultiheadAttention: (("bias", "in_proj_bias"), ("add_bias_kv", "bias_k")),
+}
+# Nesting deeper than this in a setting's value is not plain configuration.
+_DEEPEST_SETTING = 4
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+# Quantized modules show the scale and zero point their observers computed from data. Those
+# differ in their last digits between machines (CPU kernels, observer arithmetic), so a
+# golden says where they come from instead of their value.
+_OBSERVED_QUANTIZATION = re.compile(r"\b(scale|zero_point)=(?:tensor\([^()]*\)|[-+0-9.e]+)")
+_QUANTIZED_PACKAGES = ("torch.ao.nn.", "torch.nn.quantized.", "torch.nn.intrinsic.")
+_MISSING = object()
+# Lazy modules' tensors. Checked with issubclass(type(...)): isinstance goes through
+# Parameter's metaclass hook, which costs a Python call per tensor.
+_UNINITIALIZED = (nn.UninitializedParameter, nn.UninitializedBuffer)
+_PLAIN_TYPES: frozenset[type] = frozenset({bool, int, float, str, type(None)})
+
+
+@dataclass(frozen=True, slots=True)
+class TensorIndex:
+    """What one walk over a model's tensors finds: ties, state_dict keys and totals.
+
+    `tied` pairs each tensor's first full name with its other names, for tensors reached
+    under more than one name (shared weights, or a module registered in two places).
+    """
+
+    tied: tuple[tuple[str, tuple[str, ...]], ...]
+    state_dict_keys: tuple[str, ...]
+    totals: TensorTotals
+
+
+@dataclass(frozen=True, slots=True)
+class _SettingsPlan:
+    """Where a class keeps its settings: (setting, attribute, read as presence) triples."""
+
+    sources: tuple[tuple[str, str, bool], ...]
+    uses_extra_repr: bool
+    # A quantized module's extra_repr: its observed scale and zero point are not written.
+    hides_observed_values: bool = False
+    # The attributes read, and those read as presence: what the facts cache key is made of.
+    attribute_names: tuple[str, ...] = ()
+    presence_names: tuple[str, ...] = ()
+
+
+# A plain dict: a WeakKeyDictionary lookup makes a weak reference, per module of every trace.
+# It keeps classes alive (fx's GraphModule makes one per graph), so it is cleared at a bound.
+_SETTINGS_PLANS: dict[type[nn.Module], _SettingsPlan] = {}
+MOST_CACHED_CLASSES = 10_000
+# Equal facts are built once (a frozen dataclass costs more to build than to look up).
+_TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
+_MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
+_MODULE_FACTS: dict[Hashable, ModuleFacts] = {}
+_MOST_TENSOR_FACTS = 100_000
+# Keyed by the class's forward function, not the class: patching `Block.forward` (as
+# mocker.patch.object does) must change the names, whatever ran first.
+_FORWARD_PARAMETERS: weakref.WeakKeyDictionary[object, ForwardParameters | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def module_facts(module: nn.Module, *, ask_plugins: bool = True) -> ModuleFacts:
+    """Settings, own tensors and forward's parameters of a module, and plugins' facts.
+
+    Plugins' facts (`pytest_fwdorder_module_facts`) are asked for every time: they can
+    depend on anything in the module, so they are never part of the shared facts. A caller
+    that found no plugin implementing the hook passes `ask_plugins=False`.
+    """
+    facts = _shared_module_facts(module)
+    if not ask_plugins:
+        return facts
+    extra = module_facts_from_plugins(module)
+    return replace(facts, extra=extra) if extra else facts
+
+
+def _shared_module_facts(module: nn.Module) -> ModuleFacts:
+    """Settings, own tensors and forward's parameters of a module, in one call.
+
+    Equal facts are one shared object, found from what the module holds (its setting
+    values, its tensors' names, dtypes, shapes and flags) before any text is made: a model
+    repeats a few kinds of module many times, and the recorder reads the facts of every
+    module in every trace.
+    """
+    key = _raw_facts(module)
+    try:
+        facts = _MODULE_FACTS.get(key) if key is not None else None
+    except TypeError:  # a list or other unhashable setting
+        key = None
+    if key is None:
+        return ModuleFacts(
+            module_settings(module), module_tensors(module), forward_parameters(module)
+        )
+    if facts is None:
+        if len(_MODULE_FACTS) >= _MOST_TENSOR_FACTS:
+            _MODULE_FACTS.clear()
+        facts = ModuleFacts(
+            module_settings(module), module_tensors(module), forward_parameters(module)
+        )
+        _MODULE_FACTS[key] = facts
+    return facts
+
+
+def _raw_facts(module: nn.Module) -> Hashable | None:
+    """What the facts of a module are made from, as a cache key; None when it cannot be one.
+
+    Only builtins and torch's own hashable values (dtypes, sizes) go in, so hashing is done
+    in C, and the tensors' parts are read by `map` in C. Types are part of it: `True == 1`
+    and `0.0 == 0` must not share a text, and a None parameter must not look like another.
+    """
+    module_class = type(module)
+    plan = _SETTINGS_PLANS.get(module_class)
+    attributes = module.__dict__
+    if plan is None or plan.uses_extra_repr or "forward" in attributes:
+        return None  # extra_repr() text can depend on anything: read it every time
+    get_attribute = attributes.get
+    values = tuple([get_attribute(attribute, _MISSING) for attribute in plan.attribute_names])
+    value_types: tuple[object, ...] = tuple(map(type, values))
+    if tuple in value_types:
+        value_types = tuple([_value_types(value) for value in values])
+    if float in value_types:  # -0.0 == 0.0, but their texts differ
+        value_types += tuple(
+            [math.copysign(1.0, value) for value in values if type(value) is float]
+        )
+    parameters = module._parameters
+    buffers = module._buffers
+    try:
+        tensors: tuple[object, ...] = (
+            tuple(parameters),
+            tuple(map(type, parameters.values())),
+            tuple(map(_TENSOR_KEY, filter(_IS_NOT_NONE, parameters.values()))),
+        )
+        if buffers:
+            non_persistent = module._non_persistent_buffers_set
+            tensors += (
+                tuple(buffers),
+                tuple(map(type, buffers.values())),
+                tuple(map(_TENSOR_KEY, filter(_IS_NOT_NONE, buffers.values()))),
+                tuple([name in non_persistent for name in buffers]),
+            )
+    except RuntimeError:  # a lazy module's uninitialized tensor has no shape to read
+        return None
+    return (module_class, module_class.forward, values, value_types, tensors)
+
+
+_TENSOR_KEY = operator.attrgetter("dtype", "shape", "requires_grad")
+_IS_NOT_NONE = functools.partial(operator.is_not, None)
+
+
+def _value_types(value: object) -> object:
+    """The types in a setting value, tuples item by item: `(1, 1)` and `(True, True)` differ."""
+    if type(value) is tuple:
+        item_types = tuple(map(type, value))  # in C for the usual flat tuple: (3, 3)
+        if tuple in item_types:
+            return (tuple, *[_value_types(item) for item in value])
+        return (tuple, *item_types)
+    return type(value)
+
+
+def module_settings(module: nn.Module) -> tuple[Setting, ...]:
+    """The settings that decide what a module computes, as (name, text) in a stable order.
+
+    torch.nn modules: their constructor arguments read back from the attributes that hold
+    them (`kernel_size=(3, 3)`, `eps=1e-05`; floats exactly, by repr), `bias=True/False`
+    from whether the bias parameter exists, never `device` or `dtype`. Classes whose
+    `__init__` takes `*args`/`**kwargs` (LSTM, GRU) add their `__constants__`. Other modules:
+    their `extra_repr()` text as one `extra_repr` setting when they have one (hexadecimal
+    addresses replaced; a quantized module's observed `scale` and `zero_point` written as
+    `<from data>`, since their digits differ between machines), else nothing. Never raises: an unreadable setting reads as a
+    placeholder naming the exception type.
+    """
+    try:
+        module_class = type(module)
+        plan = _SETTINGS_PLANS.get(module_class)
+        if plan is None:
+            if len(_SETTINGS_PLANS) >= MOST_CACHED_CLASSES:
+                _SETTINGS_PLANS.clear()
+            plan = _SETTINGS_PLANS[module_class] = _plan_settings(module_class)
+        if plan.uses_extra_repr:
+            return _extra_repr_setting(module, plan.hides_observed_values)
+        return _read_settings(module, plan)
+    except Exception as error:  # a hostile __getattr__ or class must not break the user's test
+        return (("settings", f"<not readable: {type(error).__name__}>"),)
+
+
+def _plan_settings(module_class: type[nn.Module]) -> _SettingsPlan:
+    if not _defined_in_torch_nn(module_class):
+        return _SettingsPlan(
+            (),
+            module_class.extra_repr is not nn.Module.extra_repr,
+            hides_observed_values=(module_class.__module__ or "").startswith(_QUANTIZED_PACKAGES),
+        )
+    names: list[str] = []
+    takes_anything = False
+    try:
+        signature = inspect.signature(module_class.__init__)
+    except (TypeError, ValueError):
+        takes_anything = True
+    else:
+        for parameter in list(signature.parameters.values())[1:]:
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                takes_anything = True
+            else:
+                names.append(parameter.name)
+    if takes_anything:
+        names.extend(getattr(module_class, "__constants__", ()))
+    elsewhere: dict[str, str] = {}
+    for base in reversed(module_class.__mro__):
+        elsewhere.update(_STORED_ELSEWHERE.get(base, ()))
+    sources: list[tuple[str, str, bool]] = []
+    for name in dict.fromkeys(names):  # in order, once each
+        if name.startswith("_") or name in _PLACEMENT_ARGUMENTS:
+            continue
+        attribute = elsewhere.get(name)
+        sources.append((name, name, False) if attribute is None else (name, attribute, True))
+    return _SettingsPlan(
+        tuple(sources),
+        uses_extra_repr=False,
+        attribute_names=tuple(attribute for _, attribute, _ in sources),
+        presence_names=tuple(attribute for _, attribute, as_presence in sources if as_presence),
+    )
+
+
+def _defined_in_torch_nn(module_class: type) -> bool:
+    module_name = module_class.__module__ or ""
+    return module_name == "torch.nn" or module_name.startswith("torch.nn.")
+
+
+def _read_settings(module: nn.Module, plan: _SettingsPlan) -> tuple[Setting, ...]:
+    attributes = vars(module)  # plain attributes only: never a method or property
+    parameters = module._parameters
+    settings: list[Setting] = []
+    for setting_name, attribute, as_presence in plan.sources:
+        value = attributes.get(attribute, _MISSING)
+        if as_presence:
+            if value is _MISSING:
+                value = parameters.get(attribute)
+            settings.append((setting_name, repr(value is not None)))
+        elif value is not _MISSING:
+            value_type = type(value)
+            if value_type in _PLAIN_TYPES or (
+                value_type is tuple and _PLAIN_TYPES.issuperset(map(type, value))
+            ):
+                text: str | None = repr(value)  # kernel_size=(3, 3): repr writes it as wanted
+            else:
+                text = _config_text(value, 0)
+            if text is not None:
+                settings.append((setting_name, text))
+        elif attribute in parameters:  # a bool argument kept as a parameter or None: bias
+            settings.append((setting_name, repr(parameters[attribute] is not None)))
+    return tuple(settings)
+
+
+def _config_text(value: object, depth: int) -> str | None:
+    """Text for a plain configuration value, or None for anything else (tensors, modules)."""
+    value_type = type(value)
+    if value_type in _PLAIN_TYPES:
+        return repr(value)
+    if (value_type is tuple or value_type is list) and _PLAIN_TYPES.issuperset(map(type, value)):  # type: ignore[call-overload]
+        return repr(value)
+    if isinstance(value, torch.dtype):
+        return dtype_name(value)
+    if isinstance(value, (tuple, list)) and depth < _DEEPEST_SETTING:
+        parts = [_config_text(item, depth + 1) for item in value]
+        if any(part is None for part in parts):
+            return None
+        text = ", ".join(part for part in parts if part is not None)
+        if isinstance(value, list):
+            return f"[{text}]"
+        return f"({text},)" if len(parts) == 1 else f"({text})"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return f"<function {value.__qualname__}>"  # TransformerEncoderLayer's activation
+    return None
+
+
+def _extra_repr_setting(module: nn.Module, hides_observed_values: bool) -> tuple[Setting, ...]:
+    try:
+        text = module.extra_repr()
+    except Exception as error:
+        return ((EXTRA_REPR_SETTING, f"<extra_repr raised {type(error).__name__}>"),)
+    if not isinstance(text, str):
+        return ((EXTRA_REPR_SETTING, f"<extra_repr returned {type(text).__name__}>"),)
+    if not text:
+        return ()
+    text = _ADDRESS.sub("<address>", text)
+    if hides_observed_values:
+        text = _OBSERVED_QUANTIZATION.sub(r"\1=<from data>", text)
+    return ((EXTRA_REPR_SETTING, text),)
+
+
+def is_uninitialized(tensor: torch.Tensor) -> bool:
+    """Whether a tensor is a lazy module's parameter or buffer that has no shape yet."""
+    return issubclass(type(tensor), _UNINITIALIZED)
+
+
+def module_tensors(module: nn.Module) -> ModuleTensors:
+    """A module's own parameters and buffers (not its children's), without reading values.
+
+    Lazy tensors are recorded as uninitialized (shape None) without touching their shape.
+    """
+    facts: list[TensorFact] = []
+    for name, parameter in module._parameters.items():
+        if parameter is not None:
+            facts.append(_tensor_fact(name, "parameter", parameter, parameter.requires_grad, True))
+    if module._buffers:
+        non_persistent = module._non_persistent_buffers_set
+        for name, buffer in module._buffers.items():
+            if buffer is not None:
+                facts.append(
+                    _tensor_fact(name, "buffer", buffer, False, name not in non_persistent)
+                )
+    key = tuple(facts)
+    tensors = _MODULE_TENSORS.get(key)
+    if tensors is None:
+        if len(_MODULE_TENSORS) >= _MOST_TENSOR_FACTS:
+            _MODULE_TENSORS.clear()
+        tensors = _MODULE_TENSORS[key] = ModuleTensors(key)
+    return tensors
+
+
+def _tensor_fact(
+    name: str, kind: TensorKind, tensor: torch.Tensor, requires_grad: bool, persistent: bool
+) -> TensorFact:
+    """The fact for one tensor, shared between equal facts: most models repeat a few."""
+    if issubclass(type(tensor), _UNINITIALIZED):
+        return TensorFact(name, kind, dtype_name(tensor.dtype), None, requires_grad, persistent)
+    # torch.Size hashes and compares as the tuple of its sizes.
+    key = (name, kind, tensor.dtype, tensor.shape, requires_grad, persistent)
+    fact = _TENSOR_FACTS.get(key)
+    if fact is None:
+        if len(_TENSOR_FACTS) >= _MOST_TENSOR_FACTS:
+            _TENSOR_FACTS.clear()
+        fact = TensorFact(
+            name, kind, dtype_name(tensor.dtype), tuple(tensor.shape), requires_grad, persistent
+        )
+        _TENSOR_FACTS[key] = fact
+    return fact
+
+
+def index_tensors(
+    root: nn.Module,
+    named_modules: Iterable[tuple[str, nn.Module]] | None = None,
+    *,
+    with_keys: bool = True,
+) -> TensorIndex:
+    """Walk every module path once: tied tensors, state_dict keys and element totals.
+
+    The keys follow `root.state_dict()`: parameters, then persistent buffers, then
+    `_extra_state` where the class defines `get_extra_state`, module by module, shared
+    modules and tied tensors under each of their names. Keys that state_dict hooks add or
+    remove are not seen. `named_modules` is `root.named_modules(remove_duplicate=False)`
+    when the caller walked it already; without `with_keys` the keys are left empty (the
+    recorder needs only ties and totals, and names are what cost).
+    """
+    if named_modules is None:
+        named_modules = root.named_modules(remove_duplicate=False)
+    if not with_keys:
+        named_modules = list(named_modules)
+        totals = _totals_without_ties(named_modules)
+        if totals is not None:
+            return TensorIndex(tied=(), state_dict_keys=(), totals=totals)
+    # Full names are built only for keys and for tensors met a second time: a tie is rare.
+    first_seen: dict[int, tuple[str, str]] = {}
+    other_names: dict[int, list[str]] = {}
+    keys: list[str] = []
+    parameter_count = trainable_parameter_count = buffer_count = uninitialized_count = 0
+    for path, module in named_modules:
+        parameters = module._parameters
+        buffers = module._buffers
+        if parameters:
+            for name, parameter in parameters.items():
+                if parameter is None:
+                    continue
+                if with_keys:
+                    keys.append(f"{path}.{name}" if path else name)
+                tensor_id = id(parameter)
+                if tensor_id in first_seen:
+                    other_names.setdefault(tensor_id, []).append(f"{path}.{name}" if path else name)
+                    continue
+                first_seen[tensor_id] = (path, name)
+                if issubclass(type(parameter), _UNINITIALIZED):
+                    uninitialized_count += 1
+                    continue
+                count = parameter.numel()
+                parameter_count += count
+                if parameter.requires_grad:
+                    trainable_parameter_count += count
+        if buffers:
+            non_persistent = module._non_persistent_buffers_set
+            for name, buffer in buffers.items():
+                if buffer is None:
+                    continue
+                if with_keys and name not in non_persistent:
+                    keys.append(f"{path}.{name}" if path else name)
+                tensor_id = id(buffer)
+                if tensor_id in first_seen:
+                    other_names.setdefault(tensor_id, []).append(f"{path}.{name}" if path else name)
+                    continue
+                first_seen[tensor_id] = (path, name)
+                if issubclass(type(buffer), _UNINITIALIZED):
+                    uninitialized_count += 1
+                else:
+                    buffer_count += buffer.numel()
+        if with_keys and type(module).get_extra_state is not nn.Module.get_extra_state:
+            keys.append(f"{path}._extra_state" if path else "_extra_state")
+    tied = []
+    for tensor_id, (path, name) in first_seen.items() if other_names else ():
+        names = other_names.get(tensor_id)
+        if names is not None:  # in the order tensors were first met, as state_dict has them
+            tied.append((f"{path}.{name}" if path else name, tuple(names)))
+    return TensorIndex(
+        tied=tuple(tied),
+        state_dict_keys=tuple(keys),
+        totals=TensorTotals(
+            parameter_count, trainable_parameter_count, buffer_count, uninitialized_count
+        ),
+    )
+
+
+def _totals_without_ties(named_modules: list[tuple[str, nn.Module]]) -> TensorTotals | None:
+    """The totals, counted in C, when no tensor is reached twice and none is lazy; else None.
+
+    The usual model: then no name needs building, and the general walk is not needed.
+    """
+    modules = [module for _, module in named_modules]
+    parameters = list(
+        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(parameters_of, modules))))
+    )
+    buffers = list(
+        filter(_IS_NOT_NONE, chain.from_iterable(map(_VALUES, map(buffers_of, modules))))
+    )
+    tensors = parameters + buffers
+    if len(set(map(id, tensors))) != len(tensors):
+        return None  # a tie, or a module registered twice: names are needed
+    if any(issubclass(tensor_type, _UNINITIALIZED) for tensor_type in set(map(type, tensors))):
+        return None
+    return TensorTotals(
+        sum(map(_NUMEL, parameters)),
+        sum(map(_NUMEL, filter(_REQUIRES_GRAD, parameters))),
+        sum(map(_NUMEL, buffers)),
+        0,
+    )
+
+
+# A module's own parameter and buffer dicts, read by `map` in C (the recorder's too).
+parameters_of = operator.attrgetter("_parameters")
+buffers_of = operator.attrgetter("_buffers")
+# Not dict.values: a TorchScript module keeps its tensors in a wrapper that is not a dict.
+_VALUES = operator.methodcaller("values")
+_REQUIRES_GRAD = operator.attrgetter("requires_grad")
+_NUMEL = torch.Tensor.numel
+
+
+def tied_tensors(root: nn.Module) -> dict[str, tuple[str, ...]]:
+    """Each tensor reached under several names: first full name -> its other names."""
+    return dict(index_tensors(root).tied)
+
+
+def state_dict_keys(root: nn.Module) -> tuple[str, ...]:
+    """The keys `root.state_dict()` would have, in its order, without building it."""
+    return index_tensors(root).state_dict_keys
+
+
+def tensor_totals(root: nn.Module) -> TensorTotals:
+    """Parameter, trainable parameter and buffer element counts, tied tensors once."""
+    return index_tensors(root).totals
+
+
+def forward_parameters(module: nn.Module) -> ForwardParameters | None:
+    """The parameters of `type(module).forward`, or None when they cannot name arguments.
+
+    None when the signature cannot be read, takes `*args`, is a staticmethod, or the
+    instance replaced its own `forward` (the class's signature is then not what is called).
+    """
+    if "forward" in vars(module):
+        return None
+    module_class = type(module)
+    forward = module_class.forward
+    try:
+        found = _FORWARD_PARAMETERS.get(forward, _MISSING)
+    except TypeError:  # not weak-referenceable (a builtin): read it every time
+        return _read_forward_parameters(module_class)
+    if found is _MISSING:
+        found = _FORWARD_PARAMETERS[forward] = _read_forward_parameters(module_class)
+    return found if isinstance(found, ForwardParameters) else None
+
+
+def _read_forward_parameters(module_class: type[nn.Module]) -> ForwardParameters | None:
+    try:
+        if isinstance(inspect.getattr_static(module_class, "forward"), staticmethod):
+            return None
+        parameters = list(inspect.signature(module_class.forward).parameters.values())
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if not parameters or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return None  # no `self` to drop: not a plain method
+    parameters = parameters[1:]
+    if any(parameter.kind is inspect.Parameter.VAR_POSITIONAL for parameter in parameters):
+        return None
+    return ForwardParameters(
+        positional_names=tuple(
+            parameter.name
+            for parameter in parameters
+            if parameter.kind
+            in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ),
+        none_defaults=frozenset(
+            parameter.name
+            for parameter in parameters
+            if parameter.default is None and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+        ),
+        keyword_names=tuple(
+            parameter.name
+            for parameter in parameters
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        ),
+    )
+
+
+def reads_training(module_class: type[nn.Module]) -> bool:
+    """Whether a module's own code can compute differently in train and eval mode.
+
+    Reads the class's code: callers cache the answer per class.
+
+    True when a method the class (or a base below `nn.Module`) defines mentions `training`
+    (`self.training`, `F.dropout(x, p, self.training)`), for TorchScript modules, and for
+    classes whose code cannot be read. Activations and containers whose forward only calls
+    children (`nn.ReLU`, `nn.Sequential`, torchvision's `Bottleneck`) read False: their mode
+    changes nothing they compute, so golden files give them no mode mark.
+    """
+    if issubclass(module_class, torch.jit.ScriptModule):
+        return True
+    for base in module_class.__mro__:
+        if base is nn.Module or not issubclass(base, nn.Module):
+            break
+        for attribute in vars(base).values():
+            code = _code_of(attribute)
+            if code is _UNREADABLE or (
+                isinstance(code, types.CodeType) and _mentions_training(code)
+            ):
+                return True
+    return False
+
+
+_UNREADABLE = types.SimpleNamespace()
+
+
+def _code_of(attribute: object) -> types.CodeType | object | None:
+    """The code of a method, property getter or static/class method; None for data."""
+    if isinstance(attribute, (staticmethod, classmethod)):
+        attribute = attribute.__func__
+    elif isinstance(attribute, property):
+        attribute = attribute.fget
+    if isinstance(attribute, types.FunctionType):
+        return attribute.__code__
+    if isinstance(attribute, (types.BuiltinFunctionType, types.MethodDescriptorType)):
+        return _UNREADABLE  # written in C: assume it may read the mode
+    return None
+
+
+def _mentions_training(code: types.CodeType) -> bool:
+    if "training" in code.co_names:
+        return True
+    return any(
+        isinstance(constant, types.CodeType) and _mentions_training(constant)
+        for constant in code.co_consts
+    )

@@ -1,0 +1,124 @@
+"""Compare output fingerprints (`values=True`) within a tolerance. Pure, no torch.
+
+Fingerprints are the one part of a golden compared with a tolerance: floating-point sums
+depend on thread counts, BLAS and the CPU's instruction set in their last bits, and a gate
+that fails on those is a gate people switch off. Everything else is compared exactly.
+
+A statistic (mean, std, largest absolute value) matches when it is within
+`absolute + relative x scale` of the golden's, `scale` being the larger of the two sides'
+largest absolute values for that tensor: the mean of a tensor centred on zero has no
+relative precision of its own, but its error is bounded by the tensor's magnitude. NaN and
+Inf counts, and a tensor without finite values, must be equal.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from pytest_fwdorder.golden.format import FACT_PREFIX, VALUES_FACT, parse_fingerprints
+from pytest_fwdorder.options import VALUES_ABSOLUTE_TOLERANCE, VALUES_RELATIVE_TOLERANCE
+
+_VALUES_FACT_START = f"{FACT_PREFIX}{VALUES_FACT}: "
+_STATISTICS = ("mean", "std", "absmax")
+_COUNTS = ("nan", "inf")
+
+Tolerance = tuple[float, float]  # (relative, absolute)
+DEFAULT_TOLERANCE: Tolerance = (VALUES_RELATIVE_TOLERANCE, VALUES_ABSOLUTE_TOLERANCE)
+
+
+def within_tolerance(old_text: str, new_text: str, tolerance: Tolerance) -> str:
+    """`new_text` with each values fact that matches the golden's within `tolerance`
+    replaced by the golden's own text, so that only fingerprints that moved beyond it differ.
+
+    Facts are paired through the lines around them (the calls they belong to), so a golden
+    that also differs in structure still gets its matching fingerprints tolerated.
+    """
+    if _VALUES_FACT_START not in new_text or _VALUES_FACT_START not in old_text:
+        return new_text
+    old_lines = old_text.splitlines(keepends=True)
+    new_lines = new_text.splitlines(keepends=True)
+    old_keys, new_keys = _keys(old_lines), _keys(new_lines)
+    if old_keys == new_keys:
+        pairs: list[tuple[int, int]] = [(number, number) for number in range(len(new_lines))]
+    else:
+        matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+        pairs = [
+            (block.a + offset, block.b + offset)
+            for block in matcher.get_matching_blocks()
+            for offset in range(block.size)
+        ]
+    for old_number, new_number in pairs:
+        old_line, new_line = old_lines[old_number], new_lines[new_number]
+        if (
+            old_line != new_line
+            and _is_values_fact(new_line)
+            and _is_values_fact(old_line)
+            and fingerprints_match(_fact_text(old_line), _fact_text(new_line), tolerance)
+        ):
+            new_lines[new_number] = old_line
+    return "".join(new_lines)
+
+
+def fingerprints_match(old: str, new: str, tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
+    """Whether two values facts' texts (after `values: `) match within `tolerance`."""
+    if old == new:
+        return True
+    old_tensors, new_tensors = parse_fingerprints(old), parse_fingerprints(new)
+    if len(old_tensors) != len(new_tensors):
+        return False
+    relative, absolute = tolerance
+    for old_statistics, new_statistics in zip(old_tensors, new_tensors, strict=True):
+        if any(old_statistics.get(name) != new_statistics.get(name) for name in _COUNTS):
+            return False
+        old_has, new_has = "absmax" in old_statistics, "absmax" in new_statistics
+        if old_has != new_has:
+            return False
+        if not old_has:
+            continue
+        scale = max(abs(old_statistics["absmax"]), abs(new_statistics["absmax"]))
+        allowed = absolute + relative * scale
+        for name in _STATISTICS:
+            if abs(old_statistics.get(name, 0.0) - new_statistics.get(name, 0.0)) > allowed:
+                return False
+    return True
+
+
+def moved_statistics(old: str, new: str) -> list[str]:
+    """What moved between two values facts' texts, for a message: `mean 0.1 -> 0.2`, with
+    `[1]` before it for the second tensor of an output."""
+    old_tensors, new_tensors = parse_fingerprints(old), parse_fingerprints(new)
+    if len(old_tensors) != len(new_tensors):
+        return [f"{len(old_tensors)} tensors -> {len(new_tensors)}"]
+    moved: list[str] = []
+    several = len(new_tensors) > 1
+    for number, (old_statistics, new_statistics) in enumerate(
+        zip(old_tensors, new_tensors, strict=True)
+    ):
+        prefix = f"[{number}] " if several else ""
+        for name in (*_STATISTICS, *_COUNTS):
+            before, after = old_statistics.get(name), new_statistics.get(name)
+            if before != after:
+                moved.append(f"{prefix}{name} {_number(before)} -> {_number(after)}")
+    return moved
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "none"
+    return str(int(value)) if value == int(value) and abs(value) < 1e15 else f"{value:.5g}"
+
+
+def _keys(lines: list[str]) -> list[str]:
+    """Each line, with a values fact's numbers left out: what pairs the facts."""
+    return [
+        line.split(_VALUES_FACT_START, 1)[0] + _VALUES_FACT_START if _is_values_fact(line) else line
+        for line in lines
+    ]
+
+
+def _is_values_fact(line: str) -> bool:
+    return line.lstrip(" ").startswith(_VALUES_FACT_START)
+
+
+def _fact_text(line: str) -> str:
+    return line.split(_VALUES_FACT_START, 1)[1].rstrip("\n")

@@ -1,0 +1,1 @@
+"""The golden text: its one writer and reader, folding views, and the upgrade rule."""

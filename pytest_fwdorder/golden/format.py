@@ -1,0 +1,867 @@
+"""The golden file's text format: each line kind's writer and its parser. No torch import.
+
+A golden file is a header of `#` lines with totals, then one line
+per call in execution order, indented two spaces per nesting level, and under a module's
+first call its facts, one `| ` line each (settings, parameters, buffers):
+
+    layer1.0.conv1: Conv2d (f32[1,64,56,56]) -> f32[1,64,56,56]
+      | settings: in_channels=64, out_channels=64, kernel_size=(1, 1), ..., bias=False
+      | parameters: weight f32[64,64,1,1]
+    layer1.0.relu: ReLU #2 (f32[1,64,56,56]) -> f32[1,64,56,56]
+
+path, class, which call of that module it is (only for modules called more than once),
+`[frozen]` for modules whose own parameters all have requires_grad=False, `[train]` or
+`[eval]` for a module whose mode differs from the model's, `[unregistered]`
+for modules not registered under the model, `[scripted]` for TorchScript submodules (one
+call; what runs inside them is invisible to hooks), inputs and output. Inputs are named by
+forward's parameters where its signature can be read: the first without its name, the
+others as `name=value`, in the signature's order, leaving out a None whose default is None
+(so passing an argument by position or by keyword, or passing a default None, changes
+nothing). No running index numbers, ids, addresses or timings: inserting one call changes
+one line (and its facts).
+
+With `costs=True` every call gets a `costs:` fact (after its module's facts at a first
+call), and the header the totals and the operations without a FLOP formula:
+
+    | costs: 32,768 FLOPs (32.8 k), output 4,096 B (4.00 KiB), parameters and buffers 1,088 B (1.06 KiB)
+    # costs: 108,544 FLOPs (109 k), parameters and buffers 43,880 B (42.9 KiB), saved for backward 8,960 B (8.75 KiB)
+    # uncounted operations (1):
+    #   aten.relu x1
+
+With `values=True` every call whose output holds tensors gets a `values:` fact (after its
+costs), one fingerprint per output tensor (`[0] ...; [1] ...` for several), and the header
+says the seed; with `initialization=True` the header ends with the initialization steps:
+
+    | values: mean 0.023451, std 0.41215, absmax 2.0316
+    # values: each call's output, the forward run with seed 0
+    # initialization (3 steps, 544 random draws, seed 0):
+    #   fc.weight kaiming_uniform_(a=2.236) 512 draws
+    #   fc.bias uniform_(a=-0.1768, b=0.1768) 32 draws
+
+Every reader of golden text (diff, compare, view, report, the command line, the snapshot
+extension) parses it here, next to the writer of the same line, so a change to one kind of
+line is made in one module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+from pytest_fwdorder.calls import (
+    CallCosts,
+    InitializationRecords,
+    LiteralDescription,
+    MappingDescription,
+    ModuleFacts,
+    ObjectDescription,
+    Operation,
+    SequenceDescription,
+    TensorDescription,
+    TensorFact,
+    TensorFingerprint,
+    TraceCosts,
+    ValueDescription,
+)
+
+FORMAT_VERSION = 2
+FORMAT_LINE = f"# pytest-fwdorder trace (format {FORMAT_VERSION})"
+FORMAT_PATTERN = re.compile(r"# pytest-fwdorder trace \(format ([0-9]+)\)")
+# One tensor in inputs or outputs text: dtype and comma-separated sizes, `f32[1,3,224,224]`.
+TENSOR_PATTERN = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
+UNREGISTERED_MARK = "[unregistered]"
+FROZEN_MARK = "[frozen]"
+SCRIPTED_MARK = "[scripted]"
+MODE_MARKS = ("[train]", "[eval]")
+FACT_PREFIX = "| "
+OPERATION_PREFIX = "~ "  # an operation line (`ops=True`): `~ relu(f32[2,16]) -> f32[2,16]`
+BACKWARD_LINE = "backward:"  # starts the backward section (`backward=True`)
+GRADIENT_ARROW = " <- "  # a backward line: `fc: Linear <- f32[2,4]`, the gradient that arrived
+RECOMPUTED_PREFIX = "recomputed "
+MODE_PREFIX = "# mode: "
+CALLS_PREFIX = "# calls: "
+# What `folded_mark` writes, read back to count the calls a folded line stands for.
+FOLDED_PATTERN = re.compile(r" \[\+([0-9]+) calls? folded\]")
+EXTRA_REPR_SETTING = "extra_repr"  # the one setting of a user module: its extra_repr() text
+RAISED = "raised"
+_LISTED_IN_HEADER = 200
+MODEL_PREFIX = "# model: "
+# The releases that wrote a golden, after its format line: `# written with: torch 2.14.1,
+# torchvision 0.29.1`. Written by the snapshot extension, read by upgrades.py, and left out
+# of every comparison (parse_golden skips it), since it tells where a golden came from, not
+# what the model computes.
+ENVIRONMENT_PREFIX = "# written with: "
+# The tensor facts' flags after dtype and shape: `weight f32[8,3] frozen not saved tied to b`.
+FROZEN_FLAG = "frozen"
+NOT_SAVED_FLAG = "not saved"
+TIED_FLAG = "tied to "
+_TENSOR_FLAGS = (FROZEN_FLAG, NOT_SAVED_FLAG)
+# One tensor fact as `render_tensor_fact` writes it: `weight f32[8,3] frozen tied to a.weight`.
+_TENSOR_ITEM = re.compile(r"[^ ,]+ [a-z][a-z0-9]*(\[[0-9,]*\]| uninitialized)")
+# A tie at the end of a tensor fact, `tied to a.weight, b.weight`, up to the next fact.
+TIED_PATTERN = re.compile(r" tied to [^,]*(, [a-zA-Z_<][^ ,]*\.[^ ,]*)*")
+# The header sections that list items, as `render_header` titles them.
+REUSED_SECTION = "called more than once"
+NEVER_CALLED_SECTION = "registered but never called"
+USED_THROUGH_PARAMETERS_SECTION = "used through its parameters"
+UNREGISTERED_SECTION = "called but not registered under the model"
+ALIASED_SECTION = "registered under several names"
+TIED_SECTION = "tied tensors"
+# `# called more than once (3):`; after the count, some sections give more totals:
+# `# initialization (6 steps, 72 random draws, seed 0):`.
+_SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
+_SECTION_ITEM = "#   "
+COSTS_FACT = "costs"
+COSTS_PREFIX = "# costs: "
+UNCOUNTED_SECTION = "uncounted operations"
+_FLOPS = re.compile(r"([0-9,]+) FLOPs")
+VALUES_FACT = "values"
+VALUES_PREFIX = "# values: "
+# Significant digits of a fingerprint's statistics: finer than any tolerance worth using, so
+# rounding never decides a comparison, and short enough to read.
+_FINGERPRINT_DIGITS = 5
+# One fingerprint's statistics as `render_fingerprint` writes them.
+_STATISTIC = re.compile(r"(mean|std|absmax|nan|inf) ([-+0-9.e,a-z]+)")
+INITIALIZATION_SECTION = "initialization"
+INITIALIZATION_PREFIX = f"# {INITIALIZATION_SECTION} ("
+_DRAWS = re.compile(r" ([0-9,]+) draws?$")
+_COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenLine:
+    """One call line of a golden file, split into its parts."""
+
+    depth: int
+    path: str
+    module_type: str
+    nth: int
+    registered: bool
+    inputs: str
+    outputs: str
+    text: str
+    frozen: bool = False
+    reused: bool = False  # the module is called more than once, so the line shows `#nth`
+    scripted: bool = False
+    mode: str = ""  # "train" or "eval" when it differs from the model's, else ""
+    # The module's facts under its first call: "settings: ...", "parameters: ...", ...
+    facts: tuple[str, ...] = ()
+    # With `ops=True`: the operations its forward made, `relu(f32[2,16]) -> f32[2,16]`.
+    operations: tuple[str, ...] = ()
+    # The call's index in its trace (-1 for a line read from text): not part of equality.
+    index: int = field(default=-1, compare=False)
+
+    @property
+    def fact_lines(self) -> list[str]:
+        """The facts as the golden shows them, indented under the call line."""
+        indent = "  " * (self.depth + 1)
+        return [f"{indent}{FACT_PREFIX}{fact}" for fact in self.facts]
+
+    @property
+    def operation_lines(self) -> list[str]:
+        """The operations as the golden shows them, indented under the call line."""
+        indent = "  " * (self.depth + 1)
+        return [f"{indent}{OPERATION_PREFIX}{operation}" for operation in self.operations]
+
+    @property
+    def name(self) -> str:
+        """The call as the golden line names it: `layer1.0.relu #2`, or `conv1`."""
+        name = self.path or self.module_type  # no path when a comparison ignores paths
+        return f"{name} #{self.nth}" if self.reused else name
+
+    @property
+    def identity(self) -> tuple[str, int]:
+        """Which call this is, independent of what it was given: (path, nth)."""
+        return (self.path, self.nth)
+
+
+def make_line(
+    *,
+    depth: int,
+    path: str,
+    module_type: str,
+    nth: int,
+    reused: bool,
+    frozen: bool,
+    registered: bool,
+    inputs: str,
+    outputs: str,
+    scripted: bool = False,
+    mode: str = "",
+    facts: tuple[str, ...] = (),
+    step: int = 0,
+    operations: tuple[str, ...] = (),
+    index: int = -1,
+) -> GoldenLine:
+    """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path.
+
+    `step` marks an outermost call `[step N]` (0: no mark).
+    """
+    head = f"{'  ' * depth}{escape_line_breaks(path) + ': ' if path else ''}{module_type}"
+    if reused:
+        head += f" #{nth}"
+    if frozen:
+        head += f" {FROZEN_MARK}"
+    if mode:
+        head += f" [{mode}]"
+    if not registered:
+        head += f" {UNREGISTERED_MARK}"
+    if scripted:
+        head += f" {SCRIPTED_MARK}"
+    if step:
+        head += f" [step {step}]"
+    return GoldenLine(
+        depth=depth,
+        path=path,
+        module_type=module_type,
+        nth=nth,
+        registered=registered,
+        inputs=inputs,
+        outputs=outputs,
+        text=f"{head} {inputs} -> {outputs}",
+        frozen=frozen,
+        reused=reused,
+        scripted=scripted,
+        mode=mode,
+        facts=facts,
+        operations=operations,
+        index=index,
+    )
+
+
+def folded_mark(count: int) -> str:
+    """What ends the line of a call whose inside is folded: ` [+27 calls folded]`."""
+    return f" [+{count} call{'s' if count != 1 else ''} folded]"
+
+
+def escape_line_breaks(line: str) -> str:
+    """`line` with each character that is not printable written as its escape: `a\\nb`.
+
+    A module name may hold a newline (a `ModuleDict` key); written as it is, one call would
+    read back as two lines. Also covers what `str.splitlines` splits on (`\\x85`, `\\u2028`).
+    """
+    if line.isprintable():
+        return line
+    return "".join(
+        character if character.isprintable() else character.encode("unicode_escape").decode()
+        for character in line
+    )
+
+
+def render_value(
+    value: ValueDescription | None, devices: bool = False, local_shapes: bool = False
+) -> str:
+    """One described value as golden text: `f32[1,3,224,224]`, `(f32[2], None)`, `{'a': i64[]}`.
+
+    A DTensor adds its placements, and with `local_shapes` its shard's shape:
+    `f32[2,16]{Shard(1)}`, `f32[2,16]{Shard(1) local=[2,8]}`.
+    """
+    if isinstance(value, TensorDescription):
+        text = f"{value.dtype}[{','.join(map(str, value.shape))}]"
+        if value.placements is not None:
+            text += render_layout(value, local_shapes)
+        return f"{text}@{value.device}" if devices else text
+    if isinstance(value, LiteralDescription):
+        return value.text
+    if isinstance(value, SequenceDescription):
+        items = ", ".join(render_value(item, devices, local_shapes) for item in value.items)
+        if value.kind == "list":
+            return f"[{items}]"
+        return f"({items},)" if len(value.items) == 1 else f"({items})"
+    if isinstance(value, MappingDescription):
+        items = ", ".join(
+            f"{key}: {render_value(item, devices, local_shapes)}" for key, item in value.items
+        )
+        prefix = "" if value.type_name == "dict" else value.type_name
+        return f"{prefix}{{{items}}}"
+    if isinstance(value, ObjectDescription):
+        fields = ", ".join(
+            f"{name}={render_value(item, devices, local_shapes)}" for name, item in value.fields
+        )
+        return f"{value.type_name}({fields})"
+    return "?"  # a call still running has no output yet
+
+
+def render_layout(tensor: TensorDescription, local_shapes: bool = False) -> str:
+    """A DTensor's placements in braces, `{Shard(1)}`; with `local_shapes` its shard's shape."""
+    local = ""
+    if local_shapes and tensor.local_shape is not None:
+        local = f" local=[{','.join(map(str, tensor.local_shape))}]"
+    return f"{{{tensor.placements}{local}}}"
+
+
+def render_operation(
+    operation: Operation, text_of: Callable[[ValueDescription | None], str] = render_value
+) -> str:
+    """An operation as its golden line shows it: `linear(f32[2,8], fc.weight) -> f32[2,16]`.
+
+    Arguments as they were given, positional then keyword; model parameters and buffers by
+    their full names.
+    """
+    parts = [text_of(value) for value in operation.args]
+    parts.extend(f"{name}={text_of(value)}" for name, value in operation.kwargs)
+    output = RAISED if operation.raised else text_of(operation.output)
+    return f"{operation.name}({', '.join(parts)}) -> {output}"
+
+
+def operation_parts(text: str) -> tuple[str, str, str]:
+    """An operation line's name, arguments and output: `relu`, `(f32[2])`, `f32[2]`."""
+    name, _, rest = text.partition("(")
+    arguments, _, output = rest.rpartition(") -> ")
+    return name, f"({arguments})", output
+
+
+def render_facts(
+    facts: ModuleFacts,
+    path: str,
+    hidden: frozenset[str] = frozenset(),
+    tied: dict[str, tuple[str, ...]] | None = None,
+) -> tuple[str, ...]:
+    """A module's fact lines: `settings: ...`, `parameters: ...`, `buffers: ...` (if any)."""
+    lines = []
+    if facts.settings and "settings" not in hidden:
+        lines.append(f"settings: {render_settings(facts.settings)}")
+    if "parameters" not in hidden:
+        prefix = f"{path}." if path else ""
+        tied = tied or {}
+        for title, group in (
+            ("parameters", facts.tensors.parameters),
+            ("buffers", facts.tensors.buffers),
+        ):
+            if group:
+                items = ", ".join(
+                    render_tensor_fact(fact, tied.get(prefix + fact.name)) for fact in group
+                )
+                lines.append(f"{title}: {items}")
+    lines.extend(f"{name}: {text}" for name, text in facts.extra)
+    return tuple(lines)
+
+
+def human_count(count: int) -> str:
+    """A count to three significant digits with an SI prefix: `231 M`, `1.85 G`, `512`."""
+    return _human(count, 1000, _COUNT_UNITS)
+
+
+def human_bytes(count: int) -> str:
+    """Bytes to three significant digits in binary units: `784 KiB`, `44.6 MiB`, `12 B`."""
+    return _human(count, 1024, _BYTE_UNITS)
+
+
+def _human(count: int, base: int, units: tuple[str, ...]) -> str:
+    value, unit = float(count), 0
+    while abs(value) >= 999.5 and unit < len(units) - 1:  # 999.7 k would round to 1000 k
+        value, unit = value / base, unit + 1
+    if unit == 0:
+        return f"{count} {units[0]}".rstrip()
+    digits = 2 if abs(value) < 9.995 else 1 if abs(value) < 99.95 else 0
+    return f"{value:.{digits}f} {units[unit]}"
+
+
+def _amount(count: int, unit: str, human: str) -> str:
+    """`802,816 B (784 KiB)`: the exact figure, and the human form where it differs."""
+    exact = f"{count:,} {unit}"
+    return exact if human in (f"{count} {unit}", str(count)) else f"{exact} ({human})"
+
+
+def render_call_costs(costs: CallCosts, parameters: bool = True) -> str:
+    """A call's costs fact: `costs: 1,024 FLOPs (1.02 k), output 64 B`, then its module's
+    own parameter and buffer bytes at its first call (unless parameters are hidden)."""
+    text = (
+        f"{COSTS_FACT}: {_amount(costs.flops, 'FLOPs', human_count(costs.flops))}, "
+        f"output {_amount(costs.output_bytes, 'B', human_bytes(costs.output_bytes))}"
+    )
+    if parameters and costs.tensor_bytes:
+        text += (
+            ", parameters and buffers "
+            f"{_amount(costs.tensor_bytes, 'B', human_bytes(costs.tensor_bytes))}"
+        )
+    return text
+
+
+def render_trace_costs(costs: TraceCosts, parameters: bool = True) -> list[str]:
+    """The header's costs: the totals line, then the operations without a FLOP formula."""
+    parts = [_amount(costs.flops, "FLOPs", human_count(costs.flops))]
+    if parameters:
+        parts.append(
+            f"parameters and buffers {_amount(costs.tensor_bytes, 'B', human_bytes(costs.tensor_bytes))}"
+        )
+    if costs.saved_bytes is None:
+        parts.append("saved for backward: none (grad disabled)")
+    else:
+        parts.append(
+            f"saved for backward {_amount(costs.saved_bytes, 'B', human_bytes(costs.saved_bytes))}"
+        )
+    return [
+        COSTS_PREFIX + ", ".join(parts),
+        *render_section(UNCOUNTED_SECTION, [f"{name} x{count}" for name, count in costs.uncounted]),
+    ]
+
+
+def flops_of(line: GoldenLine) -> int | None:
+    """The FLOPs a call line's costs fact gives, or None when it has none."""
+    for fact in line.facts:
+        if fact_title(fact) == COSTS_FACT:
+            match = _FLOPS.search(fact)
+            return int(match.group(1).replace(",", "")) if match else None
+    return None
+
+
+def uncounted_operations(header: list[str]) -> dict[str, int] | None:
+    """Operation name -> count from the header's uncounted section; None without costs."""
+    if not any(line.startswith(COSTS_PREFIX) for line in header):
+        return None
+    found: dict[str, int] = {}
+    for item in header_sections(header).get(UNCOUNTED_SECTION, []):
+        name, _, count = item.rpartition(" x")
+        if name and count.isdigit():
+            found[name] = int(count)
+    return found
+
+
+def render_fingerprints(fingerprints: tuple[TensorFingerprint, ...]) -> str:
+    """A call's values fact: `values: mean 0.1, std 1, absmax 3.2`, numbered `[0] ...; [1]
+    ...` when the output holds several tensors."""
+    parts = [render_fingerprint(fingerprint) for fingerprint in fingerprints]
+    if len(parts) == 1:
+        return f"{VALUES_FACT}: {parts[0]}"
+    return f"{VALUES_FACT}: " + "; ".join(f"[{number}] {part}" for number, part in enumerate(parts))
+
+
+def render_fingerprint(fingerprint: TensorFingerprint) -> str:
+    """`mean 0.023451, std 0.41215, absmax 2.0316`, with `nan N` and `inf N` when there are any."""
+    if fingerprint.mean is None or fingerprint.std is None or fingerprint.absmax is None:
+        text = "empty" if fingerprint.elements == 0 else "no finite values"
+    else:
+        text = (
+            f"mean {_significant(fingerprint.mean)}, std {_significant(fingerprint.std)}, "
+            f"absmax {_significant(fingerprint.absmax)}"
+        )
+    if fingerprint.nan:
+        text += f", nan {fingerprint.nan:,}"
+    if fingerprint.inf:
+        text += f", inf {fingerprint.inf:,}"
+    return text
+
+
+def _significant(value: float) -> str:
+    text = f"{value:.{_FINGERPRINT_DIGITS}g}"
+    return "0" if text == "-0" else text
+
+
+def values_line(seed: int) -> str:
+    """The header line of a golden with fingerprints."""
+    return f"{VALUES_PREFIX}each call's output, the forward run with seed {seed}"
+
+
+def fingerprints_of(line: GoldenLine) -> str | None:
+    """The text of a call line's values fact (after `values: `), or None when it has none."""
+    for fact in line.facts:
+        if fact_title(fact) == VALUES_FACT:
+            return fact[len(VALUES_FACT) + 2 :]
+    return None
+
+
+def parse_fingerprints(text: str) -> list[dict[str, float]]:
+    """A values fact's text as one dict of statistics per tensor: {'mean': 0.1, 'std': 1.0,
+    'absmax': 3.2, 'nan': 0, 'inf': 0}; a tensor without finite values has no mean, std or
+    absmax."""
+    found: list[dict[str, float]] = []
+    for part in text.split("; "):
+        statistics: dict[str, float] = {"nan": 0.0, "inf": 0.0}
+        for name, number in _STATISTIC.findall(part):
+            try:
+                statistics[name] = float(number.replace(",", ""))
+            except ValueError:
+                continue
+        found.append(statistics)
+    return found
+
+
+def render_initialization(records: InitializationRecords) -> list[str]:
+    """The header's initialization section: a title with the totals, then one step a line."""
+    count = len(records.steps)
+    seed = f", seed {records.seed}" if records.seed is not None else ""
+    title = (
+        f"{INITIALIZATION_PREFIX}{count} step{'s' if count != 1 else ''}, "
+        f"{records.draws:,} random draw{'s' if records.draws != 1 else ''}{seed})"
+    )
+    lines = [title + (":" if records.steps else "")]
+    for step in records.steps:
+        draws = f" {step.draws:,} draw{'s' if step.draws != 1 else ''}" if step.draws else ""
+        lines.append(f"{_SECTION_ITEM}{step.target} {' '.join(step.operations)}{draws}")
+    return lines
+
+
+def initialization_steps(header: list[str]) -> list[str] | None:
+    """The initialization section's step lines (without `#   `), or None without a section."""
+    return header_sections(header).get(INITIALIZATION_SECTION)
+
+
+def initialization_step_parts(step: str) -> tuple[str, str, int]:
+    """A step line as (target, operations, draws): `fc.weight`, `kaiming_uniform_(a=2.236)`, 512."""
+    match = _DRAWS.search(step)
+    draws = int(match.group(1).replace(",", "")) if match else 0
+    body = step[: match.start()] if match else step
+    if body.startswith("(temporary "):  # `(temporary f32[3,3]) randn(3, 3)`
+        end = body.index(")") + 1
+        return body[:end], body[end:].strip(), draws
+    target, _, operations = body.partition(" ")
+    return target, operations, draws
+
+
+def render_settings(settings: tuple[tuple[str, str], ...]) -> str:
+    """`kernel_size=(3, 3), bias=False`; a user module's extra_repr text as it is, on one line."""
+    return ", ".join(
+        " ".join(text.split()) if name == EXTRA_REPR_SETTING else f"{name}={text}"
+        for name, text in settings
+    )
+
+
+def render_tensor_fact(fact: TensorFact, other_names: tuple[str, ...] | None = None) -> str:
+    """`weight f32[64,3,7,7]`, with `frozen`, `not saved`, `tied to x.weight` where they hold;
+    a lazy module's tensor that has no shape yet is `weight f32 uninitialized`."""
+    shape = " uninitialized" if fact.shape is None else f"[{','.join(map(str, fact.shape))}]"
+    text = f"{fact.name} {fact.dtype}{shape}"
+    if fact.kind == "parameter" and not fact.requires_grad:
+        text += f" {FROZEN_FLAG}"
+    if not fact.persistent:
+        text += f" {NOT_SAVED_FLAG}"
+    if other_names:
+        text += f" {TIED_FLAG}{', '.join(other_names)}"
+    return text
+
+
+def facts_by_title(line: GoldenLine) -> dict[str, str]:
+    """A call's fact lines by title: {'settings': 'in_features=4, ...', 'parameters': ...}."""
+    facts: dict[str, str] = {}
+    for fact in line.facts:
+        title, _, text = fact.partition(": ")
+        facts[title] = text
+    return facts
+
+
+def fact_title(fact: str) -> str:
+    """What a fact line is about: `settings`, `parameters`, `buffers`, or an extra title."""
+    return fact.partition(": ")[0]
+
+
+def named_items(text: str) -> dict[str, str] | None:
+    """`a=1, b=(3, 3)` as {'a': '1', 'b': '(3, 3)'}; None if some item has no name."""
+    items: dict[str, str] = {}
+    for item in split_top_level(text):
+        name, separator, value = item.partition("=")
+        if not separator or not name.isidentifier():
+            return None
+        items[name] = value
+    return items
+
+
+def tensor_fact_items(text: str) -> dict[str, str]:
+    """`weight f32[8,3], bias f32[8] frozen` as {'weight': 'f32[8,3]', 'bias': 'f32[8] frozen'}.
+
+    A `tied to` list holds commas of its own: a piece that does not start a tensor fact
+    belongs to the one before it.
+    """
+    items: dict[str, str] = {}
+    last = ""
+    for piece in split_top_level(text):
+        if last and not _TENSOR_ITEM.match(piece):
+            items[last] += f", {piece}"
+            continue
+        last, _, description = piece.partition(" ")
+        items[last] = description
+    return items
+
+
+def tensor_fact_shape(description: str) -> str:
+    """The dtype and shape of a tensor fact: `f32[8] frozen tied to x` -> `f32[8]`."""
+    return description.split(" ", 1)[0]
+
+
+def tensor_fact_flags(description: str) -> set[str]:
+    """The flags after dtype and shape, as whole words; a tie as one flag with its names."""
+    rest = description.split(" ", 1)[1] if " " in description else ""
+    rest, tied, names = rest.partition(TIED_FLAG)
+    found = {flag for flag in _TENSOR_FLAGS if re.search(rf"(^| ){flag}( |$)", rest)}
+    if tied:
+        found.add(f"{TIED_FLAG}{names}")
+    return found
+
+
+def is_first_call(line: GoldenLine) -> bool:
+    """A module's first call, where its facts are, even when it has none.
+
+    Without a path (a comparison that ignores paths) calls are not told apart by module,
+    and only calls that both show facts are compared.
+    """
+    return line.nth == 1 and bool(line.path)
+
+
+def mode_line(mode: str) -> str:
+    """The header line that gives the model's mode: `# mode: eval`."""
+    return f"{MODE_PREFIX}{mode}"
+
+
+def model_of(header: list[str]) -> str:
+    """The model's class a golden header gives (`# model: ResNet`), or "" when it gives none."""
+    return next((line[len(MODEL_PREFIX) :] for line in header if line.startswith(MODEL_PREFIX)), "")
+
+
+def mode_of(header: list[str]) -> str:
+    """The model's mode a golden header gives, or "" when it gives none."""
+    for line in header:
+        if line.startswith(MODE_PREFIX):
+            return line[len(MODE_PREFIX) :].strip()
+    return ""
+
+
+def render_section(title: str, items: list[str]) -> list[str]:
+    """A header section: `# title (N):`, then one `#   item` line each, the first 200 only."""
+    lines = [f"# {title} ({len(items)})" + (":" if items else "")]
+    lines.extend(f"{_SECTION_ITEM}{item}" for item in items[:_LISTED_IN_HEADER])
+    if len(items) > _LISTED_IN_HEADER:
+        lines.append(f"{_SECTION_ITEM}... {len(items) - _LISTED_IN_HEADER} more")
+    return lines
+
+
+def header_sections(header: list[str]) -> dict[str, list[str]]:
+    """The header's listed sections by title: {'called more than once': ['layer1.0.relu x3'], ...}.
+
+    A section whose list was cut short keeps its `... N more` item.
+    """
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in header:
+        if line.startswith(_SECTION_ITEM) and current is not None:
+            current.append(line[len(_SECTION_ITEM) :])
+            continue
+        match = _SECTION_TITLE.fullmatch(line)
+        if match is None:
+            current = None
+            continue
+        current = sections.setdefault(match.group("title"), [])
+    return sections
+
+
+def backward_section(header: list[str]) -> list[str] | None:
+    """The backward section's step lines, from the header lines `parse_golden` gives, or
+    None when the golden has no backward section."""
+    if BACKWARD_LINE not in header:
+        return None
+    return header[header.index(BACKWARD_LINE) + 1 :]
+
+
+def format_problem(text: str) -> str | None:
+    """Why golden text of another format cannot be compared, as a clause after its name
+    (`the golden file ` + clause), or None when it is of this format.
+
+    A newer format says to upgrade: regenerating would downgrade a teammate's golden.
+    """
+    version = format_version(text)
+    if version == FORMAT_VERSION:
+        return None
+    if version is not None and version > FORMAT_VERSION:
+        return (
+            f"was written in format {version} by a newer pytest-fwdorder; this one reads "
+            f"and writes format {FORMAT_VERSION}: upgrade pytest-fwdorder (pip install -U "
+            "pytest-fwdorder) rather than regenerate it, which would downgrade the golden"
+        )
+    written = f"format {version}" if version is not None else "an unknown format"
+    return (
+        f"was written in {written}; this pytest-fwdorder writes format {FORMAT_VERSION}: "
+        "regenerate it with `pytest --snapshot-update` and review the new golden (see the "
+        "CHANGELOG for what the format adds)"
+    )
+
+
+def format_version(text: str) -> int | None:
+    """The format number a golden text declares in its first line, or None."""
+    first_line = text.split("\n", 1)[0]
+    match = FORMAT_PATTERN.fullmatch(first_line.strip())
+    return int(match.group(1)) if match else None
+
+
+def declared_and_written_calls(text: str) -> tuple[int | None, int]:
+    """The call count the header's `# calls: N` line declares (None without one), and the
+    calls the body holds: its call lines plus the calls folded into them."""
+    declared = None
+    for line in text.splitlines():
+        if line.startswith(CALLS_PREFIX) and line[len(CALLS_PREFIX) :].strip().isdigit():
+            declared = int(line[len(CALLS_PREFIX) :])
+            break
+    _, lines = parse_golden(text)
+    folded = sum(
+        int(match.group(1)) for line in lines if (match := FOLDED_PATTERN.search(line.text))
+    )
+    return declared, len(lines) + folded
+
+
+def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
+    """Split golden text into its header lines and its call lines.
+
+    Lines that do not parse as calls (a hand-edited file) are kept as calls of type `?`
+    so that a diff still shows them.
+    """
+    header: list[str] = []
+    lines: list[GoldenLine] = []
+    # Operation lines go to the call they are indented under: the last call one level up.
+    last_at_depth: dict[int, int] = {}
+    operations: dict[int, list[str]] = {}
+    in_backward = False
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        if raw.startswith("#"):
+            if not raw.startswith(ENVIRONMENT_PREFIX):
+                header.append(raw)
+            continue
+        if in_backward or raw == BACKWARD_LINE:
+            in_backward = True  # the backward section is compared as text, with the header
+            header.append(raw)
+            continue
+        fact = raw.lstrip(" ")
+        if fact.startswith(FACT_PREFIX) and lines:
+            lines[-1] = replace(lines[-1], facts=(*lines[-1].facts, fact[len(FACT_PREFIX) :]))
+            continue
+        if fact.startswith(OPERATION_PREFIX) and lines:
+            owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(lines) - 1)
+            operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
+            continue
+        lines.append(parse_call_line(raw))
+        last_at_depth[lines[-1].depth] = len(lines) - 1
+    for owner, texts in operations.items():
+        lines[owner] = replace(lines[owner], operations=tuple(texts))
+    return header, lines
+
+
+def parse_call_line(raw: str) -> GoldenLine:
+    """Parse one call line as `golden_lines` writes it."""
+    stripped = raw.lstrip(" ")
+    depth = (len(raw) - len(stripped)) // 2
+    parts = call_line_parts(stripped)
+    if parts is None:
+        return GoldenLine(depth, stripped, "?", 1, True, "", "", raw)
+    path, words, signature = parts
+    signature = signature[1:]  # without the space before the inputs
+    module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
+    mode = ""
+    for word in words[1:]:
+        if word.startswith("#") and word[1:].isdigit():
+            nth, reused = int(word[1:]), True
+        elif word == UNREGISTERED_MARK:
+            registered = False
+        elif word == FROZEN_MARK:
+            frozen = True
+        elif word == SCRIPTED_MARK:
+            scripted = True
+        elif word in MODE_MARKS:
+            mode = word[1:-1]
+    close = _matching_close(signature)
+    inputs = signature[: close + 1]
+    outputs = signature[close + 1 :].removeprefix(" -> ")
+    return GoldenLine(
+        depth,
+        path,
+        module_type,
+        nth,
+        registered,
+        inputs,
+        outputs,
+        raw,
+        frozen,
+        reused,
+        scripted,
+        mode,
+    )
+
+
+def call_line_parts(stripped: str) -> tuple[str, list[str], str] | None:
+    """A call line without its indent, cut at its parts: the path, the words of its head
+    (class, `#nth`, marks) and the rest from the space before the inputs; None when the line
+    is not a call line (a hand-edited file).
+    """
+    path, separator, rest = stripped.partition(": ")
+    open_paren = rest.find(" (")
+    if not separator or open_paren < 0:
+        return None
+    return path, rest[:open_paren].split(" "), rest[open_paren:]
+
+
+def _matching_close(text: str) -> int:
+    """Index of the bracket that closes the one at text[0], skipping quoted strings."""
+    for index, character, level in _outside_quotes(text):
+        if character in ")]}" and level == 0:
+            return index
+    return len(text) - 1
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split golden text at the commas outside brackets and quoted strings."""
+    items: list[str] = []
+    start = 0
+    for index, character, level in _outside_quotes(text):
+        if character == "," and level == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    if text[start:].strip():
+        items.append(text[start:].strip())
+    return items
+
+
+def _outside_quotes(text: str) -> Iterator[tuple[int, str, int]]:
+    """Each character outside quoted strings, its index, and the bracket level after it."""
+    level = 0
+    quote = ""
+    index = 0
+    while index < len(text):
+        character = text[index]
+        if quote:
+            if character == "\\":
+                index += 1
+            elif character == quote:
+                quote = ""
+        elif character in "'\"":
+            quote = character
+        else:
+            if character in "([{":
+                level += 1
+            elif character in ")]}":
+                level -= 1
+            yield index, character, level
+        index += 1
+
+
+# Inputs and outputs text, cut into tokens: a tensor, a quoted string, a bracket or comma
+# (where one value ends), a lower-case word (so `x=f32[2]` keeps its tensor whole), a char.
+_VALUE_TOKEN = re.compile(
+    rf"{TENSOR_PATTERN.pattern}|'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|[()\[\]{{}},]|[a-z][a-z0-9]*|."
+)
+
+
+_SEPARATORS = frozenset("()[]{},")
+
+
+def split_values(text: str) -> list[str]:
+    """The innermost values of inputs or outputs text: `(f32[2], flag=True)` -> two values."""
+    values: list[str] = []
+    current: list[str] = []
+    for token in _VALUE_TOKEN.finditer(text):
+        if token.group() in _SEPARATORS:
+            if "".join(current).strip():
+                values.append("".join(current).strip())
+            current = []
+        else:
+            current.append(token.group())
+    if "".join(current).strip():
+        values.append("".join(current).strip())
+    return values
+
+
+def tensor_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """Each tensor in inputs or outputs text as (dtype, shape): `f32[2,4]` -> ('f32', (2, 4))."""
+    return [
+        (dtype, tuple(int(size) for size in sizes.split(",") if size))
+        for dtype, sizes in TENSOR_PATTERN.findall(text)
+    ]

@@ -1,0 +1,514 @@
+"""Trace records -> golden lines: which calls, facts, views, operations and backward steps
+a trace's golden text shows, and in what order. Pure functions, no torch.
+
+How each kind of line is spelled, and read back, is `golden_format`'s; this module decides
+what goes in a golden: the header's totals and sections, one line per call (with the calls
+a view folds or hides), each module's facts under its first call, the operations between
+the calls they ran between, and the backward section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+
+from pytest_fwdorder.calls import (
+    Call,
+    ForwardParameters,
+    LiteralDescription,
+    ModuleFacts,
+    ParameterUse,
+    TraceRecords,
+    ValueDescription,
+)
+from pytest_fwdorder.golden.format import (
+    ALIASED_SECTION,
+    BACKWARD_LINE,
+    CALLS_PREFIX,
+    FORMAT_LINE,
+    GRADIENT_ARROW,
+    MODEL_PREFIX,
+    NEVER_CALLED_SECTION,
+    OPERATION_PREFIX,
+    RAISED,
+    RECOMPUTED_PREFIX,
+    REUSED_SECTION,
+    TIED_SECTION,
+    UNREGISTERED_SECTION,
+    USED_THROUGH_PARAMETERS_SECTION,
+    GoldenLine,
+    escape_line_breaks,
+    folded_mark,
+    make_line,
+    mode_line,
+    render_call_costs,
+    render_facts,
+    render_fingerprints,
+    render_initialization,
+    render_operation,
+    render_section,
+    render_tensor_fact,
+    render_trace_costs,
+    render_value,
+    values_line,
+)
+
+# What render owns, and the golden format's names it had before they moved to their own
+# module, kept importable from here for code that imported them from render.
+__all__ = [
+    "backward_lines",
+    "golden_lines",
+    "render_header",
+    "render_inputs",
+    "render_outputs",
+    "render_trace",
+]
+
+
+def render_inputs(
+    call: Call,
+    devices: bool = False,
+    names: bool = True,
+    local_shapes: bool = False,
+    text_of: Callable[[ValueDescription | None], str] | None = None,
+) -> str:
+    """The arguments in parentheses: by forward's parameter names where they can be read.
+
+    Without names (or when forward's signature is unknown) positional arguments come first
+    as given, then keyword arguments in the order they were passed. `text_of` renders one
+    value (a memo shared by the lines of one golden); by default `render_value`.
+    """
+    if text_of is None:
+        text_of = partial(render_value, devices=devices, local_shapes=local_shapes)
+    forward = call.facts.forward if names and call.facts is not None else None
+    args = call.args
+    if (
+        forward is not None
+        and not call.kwargs
+        and len(args) == 1
+        and forward.positional_names
+        and not (type(args[0]) is LiteralDescription and args[0].text == _NONE_TEXT)
+    ):
+        return f"({text_of(args[0])})"  # the common call, one tensor: what `_bind` gives
+    named = _bind(forward, args, call.kwargs) if forward is not None else None
+    if named is None:
+        parts = [text_of(value) for value in args]
+        parts.extend(f"{name}={text_of(value)}" for name, value in call.kwargs)
+        return f"({', '.join(parts)})"
+    first = forward.positional_names[0] if forward and forward.positional_names else None
+    return (
+        "("
+        + ", ".join(
+            text_of(value) if name == first else f"{name}={text_of(value)}" for name, value in named
+        )
+        + ")"
+    )
+
+
+_NONE_TEXT = "None"
+
+
+def _bind(
+    forward: ForwardParameters,
+    args: tuple[ValueDescription, ...],
+    kwargs: tuple[tuple[str, ValueDescription], ...],
+) -> list[tuple[str, ValueDescription]] | None:
+    """Arguments by parameter name in the signature's order, or None if they do not bind.
+
+    A None given for a parameter whose default is None is left out: it is what not passing
+    the argument does.
+    """
+    names = forward.positional_names
+    if len(args) > len(names):
+        return None
+    bound = dict(zip(names, args, strict=False))
+    for name, value in kwargs:
+        if name in bound:
+            return None  # bound twice: the signature read is not the one called
+        bound[name] = value
+    # The signature's order, keyword-only parameters included, so the order a caller passes
+    # keywords in does not matter; names forward takes through **kwargs come last, sorted.
+    ordered = [name for name in (*names, *forward.keyword_names) if name in bound]
+    ordered += sorted(
+        name for name, _ in kwargs if name not in names and name not in forward.keyword_names
+    )
+    return [
+        (name, bound[name])
+        for name in ordered
+        if not (
+            name in forward.none_defaults
+            and isinstance(bound[name], LiteralDescription)
+            and bound[name].text == _NONE_TEXT  # type: ignore[union-attr]
+        )
+    ]
+
+
+def render_outputs(call: Call, devices: bool = False, local_shapes: bool = False) -> str:
+    return RAISED if call.raised else render_value(call.output, devices, local_shapes)
+
+
+def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
+    """The call lines of a trace's golden text, in order, each with its module's facts."""
+    devices = trace.options.devices
+    hidden = trace.options.hidden
+    counts = trace.counts()
+    names = "argument_names" not in hidden
+    show_mode = "mode" not in hidden and trace.mode is not None
+    root_training = trace.mode == "train"
+    tied = _tied_names(trace)
+    local_shapes = trace.options.local_shapes
+    # Descriptions and facts are shared objects (a model passes a few shapes around many
+    # times): each is rendered once per golden, found by identity while the trace holds it.
+    texts: dict[int, str] = {}
+    fact_lines: dict[tuple[int, str], tuple[str, ...]] = {}
+
+    def text_of(value: ValueDescription | None) -> str:
+        text = texts.get(id(value))
+        if text is None:
+            text = texts[id(value)] = render_value(value, devices, local_shapes)
+        return text
+
+    # Where a recording holds several outermost calls (a `record` block, generate()), each
+    # is marked `[step N]`; a single forward has one and no mark.
+    with_operations = trace.operations_skipped is not None
+    outermost = [call for call in trace.calls if call.depth == 0]
+    steps = {id(call): number for number, call in enumerate(outermost, 1)}
+    if len(steps) < 2:
+        steps = {}
+
+    def facts_of(facts: ModuleFacts, path: str) -> tuple[str, ...]:
+        # The path matters only through tied names; without ties equal facts read alike.
+        key = (id(facts), path if tied else "")
+        lines = fact_lines.get(key)
+        if lines is None:
+            lines = fact_lines[key] = render_facts(facts, path, hidden, tied)
+        return lines
+
+    lines = [
+        make_line(
+            depth=call.depth,
+            path=call.display_path,
+            module_type=call.module_type,
+            nth=call.nth,
+            reused=counts[call.path] > 1,
+            frozen=call.frozen and "parameters" not in hidden,
+            registered=call.registered,
+            inputs=render_inputs(call, devices, names, local_shapes, text_of),
+            outputs=RAISED if call.raised else text_of(call.output),
+            scripted=call.scripted,
+            mode=(
+                ("train" if call.training else "eval")
+                if show_mode and call.training is not None and call.training != root_training
+                else ""
+            ),
+            facts=(
+                facts_of(call.facts, call.path) if call.nth == 1 and call.facts is not None else ()
+            ),
+            step=steps.get(id(call), 0) if steps else 0,
+            operations=(
+                tuple(render_operation(operation, text_of) for operation in call.operations)
+                if with_operations
+                else ()
+            ),
+            index=call.index,
+        )
+        for call in trace.calls
+    ]
+    if trace.costs is not None:
+        lines = _with_costs(trace, lines)
+    if trace.values_seed is not None:
+        lines = _with_fingerprints(trace, lines)
+    if trace.options.fold or trace.options.call_views:
+        return _apply_views(trace, lines)
+    return lines
+
+
+def _with_costs(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with each call's costs fact after its module's facts (`costs=True`)."""
+    parameters = "parameters" not in trace.options.hidden
+    return [
+        line
+        if call.costs is None
+        else replace(line, facts=(*line.facts, render_call_costs(call.costs, parameters)))
+        for call, line in zip(trace.calls, lines, strict=True)
+    ]
+
+
+def _with_fingerprints(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with each call's values fact last among its facts (`values=True`)."""
+    return [
+        line
+        if not call.fingerprints
+        else replace(line, facts=(*line.facts, render_fingerprints(call.fingerprints)))
+        for call, line in zip(trace.calls, lines, strict=True)
+    ]
+
+
+def _apply_views(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with folded calls' insides summarized and hidden calls left out.
+
+    A call is folded when its path (`<root>` for the root) or type name is in the `fold`
+    option or a plugin chose "fold" for its path; a plugin's "hide" leaves the call and the
+    calls inside it out. A call's inside follows it in the trace as the deeper calls.
+    """
+    fold = set(trace.options.fold)
+    views = dict(trace.options.call_views)
+    kept: list[GoldenLine] = []
+    folded: dict[int, int] = {}  # index in `kept` -> calls folded into it
+    inside: int | None = None  # depth of the folded or hidden call being skipped
+    folding: int | None = None
+    for call, line in zip(trace.calls, lines, strict=True):
+        if inside is not None and call.depth > inside:
+            if folding is not None:
+                folded[folding] += 1
+            continue
+        inside = folding = None
+        view = views.get(call.path)
+        if view is None and (call.display_path in fold or call.module_type in fold):
+            view = "fold"
+        if view == "hide":
+            inside = call.depth
+            continue
+        kept.append(line)
+        if view == "fold":
+            inside, folding = call.depth, len(kept) - 1
+            folded[folding] = 0
+    for index, count in folded.items():
+        if count:
+            kept[index] = replace(kept[index], text=kept[index].text + folded_mark(count))
+    return kept
+
+
+def _tied_names(trace: TraceRecords) -> dict[str, tuple[str, ...]]:
+    """Full tensor name -> the other names of the same tensor, for every name of a tie."""
+    names: dict[str, tuple[str, ...]] = {}
+    for first, others in trace.tied:
+        group = (first, *others)
+        for name in group:
+            names[name] = tuple(other for other in group if other != name)
+    return names
+
+
+def render_header(trace: TraceRecords) -> list[str]:
+    """The `#` lines above the calls: totals, reuse, unused and unregistered modules."""
+    counts = trace.counts()
+    reused = [(path, count) for path, count in counts.items() if count > 1]
+    unused = trace.unused()
+    unregistered = list(dict.fromkeys(call.display_path for call in trace.unregistered()))
+    hidden = trace.options.hidden
+    parameters = "parameters" not in hidden
+    header = [FORMAT_LINE, f"{MODEL_PREFIX}{trace.root_type}"]
+    if trace.mode is not None and "mode" not in hidden:
+        header.append(mode_line(trace.mode))
+    header += [f"{CALLS_PREFIX}{len(trace.calls)}", f"# modules called: {len(counts)}"]
+    if trace.totals is not None and parameters:
+        totals = trace.totals
+        frozen = totals.parameter_count - totals.trainable_parameter_count
+        header.append(
+            f"# parameters: {totals.parameter_count:,} "
+            f"(trainable {totals.trainable_parameter_count:,}, frozen {frozen:,})"
+        )
+        header.append(f"# buffers: {totals.buffer_count:,}")
+        if totals.uninitialized_count:
+            header.append(f"# uninitialized (lazy) tensors: {totals.uninitialized_count}")
+    header += render_section(
+        REUSED_SECTION, [f"{path or '<root>'} x{count}" for path, count in reused]
+    )
+    used = trace.used_through_parameters() if trace.operations_skipped is not None else {}
+    known = (
+        _known_parameter_uses(trace, unused, parameters) if trace.operations_skipped is None else {}
+    )
+    header += render_section(
+        NEVER_CALLED_SECTION,
+        [
+            _unused_item(trace, path, parameters)
+            for path in unused
+            if path not in used and path not in known
+        ],
+    )
+    if trace.operations_skipped is not None:
+        header += render_section(
+            USED_THROUGH_PARAMETERS_SECTION,
+            [_parameter_use_item(trace, path, uses) for path, uses in used.items()],
+        )
+    elif known:
+        header += render_section(USED_THROUGH_PARAMETERS_SECTION, list(known.values()))
+    header += render_section(UNREGISTERED_SECTION, unregistered)
+    aliased = [f"{path or '<root>'} = {', '.join(names)}" for path, names in trace.aliases.items()]
+    if aliased:
+        header += render_section(ALIASED_SECTION, aliased)
+    if trace.tied and parameters:
+        header += render_section(
+            TIED_SECTION, [f"{first} = {', '.join(others)}" for first, others in trace.tied]
+        )
+    if hidden:
+        header.append(f"# hidden: {', '.join(sorted(hidden))}")
+    header += _view_lines(trace)
+    header += _recorded_lines(trace)
+    if trace.costs is not None:
+        header += render_trace_costs(trace.costs, parameters)
+    if trace.values_seed is not None:
+        header.append(values_line(trace.values_seed))
+    if trace.initialization is not None:
+        header += render_initialization(trace.initialization)
+    if trace.options.devices:
+        header.append("# devices: shown")
+    if trace.options.local_shapes:
+        rank = f" ({trace.options.rank})" if trace.options.rank else ""
+        header.append(f"# local shapes: shown{rank}")
+    return header
+
+
+def _view_lines(trace: TraceRecords) -> list[str]:
+    """`# folded: layer1, layer2` and `# calls hidden: ...` when the golden is a view."""
+    options = trace.options
+    folded = [*options.fold]
+    folded += [path or "<root>" for path, view in options.call_views if view == "fold"]
+    hidden = [path or "<root>" for path, view in options.call_views if view == "hide"]
+    lines = [f"# folded: {', '.join(folded)}"] if folded else []
+    if hidden:
+        lines.append(f"# calls hidden: {', '.join(hidden)}")
+    return lines
+
+
+def _unused_item(trace: TraceRecords, path: str, parameters: bool) -> str:
+    """A never-called module: path and type, and its own tensors (a checkpoint holds them)."""
+    found = trace.modules.get(path)
+    if found is None:
+        return path or "<root>"
+    module_type, facts = found
+    text = f"{path or '<root>'}: {module_type}"
+    if parameters and facts.tensors.tensors:
+        tied = _tied_names(trace)
+        prefix = f"{path}." if path else ""
+        text += " | " + ", ".join(
+            render_tensor_fact(fact, tied.get(prefix + fact.name)) for fact in facts.tensors.tensors
+        )
+    return text
+
+
+def render_trace(trace: TraceRecords) -> str:
+    """The whole golden text of a trace, ending with a newline."""
+    body: list[str] = []
+    lines = golden_lines(trace)
+    if trace.operations:
+        body = _with_operations(trace, lines)
+    else:
+        for line in lines:
+            body.append(line.text)
+            if line.facts:
+                body.extend(line.fact_lines)
+    body += backward_lines(trace)
+    return "\n".join(map(escape_line_breaks, [*render_header(trace), *body])) + "\n"
+
+
+def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
+    """The body with each operation between the calls it ran between, under its own call."""
+    by_index = {line.index: line for line in lines}
+    operations = trace.operations
+    body: list[str] = []
+    position = 0
+
+    def add_operations(before: int) -> None:
+        nonlocal position
+        while position < len(operations) and operations[position].after <= before:
+            operation = operations[position]
+            owner = by_index.get(operation.call_index)
+            if owner is not None and operation.number <= len(owner.operations):
+                indent = "  " * (owner.depth + 1)
+                text = owner.operations[operation.number - 1]
+                body.append(f"{indent}{OPERATION_PREFIX}{text}")
+            position += 1
+
+    for line in lines:
+        add_operations(line.index)
+        body.append(line.text)
+        body.extend(line.fact_lines)
+    add_operations(len(trace.calls))
+    return body
+
+
+def backward_lines(trace: TraceRecords) -> list[str]:
+    """The backward section (`backward=True`): `backward:`, then one line per step in order.
+
+    A step is the gradient of a call's output arriving, `fc: Linear <- f32[2,4]` (indented
+    as the call is in forward), or a module run again to recompute activations,
+    `recomputed block.0: Linear`. Empty when backward was not recorded.
+    """
+    backward = trace.backward
+    if backward is None:
+        return []
+    counts = trace.counts()
+    devices, local_shapes = trace.options.devices, trace.options.local_shapes
+    lines = [BACKWARD_LINE]
+    for step in backward.steps:
+        indent = "  " * step.depth
+        name = step.path or "<root>"
+        if step.recomputed:
+            lines.append(f"{indent}{RECOMPUTED_PREFIX}{name}: {step.module_type}")
+            continue
+        nth = f" #{step.nth}" if counts.get(step.path, 0) > 1 else ""
+        gradient = render_value(step.gradient, devices, local_shapes)
+        lines.append(f"{indent}{name}: {step.module_type}{nth}{GRADIENT_ARROW}{gradient}")
+    return lines
+
+
+def _recorded_lines(trace: TraceRecords) -> list[str]:
+    """`# operations: ...` and `# backward: ...` when the trace recorded them."""
+    lines = []
+    if trace.operations_skipped is not None:
+        left_out = ", ".join(trace.operations_skipped) or "nothing"
+        lines.append(f"# operations: {len(trace.operations)} recorded (left out: {left_out})")
+    if trace.backward is not None:
+        steps = len(trace.backward.steps)
+        lines.append(
+            f"# backward: {steps} step{'s' if steps != 1 else ''}, from the {trace.backward.loss}"
+            if trace.backward.loss.startswith("sum ")
+            else f"# backward: {steps} step{'s' if steps != 1 else ''}, from "
+            f"{trace.backward.loss}(output)"
+        )
+    return lines
+
+
+# Modules torch's own classes never call but hand to a function, known without `ops=True`:
+# (parent class, child name) -> the function that uses the child's tensors.
+_KNOWN_PARAMETER_USES = {("MultiheadAttention", "out_proj"): "multi_head_attention_forward"}
+
+
+def _known_parameter_uses(
+    trace: TraceRecords, unused: list[str], parameters: bool
+) -> dict[str, str]:
+    """Never-called modules whose tensors a called parent is known to use, with the header
+    item that says so: `attn.out_proj: Linear | weight f32[8,8], ... used by ... in attn`."""
+    called = trace.counts()
+    tied = _tied_names(trace) if parameters else {}
+    found: dict[str, str] = {}
+    for path in unused:
+        parent, _, name = path.rpartition(".")
+        function = _KNOWN_PARAMETER_USES.get((trace.modules.get(parent, ("",))[0], name))
+        if function is None or parent not in called or path not in trace.modules:
+            continue
+        module_type, facts = trace.modules[path]
+        where = f"used by {function} in {parent or '<root>'}"
+        if parameters and facts.tensors.tensors:
+            tensors = ", ".join(
+                render_tensor_fact(fact, tied.get(f"{path}.{fact.name}"))
+                for fact in facts.tensors.tensors
+            )
+            where = f"{tensors} {where}"
+        found[path] = f"{path}: {module_type} | {where}"
+    return found
+
+
+def _parameter_use_item(trace: TraceRecords, path: str, uses: list[ParameterUse]) -> str:
+    """A module never called but used through its tensors, and where:
+    `attn.out_proj: Linear | weight, bias used by multi_head_attention_forward in attn`."""
+    module_type = trace.modules[path][0] if path in trace.modules else "?"
+    names = ", ".join(dict.fromkeys(use.tensor[len(path) + 1 :] for use in uses))
+    first = uses[0]
+    call = trace.calls[first.call_index]
+    where = call.display_path + (f" #{call.nth}" if trace.counts()[call.path] > 1 else "")
+    places = len({(use.call_index, use.operation) for use in uses})
+    more = f" (+{places - 1} more)" if places > 1 else ""
+    return f"{path}: {module_type} | {names} used by {first.operation} in {where}{more}"

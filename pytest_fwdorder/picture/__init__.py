@@ -1,0 +1,1 @@
+"""Golden text -> a picture (layout, then SVG). Pure, no torch."""

@@ -1,0 +1,358 @@
+"""A picture's layout -> SVG text, and the pictures of a golden and of a diff. Pure, no torch.
+
+The SVG is self-contained: no script, no external font, stylesheet or image; colours are
+presentation attributes, so it reads the same in a browser, an image viewer or a notebook.
+Every name and value is escaped, each box has a `<title>` with its whole golden line (a
+browser shows it on hover), and the same golden text always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_fwdorder.golden.format import backward_section, model_of, parse_golden
+from pytest_fwdorder.picture.layout import (
+    BADGE_GAP,
+    EDGE_GAP,
+    HEADER_HEIGHT,
+    MARGIN,
+    OPERATION_HEIGHT,
+    ROLL_OFFSET,
+    SMALL_FONT_SIZE,
+    TEXT_INSET,
+    AlignedDiff,
+    Box,
+    Layout,
+    Status,
+    badge_width,
+    diff_calls,
+    golden_calls,
+    lay_out,
+    text_width,
+)
+
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+FONT_FAMILY = "DejaVu Sans Mono, Menlo, Consolas, Liberation Mono, monospace"
+SUMMARY_LINE_HEIGHT = 17
+LEGEND_HEIGHT = 22
+INK = "#1f2328"
+MUTED = "#57606a"
+TYPE_INK = "#0550ae"
+# (fill, border) of a box by its diff status; unchanged boxes are shaded by nesting level.
+STATUS_COLOURS: dict[Status, tuple[str, str]] = {
+    "inserted": ("#dafbe1", "#1a7f37"),
+    "removed": ("#ffebe9", "#cf222e"),
+    "changed": ("#fff8c5", "#9a6700"),
+    "moved": ("#ddf4ff", "#0969da"),
+}
+LEVEL_FILLS = ("#f6f8fa", "#eaeef2")
+LEAF_FILL = "#ffffff"
+BORDER = "#8c959f"
+# The tag of a module called more than once: one colour per module, the same in every box.
+# No blue among them: blue is the `x N` badge of a rolled run.
+SHARED_FILLS = (
+    "#8250df",
+    "#bf3989",
+    "#1a7f37",
+    "#bc4c00",
+    "#9a6700",
+    "#cf222e",
+    "#116329",
+    "#953800",
+)
+REPEAT_FILL = "#0969da"
+HIDDEN_FILL = "#d0d7de"
+OPERATION_FILL, OPERATION_BORDER = "#fff1e5", "#bc4c00"
+BACKWARD_FILL, BACKWARD_BORDER = "#fbefff", "#8250df"
+# Characters XML 1.0 forbids even as references: written as their escapes (`\x07`).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+@dataclass(frozen=True)
+class Picture:
+    """An SVG picture of a trace or a diff: `.svg` is its text, `save(path)` writes it, and
+    a notebook shows it (`_repr_svg_`)."""
+
+    svg: str
+
+    def save(self, path: str | Path) -> Path:
+        """Write the SVG to `path` (UTF-8) and return the path."""
+        target = Path(path)
+        target.write_text(self.svg, encoding="utf-8")
+        return target
+
+    @property
+    def inline_svg(self) -> str:
+        """The SVG to put inside an HTML page: without its namespace declaration, which
+        HTML gives an `<svg>` element anyway, so the page names no address at all."""
+        return self.svg.replace(f' xmlns="{SVG_NAMESPACE}"', "", 1)
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def __repr__(self) -> str:
+        size = re.search(r'width="([0-9]+)" height="([0-9]+)"', self.svg)
+        shown = f"{size.group(1)} x {size.group(2)} px, " if size else ""
+        return f"<Picture: {shown}{len(self.svg):,} bytes of SVG; .save(path) writes it>"
+
+
+def golden_picture(
+    text: str,
+    *,
+    rolled: bool = True,
+    depth: int | None = None,
+    operations: bool = False,
+    backward: bool = False,
+) -> Picture:
+    """The picture of one golden text: its calls as nested boxes in execution order.
+
+    `rolled=False` draws every block of a run of identical ones; `depth` folds deeper calls
+    into their ancestor (the root is 0); `operations` draws each call's operations
+    (`ops=True`) as small nodes; `backward` adds a column of the backward section's steps
+    (`backward=True`). Raises TypeError if `text` is not a string, ValueError for a
+    negative depth.
+    """
+    if not isinstance(text, str):
+        raise TypeError(
+            f"golden_picture expected golden text, got {type(text).__name__}: pass the text "
+            "of a golden file (path.read_text()), or call trace.picture() on a trace"
+        )
+    header, lines = parse_golden(text)
+    steps = backward_section(header) if backward else None
+    layout = lay_out(
+        golden_calls(lines), rolled=rolled, depth=depth, operations=operations, backward=steps
+    )
+    model = model_of(header)
+    calls = f"{len(lines)} call{'s' if len(lines) != 1 else ''}"
+    return Picture(render_svg(layout, title=f"{model}: {calls}" if model else calls))
+
+
+def diff_picture(
+    difference: AlignedDiff,
+    *,
+    rolled: bool = True,
+    depth: int | None = None,
+    fold_unchanged: bool = True,
+) -> Picture:
+    """The picture of a diff: the new trace's calls with each removed call where it was,
+    inserted green, removed red (struck through), changed yellow, moved blue, under the
+    diff's summary and a legend.
+
+    `fold_unchanged` draws a box with no change inside folded (`+N calls`), so the changed
+    part stands out; runs of identical unchanged boxes roll unless `rolled=False`.
+    """
+    layout = lay_out(
+        diff_calls(difference), rolled=rolled, depth=depth, fold_unchanged=fold_unchanged
+    )
+    summary = difference.summary().splitlines()
+    return Picture(render_svg(layout, title=summary[0], summary=summary, legend=True))
+
+
+def render_svg(
+    layout: Layout, *, title: str, summary: list[str] | None = None, legend: bool = False
+) -> str:
+    """The SVG text of a layout, with `summary` lines and a colour legend above it."""
+    summary = summary or []
+    top = len(summary) * SUMMARY_LINE_HEIGHT + (LEGEND_HEIGHT if legend else 0)
+    top += MARGIN if top else 0
+    summary_width = max((text_width(line) for line in summary), default=0) + 2 * MARGIN
+    width = max(layout.width, summary_width, 520 if legend else 0)
+    height = layout.height + top
+    parts = [
+        f'<svg xmlns="{SVG_NAMESPACE}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="{FONT_FAMILY}" font-size="12" '
+        'class="fwdorder-picture" role="img">',
+        f"<title>{xml_text(title)}</title>",
+        f'<rect class="fo-background" width="{width}" height="{height}" fill="#ffffff"/>',
+    ]
+    for number, line in enumerate(summary):
+        weight = ' font-weight="bold"' if number == 0 else ""
+        parts.append(
+            f'<text class="fo-summary" x="{MARGIN}" y="{MARGIN + 12 + number * SUMMARY_LINE_HEIGHT}"'
+            f' fill="{INK}"{weight}>{xml_text(line)}</text>'
+        )
+    if legend:
+        parts.append(_legend(MARGIN + len(summary) * SUMMARY_LINE_HEIGHT + 4))
+    parts.append(f'<g class="fo-calls" transform="translate(0,{top})">')
+    parts += _boxes(layout.boxes)
+    parts += [_edge(edge.x, edge.top, edge.bottom, edge.label, edge.solid) for edge in layout.edges]
+    if layout.backward:
+        parts.append(_backward(layout))
+    parts += ["</g>", "</svg>"]
+    return "\n".join(parts) + "\n"
+
+
+def xml_text(text: str) -> str:
+    """`text` safe inside an XML element or a quoted attribute: `<`, `&` and quotes as
+    references, characters XML cannot hold as their escapes."""
+    visible = _NOT_XML.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
+    return html.escape(visible, quote=True)
+
+
+def _legend(y: int) -> str:
+    items: list[tuple[str, str, str]] = [
+        (*STATUS_COLOURS["inserted"], "inserted"),
+        (*STATUS_COLOURS["removed"], "removed"),
+        (*STATUS_COLOURS["changed"], "changed"),
+        (*STATUS_COLOURS["moved"], "moved"),
+        (LEAF_FILL, BORDER, "unchanged"),
+    ]
+    parts = ['<g class="fo-legend">']
+    x = MARGIN
+    for fill, border, name in items:
+        parts.append(
+            f'<rect x="{x}" y="{y}" width="14" height="14" rx="2" fill="{fill}" stroke="{border}"/>'
+            f'<text x="{x + 19}" y="{y + 11}" font-size="{SMALL_FONT_SIZE + 1}" fill="{INK}">'
+            f"{name}</text>"
+        )
+        x += 19 + text_width(name) + 18
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _boxes(boxes: list[Box]) -> list[str]:
+    """Each box as a group, a container's group holding its children's."""
+    children: dict[int, list[int]] = {}
+    for index, box in enumerate(boxes):
+        children.setdefault(box.parent, []).append(index)
+    parts: list[str] = []
+
+    def draw(index: int) -> None:
+        parts.append(_box_open(boxes[index]))
+        for child in children.get(index, []):
+            draw(child)
+        parts.append("</g>")
+
+    for index in children.get(-1, []):
+        draw(index)
+    return parts
+
+
+def _box_open(box: Box) -> str:
+    """A box's group up to its children: tooltip, rectangle, header, badges, operations."""
+    fill, border = _colours(box)
+    classes = " ".join(
+        [
+            "fo-box",
+            f"fo-{box.status}",
+            *(["fo-container"] if box.container else []),
+            *(["fo-rolled"] if box.repeat > 1 else []),
+            *(["fo-shared"] if box.shared_colour >= 0 else []),
+        ]
+    )
+    parts = [
+        f'<g class="{classes}" data-path="{xml_text(box.line.path)}" '
+        f'data-type="{xml_text(box.line.module_type)}"'
+        + (f' data-repeat="{box.repeat}"' if box.repeat > 1 else "")
+        + ">",
+        f"<title>{xml_text(_tooltip(box))}</title>",
+    ]
+    for offset in (2 * ROLL_OFFSET, ROLL_OFFSET) if box.repeat > 1 else ():
+        parts.append(
+            f'<rect class="fo-stack" x="{box.x + offset}" y="{box.y + offset}" '
+            f'width="{box.width}" height="{box.height}" rx="4" fill="{fill}" stroke="{border}"/>'
+        )
+    parts.append(
+        f'<rect class="fo-frame" x="{box.x}" y="{box.y}" width="{box.width}" '
+        f'height="{box.height}" rx="4" fill="{fill}" stroke="{border}"'
+        + (' stroke-width="2"' if box.status != "same" else "")
+        + "/>"
+    )
+    struck = ' text-decoration="line-through"' if box.status == "removed" else ""
+    weight = ' font-weight="bold"' if box.container else ""
+    name = f'<tspan fill="{INK}">{xml_text(box.name)}: </tspan>' if box.name else ""
+    parts.append(
+        f'<text class="fo-header" x="{box.x + TEXT_INSET}" y="{box.y + 16}"{weight}{struck}>'
+        f'{name}<tspan fill="{TYPE_INK}">{xml_text(box.kind)}</tspan></text>'
+    )
+    parts += _badges(box)
+    for operation in box.operations:
+        parts.append(
+            f'<g class="fo-operation"><title>{xml_text(operation.full_text)}</title>'
+            f'<rect x="{operation.x}" y="{operation.y}" width="{operation.width}" '
+            f'height="{OPERATION_HEIGHT}" rx="9" fill="{OPERATION_FILL}" '
+            f'stroke="{OPERATION_BORDER}"/><text x="{operation.x + 8}" y="{operation.y + 13}" '
+            f'font-size="{SMALL_FONT_SIZE}" fill="{INK}">{xml_text(operation.text)}</text></g>'
+        )
+    return "".join(parts)
+
+
+def _colours(box: Box) -> tuple[str, str]:
+    if box.status != "same":
+        return STATUS_COLOURS[box.status]
+    if box.container:
+        return LEVEL_FILLS[box.level % len(LEVEL_FILLS)], BORDER
+    return LEAF_FILL, BORDER
+
+
+def _tooltip(box: Box) -> str:
+    """What hovering a box shows: its golden line and facts, a rolled run's last line, and
+    in a diff what changed."""
+    lines = [box.line.text.strip(), *(f"| {fact}" for fact in box.line.facts)]
+    if box.last_line is not None:
+        lines += [
+            f"… {box.repeat - 2} more like it …" if box.repeat > 2 else "",
+            box.last_line.text.strip(),
+        ]
+    if box.status != "same":
+        lines.append(f"({box.detail or box.status})")
+    return "\n".join(line for line in lines if line)
+
+
+def _badges(box: Box) -> list[str]:
+    """The header's badges, right-aligned: `x32`, `+14 calls`, `shared`."""
+    badges = box.badges
+    x = box.x + box.width - TEXT_INSET - sum(badge_width(badge) + BADGE_GAP for badge in badges)
+    parts: list[str] = []
+    for badge in badges:
+        x += BADGE_GAP
+        if badge == "shared":
+            fill, ink, kind = SHARED_FILLS[box.shared_colour], "#ffffff", "shared"
+        elif badge.startswith("x"):
+            fill, ink, kind = REPEAT_FILL, "#ffffff", "repeat"
+        else:
+            fill, ink, kind = HIDDEN_FILL, INK, "hidden"
+        width = badge_width(badge)
+        parts.append(
+            f'<g class="fo-badge fo-badge-{kind}"><rect x="{x}" y="{box.y + 5}" width="{width}" '
+            f'height="14" rx="7" fill="{fill}"/><text x="{x + 4}" y="{box.y + 16}" '
+            f'font-size="{SMALL_FONT_SIZE}" fill="{ink}" font-weight="bold">{badge}</text></g>'
+        )
+        x += width
+    return parts
+
+
+def _edge(x: int, top: int, bottom: int, label: str, solid: bool) -> str:
+    """A downward arrow with the value passed written right of it."""
+    dash = "" if solid else ' stroke-dasharray="4 3"'
+    tip = bottom - 1
+    return (
+        f'<g class="fo-edge fo-{"solid" if solid else "dashed"}">'
+        f'<line x1="{x}" y1="{top + 1}" x2="{x}" y2="{tip - 5}" stroke="{MUTED}" '
+        f'stroke-width="1.3"{dash}/>'
+        f'<path d="M{x - 4},{tip - 6} L{x + 4},{tip - 6} L{x},{tip} Z" fill="{MUTED}"/>'
+        f'<text x="{x + 7}" y="{top + EDGE_GAP // 2 + 4}" font-size="{SMALL_FONT_SIZE}" '
+        f'fill="{MUTED}">{xml_text(label)}</text></g>'
+    )
+
+
+def _backward(layout: Layout) -> str:
+    """The backward column: its title, then one small node per step, in the order they ran."""
+    parts = [
+        '<g class="fo-backward">',
+        f'<text x="{layout.backward_x}" y="{MARGIN + HEADER_HEIGHT - 8}" font-weight="bold" '
+        f'fill="{INK}">backward</text>',
+    ]
+    for step in layout.backward:
+        parts.append(
+            f'<g class="fo-backward-step"><title>{xml_text(step.text)}</title>'
+            f'<rect x="{step.x}" y="{step.y}" width="{step.width}" height="{OPERATION_HEIGHT}" '
+            f'rx="9" fill="{BACKWARD_FILL}" stroke="{BACKWARD_BORDER}"/>'
+            f'<text x="{step.x + 8}" y="{step.y + 13}" font-size="{SMALL_FONT_SIZE}" '
+            f'fill="{INK}">{xml_text(step.text)}</text></g>'
+        )
+    parts.append("</g>")
+    return "".join(parts)

@@ -1,0 +1,1 @@
+"""Run a model once under hooks and fill a Trace: the only stage that touches hooks."""

@@ -1,0 +1,1 @@
+"""Build and trace a model on the meta device: no memory, the same golden."""

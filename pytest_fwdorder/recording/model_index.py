@@ -1,0 +1,135 @@
+"""The model index: one walk over a model before it runs, and each module's entry.
+
+An entry is what the recorder knows of a module (its path, class name, facts, mode) for the
+length of a trace; the index adds the model's other names, callables and tied tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from pytest_fwdorder.calls import ModuleFacts, ModuleTensors
+from pytest_fwdorder.facets.module_facts import (
+    MOST_CACHED_CLASSES,
+    TensorIndex,
+    index_tensors,
+    module_facts,
+    reads_training,
+)
+from pytest_fwdorder.hookspecs import module_facts_hooks_exist
+from pytest_fwdorder.recording.distributed import user_class
+
+
+@dataclass(slots=True)
+class ModuleEntry:
+    """What the recorder knows of one module, worked out once per trace, before it runs.
+
+    Facts come from the user's module as it was, never from stand-ins swapped in for a
+    device: a meta trace and a CPU trace see the same module.
+    """
+
+    path: str
+    registered: bool
+    module_type: str
+    scripted: bool
+    facts: ModuleFacts
+    # The module's mode, or None where its class computes the same in both (facts.reads_training).
+    training: bool | None
+
+
+_OPAQUE = ModuleFacts((), ModuleTensors(()), None)  # what Python cannot read in TorchScript
+
+
+def module_entry(
+    module: nn.Module,
+    path: str,
+    *,
+    registered: bool,
+    inside_script: bool = False,
+    ask_plugins: bool = True,
+) -> ModuleEntry:
+    """The entry of one module: a registered one as the index meets it, or one met in forward."""
+    module_type, scripted, mode_matters = _class_facts(type(module))
+    if scripted:
+        original_name = getattr(module, "original_name", None)
+        module_type = original_name if isinstance(original_name, str) else module_type
+        return ModuleEntry(path, registered, module_type, True, _OPAQUE, module.training)
+    facts = _OPAQUE if inside_script else module_facts(module, ask_plugins=ask_plugins)
+    training = module.training if mode_matters else None
+    # Positional: this runs for every module of every trace.
+    return ModuleEntry(path, registered, module_type, False, facts, training)
+
+
+# Per class: the name the user wrote it under, whether it is TorchScript's, and whether its
+# code reads the mode. Asked for every module of every trace; a plain dict, as for facts'
+# settings plans (why is there).
+_CLASS_FACTS: dict[type, tuple[str, bool, bool]] = {}
+
+
+def _class_facts(module_class: type) -> tuple[str, bool, bool]:
+    found = _CLASS_FACTS.get(module_class)
+    if found is None:
+        if len(_CLASS_FACTS) >= MOST_CACHED_CLASSES:
+            _CLASS_FACTS.clear()
+        found = _CLASS_FACTS[module_class] = (
+            user_class(module_class).__name__,
+            issubclass(module_class, torch.jit.ScriptModule),
+            reads_training(module_class),
+        )
+    return found
+
+
+@dataclass
+class ModelIndex:
+    """One walk over the model: its modules, their entries, other names and callables."""
+
+    modules: list[nn.Module]
+    entries: dict[int, ModuleEntry]
+    aliases: dict[str, tuple[str, ...]]
+    callable_paths: tuple[str, ...]
+    # The modules whose state Python owns: not TorchScript ones, nor anything inside them.
+    python_modules: list[nn.Module]
+    tensors: TensorIndex
+
+
+def index_model(root: nn.Module) -> ModelIndex:
+    """Walk `root` once: an entry for each module, its other names, callables and tensors."""
+    modules: list[nn.Module] = []
+    entries: dict[int, ModuleEntry] = {}
+    other_names: dict[int, list[str]] = {}
+    scripted_prefixes: list[str] = []
+    callable_paths: list[str] = []
+    python_modules: list[nn.Module] = []
+    named_modules = list(root.named_modules(remove_duplicate=False))
+    ask_plugins = module_facts_hooks_exist()
+    for path, module in named_modules:
+        module_id = id(module)
+        if module_id in entries:
+            other_names.setdefault(module_id, []).append(path)
+            continue
+        inside_script = bool(scripted_prefixes) and path.startswith(tuple(scripted_prefixes))
+        entry = module_entry(
+            module, path, registered=True, inside_script=inside_script, ask_plugins=ask_plugins
+        )
+        entries[module_id] = entry
+        modules.append(module)
+        if inside_script:
+            continue  # its calls never reach Python hooks
+        if entry.scripted:
+            scripted_prefixes.append(f"{path}.")
+            callable_paths.append(path)
+            continue
+        python_modules.append(module)
+        if type(module).forward is not nn.Module.forward:
+            callable_paths.append(path)
+    return ModelIndex(
+        modules=modules,
+        entries=entries,
+        aliases={entries[module_id].path: tuple(names) for module_id, names in other_names.items()},
+        callable_paths=tuple(callable_paths),
+        python_modules=python_modules,
+        tensors=index_tensors(root, named_modules, with_keys=False),
+    )

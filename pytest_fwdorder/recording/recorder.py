@@ -1,0 +1,568 @@
+"""The recorder: hook a model's module calls, keep raw records, and build the trace's calls.
+
+It installs torch's public global module hooks (`register_module_forward_pre_hook` /
+`register_module_forward_hook`) for the length of a `with` block, so it sees modules that
+are not registered under the root too, and never leaves anything in the user's modules.
+`recording` is that block: it indexes the model (model_index.py), claims its modules
+(module_claims.py), captures its state (model_state.py), swaps in stand-ins for a device
+(stand_ins.py), installs the hooks, and puts everything back at its end. Other modules
+install hooks of their own for what they record: backward.py, operations.py and tracing.py.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from types import CodeType, FrameType
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+from torch.nn.modules import module as torch_module
+from torch.nn.modules.module import (
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+)
+
+from pytest_fwdorder.calls import Call, RenderOptions
+from pytest_fwdorder.errors import MetaTraceError
+from pytest_fwdorder.recording.describe import (
+    describe_keyword_arguments,
+    finish_value,
+    raw_value,
+    tensors_of,
+)
+from pytest_fwdorder.recording.meta.kernels import meta_kernel_cache
+from pytest_fwdorder.recording.model_index import ModelIndex, ModuleEntry, index_model, module_entry
+from pytest_fwdorder.recording.model_state import (
+    ModelState,
+    capture_state,
+    restore_state,
+)
+from pytest_fwdorder.recording.module_claims import claim_modules, release_modules
+from pytest_fwdorder.recording.stand_ins import StandIns, check_stand_ins_possible
+from pytest_fwdorder.trace import Trace
+
+__all__ = [
+    "CALL_FRAME_CODE",
+    "KEYWORD_FRAME_CODE",
+    "WRAPPED_CALL_FRAME_CODE",
+    "CallRecord",
+    "Recorder",
+    "recording",
+]
+
+# Calls listed in the note added to an exception raised by forward.
+_CALLS_IN_FAILURE_NOTE = 12
+
+
+def _keyword_frame_code() -> CodeType | None:
+    """The code of `Module._call_impl`'s inner function, whose frame holds a call's kwargs.
+
+    torch's global forward pre-hooks receive `(module, args)` only, but they are called from
+    this function, whose `kwargs` is the dict forward will get. Reading it there describes
+    keyword arguments before forward can change them, at no registration cost. None when a
+    torch release lays `_call_impl` out otherwise: the recorder then falls back to per-module
+    pre-hooks with `with_kwargs=True` (correct, slower).
+    """
+    for constant in nn.Module._call_impl.__code__.co_consts:
+        if (
+            isinstance(constant, CodeType)
+            and constant.co_name == "inner"
+            and "kwargs" in constant.co_freevars
+        ):
+            return constant
+    return None
+
+
+KEYWORD_FRAME_CODE = _keyword_frame_code()
+# In `module(...)`, `inner`'s caller is `_call_impl`, called by `_wrapped_call_impl(self,
+# *args, **kwargs)`: a frame of three locals, whose dict Python builds faster than `inner`'s.
+CALL_FRAME_CODE: CodeType = nn.Module._call_impl.__code__
+WRAPPED_CALL_FRAME_CODE: CodeType | None = getattr(
+    getattr(nn.Module, "_wrapped_call_impl", None), "__code__", None
+)
+
+
+class CallRecord(NamedTuple):
+    """What the pre-hook keeps of one call until `Recorder.finish` builds its `Call`.
+
+    A tuple, made in C at every call; what is known only when the call ends (its output,
+    whether it raised) goes in the recorder's `outputs`, at the record's number.
+    """
+
+    module: nn.Module
+    entry: ModuleEntry
+    nth: int
+    depth: int
+    parent: int  # the parent's record number, -1 for an outermost call
+    args: list[object]
+    kwargs: tuple[tuple[str, Any], ...] | None  # None when the frame did not show them
+    number: int
+
+
+# What `outputs` holds for a call that has not ended, and for one whose forward raised.
+_NOT_FINISHED = object()
+_RAISED = object()
+# describe.raw_value's tuple for a plain strided tensor, read in C.
+_RAW_TENSOR = operator.attrgetter("shape", "dtype", "device")
+
+
+class Recorder:
+    """The hook pair and the bookkeeping of one recording; `trace` holds its calls.
+
+    The hooks only keep raw records (immutable shape, dtype and device objects, the
+    module's entry); `finish` turns them into `Call`s once the forward is over.
+    """
+
+    def __init__(
+        self,
+        index: ModelIndex,
+        trace: Trace,
+        *,
+        capture_outputs: bool = False,
+        state: ModelState | None = None,
+        stand_ins: StandIns | None = None,
+    ) -> None:
+        self.trace = trace
+        # Unregistered modules join these at their first call, before they run.
+        self.state = state
+        self.stand_ins = stand_ins
+        self.records: list[CallRecord] = []
+        # Per record number: the raw output once the call ended, _RAISED, or _NOT_FINISHED.
+        self.outputs: list[object] = []
+        # Keyword arguments the pre-hook could not read from the frame, by record number.
+        self.late_kwargs: dict[int, tuple[tuple[str, Any], ...]] = {}
+        # With capture_outputs: (record number, detached copies of its output tensors), in
+        # the order calls finished. Off by default: a trace holds no tensor.
+        self.capture_outputs = capture_outputs
+        self.captured_records: list[tuple[int, list[torch.Tensor]]] = []
+        # Functions given (record number, raw output) the moment each call ends, before
+        # later operations can change the output in place (`values=True`'s fingerprints).
+        self.output_observers: list[Callable[[int, object], None]] = []
+        self.thread_id = threading.get_ident()
+        self.index = index
+        # Unregistered modules get entries as they are met, and are kept alive in
+        # `keep_alive` so that their ids cannot be reused by another module mid-trace.
+        self.entries: dict[int, ModuleEntry] = dict(index.entries)
+        self.keep_alive: list[nn.Module] = []
+        self.taken_paths = {entry.path for entry in self.entries.values()}
+        self.call_counts: dict[int, int] = {}
+        self.open_calls: list[CallRecord] = []
+        self.keyword_frame_code = KEYWORD_FRAME_CODE
+        # The ids of the modules this recording claimed from other threads' traces.
+        self.claimed: list[int] = []
+
+    @property
+    def calls(self) -> list[Call]:
+        self.finish()
+        return self.trace.calls
+
+    @property
+    def captured(self) -> list[tuple[Call, list[torch.Tensor]]]:
+        """Each finished call with copies of its output tensors (with `capture_outputs`)."""
+        calls = self.calls
+        return [(calls[number], copies) for number, copies in self.captured_records]
+
+    def forget_calls_after(self, kept: int, call_counts: dict[int, int]) -> None:
+        """Drop the records after the first `kept` and go back to these call counts.
+
+        For calls that are not part of the forward: backward's recomputation.
+        """
+        del self.records[kept:]
+        del self.outputs[kept:]
+        for number in [number for number in self.late_kwargs if number >= kept]:
+            del self.late_kwargs[number]
+        self.open_calls.clear()
+        self.call_counts.clear()
+        self.call_counts.update(call_counts)
+
+    def make_hooks(self) -> tuple[Callable[..., None], Callable[..., None]]:
+        """Build the global pre-hook and post-hook torch calls around every module call.
+
+        Each is a closure over what it touches: they run once per module call, so what they
+        use is bound once, when they are built, rather than looked up on `self` at each call.
+        """
+        return self._make_before_forward(), self._make_after_forward()
+
+    def _make_before_forward(self) -> Callable[[nn.Module, tuple[Any, ...]], None]:
+        """The pre-hook: opens a call and keeps its raw record, before the module runs."""
+        thread_id, get_ident, get_frame = self.thread_id, threading.get_ident, sys._getframe
+        keyword_frame_code = self.keyword_frame_code
+        call_frame_code, wrapped_call_frame_code = CALL_FRAME_CODE, WRAPPED_CALL_FRAME_CODE
+        get_entry, enter_unregistered = self.entries.get, self._enter_unregistered
+        call_counts, open_calls, records = self.call_counts, self.open_calls, self.records
+        count_of, open_call, append_record = call_counts.get, open_calls.append, records.append
+        append_output, not_finished = self.outputs.append, _NOT_FINISHED
+        new_record, record_class = tuple.__new__, CallRecord
+        tensor_type, strided, tensor_metadata = torch.Tensor, torch.strided, _RAW_TENSOR
+
+        def before_forward(module: nn.Module, args: tuple[Any, ...]) -> None:
+            if get_ident() != thread_id:
+                return
+            module_id = id(module)
+            entry = get_entry(module_id)
+            if entry is None:
+                if not open_calls:
+                    return  # a module outside the model, called outside the model
+                entry = enter_unregistered(module)
+            nth = call_counts[module_id] = count_of(module_id, 0) + 1
+            kwargs = None
+            frame: FrameType = get_frame(1)
+            if frame.f_code is keyword_frame_code:
+                caller = frame.f_back
+                outer = caller.f_back if caller is not None else None
+                if (
+                    outer is not None
+                    and outer.f_code is wrapped_call_frame_code
+                    and caller.f_code is call_frame_code  # type: ignore[union-attr]
+                ):
+                    keyword_arguments = outer.f_locals["kwargs"]
+                else:  # `module._call_impl(...)` called directly
+                    keyword_arguments = frame.f_locals.get("kwargs")
+                kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
+            try:  # raw_value, inlined for the common case: a plain strided tensor
+                raw_args = [
+                    tensor_metadata(value)
+                    if type(value) is tensor_type and value.layout is strided
+                    else raw_value(value)
+                    for value in args
+                ]
+            except RuntimeError:  # a nested tensor is strided but has no sizes to read
+                raw_args = [raw_value(value) for value in args]
+            depth = len(open_calls)
+            parent = open_calls[-1].number if depth else -1
+            # CallRecord(...) without its Python __new__: the values in its fields' order.
+            record = new_record(
+                record_class, (module, entry, nth, depth, parent, raw_args, kwargs, len(records))
+            )
+            append_record(record)
+            append_output(not_finished)
+            open_call(record)
+
+        return before_forward
+
+    def _make_after_forward(self) -> Callable[..., None]:
+        """The post-hook: closes the innermost call and keeps its raw output (or that it raised)."""
+        thread_id, get_ident = self.thread_id, threading.get_ident
+        open_calls, close_call = self.open_calls, self.open_calls.pop
+        outputs, late_kwargs, raised = self.outputs, self.late_kwargs, _RAISED
+        tensor_type, strided, tensor_metadata = torch.Tensor, torch.strided, _RAW_TENSOR
+        capture_outputs, captured_records = self.capture_outputs, self.captured_records
+        output_observers = self.output_observers  # filled after the hooks are made
+
+        def after_forward(module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
+            # torch calls this with (kwargs, output) normally, and with (output,) alone when
+            # forward raised (the always_call path ignores with_kwargs).
+            if get_ident() != thread_id:
+                return
+            if not open_calls or open_calls[-1].module is not module:
+                return
+            record = close_call()
+            number = record.number
+            if len(rest) != 2:
+                outputs[number] = raised
+                return
+            keyword_arguments, output = rest
+            if record.kwargs is None and number not in late_kwargs:
+                # neither the frame nor a per-module hook saw them
+                late_kwargs[number] = (
+                    describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
+                )
+            try:  # raw_value, inlined for the common case
+                outputs[number] = (
+                    tensor_metadata(output)
+                    if type(output) is tensor_type and output.layout is strided
+                    else raw_value(output)
+                )
+            except RuntimeError:  # a nested tensor is strided but has no sizes to read
+                outputs[number] = raw_value(output)
+            if capture_outputs:
+                copies = [tensor.detach().clone() for tensor in tensors_of(output)]
+                captured_records.append((number, copies))
+            if output_observers:
+                for observe in output_observers:
+                    observe(number, output)
+
+        return after_forward
+
+    def before_forward_with_keywords(
+        self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """The fallback's per-module pre-hook: runs right after the global pre-hook."""
+        open_calls = self.open_calls
+        if open_calls and open_calls[-1].module is module and open_calls[-1].kwargs is None:
+            number = open_calls[-1].number
+            if number not in self.late_kwargs:
+                self.late_kwargs[number] = describe_keyword_arguments(kwargs) if kwargs else ()
+
+    def finish(self) -> None:
+        """Turn the raw records made so far into the trace's `Call`s (once each)."""
+        calls = self.trace.calls
+        outputs = self.outputs
+        late_kwargs = self.late_kwargs
+        new_call = object.__new__
+        for record in self.records[len(calls) :]:
+            entry = record.entry
+            parent = calls[record.parent] if record.parent >= 0 else None
+            output = outputs[record.number]
+            kwargs = record.kwargs
+            if kwargs is None:
+                kwargs = late_kwargs.get(record.number, ())
+            # What Call(...) does, without parsing fifteen keyword arguments per call.
+            call = new_call(Call)
+            call.path = entry.path
+            call.module_type = entry.module_type
+            call.nth = record.nth
+            call.depth = record.depth
+            call.parent = parent
+            call.registered = entry.registered
+            call.index = len(calls)
+            call.args = tuple([finish_value(value) for value in record.args])
+            call.kwargs = kwargs
+            call.output = (
+                None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
+            )
+            call.raised = output is _RAISED
+            call.frozen = entry.facts.tensors.frozen
+            call.scripted = entry.scripted
+            call.facts = entry.facts
+            call.training = entry.training
+            call.children = []
+            calls.append(call)
+            if parent is not None:
+                parent.children.append(call)
+
+    def _enter_unregistered(self, module: nn.Module) -> ModuleEntry:
+        parent_record = self.open_calls[-1]
+        parent_module = parent_record.module
+        parent_entry = parent_record.entry
+        prefix = f"{parent_entry.path}." if parent_entry.path else ""
+        registered = False
+        path = None
+        for name, child in parent_module._modules.items():
+            if child is module:  # registered during this forward
+                path, registered = f"{prefix}{name}", parent_entry.registered
+                break
+        if path is None:
+            path = _attribute_path(parent_module, module, prefix)
+        if path is None or path in self.taken_paths:
+            base = f"{prefix}<{type(module).__name__}>"
+            path, number = base, 1
+            while path in self.taken_paths:
+                number += 1
+                path = f"{base}{number}"
+        self.taken_paths.add(path)
+        entry = module_entry(module, path, registered=registered)
+        self.entries[id(module)] = entry
+        self.keep_alive.append(module)
+        if entry.scripted:
+            return entry  # TorchScript owns its state, as for a registered scripted module
+        if self.state is not None:
+            self.state.add_modules([module], [path])
+        if self.stand_ins is not None:
+            self.stand_ins.install(module)
+        return entry
+
+    @contextmanager
+    def hooks_installed(self) -> Iterator[None]:
+        with ExitStack() as stack:
+            before_forward, after_forward = self.make_hooks()
+            pre_handle = register_module_forward_pre_hook(before_forward)
+            stack.callback(pre_handle.remove)
+            post_handle = register_module_forward_hook(
+                after_forward, with_kwargs=True, always_call=True
+            )
+            stack.callback(_forget_keyword_flag, post_handle.id)
+            stack.callback(post_handle.remove)
+            if self.keyword_frame_code is None:
+                for module in self.index.python_modules:
+                    handle = module.register_forward_pre_hook(
+                        self.before_forward_with_keywords, with_kwargs=True
+                    )
+                    stack.callback(handle.remove)
+            try:
+                yield
+            finally:
+                self.keep_alive.clear()
+                self.open_calls.clear()
+
+    def failure_note(self) -> str:
+        """Where forward failed and what ran before it, for the note on the user's error."""
+        calls = self.calls
+        if not calls:
+            return "pytest-fwdorder: forward raised before any module call was recorded"
+        failing = [call for call in calls if call.raised]
+        count = f"{len(calls)} recorded call{'s' if len(calls) != 1 else ''}"
+        lines = [f"pytest-fwdorder: forward raised after {count}."]
+        if failing:
+            innermost = max(failing, key=lambda call: call.depth)
+            chain = []
+            current: Call | None = innermost
+            while current is not None:
+                chain.append(f"{current.display_path} ({current.module_type})")
+                current = current.parent
+            lines.append(f"Raised in: {' < '.join(chain)}")
+        shown = calls[-_CALLS_IN_FAILURE_NOTE:]
+        lines.append(f"Calls recorded up to the failure (last {len(shown)}):")
+        lines.extend(
+            f"  {'  ' * call.depth}{call.display_path} {call.module_type} #{call.nth}"
+            f"{'  <- raised' if call.raised else ''}"
+            for call in shown
+        )
+        return "\n".join(lines)
+
+
+def _forget_keyword_flag(handle_id: int) -> None:
+    """Undo what `RemovableHandle.remove()` leaves behind for a `with_kwargs=True` global hook.
+
+    torch records the hook's id in `_global_forward_hooks_with_kwargs` but the handle does
+    not remove it, so every trace would leave an entry there and `_has_any_global_hook()`
+    would stay true for the rest of the process. Harmless once torch removes it itself.
+    """
+    flags = getattr(torch_module, "_global_forward_hooks_with_kwargs", None)
+    if isinstance(flags, dict):
+        flags.pop(handle_id, None)
+
+
+def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
+    """Name an unregistered module by where its owner keeps it: `blocks[0]`, `heads['a']`."""
+    for name, value in vars(owner).items():
+        if value is module:
+            return f"{prefix}{name}"
+        if isinstance(value, (list, tuple)):
+            for position, item in enumerate(value):
+                if item is module:
+                    return f"{prefix}{name}[{position}]"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if item is module:
+                    return f"{prefix}{name}[{key!r}]"
+    return None
+
+
+@contextmanager
+def recording(
+    root: nn.Module,
+    options: RenderOptions,
+    *,
+    device: torch.device | str | None = None,
+    restore_state: bool = True,
+    capture_outputs: bool = False,
+) -> Iterator[Recorder]:
+    """Record every call made in this thread inside the block into `recorder.trace`.
+
+    With `device`, parameters and buffers that live elsewhere are swapped for stand-ins on
+    it (meta stand-ins hold no memory) and factory calls inside the block land on it; the
+    originals are always put back. Hooks are removed and (with `restore_state`) parameters,
+    buffers, submodules, plain attributes and the dicts, lists and sets modules hold (their
+    hooks too), training and requires_grad flags, grad mode and the random states (torch,
+    Python, numpy) are put back, also when the block raises. An exception from the block
+    gets a note naming the calls recorded. Raises `RuntimeError` if another thread is
+    tracing a module of this model right now.
+    """
+    index = index_model(root)
+    target = torch.device(device) if device is not None else None
+    if target is not None:
+        check_stand_ins_possible(index, target)
+    trace = _empty_trace(root, index, options)
+    recorder = _start_recorder(
+        index, trace, target, restore_state=restore_state, capture_outputs=capture_outputs
+    )
+    if recorder.stand_ins is not None:
+        _install_stand_ins(recorder, recorder.stand_ins)
+    in_flight: BaseException | None = None
+    try:
+        with ExitStack() as stack:
+            if target is not None:
+                stack.enter_context(target)
+            stack.enter_context(recorder.hooks_installed())
+            if target is not None and target.type == "meta":
+                stack.enter_context(meta_kernel_cache())
+            yield recorder
+    except BaseException as error:
+        in_flight = error
+        error.add_note(recorder.failure_note())
+        raise
+    finally:
+        _put_back(recorder, in_flight)
+
+
+def _empty_trace(root: nn.Module, index: ModelIndex, options: RenderOptions) -> Trace:
+    """The trace the recorder fills: the model's facts, no calls yet."""
+    root_entry = index.entries[id(root)]
+    tensors = index.tensors
+    return Trace(
+        root_type=root_entry.module_type,
+        callable_paths=index.callable_paths,
+        aliases=index.aliases,
+        options=options,
+        mode="train" if root.training else "eval",
+        modules={entry.path: (entry.module_type, entry.facts) for entry in index.entries.values()},
+        tied=tensors.tied,
+        totals=tensors.totals,
+    )
+
+
+def _start_recorder(
+    index: ModelIndex,
+    trace: Trace,
+    target: torch.device | None,
+    *,
+    restore_state: bool,
+    capture_outputs: bool,
+) -> Recorder:
+    """Claim the model's modules, capture its state and make the recorder that holds both."""
+    claimed = claim_modules(index)
+    try:
+        state = capture_state(index) if restore_state else None
+        stand_ins = StandIns(target) if target is not None else None
+        recorder = Recorder(
+            index, trace, capture_outputs=capture_outputs, state=state, stand_ins=stand_ins
+        )
+        recorder.claimed = claimed
+    except BaseException:
+        release_modules(claimed)
+        raise
+    return recorder
+
+
+def _install_stand_ins(recorder: Recorder, stand_ins: StandIns) -> None:
+    """Swap in stand-ins for every Python module's tensors; on failure put all back first."""
+    try:
+        for module in recorder.index.python_modules:
+            stand_ins.install(module)
+    except Exception as error:
+        _put_back(recorder, None)
+        message = (
+            f"cannot make stand-ins on {stand_ins.device.type!r} for the model's weights: "
+            f"{type(error).__name__}: {error}. Trace where the model is (leave device "
+            "unset), or build the model on that device"
+        )
+        if stand_ins.device.type == "meta":
+            raise MetaTraceError(message) from error
+        raise ValueError(message) from error
+
+
+def _put_back(recorder: Recorder, in_flight: BaseException | None) -> None:
+    """Put the originals and the model's state back; never hide an exception in flight.
+
+    A failure here while the user's exception propagates becomes a note on that exception.
+    """
+    try:
+        if recorder.stand_ins is not None:
+            recorder.stand_ins.remove()
+        if recorder.state is not None:
+            restore_state(recorder.state)
+    except Exception as error:
+        if in_flight is None:
+            raise
+        in_flight.add_note(
+            f"pytest-fwdorder: putting the model back failed too: {type(error).__name__}: {error}"
+        )
+    finally:
+        release_modules(recorder.claimed)
+        recorder.finish()

@@ -1,0 +1,1 @@
+"""What people read besides the failure: HTML, CI reports, and git reviews."""

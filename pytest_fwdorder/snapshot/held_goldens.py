@@ -1,0 +1,150 @@
+"""Goldens held back from `--snapshot-update`'s deletion: those of tests that never reached their
+assertion, and all of them in a session that stopped early."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from syrupy.location import PyTestLocation
+from syrupy.session import ItemStatus
+
+from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
+
+# `--snapshot-update` deletes the goldens no test asserted. A test that stopped before its
+# assertion did not assert its golden either, so syrupy would delete it: hold those back.
+
+
+@dataclass(frozen=True)
+class HeldGoldens:
+    """What an update run keeps from deletion: all unused goldens (`reason` says why), or
+    those of the tests in `unfinished` (failed, errored or skipped before their assertion)."""
+
+    reason: str | None
+    unfinished: tuple[str, ...]
+    # The unfinished tests' golden texts, put back where syrupy deleted one anyway: it
+    # matches skipped tests to goldens by unescaped name, so `test[a%2Fb]` is not matched.
+    saved: dict[Path, bytes]
+
+
+def hold_unfinished_goldens(
+    session: pytest.Session, exitstatus: int, *, collection_failed: bool
+) -> HeldGoldens | None:
+    """Before syrupy's clean-up: keep the goldens a deletion now could wrongly remove.
+
+    An interrupted session, one stopped early (`-x`, `--maxfail`) or with collection errors
+    deletes nothing; otherwise the goldens of tests that did not pass are kept.
+    """
+    syrupy_session = getattr(session.config, "_syrupy", None)
+    option = session.config.option
+    if syrupy_session is None or not option.update_snapshots or option.no_cleanup:
+        return None
+    reason = unsafe_session_reason(session, exitstatus, collection_failed=collection_failed)
+    if reason is not None:
+        option.no_cleanup = True  # syrupy's own --snapshot-no-cleanup, for this session
+        return HeldGoldens(reason, (), {})
+    statuses: dict[str, ItemStatus] = syrupy_session._selected_items
+    unfinished = tuple(nodeid for nodeid, status in statuses.items() if status != ItemStatus.PASSED)
+    for nodeid in unfinished:
+        statuses[nodeid] = ItemStatus.SKIPPED  # syrupy keeps the goldens of skipped tests
+    return HeldGoldens(None, unfinished, _golden_texts(session, unfinished))
+
+
+def _golden_texts(session: pytest.Session, nodeids: tuple[str, ...]) -> dict[Path, bytes]:
+    """The golden files of the tests `nodeids`, by path, with their contents."""
+    collected = session.config._syrupy._collected_items  # type: ignore[attr-defined]
+    texts: dict[Path, bytes] = {}
+    for nodeid in nodeids:
+        if nodeid not in collected:
+            continue
+        location = PyTestLocation(collected[nodeid])
+        directory = (
+            Path(location.filepath).parent
+            / session.config.option.snapshot_dirname
+            / location.basename
+        )
+        for path in directory.glob(f"*.{TraceSnapshotExtension.file_extension}"):
+            if TraceSnapshotExtension.matches_test_location(
+                test_location=location, snapshot_location=str(path)
+            ):
+                texts[path] = path.read_bytes()
+    return texts
+
+
+def put_back_held_goldens(held: HeldGoldens) -> int:
+    """After syrupy's clean-up: write back the held goldens it deleted; how many."""
+    missing = [path for path in held.saved if not path.exists()]
+    for path in missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(held.saved[path])
+    return len(missing)
+
+
+def unsafe_session_reason(
+    session: pytest.Session, exitstatus: int, *, collection_failed: bool
+) -> str | None:
+    """Why deleting unused goldens now could lose some, or None when it could not."""
+    if exitstatus in (
+        pytest.ExitCode.INTERRUPTED,
+        pytest.ExitCode.INTERNAL_ERROR,
+        pytest.ExitCode.USAGE_ERROR,
+    ):
+        return "the session was interrupted"
+    if session.shouldfail or session.shouldstop:
+        return f"the session stopped early ({session.shouldfail or session.shouldstop})"
+    if collection_failed:
+        return "the session had collection errors"
+    return None
+
+
+def held_goldens_message(
+    session: pytest.Session, held: HeldGoldens, put_back: int = 0
+) -> str | None:
+    """After syrupy's clean-up: the summary line saying how many goldens were kept and why;
+    `put_back` counts those syrupy deleted and we wrote back."""
+    report = getattr(getattr(session.config, "_syrupy", None), "report", None)
+    if report is None:
+        return None
+    if held.reason is not None:
+        count = report.num_unused
+        if not count:
+            return None
+        return (
+            f"fwdorder: kept {count} unused golden file(s): {held.reason}; run `pytest "
+            "--snapshot-update` again once every test collects and runs to delete them"
+        )
+    count = _count_goldens_of(session, held.unfinished, report) + put_back
+    if not count:
+        return None
+    rewritten = (
+        f" ({put_back} of them listed as deleted in the snapshot report were written back)"
+        if put_back
+        else ""
+    )
+    return (
+        f"fwdorder: kept {count} golden file(s) whose test failed, errored or was skipped "
+        "before asserting them; they are deleted only when their test passes without "
+        f"asserting them{rewritten}"
+    )
+
+
+def _count_goldens_of(session: pytest.Session, nodeids: tuple[str, ...], report: Any) -> int:
+    """How many discovered goldens no assertion used belong to the tests `nodeids`."""
+    collected = session.config._syrupy._collected_items  # type: ignore[attr-defined]
+    locations = [PyTestLocation(collected[nodeid]) for nodeid in nodeids if nodeid in collected]
+    count = 0
+    for collection in report.discovered:
+        used = report.used.get(collection.location)
+        # A single-file golden is a collection without named snapshots: its file is the unit.
+        names = [snapshot.name for snapshot in collection] or [Path(collection.location).stem]
+        for name in names:
+            if used is not None and (used.get(name) or not collection.has_snapshots):
+                continue
+            count += any(
+                location.matches_snapshot_location(collection.location)
+                and location.matches_snapshot_name(name)
+                for location in locations
+            )
+    return count

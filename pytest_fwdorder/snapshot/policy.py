@@ -1,0 +1,113 @@
+"""The comparison policy for goldens: when a golden still holds a trace, and how a difference is
+explained. One place, used by the syrupy extension, `fwdorder review`, the git diff driver and the
+CI reports alike. Pure functions on text, no torch and no syrupy.
+"""
+
+from __future__ import annotations
+
+from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.facets.values_tolerance import DEFAULT_TOLERANCE, Tolerance, within_tolerance
+from pytest_fwdorder.golden.format import declared_and_written_calls, format_problem
+from pytest_fwdorder.golden.upgrades import (
+    UpgradeDifferences,
+    comparable_text,
+    same_model,
+    upgrade_differences,
+    without_environment,
+)
+
+
+def golden_holds(old_text: str, new_text: str, *, tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
+    """Whether the golden text `old_text` holds the new trace's text, leaving out what an upgrade
+    changes alone (the environment line, and torch.nn settings at this torch's defaults:
+    golden/upgrades.py) and output fingerprints that moved within `tolerance`."""
+    return same_model(old_text, within_tolerance(old_text, new_text, tolerance))
+
+
+def explain_mismatch(
+    old_text: str,
+    new_text: str,
+    golden_name: str | None = None,
+    *,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+) -> list[str]:
+    """What changed from the golden text to the new one: summary, changed calls, header.
+
+    A golden that cannot be compared line by line (merge-conflict markers, another format,
+    cut off, or different only in whitespace) gets one line saying so and what to do.
+    `golden_name` names the file in that line. When the golden was written with other
+    torch releases, or differs also in what an upgrade changes alone, the first lines say
+    so, and the diff leaves those differences out; so it does for output fingerprints that
+    moved within `tolerance`.
+    """
+    upgrades = upgrade_differences(old_text, new_text)
+    old_text, new_text = comparable_texts(old_text, new_text, upgrades, tolerance=tolerance)
+    problem = golden_problem(old_text, new_text)
+    if problem is None:
+        return [*upgrades.notes(), *diff_golden(old_text, new_text).explanation()]
+    named = f"the golden file {golden_name!r}" if golden_name else "the golden file"
+    return [f"{named} {problem}"]
+
+
+def comparable_texts(
+    old_text: str,
+    new_text: str,
+    upgrades: UpgradeDifferences | None = None,
+    *,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+) -> tuple[str, str]:
+    """The golden and new texts as `explain_mismatch` diffs them: without the environment
+    line, without torch.nn settings at their defaults where those differ, and with the new
+    text's fingerprints that match the golden's within `tolerance` written as the golden's."""
+    new_text = within_tolerance(old_text, new_text, tolerance)
+    if upgrades is None:
+        upgrades = upgrade_differences(old_text, new_text)
+    if upgrades.settings_lines:
+        return comparable_text(old_text), comparable_text(new_text)
+    return without_environment(old_text), without_environment(new_text)
+
+
+def golden_problem(old_text: str, new_text: str) -> str | None:
+    """Why the golden text cannot be diffed with the new text, or None when it can."""
+    if has_conflict_markers(old_text):
+        return (
+            "holds unresolved merge-conflict markers (<<<<<<<, =======, >>>>>>>): resolve "
+            "the conflict, or rewrite it with `pytest --snapshot-update` and review the new "
+            "golden"
+        )
+    problem = format_problem(old_text)
+    if problem is not None:
+        return problem
+    if _line_ends_trimmed(old_text) == _line_ends_trimmed(new_text):
+        return (
+            "differs from the new trace only in whitespace at line ends (a trailing space or "
+            "the final newline, often trimmed by an editor): rewrite it with `pytest "
+            "--snapshot-update`, and keep your editor from trimming *.fwdorder.txt files"
+        )
+    declared, written_calls = declared_and_written_calls(old_text)
+    if declared is not None and written_calls < declared:
+        return (
+            f"looks cut off: its header says '# calls: {declared}' but it holds "
+            f"{written_calls} call line(s) (a half-written or truncated file): restore it "
+            "from version control, or rewrite it with `pytest --snapshot-update` and review "
+            "the new golden"
+        )
+    return None
+
+
+def has_conflict_markers(text: str) -> bool:
+    """Whether `text` holds git's merge-conflict markers, left from an unresolved merge."""
+    return any(
+        line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======" or line == "<<<<<<<"
+        for line in text.splitlines()
+    )
+
+
+def looks_cut_off(text: str) -> bool:
+    """Whether the golden text holds fewer calls than its header's `# calls: N` declares."""
+    declared, written_calls = declared_and_written_calls(text)
+    return declared is not None and written_calls < declared
+
+
+def _line_ends_trimmed(text: str) -> list[str]:
+    return [line.rstrip() for line in text.rstrip().splitlines()]
