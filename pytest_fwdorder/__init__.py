@@ -31,12 +31,22 @@ if TYPE_CHECKING:
         FwdOrderWarning,
         MetaTraceError,
         NotEquivalentError,
+        ReferenceMismatchError,
         StructureMismatchError,
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
+    from pytest_fwdorder.parity import (
+        CallError,
+        ParityReport,
+        Tolerance,
+        assert_matches_reference,
+        compare_with_reference,
+    )
+    from pytest_fwdorder.parity_pairing import copy_mapped_weights
+    from pytest_fwdorder.parity_reference import Reference, load_reference, record_reference
     from pytest_fwdorder.picture_svg import Picture, diff_picture, golden_picture
     from pytest_fwdorder.record_types import Call, TensorDescription
     from pytest_fwdorder.render import render_trace
@@ -49,6 +59,16 @@ __version__ = "0.6.0"
 # Public name -> the module that defines it.
 _HOMES = {
     "Call": "record_types",
+    "CallError": "parity",
+    "ParityReport": "parity",
+    "Reference": "parity_reference",
+    "ReferenceMismatchError": "errors",
+    "Tolerance": "parity",
+    "assert_matches_reference": "parity",
+    "compare_with_reference": "parity",
+    "copy_mapped_weights": "parity_pairing",
+    "load_reference": "parity_reference",
+    "record_reference": "parity_reference",
     "Change": "diff",
     "ChangeKind": "diff",
     "CheckpointMismatchError": "errors",
@@ -91,6 +111,7 @@ _HOMES = {
 
 __all__ = [
     "Call",
+    "CallError",
     "Change",
     "ChangeKind",
     "CheckpointMismatchError",
@@ -100,10 +121,14 @@ __all__ = [
     "FwdOrderWarning",
     "MetaTraceError",
     "NotEquivalentError",
+    "ParityReport",
     "Picture",
+    "Reference",
+    "ReferenceMismatchError",
     "StructureMismatchError",
     "TensorDescription",
     "TensorSpec",
+    "Tolerance",
     "Trace",
     "TraceDiff",
     "TraceOptions",
@@ -116,16 +141,21 @@ __all__ = [
     "assert_checkpoint_loads",
     "assert_costs",
     "assert_equivalent",
+    "assert_matches_reference",
     "assert_same_structure",
     "check_checkpoint",
+    "compare_with_reference",
+    "copy_mapped_weights",
     "copy_weights",
     "diff_golden",
     "diff_picture",
     "diff_traces",
     "golden_picture",
     "hookimpl",
+    "load_reference",
     "plugin_manager",
     "record",
+    "record_reference",
     "remap_state_dict",
     "render_trace",
     "structure_diff",
