@@ -235,7 +235,7 @@ def load_reference(path: str | PathLike[str]) -> Reference:
             f"no reference at {str(tensor_path)!r}: record one with "
             "record_reference(model, *inputs, path=...) in the reference's environment"
         )
-    with safe_open(str(tensor_path), framework="pt") as opened:  # type: ignore[no-untyped-call]
+    with safe_open(str(tensor_path), framework="pt") as opened:
         metadata = opened.metadata() or {}
         if metadata.get("format") != FORMAT:
             raise ValueError(

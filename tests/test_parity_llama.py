@@ -3,13 +3,12 @@ qkv, other names, its own rotary embedding) compared with it through a path map.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-
 from parity_models import LLAMA_PATH_MAP, ScratchLlama, tiny_llama_reference
+
 from pytest_fwdorder import (
     Reference,
     ReferenceMismatchError,
@@ -23,10 +22,9 @@ pytestmark = pytest.mark.transformers
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     pytest.importorskip("transformers")
-    yield
 
 
 def _ids() -> torch.Tensor:
@@ -36,6 +34,7 @@ def _ids() -> torch.Tensor:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[torch.dtype, Path]:
     """The reference recorded to files in float32 and float64, each by its own model."""
+    pytest.importorskip("transformers")
     directory = tmp_path_factory.mktemp("llama")
     paths = {}
     for dtype in (torch.float32, torch.float64):
@@ -111,7 +110,8 @@ def _assert_the_table_grows_after(first: str, message: str) -> None:
     rows = [line.split() for line in table.splitlines()[1:] if line.startswith("  ")]
     names = [row[-7] for row in rows]
     start = names.index(first)
-    assert all(row[0] == "x" for row in rows[start:]) and all(row[0] != "x" for row in rows[:start])
+    assert all(row[0] == "x" for row in rows[start:])
+    assert all(row[0] != "x" for row in rows[:start])
     before = max(float(row[-5]) for row in rows[:start])
     after = [float(row[-5]) for row in rows[start:]]
     assert min(after) > 1000 * before  # relative errors: rounding before, the bug after
