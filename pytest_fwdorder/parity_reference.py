@@ -9,6 +9,7 @@ The text beside it (`NAME.reference.txt`) says the same for a reviewer's diff.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import platform
@@ -31,6 +32,7 @@ from pytest_fwdorder.render import render_trace
 from pytest_fwdorder.resolve import resolve_model
 
 FORMAT = "fwdorder-reference 1"
+_METADATA_KEY = "fwdorder-reference"
 # 8 MiB: room for every block of a small model on a short input, and an early stop for a
 # 7B model's every activation, which is not a test artifact.
 DEFAULT_BUDGET_BYTES = 8 * 2**20
@@ -97,32 +99,35 @@ class Reference:
     def save(self, path: str | PathLike[str]) -> Path:
         """Write the tensor file at `path` (`.safetensors`) and the text beside it; returns
         the tensor file's path."""
-        from safetensors.torch import save_file
-
         tensor_path = _tensor_path(path)
         tensor_path.parent.mkdir(parents=True, exist_ok=True)
-        metadata = {
+        tensor_path.write_bytes(self.to_bytes())
+        text_path(tensor_path).write_text(self.render(), encoding="utf-8")
+        return tensor_path
+
+    def to_bytes(self) -> bytes:
+        """The tensor file's bytes: the same reference always gives the same bytes."""
+        from safetensors.torch import save
+
+        description = {
             "format": FORMAT,
             "environment": self.environment,
             "golden": self.golden,
-            "calls": json.dumps(
-                [[call.path, call.nth, call.module_type, len(call.outputs)] for call in self.calls]
-            ),
-            "inputs": json.dumps(
-                {
-                    "args": [
-                        _input_entry(value, f"inputs.args.{n}") for n, value in enumerate(self.args)
-                    ],
-                    "kwargs": {
-                        name: _input_entry(value, f"inputs.kwargs.{name}")
-                        for name, value in self.kwargs.items()
-                    },
-                }
-            ),
+            "calls": [
+                [call.path, call.nth, call.module_type, len(call.outputs)] for call in self.calls
+            ],
+            "inputs": {
+                "args": [
+                    _input_entry(value, f"inputs.args.{n}") for n, value in enumerate(self.args)
+                ],
+                "kwargs": {
+                    name: _input_entry(value, f"inputs.kwargs.{name}")
+                    for name, value in self.kwargs.items()
+                },
+            },
         }
-        save_file(self._tensors(), str(tensor_path), metadata=metadata)
-        text_path(tensor_path).write_text(self.render(), encoding="utf-8")
-        return tensor_path
+        # One metadata entry: safetensors writes several in an order that varies by process.
+        return save(self._tensors(), metadata={_METADATA_KEY: json.dumps(description)})
 
     def _tensors(self) -> dict[str, torch.Tensor]:
         tensors: dict[str, torch.Tensor] = {}
@@ -217,8 +222,7 @@ def record_reference(
     )
     if path is None:
         return reference
-    saved = reference.save(path)
-    return Reference(**{**reference.__dict__, "path": saved})
+    return dataclasses.replace(reference, path=reference.save(path))
 
 
 def load_reference(path: str | PathLike[str]) -> Reference:
@@ -227,22 +231,33 @@ def load_reference(path: str | PathLike[str]) -> Reference:
     Raises FileNotFoundError naming the path and how to write it, and ValueError for a file
     that is not a reference of this format.
     """
-    from safetensors import safe_open
-
     tensor_path = _tensor_path(path)
     if not tensor_path.is_file():
         raise FileNotFoundError(
             f"no reference at {str(tensor_path)!r}: record one with "
             "record_reference(model, *inputs, path=...) in the reference's environment"
         )
-    with safe_open(str(tensor_path), framework="pt") as opened:
-        metadata = opened.metadata() or {}
-        if metadata.get("format") != FORMAT:
-            raise ValueError(
-                f"{str(tensor_path)!r} is not a reference of format {FORMAT!r} (its format: "
-                f"{metadata.get('format')!r}): record it again with record_reference"
-            )
-        tensors = {key: opened.get_tensor(key) for key in opened.keys()}  # noqa: SIM118
+    reference = reference_from_bytes(tensor_path.read_bytes(), source=str(tensor_path))
+    return dataclasses.replace(reference, path=tensor_path)
+
+
+def reference_from_bytes(data: bytes, *, source: str = "the data") -> Reference:
+    """A reference from a tensor file's bytes (`Reference.to_bytes`)."""
+    from safetensors.torch import load
+
+    header_size = int.from_bytes(data[:8], "little") if len(data) >= 8 else 0
+    try:
+        header = json.loads(data[8 : 8 + header_size])
+        description = json.loads(header["__metadata__"][_METADATA_KEY])
+        found = description["format"]
+    except (ValueError, KeyError, TypeError):
+        found = None
+    if found != FORMAT:
+        raise ValueError(
+            f"{source!r} is not a reference of format {FORMAT!r} (its format: {found!r}): "
+            "record it again with record_reference"
+        )
+    tensors = load(data)
     calls = tuple(
         RecordedCall(
             call_path,
@@ -250,23 +265,20 @@ def load_reference(path: str | PathLike[str]) -> Reference:
             module_type,
             tuple(tensors[f"calls.{position}.{number}"] for number in range(count)),
         )
-        for position, (call_path, nth, module_type, count) in enumerate(
-            json.loads(metadata["calls"])
-        )
+        for position, (call_path, nth, module_type, count) in enumerate(description["calls"])
     )
-    inputs = json.loads(metadata["inputs"])
+    inputs = description["inputs"]
     return Reference(
         calls=calls,
         args=tuple(_read_input(entry, tensors) for entry in inputs["args"]),
         kwargs={name: _read_input(entry, tensors) for name, entry in inputs["kwargs"].items()},
-        environment=metadata["environment"],
-        golden=metadata["golden"],
+        environment=description["environment"],
+        golden=description["golden"],
         weights={
             key.removeprefix("weights."): tensor
             for key, tensor in tensors.items()
             if key.startswith("weights.")
         },
-        path=tensor_path,
     )
 
 
