@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     )
     from pytest_fwdorder.parity_pairing import copy_mapped_weights
     from pytest_fwdorder.parity_reference import Reference, load_reference, record_reference
+    from pytest_fwdorder.parity_snapshot import reference_snapshot
     from pytest_fwdorder.picture_svg import Picture, diff_picture, golden_picture
     from pytest_fwdorder.record_types import Call, TensorDescription
     from pytest_fwdorder.render import render_trace
@@ -69,6 +70,7 @@ _HOMES = {
     "copy_mapped_weights": "parity_pairing",
     "load_reference": "parity_reference",
     "record_reference": "parity_reference",
+    "reference_snapshot": "parity_snapshot",
     "Change": "diff",
     "ChangeKind": "diff",
     "CheckpointMismatchError": "errors",
@@ -156,6 +158,7 @@ __all__ = [
     "plugin_manager",
     "record",
     "record_reference",
+    "reference_snapshot",
     "remap_state_dict",
     "render_trace",
     "structure_diff",

@@ -78,7 +78,7 @@ class Reference:
         """The bytes of every tensor the file holds: outputs, inputs and weights."""
         return sum(_nbytes(tensor) for tensor in self._tensors().values())
 
-    def render(self) -> str:
+    def text(self) -> str:
         """The text written beside the tensor file: what was recorded, where, and the trace."""
         outputs = sum(len(call.outputs) for call in self.calls)
         lines = [
@@ -102,7 +102,7 @@ class Reference:
         tensor_path = _tensor_path(path)
         tensor_path.parent.mkdir(parents=True, exist_ok=True)
         tensor_path.write_bytes(self.to_bytes())
-        text_path(tensor_path).write_text(self.render(), encoding="utf-8")
+        text_path(tensor_path).write_text(self.text(), encoding="utf-8")
         return tensor_path
 
     def to_bytes(self) -> bytes:
