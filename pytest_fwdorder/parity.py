@@ -23,6 +23,7 @@ from pytest_fwdorder.parity_pairing import (
     PathMap,
     compile_path_map,
     pair_by_path_map,
+    partner_path,
 )
 from pytest_fwdorder.parity_reference import (
     RecordedCall,
@@ -240,12 +241,20 @@ def compare_with_reference(
         else []
     )
     args, kwargs = _inputs_for(root, reference)
+    # With a path map, only the outputs a reference call can pair with are copied.
+    wanted = (
+        {partner_path(entries, call.path)[0] for call in reference.calls}
+        if path_map is not None
+        else None
+    )
     with torch.no_grad(), recording(root, RenderOptions()) as recorder:
         records = recorder.records
         outputs: dict[tuple[str, int], list[torch.Tensor]] = {}
 
         def keep(number: int, output: object) -> None:
             record = records[number]
+            if wanted is not None and record.entry.path not in wanted:
+                return
             outputs[(record.entry.path, record.nth)] = [
                 value.detach().to("cpu", copy=True) for value in tensors_of(output)
             ]

@@ -115,6 +115,21 @@ def map_path(entries: list[PathMapEntry], path: str) -> tuple[str, PathMapEntry]
     return None
 
 
+def partner_path(entries: list[PathMapEntry], path: str) -> tuple[str, str]:
+    """The candidate path a reference call at `path` pairs with, and the rule that says so:
+    the root with the root (unless an entry maps the root), the longest matching entry,
+    else the equal path."""
+    mapped = map_path(entries, path)
+    if path == "" and (mapped is None or mapped[1].source != ""):
+        return "", "the root with the root"
+    if mapped is None:
+        return path, "equal paths"
+    entry = mapped[1]
+    if entry.fused is not None:
+        return mapped[0], f"fused into {mapped[0]} (part {entry.fused + 1} of {entry.fused_count})"
+    return mapped[0], f"path map {mapped[1].rule}"
+
+
 @dataclass(frozen=True)
 class Pairing:
     """Which candidate call each reference call is compared with, and why.
@@ -144,16 +159,10 @@ def pair_by_path_map(
     counts: dict[str, int] = {}
     unpaired: list[tuple[str, int, str]] = []
     for path, nth in reference_calls:
-        mapped = map_path(entries, path)
-        if path == "" and (mapped is None or mapped[1].source != ""):
-            target, rule = "", "the root with the root"
-        elif mapped is not None and mapped[1].fused is not None:
-            unpaired.append((path, nth, f"fused into {mapped[0]} by {mapped[1].rule}"))
+        target, rule = partner_path(entries, path)
+        if rule.startswith("fused"):
+            unpaired.append((path, nth, f"{rule}: compared only at the boundaries around it"))
             continue
-        elif mapped is not None:
-            target, rule = mapped[0], f"path map {mapped[1].rule}"
-        else:
-            target, rule = path, "equal paths"
         if (target, nth) not in candidate:
             reason = (
                 f"mapped to {target or '<root>'}, which the candidate did not call"

@@ -141,3 +141,28 @@ def test_a_float64_reference_still_finds_the_bug_in_a_16_bit_port(
 
     with pytest.raises(ReferenceMismatchError, match=r"^first divergence at layers\.1\.attn "):
         assert_matches_reference(candidate, reference, path_map=LLAMA_PATH_MAP)
+
+
+def test_calls_fused_in_the_port_are_listed_and_the_boundaries_around_them_compared(
+    recorded: dict[torch.dtype, Path],
+) -> None:
+    weights = load_reference(recorded[torch.float32])
+    reference = record_reference(
+        tiny_llama_reference(), _ids(), calls=["model.layers.0.self_attn*"]
+    )
+
+    report = assert_matches_reference(_candidate(weights), reference, path_map=LLAMA_PATH_MAP)
+
+    assert [error.candidate_path for error in report.errors] == [
+        "layers.0.attn.out",
+        "layers.0.attn",
+    ]
+    assert report.unpaired == [
+        (
+            f"model.layers.0.self_attn.{name}_proj",
+            1,
+            f"fused into layers.0.attn.qkv (part {part} of 3): compared only at the boundaries "
+            "around it",
+        )
+        for part, name in enumerate("qkv", start=1)
+    ]
