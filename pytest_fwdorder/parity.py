@@ -203,9 +203,12 @@ def assert_matches_reference(
     and the root with the root. Every rule used is listed in the report, and every
     reference call without a partner; a candidate that pairs with none fails.
 
-    Tolerances default by the less precise dtype of each pair, as torch.testing.assert_close
-    (float32: rtol 1.3e-6, atol 1e-5; bfloat16: 1.6e-2, 1e-5); `tolerances` maps reference
-    path patterns (`fnmatch`) to `Tolerance(rtol, atol)`, the first match winning. Raises
+    A call matches when `||candidate - reference|| <= atol * sqrt(n) + rtol *
+    ||reference||` over its n output elements (see `Tolerance`); the defaults go by the less
+    precise dtype of each pair (`DEFAULT_TOLERANCES`: float32 rtol 1e-5, bfloat16 0.125,
+    float16 1e-2), and the share of elements outside assert_close's per-element defaults is
+    reported beside. `tolerances` maps reference path patterns (`fnmatch`) to
+    `Tolerance(rtol, atol)`, the first match winning. Raises
     `ReferenceMismatchError` (an AssertionError) naming the first diverging call with its
     max absolute and relative error, the fraction of elements off and cosine similarity,
     where NaN or Inf first appeared, both environments and a table of the error at every
