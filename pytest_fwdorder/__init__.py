@@ -28,6 +28,15 @@ if TYPE_CHECKING:
         assert_equivalent,
         copy_weights,
     )
+    from pytest_fwdorder.checks.parity import (
+        CallError,
+        ParityReport,
+        ParityTolerance,
+        assert_matches_reference,
+        compare_with_reference,
+    )
+    from pytest_fwdorder.checks.parity_pairing import copy_mapped_weights
+    from pytest_fwdorder.checks.parity_reference import Reference, load_reference, record_reference
     from pytest_fwdorder.checks.structure import assert_same_structure, structure_diff
     from pytest_fwdorder.diff.changes import Change, ChangeKind
     from pytest_fwdorder.diff.classification import TraceDiff
@@ -38,6 +47,7 @@ if TYPE_CHECKING:
         FwdOrderWarning,
         MetaTraceError,
         NotEquivalentError,
+        ReferenceMismatchError,
         StructureMismatchError,
         UnregisteredModuleError,
         UnwrappedModelWarning,
@@ -48,6 +58,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.picture.svg import Picture, diff_picture, golden_picture
     from pytest_fwdorder.recording.tracing import TensorSpec, Tracer, record, trace_forward
     from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
+    from pytest_fwdorder.snapshot.reference_files import reference_snapshot
     from pytest_fwdorder.trace import Trace
 
 __version__ = "0.6.0"
@@ -57,6 +68,17 @@ _HOMES = {
     "Call": "calls",
     "Change": "diff.changes",
     "ChangeKind": "diff.changes",
+    "CallError": "checks.parity",
+    "ParityReport": "checks.parity",
+    "Reference": "checks.parity_reference",
+    "ReferenceMismatchError": "errors",
+    "ParityTolerance": "checks.parity",
+    "assert_matches_reference": "checks.parity",
+    "compare_with_reference": "checks.parity",
+    "copy_mapped_weights": "checks.parity_pairing",
+    "load_reference": "checks.parity_reference",
+    "record_reference": "checks.parity_reference",
+    "reference_snapshot": "snapshot.reference_files",
     "CheckpointMismatchError": "errors",
     "CheckpointReport": "checks.checkpoint",
     "Picture": "picture.svg",
@@ -97,6 +119,7 @@ _HOMES = {
 
 __all__ = [
     "Call",
+    "CallError",
     "Change",
     "ChangeKind",
     "CheckpointMismatchError",
@@ -106,7 +129,11 @@ __all__ = [
     "FwdOrderWarning",
     "MetaTraceError",
     "NotEquivalentError",
+    "ParityReport",
+    "ParityTolerance",
     "Picture",
+    "Reference",
+    "ReferenceMismatchError",
     "StructureMismatchError",
     "TensorDescription",
     "TensorSpec",
@@ -122,16 +149,22 @@ __all__ = [
     "assert_checkpoint_loads",
     "assert_costs",
     "assert_equivalent",
+    "assert_matches_reference",
     "assert_same_structure",
     "check_checkpoint",
+    "compare_with_reference",
+    "copy_mapped_weights",
     "copy_weights",
     "diff_golden",
     "diff_picture",
     "diff_traces",
     "golden_picture",
     "hookimpl",
+    "load_reference",
     "plugin_manager",
     "record",
+    "record_reference",
+    "reference_snapshot",
     "remap_state_dict",
     "render_trace",
     "structure_diff",

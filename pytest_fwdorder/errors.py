@@ -43,6 +43,10 @@ class StructureMismatchError(AssertionError):
     """Two traces differ in execution structure beyond what was ignored."""
 
 
+class ReferenceMismatchError(AssertionError):
+    """A candidate's outputs departed from a recorded reference's at some paired call."""
+
+
 class CheckpointMismatchError(AssertionError):
     """A state_dict does not load into a model: keys missing, unexpected or of other shapes."""
 

@@ -78,3 +78,44 @@ class Accented(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.couche_層(x)
+
+
+class Blocks(nn.Module):
+    """The reference of `fwdorder parity`: two blocks and a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(4), nn.Linear(4, 4)) for _ in range(2)
+        )
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+class Port(nn.Module):
+    """Blocks under other names; `broken` drops the residual around the second layer, so
+    the first output to differ is the head's."""
+
+    def __init__(self, broken: bool = False) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(4), nn.Linear(4, 4)) for _ in range(2)
+        )
+        self.out = nn.Linear(4, 2)
+        self.broken = broken
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for number, layer in enumerate(self.layers):
+            x = layer(x) if self.broken and number == 1 else x + layer(x)
+        return self.out(x)
+
+
+def broken_port() -> nn.Module:
+    return Port(broken=True)
+
+
+PORT_PATH_MAP = {"blocks.{i}": "layers.{i}", "head": "out"}

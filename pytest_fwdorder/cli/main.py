@@ -5,6 +5,7 @@
     fwdorder diff tests/__snapshots__/test_model/test_resnet50.fwdorder.txt mymodels:build \\
         --input 1x3x224x224
     fwdorder review origin/main --format markdown >> "$GITHUB_STEP_SUMMARY"
+    fwdorder parity reference.safetensors myport:build --path-map myport:PATH_MAP
     git config diff.fwdorder.command "fwdorder git-diff"   # with `*.fwdorder.txt diff=fwdorder`
 
 A TARGET is a golden file, or `package.module:factory`: a model class, a zero-argument
@@ -165,7 +166,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_picture_options(diff, trace=False)
     diff.set_defaults(run=_diff)
     _add_review_commands(commands)
+    _add_parity_command(commands, common)
     return parser
+
+
+def _add_parity_command(commands: Any, common: argparse.ArgumentParser) -> None:
+    parity = commands.add_parser(
+        "parity",
+        parents=[common],
+        help="where a port first departs from a recorded reference",
+        description="Run CANDIDATE on the inputs of REFERENCE (a file record_reference wrote, "
+        "or a model run here on random --input tensors), pair their calls and print the "
+        "first divergence and the error at every paired call. The reference's weights are "
+        "copied into the candidate through the path map when it has them. Exit status 0 "
+        "when it matches, 1 when it diverges.",
+    )
+    parity.add_argument("reference", metavar="REFERENCE")
+    parity.add_argument("candidate", metavar="CANDIDATE")
+    parity.add_argument(
+        "--path-map",
+        metavar="package.module:NAME",
+        help="a dict of reference path -> candidate path, such as "
+        "{'model.layers.{i}.self_attn': 'layers.{i}.attn'} (default: pair by structure)",
+    )
+    parity.add_argument(
+        "--keep-weights",
+        action="store_true",
+        help="compare the candidate with the weights it was built with",
+    )
+    parity.set_defaults(run=_parity)
 
 
 def _add_picture_options(parser: argparse.ArgumentParser, *, trace: bool) -> None:
@@ -340,6 +369,64 @@ def _diff(arguments: argparse.Namespace) -> int:
     lines = difference.explanation()
     _write("\n".join(colorize_diff(lines) if _use_color(arguments.color) else lines) + "\n")
     return EXIT_DIFFERENT
+
+
+def _parity(arguments: argparse.Namespace) -> int:
+    """`fwdorder parity REFERENCE CANDIDATE`: the report of assert_matches_reference."""
+    from pytest_fwdorder.checks.parity import compare_with_reference
+    from pytest_fwdorder.checks.parity_pairing import copy_mapped_weights
+
+    path_map = None
+    if arguments.path_map is not None:
+        path_map = _load_factory(arguments.path_map)
+        if not isinstance(path_map, dict):
+            raise CommandError(
+                f"--path-map {arguments.path_map!r} is a {type(path_map).__name__}, not a "
+                "dict of reference path -> candidate path"
+            )
+    reference, weights = _parity_reference(arguments)
+    candidate = _builder(
+        arguments.candidate, _load_factory(arguments.candidate), train=arguments.train
+    )
+    try:
+        model = candidate()
+        if weights is not None and not arguments.keep_weights:
+            copy_mapped_weights(weights, model, path_map)
+        report = compare_with_reference(model, reference, path_map=path_map)
+    except _ModelBuildError as error:
+        raise CommandError(str(error)) from None
+    except (TypeError, ValueError) as error:
+        raise CommandError(_one_line(error)) from None
+    _write(f"{report}\n")
+    return EXIT_DIFFERENT if report.first_divergence is not None or not report.errors else EXIT_SAME
+
+
+def _parity_reference(arguments: argparse.Namespace) -> tuple[Any, Any]:
+    """The reference and where its weights come from (None when it has none)."""
+    from pytest_fwdorder.checks.parity_reference import load_reference, record_reference
+
+    target = arguments.reference
+    if target.endswith(".safetensors"):
+        try:
+            reference = load_reference(target)
+        except (OSError, ValueError) as error:
+            raise CommandError(_one_line(error)) from None
+        return reference, reference if reference.weights else None
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    inputs = [
+        torch.randn(shape, generator=generator).to(dtype)
+        if dtype.is_floating_point
+        else torch.zeros(shape, dtype=dtype)
+        for shape, dtype in _input_specs(target, arguments)
+    ]
+    model = _builder(target, _load_factory(target), train=arguments.train)
+    try:
+        built = model()
+        return record_reference(built, *inputs), built
+    except _ModelBuildError as error:
+        raise CommandError(str(error)) from None
 
 
 def _check_picture_options(arguments: argparse.Namespace) -> None:
