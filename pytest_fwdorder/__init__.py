@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.structure_comparison import assert_same_structure, structure_diff
     from pytest_fwdorder.trace import Trace
 
-__version__ = "0.6.0"
+    __version__: str
 
 # Public name -> the module that defines it.
 _HOMES = {
@@ -134,6 +134,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _installed_version()
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'pytest_fwdorder' has no attribute {name!r}")
@@ -144,3 +146,15 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+def _installed_version() -> str:
+    """The version recorded when this package was installed: setuptools-scm takes it from the
+    git tag at build time, so there is no second copy to update. `0+unknown` for a source tree
+    put on sys.path without being installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("pytest-fwdorder")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
