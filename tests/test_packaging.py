@@ -266,6 +266,23 @@ def test_an_untagged_tree_builds_a_dev_version_between_the_last_release_and_the_
     assert scm_version(source) == TAG.removeprefix("v")  # the oracle sees a tag
 
 
+def test_a_tarball_of_a_tag_builds_the_tags_version(tmp_path: Path) -> None:
+    # What GitHub hands `uses: owner/pytest-fwdorder@v0.7.0` and a release's source archive:
+    # no .git, only .git_archival.txt filled in by `git archive` (export-subst).
+    source = copy_work_tree(tmp_path / "source")
+    git(source, "tag", TAG)
+    archive = subprocess.run(
+        ["git", "-C", str(source), "archive", "--format=tar", TAG], capture_output=True, check=True
+    ).stdout
+    extracted = tmp_path / "extracted"
+    extracted.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(extracted)], input=archive, check=True)
+
+    assert not (extracted / ".git").exists()
+    assert "$Format" not in (extracted / ".git_archival.txt").read_text(encoding="utf-8")
+    assert scm_version(extracted) == TAG.removeprefix("v")
+
+
 def test_the_untagged_fallback_is_newer_than_every_release_and_tag() -> None:
     # After a release is tagged, the fallback must move to the next release's .dev0, or an
     # untagged clone would claim to be older than what is already published.
