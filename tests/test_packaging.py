@@ -29,6 +29,7 @@ from filelock import FileLock
 from git_goldens import git
 from packaging.requirements import Requirement
 from packaging.version import Version
+from scratch_trees import TAG, copy_work_tree
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +38,6 @@ else:  # pragma: no cover - Python 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-TAG = "v0.7.0"
 PROBE = {
     "pytest_fwdorder/probe/__init__.py": '"""A subpackage only the packaging tests add."""\n',
     "pytest_fwdorder/probe/inner.py": "VALUE = 1\n",
@@ -52,31 +52,6 @@ class Build:
     wheel: Path
     sdist: Path
     output: str
-
-
-def copy_work_tree(destination: Path) -> Path:
-    """This work tree's files (tracked, or untracked and not ignored) in a new repository with
-    one commit, as a fresh clone holds them."""
-    listed = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = ROOT / name
-        if (
-            source.is_file()
-        ):  # a tracked file deleted in the work tree is left out, as a commit would
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    git(destination, "init", "--quiet", "--initial-branch=main")
-    git(destination, "config", "user.name", "Packaging Test")
-    git(destination, "config", "user.email", "packaging@example.com")
-    git(destination, "config", "commit.gpgsign", "false")
-    git(destination, "add", "--all")
-    git(destination, "commit", "--quiet", "-m", "the work tree")
-    return destination
 
 
 def check_wheel(source: Path, dist: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
