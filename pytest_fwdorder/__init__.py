@@ -149,9 +149,11 @@ def __dir__() -> list[str]:
 
 
 def _installed_version() -> str:
-    """The version recorded when this package was installed: setuptools-scm takes it from the
-    git tag at build time, so there is no second copy to update. `0+unknown` for a source tree
-    put on sys.path without being installed."""
+    """The version recorded when this package was installed, `0+unknown` if it never was.
+
+    setuptools-scm takes it from the git tag at build time: there is no second copy to update.
+    Read on first use of `__version__`, so start-up does not search the installed metadata.
+    """
     from importlib import metadata
 
     try:
