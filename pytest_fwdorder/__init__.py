@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.snapshot.reference_files import reference_snapshot
     from pytest_fwdorder.trace import Trace
 
-__version__ = "0.6.0"
+    __version__: str
 
 # Public name -> the module that defines it.
 _HOMES = {
@@ -173,6 +173,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _installed_version()
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'pytest_fwdorder' has no attribute {name!r}")
@@ -183,3 +185,17 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+def _installed_version() -> str:
+    """The version recorded when this package was installed, `0+unknown` if it never was.
+
+    setuptools-scm takes it from the git tag at build time: there is no second copy to update.
+    Read on first use of `__version__`, so start-up does not search the installed metadata.
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("pytest-fwdorder")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
