@@ -1,6 +1,9 @@
-"""Models the benchmarks measure: a dispatch-bound chain of tiny modules and a Llama-shaped decoder."""
+"""Models the benchmarks measure: a dispatch-bound chain of tiny modules, a Llama-shaped decoder,
+and builders that deep-copy their model."""
 
 from __future__ import annotations
+
+import copy
 
 import torch
 from torch import nn
@@ -155,3 +158,41 @@ class TinyGPT2(nn.Module):
         for block in self.h:
             x = block(x)
         return self.lm_head(self.ln_f(x))
+
+
+def deep_copied_batch_norms(layers: int) -> nn.Module:
+    """Issue 39's builder: `layers` BatchNorm1d(4) in a Sequential, returned as a deep copy.
+
+    Each buffer's copy is a torch call handed deepcopy's memo, which holds every tensor
+    copied before it.
+    """
+    return copy.deepcopy(nn.Sequential(*[nn.BatchNorm1d(4) for _ in range(layers)])).eval()
+
+
+def rebuilt_after_deep_copy(model: nn.Module) -> nn.Module:
+    """The pattern of timm's `*_pruned` builders (`adapt_model_from_string`) on any model:
+    deep-copy it, then make each Conv2d, BatchNorm2d and Linear of the copy again (timm
+    makes them with the pruned widths; here they keep their widths)."""
+    copied = copy.deepcopy(model)
+    for name, module in list(copied.named_modules()):
+        made: nn.Module
+        if isinstance(module, nn.Conv2d):
+            made = nn.Conv2d(
+                module.in_channels,
+                module.out_channels,
+                module.kernel_size,
+                stride=module.stride,
+                padding=module.padding,
+                dilation=module.dilation,
+                groups=module.groups,
+                bias=module.bias is not None,
+            )
+        elif isinstance(module, nn.BatchNorm2d):
+            made = nn.BatchNorm2d(module.num_features, eps=module.eps, momentum=module.momentum)
+        elif isinstance(module, nn.Linear):
+            made = nn.Linear(module.in_features, module.out_features, bias=module.bias is not None)
+        else:
+            continue
+        parent, _, attribute = name.rpartition(".")
+        setattr(copied.get_submodule(parent), attribute, made)
+    return copied.eval()

@@ -1,6 +1,6 @@
 """pytest-fwdorder benchmarks: every figure side by side in one run, medians over rounds.
 
-    python benchmarks/run.py            # the full suite (about 3 minutes on 2 cores)
+    python benchmarks/run.py            # the full suite (about 4 minutes on 2 cores)
     python benchmarks/run.py --smoke    # each benchmark once at tiny sizes (the test suite runs this)
 
 Timings are medians of interleaved rounds (bare, floor and traced alternate), so a noisy
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import operator
@@ -32,7 +33,13 @@ import torchvision
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import Decoder, TinyGPT2, tiny_modules
+from models import (
+    Decoder,
+    TinyGPT2,
+    deep_copied_batch_norms,
+    rebuilt_after_deep_copy,
+    tiny_modules,
+)
 from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
@@ -737,6 +744,136 @@ def meta(smoke: bool) -> list[Row]:
     ]
 
 
+# --- builders on meta: our build + trace against torch alone on meta, side by side ---
+
+
+def builder_on_meta_row(
+    label: str, build: Callable[[], nn.Module], inputs: tuple[object, ...], rounds: int
+) -> Row:
+    """`trace_forward(build, *inputs, device="meta")` as a ratio to torch alone on meta: the
+    builder under `torch.device("meta")` and one forward, no trace (every kernel run)."""
+
+    def ours() -> object:
+        return trace_forward(build, *inputs, device="meta")
+
+    def alone() -> object:
+        with torch.device("meta"):
+            return build()(*(spec.materialize("meta") for spec in inputs))
+
+    try:
+        alone()
+    except Exception as error:  # RegNet reads values while it builds: only our builder can
+        medians = interleaved_medians({"ours": ours}, rounds)
+        return Row(
+            "meta_builds",
+            f"{label}: meta build + trace (torch alone fails on meta: {type(error).__name__})",
+            f"{medians['ours']:.2f} s",
+        )
+    medians = interleaved_medians({"ours": ours, "alone": alone}, rounds)
+    ratio = medians["ours"] / medians["alone"]
+    return Row(
+        "meta_builds",
+        f"{label}: meta build + trace, ratio to torch alone on meta",
+        f"{medians['ours']:.2f} s vs {medians['alone']:.2f} s",
+        f"{ratio:.2f}",
+        "<= 2",
+        "yes" if ratio <= 2 else "NO",
+    )
+
+
+# A sample of torchvision's builders, every family whose forward runs on meta, at the
+# smallest input each accepts (tests/zoo/catalogue.py).
+ZOO_SAMPLE = (
+    "alexnet", "convnext_tiny", "deeplabv3_mobilenet_v3_large", "densenet121",
+    "efficientnet_b3", "efficientnet_v2_s", "googlenet", "inception_v3", "maxvit_t",
+    "mnasnet1_0", "mobilenet_v3_large", "r3d_18", "raft_small", "regnet_y_400mf",
+    "resnet101", "shufflenet_v2_x1_0", "squeezenet1_1", "swin_v2_t", "vgg16_bn", "vit_b_16",
+    "wide_resnet50_2",
+)  # fmt: skip
+# timm's builders that deep-copy the model they build (issue 39 measured 25-35x on meta).
+TIMM_PRUNED = ("ecaresnet101d_pruned", "efficientnet_b3_pruned")
+
+
+def transformers_builders(smoke: bool) -> dict[str, Callable[[], nn.Module]]:
+    """GPT-2, Llama and BERT from configs made here (nothing downloaded), 4 layers each;
+    GPT-2 alone with `smoke`."""
+    import transformers
+
+    gpt2 = transformers.GPT2Config(
+        n_layer=4, n_embd=256, n_head=4, vocab_size=1000, bos_token_id=0, eos_token_id=0
+    )
+    llama = transformers.LlamaConfig(
+        num_hidden_layers=4, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=1000,
+    )  # fmt: skip
+    bert = transformers.BertConfig(
+        num_hidden_layers=4, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+        vocab_size=1000,
+    )  # fmt: skip
+    builders: dict[str, Callable[[], nn.Module]] = {
+        "GPT-2": lambda: transformers.GPT2LMHeadModel(gpt2).eval(),
+        "Llama": lambda: transformers.LlamaForCausalLM(llama).eval(),
+        "BERT": lambda: transformers.BertModel(bert).eval(),
+    }
+    return {"GPT-2": builders["GPT-2"]} if smoke else builders
+
+
+def meta_builds(smoke: bool) -> list[Row]:
+    """Builders traced on meta, each as a ratio to torch alone on meta: deep copies (issue
+    39), timm's pruned builders, a sample of torchvision's zoo and transformers models."""
+    rounds = 1 if smoke else 3
+    rows = []
+    image = (TensorSpec((1, 3, 32 if smoke else 224, 32 if smoke else 224)),)
+    for layers in (10,) if smoke else (100, 200, 400, 800):
+        rows.append(
+            builder_on_meta_row(
+                f"a builder that deep-copies {layers} BatchNorm1d layers",
+                lambda layers=layers: deep_copied_batch_norms(layers),
+                (TensorSpec((1, 4)),),
+                rounds,
+            )
+        )
+    base = "squeezenet1_1" if smoke else "resnet101"
+    rows.append(
+        builder_on_meta_row(
+            f"torchvision {base} deep-copied and its layers made again (timm's pruned builders)",
+            lambda: rebuilt_after_deep_copy(torchvision.models.get_model(base, weights=None)),
+            image,
+            rounds,
+        )
+    )
+    if importlib.util.find_spec("timm") is None:
+        rows.append(Row("meta_builds", "timm's pruned builders: timm is not installed", "-"))
+    elif smoke:
+        rows.append(Row("meta_builds", "timm's pruned builders: not run with --smoke", "-"))
+    else:
+        import timm
+
+        for name in TIMM_PRUNED:
+            rows.append(
+                builder_on_meta_row(
+                    f"timm {name}",
+                    lambda name=name: timm.create_model(name, pretrained=False).eval(),
+                    image,
+                    rounds,
+                )
+            )
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "zoo"))
+    from catalogue import case
+
+    # The samples look for a slow path anywhere (a ratio far above 2), one round each.
+    for name in ("squeezenet1_1",) if smoke else ZOO_SAMPLE:
+        zoo_case = case(name)
+        rows.append(builder_on_meta_row(f"torchvision {name}", zoo_case.build, zoo_case.inputs, 1))
+    if importlib.util.find_spec("transformers") is None:
+        rows.append(Row("meta_builds", "transformers models: transformers is not installed", "-"))
+        return rows
+    tokens = (TensorSpec((1, 16), torch.int64),)
+    for name, build in transformers_builders(smoke).items():
+        rows.append(builder_on_meta_row(f"transformers {name}", build, tokens, 1))
+    return rows
+
+
 # --- golden files at scale ---
 
 
@@ -992,6 +1129,7 @@ SECTIONS = {
     "breakdown": breakdown,
     "peers": peers,
     "meta": meta,
+    "meta_builds": meta_builds,
     "scale": scale,
     "pictures": pictures,
 }

@@ -50,6 +50,9 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "trace_forward(values=True), ratio to a plain trace",
         "builder on meta: initialization=True, ratio to without",
         "SVG rolled",
+        "deep-copies 10 BatchNorm1d layers: meta build + trace, ratio to torch alone on meta",
+        "deep-copied and its layers made again (timm's pruned builders)",
+        "torchvision squeezenet1_1: meta build + trace, ratio to torch alone on meta",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"
 

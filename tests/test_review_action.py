@@ -15,8 +15,8 @@ import pytest
 import yaml
 from git_goldens import git, make_repository
 
-from pytest_fwdorder.review import collect_review
-from pytest_fwdorder.review_format import format_markdown
+from pytest_fwdorder.report.git_review import collect_review
+from pytest_fwdorder.report.review_format import format_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "action" / "review-goldens"

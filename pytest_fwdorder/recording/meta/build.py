@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,7 +23,7 @@ from torch.utils._device import _device_constructors
 from torch.utils.weak import WeakIdKeyDictionary
 
 from pytest_fwdorder.errors import MetaTraceError
-from pytest_fwdorder.recording.describe import tensors_of
+from pytest_fwdorder.recording.describe import MAXIMUM_DEPTH
 from pytest_fwdorder.recording.meta.failures import OUR_DIRECTORY, TORCH_DIRECTORY, without_period
 
 # How many times a builder runs at most, each time with more of its value-read tensors on the CPU.
@@ -96,7 +96,8 @@ class _MetaBuild(TorchFunctionMode):
 
     Each tensor keeps the sites of the factory calls it was computed from, so an operation
     that fails (`.item()`, `.tolist()`, a comparison in an `if`) names the sites it needed
-    values from; sites of parameters and buffers never go to the CPU.
+    values from; sites of parameters and buffers never go to the CPU. A call's cost is
+    bounded by the tensors it reads (`_tensors_read`), never by a container it is handed.
     """
 
     def __init__(self, on_cpu: frozenset[_Site]) -> None:
@@ -126,18 +127,18 @@ class _MetaBuild(TorchFunctionMode):
         try:
             output = func(*args, **kwargs)
         except Exception:
-            self.needed_values.update(self._origins_of((args, kwargs)))
+            self.needed_values.update(self._origins_of(args, kwargs))
             raise
         if origins is None:
-            origins = self._origins_of((args, kwargs))
+            origins = self._origins_of(args, kwargs)
         if origins:
-            for tensor in tensors_of(output):
+            for tensor in _tensors_read((output,)):
                 self.origins[tensor] = origins
         return output
 
-    def _origins_of(self, value: object) -> frozenset[_Site]:
+    def _origins_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> frozenset[_Site]:
         found: set[_Site] = set()
-        for tensor in tensors_of(value):
+        for tensor in _tensors_read(args, kwargs.values()):
             found.update(self._origins_of_tensor(tensor))
         return frozenset(found)
 
@@ -150,6 +151,37 @@ class _MetaBuild(TorchFunctionMode):
         if tensor not in self._counted:
             self._counted[tensor] = True
             self.registered_bytes += tensor.numel() * tensor.element_size()
+
+
+def _tensors_read(*groups: Iterable[object]) -> list[torch.Tensor]:
+    """The tensors a torch call reads in its argument `groups` (positional, keyword): each
+    argument that is a tensor, and those in its lists and tuples (`torch.cat`'s tensors,
+    `torch.tensor`'s nested data), in no particular order.
+
+    Mappings and other objects a call is handed are carried, not read (deepcopy's memo,
+    which holds every tensor copied so far, a state dict): walking them made each call cost
+    as much as everything before it, and a builder that deep-copies its model quadratic.
+    """
+    found: list[torch.Tensor] = []
+    sequences: list[tuple[tuple[object, ...] | list[object], int]] = []
+    for group in groups:
+        for value in group:
+            if isinstance(value, torch.Tensor):
+                found.append(value)
+            elif isinstance(value, (tuple, list)):
+                sequences.append((value, 1))
+    seen: set[int] = set()  # a list that holds itself is walked once
+    while sequences:
+        sequence, depth = sequences.pop()
+        if depth >= MAXIMUM_DEPTH or id(sequence) in seen:
+            continue
+        seen.add(id(sequence))
+        for value in sequence:
+            if isinstance(value, torch.Tensor):
+                found.append(value)
+            elif isinstance(value, (tuple, list)):
+                sequences.append((value, depth + 1))
+    return found
 
 
 _META = torch.device("meta")
