@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         check_checkpoint,
         remap_state_dict,
     )
+    from pytest_fwdorder.compile_gates import assert_export_matches_eager, assert_no_graph_breaks
     from pytest_fwdorder.cost_budgets import assert_costs
     from pytest_fwdorder.diff import Change, ChangeKind, TraceDiff, diff_golden, diff_traces
     from pytest_fwdorder.entry_points import TensorSpec, Tracer, record, trace_forward
@@ -73,6 +74,8 @@ _HOMES = {
     "assert_checkpoint_loads": "checkpoint",
     "assert_costs": "cost_budgets",
     "assert_equivalent": "equivalence",
+    "assert_export_matches_eager": "compile_gates",
+    "assert_no_graph_breaks": "compile_gates",
     "assert_same_structure": "structure_comparison",
     "check_checkpoint": "checkpoint",
     "copy_weights": "equivalence",
@@ -116,6 +119,8 @@ __all__ = [
     "assert_checkpoint_loads",
     "assert_costs",
     "assert_equivalent",
+    "assert_export_matches_eager",
+    "assert_no_graph_breaks",
     "assert_same_structure",
     "check_checkpoint",
     "copy_weights",
