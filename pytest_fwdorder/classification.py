@@ -23,7 +23,6 @@ from pytest_fwdorder.explanation import (
     summarize,
 )
 from pytest_fwdorder.fingerprint_tolerance import moved_statistics
-from pytest_fwdorder.graph_break_changes import graph_break_changes
 from pytest_fwdorder.golden_format import (
     FORMAT_LINE,
     GoldenLine,
@@ -37,6 +36,7 @@ from pytest_fwdorder.golden_format import (
     operation_parts,
     uncounted_operations,
 )
+from pytest_fwdorder.graph_break_changes import graph_break_changes
 
 if TYPE_CHECKING:
     from pytest_fwdorder.picture_svg import Picture

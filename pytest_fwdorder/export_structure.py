@@ -13,8 +13,9 @@ saw are listed apart as inlined or lost.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -55,7 +56,9 @@ def export_program(
     """`torch.export.export` the model; an error of export keeps its type and gains a note
     naming the module call where it failed, read from its traceback."""
     try:
-        return torch.export.export(model, args, kwargs, strict=strict)
+        with warnings.catch_warnings():  # export's own warnings, not the forward's
+            warnings.simplefilter("ignore")
+            return torch.export.export(model, args, kwargs, strict=strict)
     except Exception as error:
         where = _failing_module(error, model)
         error.add_note(
@@ -120,11 +123,18 @@ def _first_shape(value: Any) -> tuple[int, ...] | None:
         return None
 
 
-def compare_export(trace: TraceRecords, exported: Sequence[ExportedCall], *, strict: bool) -> ExportComparison:
+def compare_export(
+    trace: TraceRecords, exported: Sequence[ExportedCall], *, strict: bool
+) -> ExportComparison:
     """The differences between the eager trace's module calls and the exported ones."""
     eager_counts: dict[str, int] = {}
     for call in trace.calls:
         eager_counts[call.path] = eager_counts.get(call.path, 0) + 1
+    # A module registered under several names is one module: export may name a call by
+    # any of them, the trace by the first.
+    first_name = {other: path for path, others in trace.aliases.items() for other in others}
+    exported = [replace(call, path=first_name.get(call.path, call.path)) for call in exported]
+    exported = _renumbered(exported)
     export_counts: dict[str, int] = {}
     for exported_call in exported:
         export_counts[exported_call.path] = export_counts.get(exported_call.path, 0) + 1
@@ -134,9 +144,7 @@ def compare_export(trace: TraceRecords, exported: Sequence[ExportedCall], *, str
         if eager == 0:
             differences.append(f"export calls {_name(path)}, eager never does")
         elif count != eager:
-            differences.append(
-                f"export calls {_name(path)} {_times(count)}, eager {_times(eager)}"
-            )
+            differences.append(f"export calls {_name(path)} {_times(count)}, eager {_times(eager)}")
     unseen = tuple(_name(path) for path in eager_counts if path not in export_counts)
     seen = [
         (call.path, call.nth, call.output_tensors)
@@ -150,9 +158,17 @@ def compare_export(trace: TraceRecords, exported: Sequence[ExportedCall], *, str
     return ExportComparison(strict, tuple(exported), tuple(differences), unseen)
 
 
-def _order_difference(
-    eager: list[tuple[str, int]], exported: Sequence[ExportedCall]
-) -> list[str]:
+def _renumbered(exported: list[ExportedCall]) -> list[ExportedCall]:
+    """The calls with each module's calls numbered again, in order (after aliases merged)."""
+    numbers: dict[str, int] = {}
+    renumbered = []
+    for call in exported:
+        numbers[call.path] = numbers.get(call.path, 0) + 1
+        renumbered.append(replace(call, call_number=numbers[call.path]))
+    return renumbered
+
+
+def _order_difference(eager: list[tuple[str, int]], exported: Sequence[ExportedCall]) -> list[str]:
     """The first call export makes in another order than eager, in words."""
     in_export = [(call.path, call.call_number) for call in exported]
     for position, (eager_call, export_call) in enumerate(zip(eager, in_export, strict=False)):

@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,7 +46,10 @@ _INLINED_CALL = "Encountered graph break when attempting to trace"
 # reason is written as dynamo's first line. Older releases word some of them differently
 # (`generic_jump TensorVariable()` for a data-dependent branch): both map to the same words.
 _REASON_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"Data-dependent branching|generic_jump"), "data-dependent branch on a tensor's value"),
+    (
+        re.compile(r"Data-dependent branching|generic_jump"),
+        "data-dependent branch on a tensor's value",
+    ),
     (re.compile(r"Tensor\.item\(\)|item\b"), "Tensor.item() reads a tensor's value"),
     (re.compile(r"builtin operator `?(?P<name>\w+)`?|builtin: (?P<other>\w+)"), "call of {name}()"),
 )
@@ -65,7 +69,9 @@ class _Seen:
     frames: dict[str, list[FrameType]] = field(default_factory=dict)
 
 
-def compiled_records(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompileRecords:
+def compiled_records(
+    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> CompileRecords:
     """Compile `model` with dynamo, call it twice with `args` and `kwargs`, and return where
     the graph broke on the first call and what compiled again on the second.
 
@@ -79,6 +85,25 @@ def compiled_records(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
     seen = _Seen()
     state = capture_state(index)
     torch._dynamo.reset()
+    # The eager trace has shown the forward's own warnings; here dynamo's internal ones
+    # (about a non-leaf's .grad it reads while tracing) would fail a suite that turns
+    # warnings into errors.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _compiled_runs(model, args, kwargs, paths, seen, state)
+
+
+def _compiled_runs(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    paths: dict[int, str],
+    seen: _Seen,
+    state: Any,
+) -> CompileRecords:
+    """The two compiled calls, with dynamo's caches emptied and the model's state put back."""
+    import torch._dynamo
+
     try:
         compiled = torch.compile(model, backend=_counting_backend(seen))
         with _graph_breaks_logged(lambda message: _note_break(message, paths, seen)):
@@ -102,7 +127,7 @@ def _counting_backend(seen: _Seen) -> Callable[..., Any]:
 
     def backend(graph_module: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         seen.graphs += 1
-        return graph_module.forward  # type: ignore[no-any-return]
+        return graph_module.forward
 
     return backend
 
@@ -148,7 +173,9 @@ def _graph_breaks_logged(note: Callable[[str], None]) -> Iterator[None]:
     The log is switched on for this logger only (its level), kept from reaching the user's
     handlers, and put back as it was on exit.
     """
-    logger = torch._logging.getArtifactLogger("torch._dynamo.symbolic_convert", "graph_breaks")
+    from torch._logging import getArtifactLogger  # type: ignore[attr-defined]
+
+    logger = getArtifactLogger("torch._dynamo.symbolic_convert", "graph_breaks")
     handler = _Handler(note)
     level, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
@@ -200,9 +227,7 @@ def reason_in_words(reason: str) -> str:
     return first_line.removeprefix("Unsupported: ").strip()
 
 
-def _innermost_call(
-    frame: FrameType | Any, paths: dict[int, str], seen: _Seen
-) -> tuple[str, int]:
+def _innermost_call(frame: FrameType | Any, paths: dict[int, str], seen: _Seen) -> tuple[str, int]:
     """The innermost module call of the model on the stack at `frame` (a frame, or a
     traceback whose innermost frame is used): its path and which call of that module it is."""
     if frame is not None and not isinstance(frame, FrameType):  # a traceback
