@@ -231,3 +231,57 @@ def test_an_export_error_keeps_its_type_and_names_the_module_call() -> None:
     with pytest.raises(Exception, match=r"(?s)data.dependent|Could not guard") as raised:
         assert_export_matches_eager(built(Branching()), inputs())
     assert any("in the call of blocks.1" in note for note in raised.value.__notes__)
+
+
+def test_show_graph_breaks_prints_the_section(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_fwdorder.cli import main
+
+    assert main(["show", "compile_models:Printing", "--input", "2x4", "--graph-breaks"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert graph_break_items(printed) == [
+        f"<root> (call 1): call of print() at {line_of('print(' + chr(34) + 'printing')}"
+    ]
+
+
+def test_show_export_names_the_module_export_calls_differently(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_fwdorder.cli import main
+
+    assert main(["show", "compile_models:ExportSkips", "--input", "2x4", "--export"]) == 1
+    assert "export calls relu twice, eager three times" in capsys.readouterr().out
+
+
+MARKED_TEST = """
+import pytest
+import torch
+from torch import nn
+
+
+class Branching(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.fc(x)
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+@pytest.mark.fwdorder(graph_breaks=True)
+def test_model(forward_trace, snapshot):
+    torch.manual_seed(0)
+    assert forward_trace(Branching(), torch.ones(2, 4)) == snapshot
+"""
+
+
+def test_the_marker_writes_the_section_in_the_golden(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=MARKED_TEST)
+    pytester.runpytest("--snapshot-update", "-p", "no:randomly").assert_outcomes(passed=1)
+    (golden,) = pytester.path.glob("__snapshots__/**/*.txt")
+    lines = golden.read_text().splitlines()
+    source = MARKED_TEST.strip().splitlines().index("        if x.sum() > 0:") + 1
+    assert graph_break_items(lines) == [f"<root> (call 1): {BRANCH} at test_model.py:{source}"]
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
