@@ -278,6 +278,9 @@ def test_model(forward_trace, snapshot):
 
 
 def test_the_marker_writes_the_section_in_the_golden(pytester: pytest.Pytester) -> None:
+    # pytester's in-process runs forget the modules a run imported; torch's compile stack
+    # cannot be imported twice, so it is loaded here first, by a compile of our own.
+    trace_forward(Straight(), inputs(), graph_breaks=True)
     pytester.makepyfile(test_model=MARKED_TEST)
     pytester.runpytest("--snapshot-update", "-p", "no:randomly").assert_outcomes(passed=1)
     (golden,) = pytester.path.glob("__snapshots__/**/*.txt")
