@@ -288,3 +288,17 @@ def test_the_marker_writes_the_section_in_the_golden(pytester: pytest.Pytester) 
     source = MARKED_TEST.strip().splitlines().index("        if x.sum() > 0:") + 1
     assert graph_break_items(lines) == [f"<root> (call 1): {BRANCH} at test_model.py:{source}"]
     pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
+
+
+def test_the_html_shows_the_graph_breaks() -> None:
+    from pytest_fwdorder.report import trace_html
+
+    trace = trace_forward(built(Branching()), inputs(), graph_breaks=True)
+    page = trace_html(trace.render())
+    assert (
+        '<div class="fo-warning" data-section="graph breaks"><strong>1 graph break</strong>' in page
+    )
+    assert (
+        f"blocks.1 (call 1): data-dependent branch on a tensor&#x27;s value at {line_of('if x.sum() > 0:')}"
+        in page
+    )
