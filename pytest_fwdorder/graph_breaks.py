@@ -155,11 +155,13 @@ def _second_call(
 
 def _recompilation(message: str, module_path: str) -> Recompilation:
     """The recompilation a RecompileError's message describes, without dynamo's numbering
-    (`0/0: `) or the source comment it appends to the guard."""
+    (`0/0: `) or the comment and hint it appends to the guard."""
     where = _RECOMPILING.search(message)
     found = _GUARD.search(message)
     guard = found.group("guard") if found else message.splitlines()[0]
-    guard = _GUARD_NUMBER.sub("", guard).split("  #")[0].strip()
+    # Dynamo pads the guard with spaces before its source comment or hint (`  # x += 1`,
+    # `  (HINT: ...)`), which say where, not what, and differ between releases.
+    guard = re.split(r"\s{2,}", _GUARD_NUMBER.sub("", guard).strip())[0]
     source = (
         f"{os.path.basename(where.group('file'))}:{where.group('line')}" if where else "unknown"
     )
