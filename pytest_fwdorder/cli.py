@@ -328,6 +328,11 @@ def _show_export(arguments: argparse.Namespace) -> int:
     except AssertionError as difference:
         _write(f"export: {difference}\n")
         return EXIT_DIFFERENT
+    except Exception as error:  # export's own failure, with the note naming the module call
+        notes = " ".join(getattr(error, "__notes__", []))
+        raise CommandError(
+            f"exporting {target} failed: {type(error).__name__}: {_one_line(error)} {notes}"
+        ) from None
     _write("export (strict=False): the same module calls, order and output shapes as eager\n")
     return EXIT_SAME
 
