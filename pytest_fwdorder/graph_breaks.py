@@ -50,7 +50,7 @@ _REASON_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"Data-dependent branching|generic_jump"),
         "data-dependent branch on a tensor's value",
     ),
-    (re.compile(r"Tensor\.item\(\)|item\b"), "Tensor.item() reads a tensor's value"),
+    (re.compile(r"Tensor\.item\(\)"), "Tensor.item() reads a tensor's value"),
     (re.compile(r"builtin operator `?(?P<name>\w+)`?|builtin: (?P<other>\w+)"), "call of {name}()"),
 )
 # `Recompiling function forward in FILE:LINE` and its first failed guard, `- GUARD`.

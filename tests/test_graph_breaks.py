@@ -304,3 +304,32 @@ def test_the_html_shows_the_graph_breaks() -> None:
         f"blocks.1 (call 1): data-dependent branch on a tensor&#x27;s value at {line_of('if x.sum() > 0:')}"
         in page
     )
+
+
+@pytest.mark.parametrize(
+    ("logged", "words"),
+    [
+        # torch 2.14, a break met inside an inlined call
+        (
+            "Encountered graph break when attempting to trace CALL: a function call, e.g. "
+            "f(x, y):\n\nData-dependent branching\n  Explanation: Detected data-dependent "
+            "branching (e.g. `if my_tensor.sum() > 0:`).",
+            BRANCH,
+        ),
+        # torch 2.8, the same break
+        ("Data-dependent branching\n  Explanation: Detected data-dependent branching", BRANCH),
+        # explain()'s older wording
+        ("generic_jump TensorVariable()", BRANCH),
+        (
+            "Failed to trace builtin operator\n  Explanation: Dynamo does not know how to "
+            "trace builtin operator `print` with argument types ['str']",
+            "call of print()",
+        ),
+        ("A reason we have no words for\n  Hint: ...", "A reason we have no words for"),
+    ],
+    ids=["inlined-2.14", "2.8", "explain", "print", "other"],
+)
+def test_dynamos_reasons_read_as_the_same_words_across_releases(logged: str, words: str) -> None:
+    from pytest_fwdorder.graph_breaks import reason_in_words
+
+    assert reason_in_words(logged) == words
