@@ -85,29 +85,20 @@ def _failing_module(error: BaseException, model: nn.Module) -> str:
 
 def exported_calls(program: Any) -> tuple[ExportedCall, ...]:
     """The module calls of an exported program, in the order their first operation runs
-    (a parent before its children)."""
-    calls: dict[str, list[Any]] = {}  # nn_module_stack key -> [path, type, last output]
+    (a parent before its children), each with the shape of its last operation's output."""
+    calls: dict[str, ExportedCall] = {}  # by nn_module_stack key, one per call
     numbers: dict[str, int] = {}
-    order: list[str] = []
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
-        stack = node.meta.get("nn_module_stack") or {}
-        for key, (path, qualified_type) in stack.items():
-            if key not in calls:
+        shape = _first_shape(node.meta.get("val"))
+        for key, (path, qualified_type) in (node.meta.get("nn_module_stack") or {}).items():
+            call = calls.get(key)
+            if call is None:
                 numbers[path] = numbers.get(path, 0) + 1
-                calls[key] = [path, qualified_type.rpartition(".")[2], numbers[path]]
-                order.append(key)
-            calls[key].append(_first_shape(node.meta.get("val")))
-    return tuple(
-        ExportedCall(
-            path=calls[key][0],
-            call_number=calls[key][2],
-            module_type=calls[key][1],
-            output_shape=calls[key][-1] if len(calls[key]) > 3 else None,
-        )
-        for key in order
-    )
+                call = ExportedCall(path, numbers[path], qualified_type.rpartition(".")[2], None)
+            calls[key] = replace(call, output_shape=shape)
+    return tuple(calls.values())
 
 
 def _first_shape(value: Any) -> tuple[int, ...] | None:

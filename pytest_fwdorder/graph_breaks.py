@@ -63,7 +63,7 @@ _GUARD_NUMBER = re.compile(r"^[0-9]+/[0-9]+: ")
 class _Seen:
     """What the compiled runs showed: each break as it was logged, graphs per run."""
 
-    breaks: list[tuple[str, int, str, str]] = field(default_factory=list)
+    breaks: list[GraphBreak] = field(default_factory=list)
     graphs: int = 0
     # The module-call frames met so far, per module path: a new frame is a new call.
     frames: dict[str, list[FrameType]] = field(default_factory=dict)
@@ -210,7 +210,7 @@ def _note_break(message: str, paths: dict[int, str], seen: _Seen) -> None:
     module_path, call_number = _innermost_call(sys._getframe(), paths, seen)
     reason = reason_in_words(message.partition(_REASON_PREFIX)[2])
     source = f"{os.path.basename(location.group('file'))}:{location.group('line')}"
-    seen.breaks.append((module_path, call_number, reason, source))
+    seen.breaks.append(GraphBreak(module_path, call_number, reason, source))
 
 
 def reason_in_words(reason: str) -> str:
@@ -261,23 +261,23 @@ def _display(path: str) -> str:
     return path or "<root>"
 
 
-def _distinct_breaks(logged: list[tuple[str, int, str, str]]) -> Iterator[GraphBreak]:
+def _distinct_breaks(logged: list[GraphBreak]) -> Iterator[GraphBreak]:
     """The breaks as the user sees them, in the order dynamo met them.
 
     Dynamo logs a break inside an inlined child while tracing the parent, then again while
     tracing the child's own frame: the same reason at the same line, under a deeper call.
     Such a break is kept once, at the deepest call; a repeat of the same record is dropped.
     """
-    kept: list[tuple[str, int, str, str]] = []
-    for record in logged:
-        path, _, reason, source = record
+    kept: list[GraphBreak] = []
+    for found in logged:
         deeper = any(
-            other[2:] == (reason, source) and _is_inside(other[0], path) for other in logged
+            (other.reason, other.source) == (found.reason, found.source)
+            and _is_inside(other.module_path, found.module_path)
+            for other in logged
         )
-        if not deeper and record not in kept:
-            kept.append(record)
-    for path, call_number, reason, source in kept:
-        yield GraphBreak(module_path=path, call_number=call_number, reason=reason, source=source)
+        if not deeper and found not in kept:
+            kept.append(found)
+    yield from kept
 
 
 def _is_inside(path: str, ancestor: str) -> bool:
