@@ -228,6 +228,59 @@ def costs(smoke: bool) -> list[Row]:
     return rows
 
 
+def compile_gates(smoke: bool) -> list[Row]:
+    """`graph_breaks=True` and `assert_export_matches_eager` against a plain trace: one round
+    each, since compiling dominates and dynamo's caches are emptied for every trace."""
+    from pytest_fwdorder import assert_export_matches_eager
+
+    cases = [
+        (
+            "ResNet-18, 1x3x64x64",
+            torchvision.models.resnet18(weights=None).eval(),
+            torch.randn(1, 3, 64, 64),
+        ),
+        ("GPT-2-shaped 2-layer decoder", *tiny_decoder()),
+    ]
+    if smoke:
+        cases = [("tiny modules, 11 calls", tiny_modules(5).eval(), torch.randn(1, 16))]
+    # Importing dynamo and export's first set-up happen once per process: not in any row.
+    warm_up = tiny_modules(2).eval()
+    trace_forward(warm_up, torch.randn(1, 16), graph_breaks=True)
+    assert_export_matches_eager(warm_up, torch.randn(1, 16))
+    rows = []
+    for name, model, inputs in cases:
+        trace_forward(model, inputs)  # the plain trace's first call, as the others had theirs
+
+        def plain(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            return trace_forward(model, inputs)
+
+        def compiled(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            return trace_forward(model, inputs, graph_breaks=True)
+
+        def exported(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            return assert_export_matches_eager(model, inputs)
+
+        medians = interleaved_medians(
+            {"plain": plain, "compiled": compiled, "exported": exported}, 1
+        )
+        rows += [
+            Row("compile", f"{name}: trace_forward", f"{medians['plain'] * 1e3:.0f} ms"),
+            Row(
+                "compile",
+                f"{name}: trace_forward(graph_breaks=True), ratio to a plain trace",
+                f"{medians['compiled']:.1f} s",
+                f"{medians['compiled'] / medians['plain']:.0f}",
+            ),
+            Row(
+                "compile",
+                f"{name}: assert_export_matches_eager (strict=False), ratio to a plain trace",
+                f"{medians['exported']:.1f} s",
+                f"{medians['exported'] / medians['plain']:.0f}",
+            ),
+        ]
+    return rows
+
+
 def numbers(smoke: bool) -> list[Row]:
     """`values=True` against a plain trace, and a builder with `initialization=True` against
     the same builder traced without it, each pair alternating in the same rounds."""
@@ -1125,6 +1178,7 @@ def print_table(rows: list[Row]) -> None:
 SECTIONS = {
     "overhead": overhead,
     "costs": costs,
+    "compile": compile_gates,
     "numbers": numbers,
     "breakdown": breakdown,
     "peers": peers,

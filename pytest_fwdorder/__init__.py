@@ -22,6 +22,10 @@ if TYPE_CHECKING:
         check_checkpoint,
         remap_state_dict,
     )
+    from pytest_fwdorder.checks.compile_gates import (
+        assert_export_matches_eager,
+        assert_no_graph_breaks,
+    )
     from pytest_fwdorder.checks.cost_budgets import assert_costs
     from pytest_fwdorder.checks.equivalence import (
         EquivalenceReport,
@@ -108,6 +112,8 @@ _HOMES = {
     "diff_picture": "picture.svg",
     "golden_picture": "picture.svg",
     "diff_traces": "diff.diffing",
+    "assert_export_matches_eager": "checks.compile_gates",
+    "assert_no_graph_breaks": "checks.compile_gates",
     "hookimpl": "hookspecs",
     "plugin_manager": "hookspecs",
     "record": "recording.tracing",
@@ -149,7 +155,9 @@ __all__ = [
     "assert_checkpoint_loads",
     "assert_costs",
     "assert_equivalent",
+    "assert_export_matches_eager",
     "assert_matches_reference",
+    "assert_no_graph_breaks",
     "assert_same_structure",
     "check_checkpoint",
     "compare_with_reference",

@@ -323,6 +323,43 @@ class InitializationRecords:
         return sum(step.draws for step in self.steps)
 
 
+@dataclass(frozen=True, slots=True)
+class GraphBreak:
+    """One place torch.compile's dynamo broke the graph (`graph_breaks=True`).
+
+    `module_path` is the module call it happened in, as the golden names it (`<root>` for
+    the root), `call_number` which call of that module; `reason` says why in words and
+    `source` is the user's line as `file name:line`, without folders.
+    """
+
+    module_path: str
+    call_number: int
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recompilation:
+    """A frame dynamo compiled again when the model was called a second time with the same
+    inputs: the module call it belongs to, the function's first line (`source`) and the first
+    guard that failed (`guard`, as dynamo words it)."""
+
+    module_path: str
+    source: str
+    guard: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompileRecords:
+    """What compiling the model with dynamo made of it: how many graphs the first call
+    compiled, where the graph broke, and what the second call compiled again."""
+
+    backend: str
+    graphs: int
+    breaks: tuple[GraphBreak, ...]
+    recompilations: tuple[Recompilation, ...]
+
+
 class Call:
     """One call of one module, recorded when it started.
 
@@ -499,6 +536,8 @@ class TraceRecords(Sequence[Call]):
     values_seed: int | None = None
     # With `values=True`: (relative, absolute) tolerance a golden's fingerprints match within.
     values_tolerance: tuple[float, float] | None = None
+    # With `graph_breaks=True`: what torch.compile's dynamo made of the model.
+    compiled: CompileRecords | None = None
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

@@ -208,6 +208,10 @@ class TraceOptions:
     forward (and a builder's build) run under seed 0; a golden's fingerprints match when each
     statistic is within the absolute tolerance plus the relative tolerance times the call's
     largest absolute value.
+    `graph_breaks`: compile the model with torch.compile's dynamo (on a backend that needs
+    no C++ compiler), run it on the traced inputs twice, and write a header section: the
+    number of graphs, each graph break with its module call, reason and source line, and
+    what the second call compiled again, with the guard that failed.
     `values_relative_tolerance`: that fraction (default 1e-3).
     `values_absolute_tolerance`: that amount (default 1e-6).
     """
@@ -338,6 +342,17 @@ class TraceOptions:
             "value) in golden files, with the forward run under seed 0",
             flag_help="write a fingerprint of each call's output: mean, std and largest "
             "absolute value of each tensor, with the forward run under seed 0",
+        ).as_metadata(),
+    )
+    graph_breaks: bool = field(
+        default=False,
+        metadata=TraceOption(
+            kind="flag",
+            ini_help="compile the model with torch.compile (dynamo, no C++ compiler) on the "
+            "traced inputs and write its graph breaks and recompilations in golden files",
+            flag_help="compile the model with dynamo on the traced inputs and write where its "
+            "graph breaks (module call, reason, source line) and what recompiles on a second "
+            "call",
         ).as_metadata(),
     )
     values_relative_tolerance: float = field(

@@ -64,6 +64,7 @@ def test_the_option_names_are_the_fields_in_declaration_order() -> None:
         "costs",
         "initialization",
         "values",
+        "graph_breaks",
         "values_relative_tolerance",
         "values_absolute_tolerance",
     )
@@ -94,6 +95,7 @@ def test_the_ini_defaults_are_the_declared_defaults_in_ini_form() -> None:
         "costs": ("bool", False),
         "initialization": ("bool", False),
         "values": ("bool", False),
+        "graph_breaks": ("bool", False),
         "values_relative_tolerance": ("string", "0.001"),
         "values_absolute_tolerance": ("string", "1e-06"),
     }
@@ -171,7 +173,7 @@ def test_an_unknown_option_is_named_with_the_known_ones() -> None:
         TypeError,
         match=r"^the marker got unknown option\(s\) 'devce': the options are device, "
         r"show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward, costs, "
-        r"initialization, values, values_relative_tolerance, values_absolute_tolerance$",
+        r"initialization, values, graph_breaks, values_relative_tolerance, values_absolute_tolerance$",
     ):
         check_option_values({"devce": "meta"}, source="the marker")
 

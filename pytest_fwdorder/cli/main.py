@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--top", type=int, metavar="N", help="with --sort: the first N calls only (default: all)"
     )
+    show.add_argument(
+        "--export",
+        action="store_true",
+        help="with a model TARGET: also torch.export the model on the inputs (strict=False) "
+        "and say whether its module calls are eager's; exit status 1 when they differ",
+    )
     _add_picture_options(show, trace=True)
     show.set_defaults(run=_show)
     diff = commands.add_parser(
@@ -327,6 +333,36 @@ def _show(arguments: argparse.Namespace) -> int:
     if arguments.depth is not None:
         text = fold_golden(text, arguments.depth)
     _write(colorize_golden(text) if _use_color(arguments.color) else text)
+    if arguments.export:
+        return _show_export(arguments)
+    return EXIT_SAME
+
+
+def _show_export(arguments: argparse.Namespace) -> int:
+    """`show --export`: the exported program's module calls against eager's, in words."""
+    from pytest_fwdorder.checks.compile_gates import assert_export_matches_eager
+    from pytest_fwdorder.recording.tracing import TensorSpec
+
+    target = arguments.target
+    if ":" not in target or Path(target).is_file():
+        raise CommandError(
+            f"--export needs a model TARGET (package.module:factory), got {target!r}"
+        )
+    model = _builder(target, _load_factory(target), train=arguments.train)()
+    inputs = [
+        TensorSpec(shape, dtype).materialize() for shape, dtype in _input_specs(target, arguments)
+    ]
+    try:
+        assert_export_matches_eager(model, *inputs)
+    except AssertionError as difference:
+        _write(f"export: {difference}\n")
+        return EXIT_DIFFERENT
+    except Exception as error:  # export's own failure, with the note naming the module call
+        notes = " ".join(getattr(error, "__notes__", []))
+        raise CommandError(
+            f"exporting {target} failed: {type(error).__name__}: {_one_line(error)} {notes}"
+        ) from None
+    _write("export (strict=False): the same module calls, order and output shapes as eager\n")
     return EXIT_SAME
 
 

@@ -37,6 +37,7 @@ class ChangeKind(str, enum.Enum):
     UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
     VALUES_CHANGED = "values changed"
     INITIALIZATION_CHANGED = "initialization changed"
+    GRAPH_BREAKS_CHANGED = "graph breaks changed"
 
     def __str__(self) -> str:
         return self.value

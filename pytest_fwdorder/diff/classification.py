@@ -22,6 +22,7 @@ from pytest_fwdorder.diff.explanation import (
     describe_where,
     summarize,
 )
+from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
 from pytest_fwdorder.facets.values_tolerance import moved_statistics
 from pytest_fwdorder.golden.format import (
     FORMAT_LINE,
@@ -164,6 +165,7 @@ def classify_diff(
     changes.extend(_backward_changes(old_header, new_header))
     changes.extend(_uncounted_changes(old_header, new_header))
     changes.extend(_initialization_changes(old_header, new_header))
+    changes.extend(graph_break_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
     return TraceDiff(old, new, changes, pairs, _header_changes(old_header, new_header), rows)

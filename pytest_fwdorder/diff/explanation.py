@@ -50,6 +50,7 @@ _SUMMARY_ORDER = (
     ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.INITIALIZATION_CHANGED,
     ChangeKind.VALUES_CHANGED,
+    ChangeKind.GRAPH_BREAKS_CHANGED,
 )
 
 _EXAMPLES = 5
@@ -75,7 +76,7 @@ def summarize(
         f"{plural(counts[kind], 'uncounted operation')} added"
         if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
         else kind.value
-        if kind is ChangeKind.INITIALIZATION_CHANGED
+        if kind in (ChangeKind.INITIALIZATION_CHANGED, ChangeKind.GRAPH_BREAKS_CHANGED)
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
         f"{kind.value.removeprefix('operation ').removeprefix('backward ')}"
         if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
@@ -447,7 +448,7 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         return "operations without a FLOP formula, counted as 0: " + _examples(
             [c.detail for c in changes]
         )
-    if kind is ChangeKind.INITIALIZATION_CHANGED:
+    if kind in (ChangeKind.INITIALIZATION_CHANGED, ChangeKind.GRAPH_BREAKS_CHANGED):
         return "; ".join(c.detail for c in changes)
     if kind is ChangeKind.VALUES_CHANGED:
         # In the order the calls ended: a parent's output moves because a child's did, so

@@ -43,6 +43,7 @@ from pytest_fwdorder.golden.format import (
     make_line,
     mode_line,
     render_call_costs,
+    render_compiled,
     render_facts,
     render_fingerprints,
     render_initialization,
@@ -352,6 +353,8 @@ def render_header(trace: TraceRecords) -> list[str]:
         header.append(values_line(trace.values_seed))
     if trace.initialization is not None:
         header += render_initialization(trace.initialization)
+    if trace.compiled is not None:
+        header += render_compiled(trace.compiled)
     if trace.options.devices:
         header.append("# devices: shown")
     if trace.options.local_shapes:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import RenderOptions
+from pytest_fwdorder.calls import CompileRecords, RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, UnregisteredModuleError, warn_at_caller
 from pytest_fwdorder.facets.backward import BackwardRecorder
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
@@ -121,6 +121,7 @@ def trace_forward(
     costs: bool = False,
     initialization: bool = False,
     values: bool = False,
+    graph_breaks: bool = False,
     values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
     values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
     model_kwargs: Mapping[str, Any] | None = None,
@@ -150,7 +151,10 @@ def trace_forward(
     buffer, in order, with the random numbers drawn. `values` writes a fingerprint of each
     call's output (mean, std, largest absolute value), with the forward and a builder's build
     run under seed 0; a golden's fingerprints match within `values_absolute_tolerance` +
-    `values_relative_tolerance` x the call's largest absolute value. The trace options are
+    `values_relative_tolerance` x the call's largest absolute value. `graph_breaks` compiles
+    the model with dynamo, runs it twice on the same inputs, and writes how many graphs it
+    made, each graph break (module call, reason, source line) and what recompiled. The
+    trace options are
     keyword-only; a model keyword argument that has an option's name goes in
     `model_kwargs={"device": ...}`.
 
@@ -195,8 +199,24 @@ def trace_forward(
     _finish_numbers(recorder.trace, options, fingerprints)
     if watched:
         recorder.trace.initialization = initialization_records(root, watched[-1], SEED)
+    if options.graph_breaks:
+        recorder.trace.compiled = _compiled_records(root, device, args, kwargs)
     _check_and_choose_views(recorder.trace, options)
     return recorder.trace
+
+
+def _compiled_records(
+    root: nn.Module, device: torch.device | str | None, args: Any, kwargs: dict[str, Any]
+) -> CompileRecords:
+    """What dynamo makes of the model on the traced inputs (`graph_breaks=True`)."""
+    if device is not None and torch.device(device).type == "meta":
+        raise ValueError(
+            "graph_breaks=True runs the compiled model, which a trace on device='meta' cannot "
+            "do: trace on the CPU (device=None or 'cpu') to record graph breaks"
+        )
+    from pytest_fwdorder.facets.graph_breaks import compiled_records  # imports torch._dynamo
+
+    return compiled_records(root, args, kwargs)
 
 
 @contextmanager
@@ -233,6 +253,7 @@ def record(
     costs: bool = False,
     initialization: bool = False,
     values: bool = False,
+    graph_breaks: bool = False,
     values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
     values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
     restore_state: bool = True,
@@ -254,6 +275,12 @@ def record(
     root = resolve_model(model, entry_point="record")
     options = TraceOptions.from_arguments(locals())
     check_torch_release(torch.__version__)
+    if options.graph_breaks:
+        raise ValueError(
+            "record(graph_breaks=True) cannot compile a block of code: pass the model and its "
+            "inputs to trace_forward(model, x, graph_breaks=True), or use "
+            "assert_no_graph_breaks(model, x)"
+        )
     if options.initialization:
         raise ValueError(
             "record(initialization=True) cannot watch the build: record takes a model "

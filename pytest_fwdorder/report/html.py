@@ -17,7 +17,9 @@ from pytest_fwdorder.diff.explanation import plural, rows_to_show
 from pytest_fwdorder.golden.format import (
     COSTS_PREFIX,
     FACT_PREFIX,
+    GRAPH_BREAKS_SECTION,
     NEVER_CALLED_SECTION,
+    RECOMPILATIONS_SECTION,
     UNREGISTERED_SECTION,
     GoldenLine,
     flops_of,
@@ -328,19 +330,26 @@ def _badge(status: str) -> str:
 
 
 def _warnings_html(header: list[str]) -> str:
-    """Boxes listing the never-called and the unregistered modules, when there are any."""
+    """Boxes listing the never-called and the unregistered modules, and the graph breaks and
+    recompilations (`graph_breaks=True`), when there are any."""
     sections = header_sections(header)
     boxes = []
-    for title, explanation in (
-        (NEVER_CALLED_SECTION, "registered but never called in this forward"),
-        (UNREGISTERED_SECTION, "called but not registered under the model: not trained, not saved"),
+    for title, noun, explanation in (
+        (NEVER_CALLED_SECTION, "module", "registered but never called in this forward"),
+        (
+            UNREGISTERED_SECTION,
+            "module",
+            "called but not registered under the model: not trained, not saved",
+        ),
+        (GRAPH_BREAKS_SECTION, "graph break", "in the model compiled with torch.compile"),
+        (RECOMPILATIONS_SECTION, "recompilation", "when the compiled model is called again"),
     ):
         items = sections.get(title, [])
         if items:
             listed = "".join(f"<li>{html.escape(item)}</li>" for item in items)
             boxes.append(
                 f'<div class="fo-warning" data-section="{html.escape(title)}">'
-                f"<strong>{plural(len(items), 'module')}</strong> {explanation}:"
+                f"<strong>{plural(len(items), noun)}</strong> {explanation}:"
                 f"<ul>{listed}</ul></div>"
             )
     return "".join(boxes)
