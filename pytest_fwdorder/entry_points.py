@@ -43,6 +43,7 @@ from pytest_fwdorder.meta_build import (
     parameters_and_buffers_on_meta as parameters_and_buffers_on_meta,  # importable as before
 )
 from pytest_fwdorder.meta_failures import autocast_refused, meta_failures_explained
+from pytest_fwdorder.meta_fast_paths import fast_paths_refused
 from pytest_fwdorder.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.options import (
     OPERATION_GROUPS,
@@ -182,6 +183,7 @@ def trace_forward(
         _costs_counted(recorder, root, options, counters),
         _fingerprints_taken(recorder, fingerprints),
         autocast_refused(device),
+        fast_paths_refused(device),
     ):
         traces.append(recorder.trace)
         if backward_recorder is None:
@@ -276,6 +278,7 @@ def record(
         _costs_counted(recorder, root, options, counters),
         _fingerprints_taken(recorder, fingerprints),
         autocast_refused(device),
+        fast_paths_refused(device),
     ):
         if backward_recorder is not None:
             backward_recorder.recorder = recorder
