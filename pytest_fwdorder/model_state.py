@@ -252,7 +252,10 @@ def restore_state(state: ModelState) -> None:
                 handle.remove()
     changed_in_place = _restore_parameter_flags(state)
     _restore_buffers(
-        [*state.buffer_copies, *chain.from_iterable(kept.buffers for kept in state.initialized_lazy)]
+        [
+            *state.buffer_copies,
+            *chain.from_iterable(kept.buffers for kept in state.initialized_lazy),
+        ]
     )
     if changed_in_place:
         warn_at_caller(
