@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import torch
-from torch.nn import functional
 from torch import nn
+from torch.nn import functional
 from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import trace_forward
