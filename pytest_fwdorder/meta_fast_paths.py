@@ -118,7 +118,7 @@ def _torch_function_active(tensors: tuple[torch.Tensor, ...]) -> bool:
     the CPU trace does not have; any other mode, or a tensor subclass that overrides
     `__torch_function__`, makes the CPU decline the fast path.
     """
-    modes = getattr(torch.overrides, "_get_current_function_mode_stack", lambda: [])()
+    modes: list[object] = getattr(torch.overrides, "_get_current_function_mode_stack", lambda: [])()
     if any(not isinstance(mode, DeviceContext) for mode in modes):
         return True
     return any(_overrides_torch_function(type(tensor)) for tensor in tensors)
@@ -226,11 +226,22 @@ def _encoder_fast_path(
 
 
 def _check_for(module_type: type) -> Any:
+    """`_find_check`, remembered per class: it runs at every module call of a meta trace."""
+    if module_type not in _CHECK_BY_CLASS:
+        _CHECK_BY_CLASS[module_type] = _find_check(module_type)
+    return _CHECK_BY_CLASS[module_type]
+
+
+_CHECK_BY_CLASS: dict[type, Any] = {}
+
+
+def _find_check(module_type: type) -> Any:
     """The check of the class whose forward this module runs; None for any other module."""
     for base in module_type.__mro__:
         check = _CHECKS.get(base)
         if check is not None:
-            return check if getattr(module_type, "forward", None) is base.forward else None
+            same_forward = getattr(module_type, "forward", None) is getattr(base, "forward", None)
+            return check if same_forward else None
     return None
 
 
