@@ -133,9 +133,7 @@ class ModelState:
             kept.module is module for kept in self.initialized_lazy
         ):
             return
-        attributes = {
-            name: value for name, value in vars(module).items() if name not in _MODULE_INTERNALS
-        }
+        attributes = _own_attributes(module)
         materialized = [
             value
             for value in buffers_of(module).values()
@@ -236,14 +234,22 @@ def restore_state(state: ModelState) -> None:
     initialized_lazy = [
         module for module in state.lazy_modules if "_initialize_hook" not in vars(module)
     ]
+    # A lazy module met only at its first call (unregistered) got no pre-hook to see its
+    # initialization: its attributes as forward left them stay, as after a plain forward.
+    kept = {id(initialized.module) for initialized in state.initialized_lazy}
+    late = [
+        _Initialized(module, _own_attributes(module), [])
+        for module in initialized_lazy
+        if id(module) not in kept
+    ]
     if not dicts_unchanged(state.watched, state.copies):
         for current, original in zip(state.watched, state.copies, strict=True):
             if not dicts_unchanged([current], [original]):
                 current.clear()
                 current.update(original)
     _restore_lists_and_sets(state)
-    for kept in state.initialized_lazy:
-        vars(kept.module).update(kept.attributes)
+    for initialized in (*state.initialized_lazy, *late):
+        vars(initialized.module).update(initialized.attributes)
     _warn_about_unwatched(state)
     for module in initialized_lazy:
         for name in ("_initialize_hook", "_load_hook"):
@@ -293,6 +299,11 @@ def _restore_parameter_flags(state: ModelState) -> list[str]:
         if before.version != after.version or before.layout() != after.layout():
             changed_in_place.append(name)
     return changed_in_place
+
+
+def _own_attributes(module: nn.Module) -> dict[str, Any]:
+    """A module's attributes that are not torch's bookkeeping (in_channels, eps, ...)."""
+    return {name: value for name, value in vars(module).items() if name not in _MODULE_INTERNALS}
 
 
 class _Initialized(NamedTuple):

@@ -146,3 +146,25 @@ def test_the_later_golden_names_the_initialized_settings() -> None:
         trace_forward(module, torch.randn(1, 4, 5))
 
     assert "in_channels=4" in trace_forward(module, torch.randn(1, 4, 5)).render()
+
+
+class KeepsALazyLayerInAPlainList(nn.Module):
+    """An unregistered lazy layer: the trace meets it at its first call only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = [nn.LazyLinear(3)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers[0](x)
+
+
+def test_an_unregistered_lazy_module_keeps_its_initialized_settings_too() -> None:
+    model = KeepsALazyLayerInAPlainList()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the unregistered-parameters warning
+        trace_forward(model, torch.randn(2, 4))
+
+    assert type(model.layers[0]) is nn.Linear
+    assert model.layers[0].in_features == 4
+    assert model.layers[0](torch.randn(2, 4)).shape == (2, 3)
