@@ -11,6 +11,7 @@ the plain forward's own. The totals per check are written at the end of the run.
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 from collections import Counter
 from typing import Any
@@ -226,7 +227,7 @@ def test_every_layer_through_every_check(
     except Exception as error:
         plain_error = error
     if plain_error is not None:
-        with pytest.raises(type(plain_error)) as raised:
+        with pytest.raises(type(plain_error), match=re.escape(str(plain_error))) as raised:
             trace_forward(module, *bad_inputs(inputs))
         assert type(raised.value) is type(plain_error)
         assert str(raised.value) == str(plain_error)
