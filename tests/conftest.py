@@ -18,17 +18,18 @@ def _inner_runs_are_not_xdist_workers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The zoo suite's report: how many models were traced, fx-checked, agreed.
+    """The zoo and layers suites' reports: how many samples passed each check.
 
     It lives here, not in zoo/, because under pytest-xdist the controller process that
     writes the summary only loads the conftest files of the paths it was given.
     """
-    checks: dict[str, int] = {}
-    for report in terminalreporter.stats.get("passed", []):
-        for name, value in getattr(report, "user_properties", []):
-            if name.startswith("zoo "):
-                checks[name] = checks.get(name, 0) + int(value)
-    if checks:
-        terminalreporter.write_sep("-", "torchvision zoo")
-        for name in sorted(checks):
-            terminalreporter.write_line(f"{name[4:]}: {checks[name]}")
+    for prefix, title in (("zoo ", "torchvision zoo"), ("layers ", "every torch.nn layer")):
+        checks: dict[str, int] = {}
+        for report in terminalreporter.stats.get("passed", []):
+            for name, value in getattr(report, "user_properties", []):
+                if name.startswith(prefix):
+                    checks[name] = checks.get(name, 0) + int(value)
+        if checks:
+            terminalreporter.write_sep("-", title)
+            for name in sorted(checks):
+                terminalreporter.write_line(f"{name[len(prefix) :]}: {checks[name]}")

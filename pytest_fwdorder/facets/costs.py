@@ -32,6 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from pytest_fwdorder.calls import CallCosts, TensorFact, TraceCosts, TraceRecords
+from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 from pytest_fwdorder.recording.describe import dtype_name
 
 if TYPE_CHECKING:
@@ -90,7 +91,9 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.thread_id = threading.get_ident()
         # Formulas registered later (`register_flop_formula`) are not seen, as in
         # FlopCounterMode, which takes the registry when it is made.
-        self.formulas: dict[Any, Callable[..., int]] = dict(flop_registry)
+        # Fused CPU kernels torch has no formula for are counted as their decompositions are
+        # on meta (fused_kernel_flops.py); torch's own formula wins where it has one.
+        self.formulas: dict[Any, Callable[..., int]] = {**fused_kernel_formulas(), **flop_registry}
         # Call record number -> the FLOPs of its own forward (outside its children).
         self.own_flops: dict[int, int] = {}
         # Operation name -> how many times it ran without a formula, inside a call.

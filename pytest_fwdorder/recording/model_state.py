@@ -54,6 +54,9 @@ class ModelState:
         # subclass), with its length: a change in length is reported, not put back.
         self.unwatched: list[_Unwatched] = []
         self.lazy_modules: list[nn.Module] = []
+        # What a lazy module's first call initialized (taken right after torch's initializing
+        # hook ran): it stays, while what forward did after it is put back.
+        self.initialized_lazy: list[_Initialized] = []
         # Every parameter, flat, with its signature: compared as two lists in one C
         # comparison when the forward is over, parameter by parameter only if they differ.
         self.parameters: list[torch.Tensor] = []
@@ -121,6 +124,25 @@ class ModelState:
             self.copied_buffers.update(map(id, buffers))
             with torch.no_grad():  # clones of buffers that require grad must not
                 self.buffer_copies += [(buffer, buffer.clone()) for buffer in buffers]
+
+    def keep_initialization(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        """A forward pre-hook that runs after a lazy module's initializing one: what the
+        initialization set (attributes such as `in_channels`, the materialized buffers'
+        values) is taken as the state to put back, as a plain first forward leaves it."""
+        if "_initialize_hook" in vars(module) or any(
+            kept.module is module for kept in self.initialized_lazy
+        ):
+            return
+        attributes = _own_attributes(module)
+        materialized = [
+            value
+            for value in buffers_of(module).values()
+            if value is not None and id(value) not in self.copied_buffers
+        ]
+        self.copied_buffers.update(map(id, materialized))
+        with torch.no_grad():
+            buffers = [(buffer, buffer.clone()) for buffer in materialized]
+        self.initialized_lazy.append(_Initialized(module, attributes, buffers))
 
     def parameter_names(self) -> list[str]:
         """Each parameter's full name, in the order of `parameters` (built when needed)."""
@@ -212,12 +234,22 @@ def restore_state(state: ModelState) -> None:
     initialized_lazy = [
         module for module in state.lazy_modules if "_initialize_hook" not in vars(module)
     ]
+    # A lazy module met only at its first call (unregistered) got no pre-hook to see its
+    # initialization: its attributes as forward left them stay, as after a plain forward.
+    kept = {id(initialized.module) for initialized in state.initialized_lazy}
+    late = [
+        _Initialized(module, _own_attributes(module), [])
+        for module in initialized_lazy
+        if id(module) not in kept
+    ]
     if not dicts_unchanged(state.watched, state.copies):
         for current, original in zip(state.watched, state.copies, strict=True):
             if not dicts_unchanged([current], [original]):
                 current.clear()
                 current.update(original)
     _restore_lists_and_sets(state)
+    for initialized in (*state.initialized_lazy, *late):
+        vars(initialized.module).update(initialized.attributes)
     _warn_about_unwatched(state)
     for module in initialized_lazy:
         for name in ("_initialize_hook", "_load_hook"):
@@ -225,7 +257,12 @@ def restore_state(state: ModelState) -> None:
             if handle is not None:
                 handle.remove()
     changed_in_place = _restore_parameter_flags(state)
-    _restore_buffers(state.buffer_copies)
+    _restore_buffers(
+        [
+            *state.buffer_copies,
+            *chain.from_iterable(kept.buffers for kept in state.initialized_lazy),
+        ]
+    )
     if changed_in_place:
         warn_at_caller(
             f"forward changed parameters in place ({', '.join(changed_in_place[:5])}); "
@@ -262,6 +299,19 @@ def _restore_parameter_flags(state: ModelState) -> list[str]:
         if before.version != after.version or before.layout() != after.layout():
             changed_in_place.append(name)
     return changed_in_place
+
+
+def _own_attributes(module: nn.Module) -> dict[str, Any]:
+    """A module's attributes that are not torch's bookkeeping (in_channels, eps, ...)."""
+    return {name: value for name, value in vars(module).items() if name not in _MODULE_INTERNALS}
+
+
+class _Initialized(NamedTuple):
+    """A lazy module right after its initialization: its own attributes and new buffers."""
+
+    module: nn.Module
+    attributes: dict[str, Any]
+    buffers: list[tuple[torch.Tensor, torch.Tensor]]
 
 
 class _Unwatched(NamedTuple):

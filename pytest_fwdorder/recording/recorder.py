@@ -378,6 +378,12 @@ class Recorder:
             )
             stack.callback(_forget_keyword_flag, post_handle.id)
             stack.callback(post_handle.remove)
+            if self.state is not None:
+                # Appended after torch's initializing pre-hook, so it sees the initialization.
+                for module in self.state.lazy_modules:
+                    if "_initialize_hook" in vars(module):
+                        handle = module.register_forward_pre_hook(self.state.keep_initialization)
+                        stack.callback(handle.remove)
             if self.keyword_frame_code is None:
                 for module in self.index.python_modules:
                     handle = module.register_forward_pre_hook(

@@ -53,6 +53,7 @@ from pytest_fwdorder.recording.meta.build import (
     parameters_and_buffers_on_meta as parameters_and_buffers_on_meta,  # importable as before
 )
 from pytest_fwdorder.recording.meta.failures import autocast_refused, meta_failures_explained
+from pytest_fwdorder.recording.meta.fast_paths import fast_paths_refused
 from pytest_fwdorder.recording.recorder import recording
 from pytest_fwdorder.recording.resolve import resolve_model
 from pytest_fwdorder.recording.torch_release import check_torch_release
@@ -170,8 +171,9 @@ def trace_forward(
         check_values_device(device)
     watched: list[InitializationMode] = []
     root = _build(model, device, options, watched)
-    args = _place(args, device)
-    kwargs = _place(kwargs, device)
+    placed: dict[int, torch.Tensor] = {}  # one placed tensor per input tensor, and storage
+    args = _place(args, device, placed)
+    kwargs = _place(kwargs, device, placed)
     backward_recorder = BackwardRecorder(options.backward) if options.backward else None
     operations: list[OperationMode] = []
     counters: list[CostCounters] = []
@@ -186,6 +188,7 @@ def trace_forward(
         _costs_counted(recorder, root, options, counters),
         _fingerprints_taken(recorder, fingerprints),
         autocast_refused(device),
+        fast_paths_refused(device),
     ):
         traces.append(recorder.trace)
         if backward_recorder is None:
@@ -303,6 +306,7 @@ def record(
         _costs_counted(recorder, root, options, counters),
         _fingerprints_taken(recorder, fingerprints),
         autocast_refused(device),
+        fast_paths_refused(device),
     ):
         if backward_recorder is not None:
             backward_recorder.recorder = recorder
@@ -603,17 +607,57 @@ def _is_module_method(value: object) -> bool:
     return isinstance(getattr(value, "__self__", None), nn.Module)
 
 
-def _place(value: Any, device: torch.device | str | None) -> Any:
-    """Materialize TensorSpecs, and move tensors to `device` when one is given."""
+def _place(value: Any, device: torch.device | str | None, placed: dict[int, torch.Tensor]) -> Any:
+    """Materialize TensorSpecs, and move tensors to `device` when one is given.
+
+    `placed` maps what was placed already (by `id` of tensor and of storage), so an input
+    given twice stays one tensor and inputs sharing a storage share one there too.
+    """
     if isinstance(value, TensorSpec):
         return value.materialize(device)
     if isinstance(value, torch.Tensor):
-        return value if device is None else value.to(device)
+        if device is None:
+            return value
+        if id(value) not in placed:
+            placed[id(value)] = _placed_tensor(value, torch.device(device), placed)
+        return placed[id(value)]
     if isinstance(value, tuple):
-        items = [_place(item, device) for item in value]
+        items = [_place(item, device, placed) for item in value]
         return type(value)(*items) if hasattr(type(value), "_fields") else tuple(items)
     if isinstance(value, list):
-        return [_place(item, device) for item in value]
+        return [_place(item, device, placed) for item in value]
     if isinstance(value, dict):
-        return {key: _place(item, device) for key, item in value.items()}
+        return {key: _place(item, device, placed) for key, item in value.items()}
     return value
+
+
+def _placed_tensor(
+    tensor: torch.Tensor, device: torch.device, placed: dict[int, torch.Tensor]
+) -> torch.Tensor:
+    """`tensor` on `device`; on meta with its sizes, strides, storage offset and storage.
+
+    `.to("meta")` makes a dense copy: an expanded input (stride 0) would then cost, and
+    save for backward, as many bytes as it has elements. Meta holds no data, so a view of a
+    meta storage as large as the input's keeps the layout for free.
+    """
+    if device.type != "meta" or tensor.device.type == "meta" or not _plain_strided(tensor):
+        return tensor.to(device)
+    storage = tensor.untyped_storage()
+    key = -storage._cdata  # negative: never an id() of a tensor in the same dict
+    base = placed.get(key)
+    if base is None or base.dtype != tensor.dtype:
+        elements = storage.nbytes() // tensor.element_size()
+        base = placed[key] = torch.empty(elements, dtype=tensor.dtype, device=device)
+    with torch.no_grad():
+        view = base.as_strided(tensor.size(), tensor.stride(), tensor.storage_offset())
+    return view.requires_grad_(tensor.requires_grad) if tensor.requires_grad else view
+
+
+def _plain_strided(tensor: torch.Tensor) -> bool:
+    """A plain tensor of a strided layout (not a subclass, nested, sparse or quantized)."""
+    return (
+        type(tensor) in (torch.Tensor, nn.Parameter)
+        and tensor.layout is torch.strided
+        and not tensor.is_nested
+        and not tensor.is_quantized
+    )
