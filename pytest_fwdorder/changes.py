@@ -18,6 +18,8 @@ class ChangeKind(str, enum.Enum):
     INSERTED = "inserted"
     REMOVED = "removed"
     MOVED = "moved"
+    WRAPPED = "wrapped"
+    UNWRAPPED = "unwrapped"
     RENAMED = "renamed"
     TYPE_CHANGED = "type changed"
     INPUT_CHANGED = "input changed"

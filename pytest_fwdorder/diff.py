@@ -8,12 +8,12 @@ in words. The golden text both sides are read from is `golden_format`'s.
 
 from __future__ import annotations
 
-from pytest_fwdorder.alignment import align_calls
 from pytest_fwdorder.changes import Change, ChangeKind, DiffRow
 from pytest_fwdorder.classification import TraceDiff, classify_diff
 from pytest_fwdorder.golden_format import GoldenLine, parse_golden
 from pytest_fwdorder.record_types import TraceRecords
 from pytest_fwdorder.render import backward_lines, golden_lines, render_header
+from pytest_fwdorder.tree_alignment import align_trees
 
 __all__ = [
     "Change",
@@ -87,7 +87,14 @@ def diff_lines(
     new: list[GoldenLine],
     *,
     match_paths: bool = True,
+    names: tuple[list[GoldenLine], list[GoldenLine]] | None = None,
 ) -> TraceDiff:
-    """Align and classify two lists of call lines; `match_paths=False` aligns by structure only."""
-    aligned, moved = align_calls(old, new, match_paths=match_paths)
-    return classify_diff(old_header, old, new_header, new, aligned, moved)
+    """Align and classify two lists of call lines; `match_paths=False` aligns by structure only.
+
+    `names`: the lines to name calls by when `old` and `new` have no paths (a name-free
+    comparison), so each change still says where it is.
+    """
+    alignment = align_trees(old, new, match_paths=match_paths)
+    return classify_diff(
+        old_header, old, new_header, new, alignment.rows, alignment.moved, alignment, names
+    )

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pytest_fwdorder.changes import Change, ChangeKind, DiffRow
+from pytest_fwdorder.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden_format import (
     TENSOR_PATTERN,
     GoldenLine,
@@ -66,12 +67,25 @@ _NOUNS = {
 
 
 def summarize(
-    changes: list[Change], old_lines: list[GoldenLine], new_lines: list[GoldenLine]
+    changes: list[Change],
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    nesting: list[TreeChange] | None = None,
 ) -> str:
-    """A paragraph: one line of totals, then one line per kind of change."""
+    """A paragraph: one line of totals, then one line per change to the nesting (a wrap, an
+    unwrap, a move to another parent, a renamed subtree), then one per kind of the other
+    changes. The per-call changes a change to the nesting explains are not repeated."""
+    nesting = nesting or []
+    changes = unexplained(changes, nesting)
+    nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
     totals = [
+        f"{nesting_counts[kind]} {_NESTING_NOUNS[kind][nesting_counts[kind] != 1]}"
+        for kind in _NESTING_NOUNS
+        if nesting_counts[kind]
+    ]
+    totals += [
         f"{plural(counts[kind], 'uncounted operation')} added"
         if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
         else kind.value
@@ -86,9 +100,24 @@ def summarize(
         f"{len(old_lines)} calls before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
     ]
+    lines.extend(
+        change.sentence
+        for kind in _NESTING_NOUNS
+        for change in nesting
+        if change.kind is kind
+    )
     diff = _Changes(changes, old_lines, new_lines)
     lines.extend(_describe_kind(diff, kind) for kind in kinds)
     return "\n".join(lines)
+
+
+# The changes to the nesting, in the order a summary gives them, and how it counts them.
+_NESTING_NOUNS = {
+    ChangeKind.WRAPPED: ("wrap", "wraps"),
+    ChangeKind.UNWRAPPED: ("unwrap", "unwraps"),
+    ChangeKind.MOVED: ("move to another parent", "moves to another parent"),
+    ChangeKind.RENAMED: ("subtree renamed", "subtrees renamed"),
+}
 
 
 @dataclass(frozen=True, slots=True)
