@@ -20,6 +20,8 @@ class ChangeKind(str, enum.Enum):
     MOVED = "moved"
     WRAPPED = "wrapped"
     UNWRAPPED = "unwrapped"
+    SPLIT = "split"
+    MERGED = "merged"
     RENAMED = "renamed"
     TYPE_CHANGED = "type changed"
     INPUT_CHANGED = "input changed"

@@ -116,6 +116,8 @@ _NESTING_NOUNS = {
     ChangeKind.WRAPPED: ("wrap", "wraps"),
     ChangeKind.UNWRAPPED: ("unwrap", "unwraps"),
     ChangeKind.MOVED: ("move to another parent", "moves to another parent"),
+    ChangeKind.SPLIT: ("shared module split", "shared modules split"),
+    ChangeKind.MERGED: ("merge into a shared module", "merges into shared modules"),
     ChangeKind.RENAMED: ("subtree renamed", "subtrees renamed"),
 }
 
@@ -438,7 +440,9 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         for change in changes:
             groups[change.detail] = groups.get(change.detail, 0) + 1
         parts = [detail if len(groups) == 1 else f"{detail} ({n})" for detail, n in groups.items()]
-        return f"type changed at {plural(count, 'call')}: {', '.join(parts)}"
+        only = changes[0].new if count == 1 else None
+        where = only.name if only is not None else plural(count, "call")
+        return f"type changed at {where}: {', '.join(parts)}"
     if kind in (ChangeKind.INSERTED, ChangeKind.REMOVED, ChangeKind.MOVED):
         return _describe_subtrees(diff, changes, kind)
     if kind is ChangeKind.RENAMED:

@@ -128,25 +128,23 @@ class _Matcher:
                 self.pair_subtrees(old_index, new_index)
 
     def _look_alike_pairs(self, olds: list[int], news: list[int]) -> list[tuple[int, int]]:
-        """Pairs among identical subtrees: the same path first, then the rest in order."""
+        """Pairs among identical subtrees: the same path first, then the same parent path
+        in order (`features.12`, now `features.11`: a block before it was deleted), then
+        the one left on each side. Look-alikes left several to a side pair later, inside
+        their parents, or not at all."""
         if not olds or not news:
             return []
         pairs: list[tuple[int, int]] = []
         if self.match_paths:
-            new_by_path: dict[tuple[str, int], int] = {}
-            for j in news:
-                line = self.new_tree.lines[j]
-                new_by_path.setdefault((line.path, line.nth), j)
-            for i in olds:
-                line = self.old_tree.lines[i]
-                j = new_by_path.pop((line.path, line.nth), -1)
-                if j >= 0:
-                    pairs.append((i, j))
-            taken_old = {i for i, _ in pairs}
-            taken_new = {j for _, j in pairs}
-            olds = [i for i in olds if i not in taken_old]
-            news = [j for j in news if j not in taken_new]
-        pairs += zip(olds, news, strict=False)
+            for key in (_path_and_number, _parent_path):
+                found = _pairs_by_key(self.old_tree.lines, self.new_tree.lines, olds, news, key)
+                taken_old = {i for i, _ in found}
+                taken_new = {j for _, j in found}
+                olds = [i for i in olds if i not in taken_old]
+                news = [j for j in news if j not in taken_new]
+                pairs += found
+        if len(olds) == 1 and len(news) == 1:
+            pairs.append((olds[0], news[0]))
         return pairs
 
     def match_containers(self) -> None:
@@ -216,6 +214,16 @@ class _Matcher:
         if self.match_paths:
             passes[:0] = [(_identity, True), (_identity, False)]
         for key, unique_only in passes:
+            if key is _path:
+                # Before a same-path pairing reads as a type change: a wrapped or unwrapped
+                # single call, and look-alikes that swapped places anywhere in the parent.
+                olds, news = self._pair_wrapped_calls(olds, news, pairs)
+                out_of_order = self._swapped(olds, news, pairs)
+                crossed += out_of_order
+                taken_old = {i for i, _ in out_of_order}
+                taken_new = {j for _, j in out_of_order}
+                olds = [i for i in olds if i not in taken_old]
+                news = [j for j in news if j not in taken_new]
             pairs, out_of_order = _pairs_between(
                 old_lines, new_lines, olds, news, pairs, key, unique_only=unique_only
             )
@@ -226,6 +234,55 @@ class _Matcher:
                 olds = [i for i in olds if i not in taken_old]
                 news = [j for j in news if j not in taken_new]
         return pairs, crossed
+
+    def _pair_wrapped_calls(
+        self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
+    ) -> tuple[list[int], list[int]]:
+        """Pair a call with the call of its class and input inside a new call at its path
+        (an adapter around a projection: `q`, now `q.base` inside `q (LoRA)`), or the
+        mirror image; returns the children still unpaired."""
+        if not self.match_paths:
+            return olds, news
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        paired_old = {i for i, _ in pairs}
+        paired_new = {j for _, j in pairs}
+        new_by_path = {new_lines[j].path: j for j in news if j not in paired_new}
+        for i in olds:
+            j = new_by_path.get(old_lines[i].path, -1)
+            if i in paired_old or j < 0 or old_lines[i].module_type == new_lines[j].module_type:
+                continue
+            inner = _first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
+            if inner is not None:
+                self.pair(i, inner)
+                continue
+            inner = _first_alike(self.old_tree, i, new_lines[j], self.old_to_new)
+            if inner is not None:
+                self.pair(inner, j)
+        return (
+            [i for i in olds if i not in self.old_to_new],
+            [j for j in news if j not in self.new_to_old],
+        )
+
+    def _swapped(
+        self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """Children left unpaired whose class, shapes and facts are found once on each side:
+        look-alikes that changed places (two activations swapped)."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        paired_old = {i for i, _ in pairs}
+        paired_new = {j for _, j in pairs}
+        free_old = [i for i in olds if i not in paired_old]
+        free_new = [j for j in news if j not in paired_new]
+        old_count = Counter(_look(old_lines[i]) for i in free_old)
+        new_count = Counter(_look(new_lines[j]) for j in free_new)
+        by_look = {_look(new_lines[j]): j for j in free_new}
+        return [
+            (i, by_look[_look(old_lines[i])])
+            for i in free_old
+            if old_count[_look(old_lines[i])] == 1
+            and new_count[_look(old_lines[i])] == 1
+            and old_lines[i].path != new_lines[by_look[_look(old_lines[i])]].path
+        ]
 
     def match_across_parents(self) -> None:
         """Calls left over on both sides that only one explanation fits: the same module
@@ -318,6 +375,48 @@ def _only_unique(
         ]
 
     return kept(old_keys, "old"), kept(new_keys, "new")
+
+
+def _first_alike(
+    tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
+) -> int | None:
+    """The first unpaired child of `parent` with the class and input of `line`."""
+    for child in tree.children[parent]:
+        child_line = tree.lines[child]
+        if (
+            child not in partners
+            and child_line.module_type == line.module_type
+            and child_line.inputs == line.inputs
+        ):
+            return child
+    return None
+
+
+def _pairs_by_key(
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    olds: list[int],
+    news: list[int],
+    key: Callable[[GoldenLine], Hashable],
+) -> list[tuple[int, int]]:
+    """Calls with the same key paired in order of their occurrence."""
+    waiting: dict[Hashable, list[int]] = defaultdict(list)
+    for j in news:
+        waiting[key(new_lines[j])].append(j)
+    pairs = []
+    for i in olds:
+        candidates = waiting.get(key(old_lines[i]))
+        if candidates:
+            pairs.append((i, candidates.pop(0)))
+    return pairs
+
+
+def _path_and_number(line: GoldenLine) -> Hashable:
+    return (line.path, line.nth)
+
+
+def _parent_path(line: GoldenLine) -> Hashable:
+    return line.path.rpartition(".")[0] if line.path != "<root>" else None
 
 
 def _same_rewrite(old_root: str, new_root: str, old_path: str, new_path: str) -> bool:

@@ -15,6 +15,7 @@ per-call changes it explains, so a summary states them once.
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from pytest_fwdorder.call_tree import NO_PARENT, CallTree
@@ -51,7 +52,14 @@ def tree_changes(
         old_names or alignment.old_tree.lines,
         new_names or alignment.new_tree.lines,
     )
-    found = [*finder.wraps(), *finder.unwraps(), *finder.moves(), *finder.renames()]
+    found = [
+        *finder.wraps(),
+        *finder.unwraps(),
+        *finder.moves(),
+        *finder.shared(split=True),
+        *finder.shared(split=False),
+        *finder.renames(),
+    ]
     return found
 
 
@@ -221,6 +229,46 @@ class _Finder:
                     news,
                 )
             )
+        return found
+
+    def shared(self, *, split: bool) -> list[TreeChange]:
+        """A module called several times now split into one module per call (`split`), or
+        several modules now one module called for each (a merge)."""
+        one_names, many_names = (
+            (self.old_names, self.new_names) if split else (self.new_names, self.old_names)
+        )
+        pairs = (
+            sorted(self.old_to_new.items())
+            if split
+            else sorted((new, old) for old, new in self.old_to_new.items())
+        )
+        one_counts = Counter(line.path for line in one_names)
+        many_paths = {line.path for line in many_names}
+        groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for one, many in pairs:
+            old_index = one if split else many
+            if old_index in self.explained_old:
+                continue
+            path, other = one_names[one].path, many_names[many].path
+            if path and other and path != other:
+                groups[path].append((one, many))
+        found = []
+        for path, group in groups.items():
+            others = list(dict.fromkeys(many_names[many].path for _, many in group))
+            if len(group) < 2 or len(others) < 2 or len(group) != one_counts[path] or path in many_paths:
+                continue
+            olds = frozenset(one if split else many for one, many in group)
+            news = frozenset(many if split else one for one, many in group)
+            self.explained_old |= olds
+            self.explained_new |= news
+            module_type = one_names[group[0][0]].module_type
+            sentence = (
+                f"{path} ({module_type}) split into {', '.join(others)}"
+                if split
+                else f"{', '.join(others)} ({module_type}) merged into {path}"
+            )
+            kind = ChangeKind.SPLIT if split else ChangeKind.MERGED
+            found.append(TreeChange(kind, sentence, olds, news))
         return found
 
     def renames(self) -> list[TreeChange]:

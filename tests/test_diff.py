@@ -35,7 +35,7 @@ def test_identical_traces_have_no_differences() -> None:
 def test_a_difference_at_the_end_only_shows_the_last_calls() -> None:
     difference = trace_of(chain(*TWENTY)).diff(trace_of(chain(*TWENTY[:-1], nn.Tanh)))
 
-    assert difference.summary().splitlines()[1] == "type changed at 1 call: ReLU -> Tanh"
+    assert difference.summary().splitlines()[1] == "type changed at 39: ReLU -> Tanh"
     body = difference.body()
     assert body[0] == "  ... 38 unchanged calls ..."
     assert body[-3:] == [
@@ -320,7 +320,7 @@ def test_the_explanation_starts_the_calls_at_the_first_change() -> None:
 
     assert explanation == [
         "41 calls before, 41 after: 1 call type changed",
-        "type changed at 1 call: ReLU -> Tanh",
+        "type changed at 39: ReLU -> Tanh",
         "",
         "-   39: ReLU (f32[1,4]) -> f32[1,4]",
         "+   39: Tanh (f32[1,4]) -> f32[1,4]",
@@ -375,7 +375,7 @@ def test_a_diff_repr_is_its_summary() -> None:
 
     assert repr(difference) == (
         "<TraceDiff: 3 calls before, 3 after: 1 call type changed>\n"
-        "  type changed at 1 call: ReLU -> Tanh\n"
+        "  type changed at 1: ReLU -> Tanh\n"
         "  print(diff) shows the aligned calls"
     )
 
