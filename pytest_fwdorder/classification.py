@@ -36,7 +36,6 @@ from pytest_fwdorder.golden_format import (
     operation_parts,
     uncounted_operations,
 )
-
 from pytest_fwdorder.tree_alignment import TreeAlignment
 from pytest_fwdorder.tree_changes import TreeChange, tree_changes, unexplained
 
@@ -111,11 +110,11 @@ class TraceDiff:
         """How many changes of each kind the summary states: a change to the nesting counts
         once (one wrap, not its renamed calls), the per-call changes it explains not at all.
         """
+        kinds = [change.kind for change in self.tree_changes]
+        kinds += [change.kind for change in unexplained(self.changes, self.tree_changes)]
         counts: dict[str, int] = {}
-        for change in self.tree_changes:
-            counts[change.kind.value] = counts.get(change.kind.value, 0) + 1
-        for change in unexplained(self.changes, self.tree_changes):
-            counts[change.kind.value] = counts.get(change.kind.value, 0) + 1
+        for kind in kinds:
+            counts[kind.value] = counts.get(kind.value, 0) + 1
         return counts
 
     def explanation(self, context: int = 2, max_rows: int = 400) -> list[str]:
@@ -209,9 +208,7 @@ def classify_diff(
     changes.extend(_initialization_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
-    nesting = (
-        tree_changes(alignment, *(names or (None, None))) if alignment is not None else []
-    )
+    nesting = tree_changes(alignment, *(names or (None, None))) if alignment is not None else []
     old_names, new_names = names or ([], [])
     return TraceDiff(
         old,
@@ -256,8 +253,6 @@ def _named(
             old_line = old_names[old_index] if old_index is not None else change.old
         named.append(replace(change, old=old_line, new=new_line, detail=detail))
     return named
-
-
 
 
 def _classify(

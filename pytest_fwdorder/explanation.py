@@ -11,7 +11,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pytest_fwdorder.changes import Change, ChangeKind, DiffRow
-from pytest_fwdorder.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden_format import (
     TENSOR_PATTERN,
     GoldenLine,
@@ -26,6 +25,7 @@ from pytest_fwdorder.golden_format import (
     tensor_fact_shape,
     tensor_shapes,
 )
+from pytest_fwdorder.tree_changes import TreeChange, unexplained
 
 # Order of the summary: what a reviewer should read first comes first.
 _SUMMARY_ORDER = (
@@ -101,10 +101,7 @@ def summarize(
         + (", ".join(totals) if totals else "only the header differs")
     ]
     lines.extend(
-        change.sentence
-        for kind in _NESTING_NOUNS
-        for change in nesting
-        if change.kind is kind
+        change.sentence for kind in _NESTING_NOUNS for change in nesting if change.kind is kind
     )
     diff = _Changes(changes, old_lines, new_lines)
     lines.extend(_describe_kind(diff, kind) for kind in kinds)

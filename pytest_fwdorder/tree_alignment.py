@@ -23,6 +23,7 @@ pass over the calls or a longest increasing subsequence, so 100,000 calls pair i
 from __future__ import annotations
 
 import bisect
+import difflib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ AlignedPair = tuple[int | None, int | None]
 
 _SMALLEST_SUBTREE = 2  # a single call pairs only inside a paired parent or by its path
 _DICE_ENOUGH = 0.5
+_SHORT = 500  # stretches up to this many calls a side align by a longest common subsequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,11 @@ class _Matcher:
         for offset in range(self.old_tree.size(old_index)):
             old_path = old_lines[old_index + offset].path
             new_path = new_lines[new_index + offset].path
-            if self.match_paths and offset and not _same_rewrite(old_root, new_root, old_path, new_path):
+            if (
+                self.match_paths
+                and offset
+                and not _same_rewrite(old_root, new_root, old_path, new_path)
+            ):
                 continue  # two look-alike children that swapped names: paired by name later
             self.pair(old_index + offset, new_index + offset)
 
@@ -143,8 +149,8 @@ class _Matcher:
                 olds = [i for i in olds if i not in taken_old]
                 news = [j for j in news if j not in taken_new]
                 pairs += found
-        if len(olds) == 1 and len(news) == 1:
-            pairs.append((olds[0], news[0]))
+        if (len(olds) == 1 and len(news) == 1) or (not self.match_paths and len(olds) == len(news)):
+            pairs += zip(olds, news, strict=True)  # without paths, look-alikes pair in order
         return pairs
 
     def match_containers(self) -> None:
@@ -183,10 +189,14 @@ class _Matcher:
                 continue
             self.recovered.add(old_parent)
             old_children = (
-                self.old_tree.children[old_parent] if old_parent != NO_PARENT else self.old_tree.roots
+                self.old_tree.children[old_parent]
+                if old_parent != NO_PARENT
+                else self.old_tree.roots
             )
             new_children = (
-                self.new_tree.children[new_parent] if new_parent != NO_PARENT else self.new_tree.roots
+                self.new_tree.children[new_parent]
+                if new_parent != NO_PARENT
+                else self.new_tree.roots
             )
             olds = [i for i in old_children if i not in self.old_to_new]
             news = [j for j in new_children if j not in self.new_to_old]
@@ -214,10 +224,12 @@ class _Matcher:
         if self.match_paths:
             passes[:0] = [(_identity, True), (_identity, False)]
         for key, unique_only in passes:
-            if key is _path:
-                # Before a same-path pairing reads as a type change: a wrapped or unwrapped
-                # single call, and look-alikes that swapped places anywhere in the parent.
+            if key is _structure and not unique_only:
+                # Before look-alikes pair in order or a same-path pairing reads as a type
+                # change: a wrapped or unwrapped single call.
                 olds, news = self._pair_wrapped_calls(olds, news, pairs)
+            if key is _path:
+                # Look-alikes that swapped places anywhere in the parent.
                 out_of_order = self._swapped(olds, news, pairs)
                 crossed += out_of_order
                 taken_old = {i for i, _ in out_of_order}
@@ -238,18 +250,17 @@ class _Matcher:
     def _pair_wrapped_calls(
         self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
     ) -> tuple[list[int], list[int]]:
-        """Pair a call with the call of its class and input inside a new call at its path
-        (an adapter around a projection: `q`, now `q.base` inside `q (LoRA)`), or the
-        mirror image; returns the children still unpaired."""
-        if not self.match_paths:
-            return olds, news
+        """Pair a call with the call of its class and input inside the new call that would
+        otherwise pair with it as a type change (an adapter around a projection: `q`, now
+        `q.base` inside `q (LoRA)`), or the mirror image; returns the children still
+        unpaired."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
-        paired_old = {i for i, _ in pairs}
-        paired_new = {j for _, j in pairs}
-        new_by_path = {new_lines[j].path: j for j in news if j not in paired_new}
-        for i in olds:
-            j = new_by_path.get(old_lines[i].path, -1)
-            if i in paired_old or j < 0 or old_lines[i].module_type == new_lines[j].module_type:
+        candidates, _ = _pairs_between(
+            old_lines, new_lines, olds, news, pairs, _path, unique_only=False
+        )
+        taken = set(pairs)
+        for i, j in candidates:
+            if (i, j) in taken or old_lines[i].module_type == new_lines[j].module_type:
                 continue
             inner = _first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
             if inner is not None:
@@ -310,8 +321,18 @@ class _Matcher:
         for i in olds:
             look = _look(old_lines[i])
             if old_count[look] == 1 and new_count[look] == 1 and old_lines[i].facts:
-                self.pair(i, by_look[look])
+                j = by_look[look]
+                if self._same_parent(i, j):
+                    continue  # its parent's alignment left it out: no move to explain
+                self.pair(i, j)
                 self.out_of_order.add(i)
+
+    def _same_parent(self, old_index: int, new_index: int) -> bool:
+        old_parent = self.old_tree.parents[old_index]
+        new_parent = self.new_tree.parents[new_index]
+        if old_parent == NO_PARENT:
+            return new_parent == NO_PARENT
+        return self.old_to_new.get(old_parent) == new_parent
 
 
 def _pairs_between(
@@ -349,10 +370,11 @@ def _pairs_between(
             old_keys = [key(old_lines[i]) for i in between_old]
             new_keys = [key(new_lines[j]) for j in between_new]
             if unique_only:
-                old_keys, new_keys = _only_unique(old_keys, new_keys)
-            else:
-                old_keys, new_keys = _occurrences(old_keys), _occurrences(new_keys)
-            in_order, out_of_order = _match(old_keys, new_keys)
+                in_order, out_of_order = _match(*_only_unique(old_keys, new_keys))
+            elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
+                in_order, out_of_order = _common_subsequence(old_keys, new_keys), []
+            else:  # a long stretch: occurrences in order, in O(n log n)
+                in_order, out_of_order = _match(_occurrences(old_keys), _occurrences(new_keys))
             result += [(between_old[i], between_new[j]) for i, j in in_order]
             if unique_only:
                 crossed += [(between_old[i], between_new[j]) for i, j in out_of_order]
@@ -360,6 +382,19 @@ def _pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
+
+
+def _common_subsequence(
+    old_keys: list[Hashable], new_keys: list[Hashable]
+) -> list[tuple[int, int]]:
+    """Positions of a longest common subsequence of two key lists (no junk heuristic: a
+    ReLU called often is no less a call)."""
+    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+    return [
+        (block.a + offset, block.b + offset)
+        for block in matcher.get_matching_blocks()
+        for offset in range(block.size)
+    ]
 
 
 def _only_unique(

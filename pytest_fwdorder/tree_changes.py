@@ -52,14 +52,9 @@ def tree_changes(
         old_names or alignment.old_tree.lines,
         new_names or alignment.new_tree.lines,
     )
-    found = [
-        *finder.wraps(),
-        *finder.unwraps(),
-        *finder.moves(),
-        *finder.shared(split=True),
-        *finder.shared(split=False),
-        *finder.renames(),
-    ]
+    found = [*finder.wraps(), *finder.unwraps(), *finder.moves()]
+    if old_names is None:  # a name-free comparison ignores renames, splits and merges
+        found += [*finder.shared(split=True), *finder.shared(split=False), *finder.renames()]
     return found
 
 
@@ -70,9 +65,9 @@ def unexplained(changes: list[Change], nesting: list[TreeChange]) -> list[Change
         return changes
     old_calls: set[int] = set()
     new_calls: set[int] = set()
-    for change in nesting:
-        old_calls |= change.old_calls
-        new_calls |= change.new_calls
+    for nesting_change in nesting:
+        old_calls |= nesting_change.old_calls
+        new_calls |= nesting_change.new_calls
     kept = []
     for change in changes:
         if change.position is not None:
@@ -148,7 +143,8 @@ class _Finder:
             wrapped = [
                 child
                 for child in self.new_tree.children[wrapper]
-                if child in self.new_to_old and self.expected_parent(self.new_to_old[child]) == parent
+                if child in self.new_to_old
+                and self.expected_parent(self.new_to_old[child]) == parent
             ]
             if not wrapped:
                 continue
@@ -163,11 +159,7 @@ class _Finder:
                 sentence += f", now {new}"
             if renamed:
                 sentence += f" ({_calls(renamed)} renamed under it)"
-            found.append(
-                TreeChange(
-                    ChangeKind.WRAPPED, sentence, olds, news | {wrapper}
-                )
-            )
+            found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | {wrapper}))
         return found
 
     def unwraps(self) -> list[TreeChange]:
@@ -179,7 +171,8 @@ class _Finder:
             kept = [
                 child
                 for child in self.old_tree.children[wrapper]
-                if child in self.old_to_new and place != _UNPAIRED
+                if child in self.old_to_new
+                and place != _UNPAIRED
                 and self.new_tree.parents[self.old_to_new[child]] == place
             ]
             if not kept:
@@ -196,11 +189,7 @@ class _Finder:
                 sentence += f" is now {new}"
             if renamed:
                 sentence += f" ({_calls(renamed)} renamed under it)"
-            found.append(
-                TreeChange(
-                    ChangeKind.UNWRAPPED, sentence, olds | {wrapper}, news
-                )
-            )
+            found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | {wrapper}, news))
         return found
 
     def moves(self) -> list[TreeChange]:
@@ -255,7 +244,12 @@ class _Finder:
         found = []
         for path, group in groups.items():
             others = list(dict.fromkeys(many_names[many].path for _, many in group))
-            if len(group) < 2 or len(others) < 2 or len(group) != one_counts[path] or path in many_paths:
+            if (
+                len(group) < 2
+                or len(others) < 2
+                or len(group) != one_counts[path]
+                or path in many_paths
+            ):
                 continue
             olds = frozenset(one if split else many for one, many in group)
             news = frozenset(many if split else one for one, many in group)
@@ -283,7 +277,9 @@ class _Finder:
             following = [
                 nested
                 for nested in range(new_index + 1, self.new_tree.ends[new_index])
-                if _rewritten(self.new_to_old, self.old_names, self.new_names, nested, old_path, new_path)
+                if _rewritten(
+                    self.new_to_old, self.old_names, self.new_names, nested, old_path, new_path
+                )
             ]
             if not following:
                 continue
@@ -317,7 +313,10 @@ def _rewritten(
     old_path, new_path = old_names[old_index].path, new_names[new_index].path
     if old_prefix == "<root>" or new_prefix == "<root>":
         return False
-    return old_path.startswith(f"{old_prefix}.") and new_path == new_prefix + old_path[len(old_prefix) :]
+    return (
+        old_path.startswith(f"{old_prefix}.")
+        and new_path == new_prefix + old_path[len(old_prefix) :]
+    )
 
 
 def _calls(count: int, noun: str = "call") -> str:
