@@ -9,7 +9,6 @@ import html
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.alignment import AlignedPair
 from pytest_fwdorder.changes import Change, ChangeKind, DiffRow, change_kind
 from pytest_fwdorder.explanation import (
     call_lines,
@@ -36,7 +35,7 @@ from pytest_fwdorder.golden_format import (
     operation_parts,
     uncounted_operations,
 )
-from pytest_fwdorder.tree_alignment import TreeAlignment
+from pytest_fwdorder.tree_alignment import AlignedPair, TreeAlignment
 from pytest_fwdorder.tree_changes import TreeChange, tree_changes, unexplained
 
 if TYPE_CHECKING:
