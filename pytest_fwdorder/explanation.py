@@ -100,11 +100,13 @@ def summarize(
         f"{len(old_lines)} calls before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
     ]
-    lines.extend(
-        change.sentence for kind in _NESTING_NOUNS for change in nesting if change.kind is kind
-    )
+    for kind, nouns in _NESTING_NOUNS.items():
+        sentences = [change.sentence for change in nesting if change.kind is kind]
+        lines += sentences[:_EXAMPLES]
+        if len(sentences) > _EXAMPLES:
+            lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
     diff = _Changes(changes, old_lines, new_lines)
-    lines.extend(_describe_kind(diff, kind) for kind in kinds)
+    lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
     return "\n".join(lines)
 
 
@@ -492,6 +494,27 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
             f"values moved beyond the tolerance at {plural(count, 'call')}, first at "
             f"{moved[0] if moved else '?'}{later}"
         )
+    if kind is ChangeKind.SETTINGS_CHANGED:
+        # One sentence per call: its settings, and the parameters that follow from them.
+        parameters = {
+            c.position: c for c in diff.of_kind(ChangeKind.PARAMETERS_CHANGED) if c.new is not None
+        }
+        items = []
+        for c in changes:
+            if c.new is None:
+                continue
+            item = f"{c.new.name} ({c.new.module_type}): {c.detail}"
+            along = parameters.get(c.position)
+            if along is not None:
+                item += f" ({_without_prefix(along.detail, c.new.path)})"
+            items.append(item)
+        return f"settings changed at {plural(count, 'call')}: " + _examples(items, separator="; ")
+    if kind is ChangeKind.PARAMETERS_CHANGED:
+        with_settings = {c.position for c in diff.of_kind(ChangeKind.SETTINGS_CHANGED)}
+        changes = [c for c in changes if c.position not in with_settings or c.new is None]
+        if not changes:
+            return ""  # each was said with its call's settings
+        count = len(changes)
     if kind in (
         ChangeKind.SETTINGS_CHANGED,
         ChangeKind.PARAMETERS_CHANGED,
@@ -509,6 +532,13 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         )
     items = [f"{called(c.new)} {c.detail}" for c in changes if c.new is not None]
     return f"{kind.value} at {plural(count, 'call')}: " + _examples(items)
+
+
+def _without_prefix(detail: str, path: str) -> str:
+    """`weight f32[...]` for `conv1.weight f32[...]` in a sentence already about conv1."""
+    if not path or path == "<root>":
+        return detail
+    return detail.replace(f"{path}.", "")
 
 
 def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) -> str:

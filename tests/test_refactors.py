@@ -41,14 +41,22 @@ def test_splitting_the_shared_relu_keeps_the_structure_when_paths_are_ignored(ba
 
     difference = assert_same_structure(baseline, split, ignore=("paths",))
 
-    assert difference.count("renamed") == 48
-    assert "48 calls renamed: layer1.0.relu #1 (ReLU) -> layer1.0.relu1" in difference.summary()
+    assert difference.count("renamed") == 48  # per call
+    assert difference.explained_counts() == {"split": 16}  # one per Bottleneck
+    summary = difference.summary().splitlines()
+    assert summary[0] == "same structure (ignoring paths): 16 shared modules split, ignored"
+    assert (
+        "layer1.0.relu (ReLU) split into layer1.0.relu1, layer1.0.relu2, layer1.0.relu3" in summary
+    )
+    assert summary[-1] == "(+11 more shared modules split)"
 
 
 def test_splitting_the_shared_relu_fails_when_paths_count(baseline) -> None:
     split = trace_forward(with_split_relu(resnet50()), IMAGE)
 
-    with pytest.raises(StructureMismatchError, match=r"ignoring nothing\):\n.*48 calls renamed"):
+    with pytest.raises(
+        StructureMismatchError, match=r"ignoring nothing\):\n.*16 shared modules split"
+    ):
         assert_same_structure(baseline, split)
 
 
