@@ -514,7 +514,17 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         changes = [c for c in changes if c.position not in with_settings or c.new is None]
         if not changes:
             return ""  # each was said with its call's settings
-        count = len(changes)
+        said = count - len(changes)
+        items = [
+            f"{c.new.name} ({c.new.module_type}): {c.detail}"
+            if c.new is not None
+            else f"the model: {c.detail}"
+            for c in changes
+        ]
+        with_them = f" ({said} with the settings above)" if said else ""
+        return f"parameters changed at {plural(count, 'call')}{with_them}: " + _examples(
+            items, separator="; "
+        )
     if kind in (
         ChangeKind.SETTINGS_CHANGED,
         ChangeKind.PARAMETERS_CHANGED,

@@ -291,7 +291,7 @@ def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Igno
         actual_lines,
         match_paths=not ignored.paths,
         # Names are ignored for pairing, never for saying where a change is.
-        names=(golden_lines(expected), golden_lines(actual)),
+        names=(golden_lines(expected), golden_lines(actual)) if ignored.paths else None,
     )
 
 
