@@ -10,10 +10,16 @@ from pytest_fwdorder import StructureMismatchError, assert_same_structure, trace
 
 
 def traces(refactor: Refactor) -> tuple[object, object]:
-    before = trace_forward(refactor.before(), *refactor.example())
-    after_example = refactor.example_after or refactor.example
-    after = trace_forward(refactor.after(), *after_example())
-    return before, after
+    """The traces before and after, made once for both tests (traces are not changed)."""
+    if refactor.name not in _TRACES:
+        before = trace_forward(refactor.before(), *refactor.example())
+        after_example = refactor.example_after or refactor.example
+        after = trace_forward(refactor.after(), *after_example())
+        _TRACES[refactor.name] = (before, after)
+    return _TRACES[refactor.name]
+
+
+_TRACES: dict[str, tuple[object, object]] = {}
 
 
 @pytest.mark.parametrize("refactor", REFACTORS, ids=[refactor.name for refactor in REFACTORS])
