@@ -45,17 +45,6 @@ class CallTree:
             parent = self.parents[parent]
         return found
 
-    def contains(self, outer: int, inner: int) -> bool:
-        """Whether the call `inner` runs inside `outer` (or is it)."""
-        return outer <= inner < self.ends[outer]
-
-    def siblings_before(self, index: int) -> int | None:
-        """The call run just before `index` inside the same parent, or None if it is first."""
-        parent = self.parents[index]
-        row = self.children[parent] if parent != NO_PARENT else self.roots
-        position = row.index(index)
-        return row[position - 1] if position else None
-
 
 def build_call_tree(lines: list[GoldenLine]) -> CallTree:
     """The call tree of lines in execution order, nested by their depth.
@@ -93,24 +82,3 @@ def build_call_tree(lines: list[GoldenLine]) -> CallTree:
             )
         )
     return CallTree(lines, parents, children, ends, shapes, roots)
-
-
-def where(tree: CallTree, index: int) -> str:
-    """Where a call is, by the nearest paths: `in layer3.2 after bn2`, `at the start of
-    blocks.5`, or by classes when the lines have no paths (a name-free comparison still
-    keeps the real lines' paths, see `located`)."""
-    parent = tree.parents[index]
-    before = tree.siblings_before(index)
-    parent_name = tree.lines[parent].name if parent != NO_PARENT else ""
-    if before is None:
-        return f"at the start of {parent_name}" if parent_name else "at the start"
-    before_name = _relative(tree.lines[before].name, parent_name)
-    return f"in {parent_name} after {before_name}" if parent_name else f"after {before_name}"
-
-
-def _relative(name: str, parent_name: str) -> str:
-    """`bn2` for `layer3.2.bn2` inside `layer3.2`: the reader has the parent already."""
-    prefix = f"{parent_name}."
-    if parent_name and parent_name != "<root>" and name.startswith(prefix):
-        return name[len(prefix) :]
-    return name

@@ -243,6 +243,10 @@ def wrap_block(model: Decoder) -> None:
     model.blocks[1] = nn.Sequential(model.blocks[1])
 
 
+def prefixed_norm(model: Decoder) -> None:
+    model.norm = nn.Sequential(nn.Identity(), model.norm)
+
+
 def delete_block(model: Decoder) -> None:
     del model.blocks[1]
 
@@ -604,6 +608,30 @@ def _cases() -> list[Refactor]:
                 "blocks.1 (Sequential) wraps the old blocks.1, now blocks.1.0 (12 calls renamed under it)",
             ),
             ("blocks.1 (Sequential) wraps the old blocks.1",),
+        ),
+        Refactor(
+            "unwrap one decoder block",
+            with_decoder(wrap_block),
+            with_decoder(unchanged),
+            tokens,
+            {"unwrapped": 1},
+            (
+                "blocks.1 (Sequential) unwrapped: the old blocks.1.0 is now blocks.1 "
+                "(12 calls renamed under it)",
+            ),
+            ("blocks.1 (Sequential) unwrapped",),
+        ),
+        Refactor(
+            "a step before the final norm",
+            with_decoder(unchanged),
+            with_decoder(prefixed_norm),
+            tokens,
+            {"wrapped": 1, "inserted": 1},
+            (
+                "norm (Sequential) wraps the old norm, now norm.1 (1 call renamed under it)",
+                "1 call inserted: norm.0 (Identity) at the start of norm (Sequential)",
+            ),
+            ("norm (Sequential) wraps the old norm",),
         ),
         Refactor(
             "delete a decoder block",
