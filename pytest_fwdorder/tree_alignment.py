@@ -103,13 +103,18 @@ class _Matcher:
         number of calls in the same order)."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
         old_root, new_root = old_lines[old_index].path, new_lines[new_index].path
+        same_root = old_root == new_root
         for offset in range(self.old_tree.size(old_index)):
             old_path = old_lines[old_index + offset].path
             new_path = new_lines[new_index + offset].path
             if (
                 self.match_paths
                 and offset
-                and not _same_rewrite(old_root, new_root, old_path, new_path)
+                and (
+                    old_path != new_path
+                    if same_root
+                    else not _same_rewrite(old_root, new_root, old_path, new_path)
+                )
             ):
                 continue  # two look-alike children that swapped names: paired by name later
             self.pair(old_index + offset, new_index + offset)
