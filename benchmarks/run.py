@@ -44,7 +44,9 @@ from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
 from pytest_fwdorder.calls import Call, LiteralDescription, TensorDescription
+from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.facets.module_facts import module_facts
+from pytest_fwdorder.golden.format import parse_golden
 from pytest_fwdorder.recording import model_index, model_state
 from pytest_fwdorder.recording import recorder as recorder_module
 from pytest_fwdorder.trace import Trace
@@ -1013,9 +1015,26 @@ def scale(smoke: bool) -> list[Row]:
     def failure_diff() -> str:
         return diff_golden(old_text, new_text).render()
 
-    medians = interleaved_medians({"render": render_and_compare, "diff": failure_diff}, rounds)
+    old_header, old_lines = parse_golden(old_text)
+    new_header, new_lines = parse_golden(new_text)
+
+    def tree_diff() -> object:  # the alignment and the changes, the golden read already
+        return diff_lines(old_header, old_lines, new_header, new_lines)
+
+    medians = interleaved_medians(
+        {"render": render_and_compare, "diff": failure_diff, "tree": tree_diff}, rounds
+    )
     return [
         *real_model_at_scale(smoke),
+        *resnet50_tree_diff(smoke),
+        Row(
+            "scale",
+            f"tree diff of two {calls:,}-call goldens",
+            f"{medians['tree']:.2f} s",
+            "",
+            "< 2 s",
+            "yes" if medians["tree"] < 2 else "NO",
+        ),
         Row(
             "scale",
             f"render + compare, {calls:,} calls",
@@ -1032,6 +1051,35 @@ def scale(smoke: bool) -> list[Row]:
             "< 10 s",
             "yes" if medians["diff"] < 10 else "NO",
         ),
+    ]
+
+
+def resnet50_tree_diff(smoke: bool) -> list[Row]:
+    """The tree diff of ResNet-50 and the same with an SE block after layer2 (goldens read)."""
+    import torchvision
+
+    model = torchvision.models.resnet50(weights=None).eval()
+    inputs = torch.randn(1, 3, 32 if smoke else 64, 32 if smoke else 64)
+    old_text = trace_forward(model, inputs).render()
+    model.layer2.add_module("extra", nn.Identity())
+    new_text = trace_forward(model, inputs).render()
+    old_header, old_lines = parse_golden(old_text)
+    new_header, new_lines = parse_golden(new_text)
+
+    def tree_diff() -> object:
+        return diff_lines(old_header, old_lines, new_header, new_lines)
+
+    medians = interleaved_medians({"tree": tree_diff}, 1 if smoke else 20)
+    milliseconds = medians["tree"] * 1e3
+    return [
+        Row(
+            "scale",
+            "tree diff of ResNet-50 goldens (one call inserted)",
+            f"{milliseconds:.1f} ms",
+            "",
+            "< 50 ms",
+            "yes" if milliseconds < 50 else "NO",
+        )
     ]
 
 

@@ -431,3 +431,34 @@ def test_a_golden_of_a_newer_format_says_to_upgrade_not_regenerate(
     assert "was written in format 3 by a newer pytest-fwdorder; this one reads and writes " in (
         capsys.readouterr().err
     )
+
+
+CONFLICTED = "<<<<<<< HEAD\n{golden}=======\n{golden}>>>>>>> feature\n"
+
+
+@pytest.mark.parametrize("command", ["show", "diff"])
+def test_a_golden_with_merge_conflict_markers_is_refused_as_pytest_refuses_it(
+    command: str, golden_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conflicted = golden_file.with_name("conflicted.fwdorder.txt")
+    conflicted.write_text(CONFLICTED.format(golden=tiny_golden()), encoding="utf-8")
+    paths = [str(conflicted)] if command == "show" else [str(golden_file), str(conflicted)]
+
+    status = main([command, *paths])
+
+    assert status == EXIT_ERROR
+    assert "holds unresolved merge-conflict markers (<<<<<<<, =======, >>>>>>>): resolve" in (
+        capsys.readouterr().err
+    )
+
+
+def test_an_empty_golden_is_said_to_be_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "test_empty.fwdorder.txt"
+    empty.write_text("", encoding="utf-8")
+
+    status = main(["show", str(empty)])
+
+    assert status == EXIT_ERROR
+    assert "is empty" in capsys.readouterr().err

@@ -36,7 +36,7 @@ def test_identical_traces_have_no_differences() -> None:
 def test_a_difference_at_the_end_only_shows_the_last_calls() -> None:
     difference = trace_of(chain(*TWENTY)).diff(trace_of(chain(*TWENTY[:-1], nn.Tanh)))
 
-    assert difference.summary().splitlines()[1] == "type changed at 1 call: ReLU -> Tanh"
+    assert difference.summary().splitlines()[1] == "type changed at 39: ReLU -> Tanh"
     body = difference.body()
     assert body[0] == "  ... 38 unchanged calls ..."
     assert body[-3:] == [
@@ -128,9 +128,15 @@ def test_a_large_renamed_trace_pairs_every_call() -> None:
 
     difference = before.diff(after)
 
-    assert difference.count("renamed") == 3000
+    # The old model is the wrapper's `0`: every old call, the old root included, pairs.
+    assert difference.count("renamed") == 3001
     assert difference.count("inserted") == 1  # the new wrapper
-    assert difference.count("nesting changed") == 3000
+    assert difference.count("nesting changed") == 3001
+    assert difference.explained_counts() == {"wrapped": 1}
+    assert difference.summary().splitlines() == [
+        "3001 calls before, 3002 after: 1 wrap",
+        "<root> (Sequential) wraps the old model, now 0 (3001 calls renamed under it)",
+    ]
 
 
 def swapped_activations() -> tuple[nn.Module, nn.Module]:
@@ -240,15 +246,19 @@ def test_a_call_moved_under_the_same_name_says_where_it_went() -> None:
     assert "1 call moved: a (ReLU) now after c (Sigmoid)" in summary.splitlines()
 
 
-def test_renamed_and_renested_calls_name_their_classes() -> None:
+def test_a_wrapped_model_pairs_its_old_root_with_the_wrapped_one() -> None:
     before = trace_of(chain(nn.ReLU))
     after = trace_forward(nn.Sequential(chain(nn.ReLU)), torch.randn(1, 4))
 
-    summary = before.diff(after).summary().splitlines()
+    difference = before.diff(after)
 
-    assert "2 calls renamed: 0 (Linear) -> 0.0, 1 (ReLU) -> 0.1" in summary
-    assert "nesting changed at 2 calls: 0.0 (Linear) depth 1 -> 2, 0.1 (ReLU) depth 1 -> 2" in (
-        summary
+    assert [(change.old.name, change.new.name) for change in difference.of_kind("renamed")] == [
+        ("<root>", "0"),
+        ("0", "0.0"),
+        ("1", "0.1"),
+    ]
+    assert difference.summary().splitlines()[1] == (
+        "<root> (Sequential) wraps the old model, now 0 (3 calls renamed under it)"
     )
 
 
@@ -300,7 +310,8 @@ def test_pairs_follow_renamed_calls() -> None:
 
     difference = before.diff(after)
 
-    assert difference.pairs == [(0, 0), (1, 2), (2, 3)]
+    # The old root is the new `0`, inside the new wrapper root.
+    assert difference.pairs == [(0, 1), (1, 2), (2, 3)]
 
 
 def test_the_explanation_starts_the_calls_at_the_first_change() -> None:
@@ -310,7 +321,7 @@ def test_the_explanation_starts_the_calls_at_the_first_change() -> None:
 
     assert explanation == [
         "41 calls before, 41 after: 1 call type changed",
-        "type changed at 1 call: ReLU -> Tanh",
+        "type changed at 39: ReLU -> Tanh",
         "",
         "-   39: ReLU (f32[1,4]) -> f32[1,4]",
         "+   39: Tanh (f32[1,4]) -> f32[1,4]",
@@ -365,7 +376,7 @@ def test_a_diff_repr_is_its_summary() -> None:
 
     assert repr(difference) == (
         "<TraceDiff: 3 calls before, 3 after: 1 call type changed>\n"
-        "  type changed at 1 call: ReLU -> Tanh\n"
+        "  type changed at 1: ReLU -> Tanh\n"
         "  print(diff) shows the aligned calls"
     )
 

@@ -344,9 +344,9 @@ def test_a_settings_change_is_named_in_the_summary() -> None:
 
     assert (
         "settings changed at 1 call: 0 (Conv2d): kernel_size (3, 3) -> (5, 5), "
-        "padding (1, 1) -> (2, 2), bias True -> False"
-    ) in text
-    assert "0 (Conv2d): removed 0.bias (f32[8]); 0.weight f32[8,3,3,3] -> f32[8,3,5,5]" in text
+        "padding (1, 1) -> (2, 2), bias True -> False "
+        "(removed bias (f32[8]); weight f32[8,3,3,3] -> f32[8,3,5,5])"
+    ) in text.splitlines()
 
 
 @pytest.mark.parametrize(

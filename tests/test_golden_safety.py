@@ -249,9 +249,10 @@ def test_a_cut_off_golden_says_it_looks_cut_off() -> None:
     cut = GOLDEN_TEXT.rsplit("\n", 2)[0]  # the last call line is gone
 
     assert explain_mismatch(cut, GOLDEN_TEXT) == [
-        "the golden file looks cut off: its header says '# calls: 3' but it holds 2 call "
-        "line(s) (a half-written or truncated file): restore it from version control, or "
-        "rewrite it with `pytest --snapshot-update` and review the new golden"
+        "the golden file does not add up: its header says '# calls: 3' but the body holds 2 "
+        "call(s); it looks cut off (a half-written or truncated file), or the count was "
+        "edited: restore it from version control, or rewrite it with `pytest "
+        "--snapshot-update` and review the new golden"
     ]
 
 
@@ -431,3 +432,30 @@ def test_ids_that_differ_only_in_case_are_an_error_naming_both_tests(
             )
         ]
     )
+
+
+def test_an_empty_golden_is_said_to_be_empty_not_of_an_unknown_format() -> None:
+    from pytest_fwdorder.snapshot.policy import golden_problem
+
+    problem = golden_problem("", "# pytest-fwdorder trace (format 2)\n")
+
+    assert problem is not None
+    assert problem.startswith("is empty")
+    assert "unknown format" not in problem
+
+
+def test_a_hand_edited_call_count_says_which_count_differs_from_the_body() -> None:
+    from pytest_fwdorder import trace_forward
+    from pytest_fwdorder.golden.format import declared_and_written_calls
+    from pytest_fwdorder.snapshot.policy import golden_problem
+
+    torch = pytest.importorskip("torch")
+    text = trace_forward(torch.nn.Sequential(torch.nn.ReLU()), torch.randn(1, 2)).render()
+    declared, written = declared_and_written_calls(text)
+    edited = text.replace(f"# calls: {declared}", f"# calls: {declared + 5}")
+
+    problem = golden_problem(edited, text)
+
+    assert problem is not None
+    assert f"'# calls: {declared + 5}'" in problem
+    assert f"the body holds {written} call" in problem

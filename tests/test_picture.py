@@ -578,3 +578,24 @@ def test_a_moved_call_is_blue_where_it_was_and_where_it_is() -> None:
     ]
     moved = [box for box in boxes(svg) if "fo-moved" in box.get("class", "")]
     assert {frame_fill(box) for box in moved} == {STATUS_COLOURS["moved"][0]}
+
+
+def test_a_wrap_is_drawn_as_a_new_box_around_the_old_calls_left_unchanged() -> None:
+    from pytest_fwdorder.picture.layout import diff_calls
+
+    torch.manual_seed(0)
+    layers = (nn.Linear(2, 2), nn.ReLU())
+    before = trace_forward(nn.Sequential(*layers), torch.randn(1, 2))
+    after = trace_forward(nn.Sequential(nn.Sequential(*layers), nn.Identity()), torch.randn(1, 2))
+
+    drawn = [
+        (call.line.depth, call.line.path, call.status) for call in diff_calls(before.diff(after))
+    ]
+
+    assert drawn == [
+        (0, "<root>", "inserted"),
+        (1, "0", "same"),
+        (2, "0.0", "same"),
+        (2, "0.1", "same"),
+        (1, "1", "inserted"),
+    ]

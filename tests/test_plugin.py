@@ -100,7 +100,7 @@ def test_a_rerun_against_the_accepted_golden_passes(accepted: pytest.Pytester) -
     [
         pytest.param(
             {"activation": "GELU"},
-            "type changed at 1 call: ReLU -> GELU",
+            "type changed at act: ReLU -> GELU",
             ["-   act: ReLU (f32[2,8]) -> f32[2,8]", "+   act: GELU (f32[2,8]) -> f32[2,8]"],
             id="class",
         ),
@@ -252,7 +252,7 @@ def test_xdist_gives_the_same_results(accepted: pytest.Pytester) -> None:
 
     passing.assert_outcomes(passed=2)
     failing.assert_outcomes(passed=1, failed=1)
-    failing.stdout.fnmatch_lines(["*type changed at 1 call: ReLU -> GELU*"])
+    failing.stdout.fnmatch_lines(["*type changed at act: ReLU -> GELU*"])
 
 
 def test_comparing_two_traces_explains_the_difference(pytester: pytest.Pytester) -> None:
@@ -272,7 +272,7 @@ def test_comparing_two_traces_explains_the_difference(pytester: pytest.Pytester)
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*traces differ (- right, + left):*", "*type changed at 1 call: ReLU -> LeakyReLU*"]
+        ["*traces differ (- right, + left):*", "*type changed at 1: ReLU -> LeakyReLU*"]
     )
 
 

@@ -41,14 +41,22 @@ def test_splitting_the_shared_relu_keeps_the_structure_when_paths_are_ignored(ba
 
     difference = assert_same_structure(baseline, split, ignore=("paths",))
 
-    assert difference.count("renamed") == 48
-    assert "48 calls renamed: layer1.0.relu #1 (ReLU) -> layer1.0.relu1" in difference.summary()
+    assert difference.count("renamed") == 48  # per call
+    assert difference.explained_counts() == {"split": 16}  # one per Bottleneck
+    summary = difference.summary().splitlines()
+    assert summary[0] == "same structure (ignoring paths): 16 shared modules split, ignored"
+    assert (
+        "layer1.0.relu (ReLU) split into layer1.0.relu1, layer1.0.relu2, layer1.0.relu3" in summary
+    )
+    assert summary[-1] == "(+11 more shared modules split)"
 
 
 def test_splitting_the_shared_relu_fails_when_paths_count(baseline) -> None:
     split = trace_forward(with_split_relu(resnet50()), IMAGE)
 
-    with pytest.raises(StructureMismatchError, match=r"ignoring nothing\):\n.*48 calls renamed"):
+    with pytest.raises(
+        StructureMismatchError, match=r"ignoring nothing\):\n.*16 shared modules split"
+    ):
         assert_same_structure(baseline, split)
 
 
@@ -90,8 +98,11 @@ def test_a_one_channel_first_conv_is_summarised_as_an_input_change() -> None:
         "183 calls before, 183 after: 2 calls input changed, 1 call settings changed, "
         "1 call parameters changed"
     )
-    assert "conv1 (Conv2d): in_channels 3 -> 1" in summary
-    assert "conv1.weight f32[64,3,7,7] -> f32[64,1,7,7]" in summary
+    # The weight's new shape is said with the setting it follows from, in one sentence.
+    assert (
+        "settings changed at 1 call: conv1 (Conv2d): in_channels 3 -> 1 "
+        "(weight f32[64,3,7,7] -> f32[64,1,7,7])"
+    ) in summary.splitlines()
 
 
 def test_ignoring_the_batch_dimension_accepts_another_batch_size(baseline) -> None:

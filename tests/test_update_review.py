@@ -70,7 +70,8 @@ def test_an_update_prints_what_it_accepted_per_golden(changed: pytest.Pytester) 
             f"  {ENCODER_GOLDEN}: 1 call inserted: 2 (Dropout) after 1 (ReLU); "
             "1 call renamed: 2 (Linear) -> 3",
             f"  {HEAD_GOLDEN}: output changed at 1 call: <root> (Linear) output (2, 3) -> (2, 5); "
-            "settings changed at 1 call: <root> (Linear): out_features 3 -> 5; *",
+            "settings changed at 1 call: <root> (Linear): out_features 3 -> 5 "
+            "(weight f32[3,4] -> f32[5,4]; bias f32[3] -> f32[5])",
         ]
     )
 

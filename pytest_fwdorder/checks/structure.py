@@ -291,6 +291,8 @@ def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Igno
         _header(actual, ignored),
         actual_lines,
         match_paths=not ignored.paths,
+        # Names are ignored for pairing, never for saying where a change is.
+        names=(golden_lines(expected), golden_lines(actual)) if ignored.paths else None,
     )
 
 
@@ -395,8 +397,10 @@ def assert_same_structure(
     fingerprints, within the expected trace's tolerance; `values=True`) and
     `"initialization"` (the initialization steps; `initialization=True`).
 
-    Returns the full diff (nothing ignored) so that a passing test can still say what changed:
-    `assert_same_structure(a, b, ignore=("paths",)).summary()` -> `... 48 calls renamed`.
+    Returns the full diff (nothing ignored) so that a passing test can still say what changed,
+    its summary headed by the verdict and what it ignored:
+    `assert_same_structure(a, b, ignore=("paths",)).summary()` ->
+    `same structure (ignoring paths): 48 calls renamed, ignored`, then the full summary.
     Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
     """
     __tracebackhide__ = True  # the message says it all; our frames would only add noise
@@ -409,4 +413,9 @@ def assert_same_structure(
         raise StructureMismatchError(
             f"execution structure differs (ignoring {ignored.describe()}):\n{remaining.render()}"
         )
-    return diff_traces(expected, actual)
+    full = diff_traces(expected, actual)
+    verdict = f"same structure (ignoring {ignored.describe()})"
+    if full:
+        totals = full.summary().splitlines()[0].partition(": ")[2]
+        verdict += f": {totals}, ignored"
+    return replace(full, verdict=verdict)

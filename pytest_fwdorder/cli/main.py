@@ -588,6 +588,11 @@ def _read_golden(path: Path) -> str:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise CommandError(f"cannot read the golden file {str(path)!r}: {error}") from None
+    from pytest_fwdorder.snapshot.policy import conflict_problem
+
+    problem = conflict_problem(text) or (format_problem(text) if not text.strip() else None)
+    if problem is not None:
+        raise CommandError(f"{str(path)!r} {problem}")
     version = format_version(text)
     if version is None:
         first_line = text.split("\n", 1)[0][:80]

@@ -1,6 +1,6 @@
 """The records a diff is made of: the kinds of change, one Change, one aligned DiffRow.
 
-Plain data, no torch: `alignment` pairs calls, `classification` turns the pairs into these
+Plain data, no torch: `tree_alignment` pairs calls, `classification` turns the pairs into these
 records, `explanation` puts them in words, and the report draws its rows from them.
 """
 
@@ -18,6 +18,10 @@ class ChangeKind(str, enum.Enum):
     INSERTED = "inserted"
     REMOVED = "removed"
     MOVED = "moved"
+    WRAPPED = "wrapped"
+    UNWRAPPED = "unwrapped"
+    SPLIT = "split"
+    MERGED = "merged"
     RENAMED = "renamed"
     TYPE_CHANGED = "type changed"
     INPUT_CHANGED = "input changed"

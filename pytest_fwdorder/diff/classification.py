@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import difflib
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.diff.alignment import AlignedPair
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
 from pytest_fwdorder.diff.explanation import (
     call_lines,
@@ -23,6 +22,8 @@ from pytest_fwdorder.diff.explanation import (
     summarize,
 )
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
+from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
+from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
 from pytest_fwdorder.facets.values_tolerance import moved_statistics
 from pytest_fwdorder.golden.format import (
     FORMAT_LINE,
@@ -57,6 +58,15 @@ class TraceDiff:
     header_changes: list[str] = field(default_factory=list)
     # The aligned rows the diff shows, in order: what the explanation and the report draw.
     rows: list[DiffRow] = field(default_factory=list, repr=False)
+    # The changes to the nesting (wraps, moves, renamed subtrees), each explaining many of
+    # the per-call `changes`: what the summary says first.
+    tree_changes: list[TreeChange] = field(default_factory=list, repr=False)
+    # What a passing name-free comparison ignored, said first: `same structure (...)`.
+    verdict: str = ""
+    # The lines with their paths when `old_lines` and `new_lines` have none (a name-free
+    # comparison): what the summary names calls by.
+    old_names: list[GoldenLine] = field(default_factory=list, repr=False)
+    new_names: list[GoldenLine] = field(default_factory=list, repr=False)
 
     @property
     def _rows(self) -> list[DiffRow]:
@@ -79,10 +89,33 @@ class TraceDiff:
         return [change for change in self.changes if change.kind is wanted]
 
     def summary(self) -> str:
-        """A paragraph: one line of totals, then one line per kind of change."""
+        """A paragraph: one line of totals, then one line per change to the nesting and one
+        per kind of the other changes."""
+        verdict = [self.verdict] if self.verdict else []
         if not self:
-            return "no differences"
-        return summarize(self.changes, self.old_lines, self.new_lines)
+            return "\n".join([*verdict, "no differences"])
+        return "\n".join(
+            [
+                *verdict,
+                summarize(
+                    self.changes,
+                    self.old_names or self.old_lines,
+                    self.new_names or self.new_lines,
+                    self.tree_changes,
+                ),
+            ]
+        )
+
+    def explained_counts(self) -> dict[str, int]:
+        """How many changes of each kind the summary states: a change to the nesting counts
+        once (one wrap, not its renamed calls), the per-call changes it explains not at all.
+        """
+        kinds = [change.kind for change in self.tree_changes]
+        kinds += [change.kind for change in unexplained(self.changes, self.tree_changes)]
+        counts: dict[str, int] = {}
+        for kind in kinds:
+            counts[kind.value] = counts.get(kind.value, 0) + 1
+        return counts
 
     def explanation(self, context: int = 2, max_rows: int = 400) -> list[str]:
         """The message for a failed comparison, as lines: what a reader needs first comes first.
@@ -155,10 +188,18 @@ def classify_diff(
     new: list[GoldenLine],
     aligned: list[AlignedPair],
     moved: dict[int, int],
+    alignment: TreeAlignment | None = None,
+    names: tuple[list[GoldenLine], list[GoldenLine]] | None = None,
 ) -> TraceDiff:
-    """The diff of two aligned golden texts: every change, the pairs and the rows to show."""
+    """The diff of two aligned golden texts: every change, the pairs and the rows to show.
+
+    `names` are the lines to name calls by when `old` and `new` have none (a name-free
+    comparison): the changes then say where each call is in both models.
+    """
     modes = (mode_of(old_header), mode_of(new_header))
     rows, changes = _classify(old, new, aligned, moved, modes)
+    if names is not None:
+        changes = _named(changes, names, aligned, moved)
     if modes[0] and modes[1] and modes[0] != modes[1]:
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
@@ -168,7 +209,51 @@ def classify_diff(
     changes.extend(graph_break_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
-    return TraceDiff(old, new, changes, pairs, _header_changes(old_header, new_header), rows)
+    nesting = tree_changes(alignment, *(names or (None, None))) if alignment is not None else []
+    old_names, new_names = names or ([], [])
+    return TraceDiff(
+        old,
+        new,
+        changes,
+        pairs,
+        _header_changes(old_header, new_header),
+        rows,
+        nesting,
+        old_names=old_names,
+        new_names=new_names,
+    )
+
+
+def _named(
+    changes: list[Change],
+    names: tuple[list[GoldenLine], list[GoldenLine]],
+    aligned: list[AlignedPair],
+    moved: dict[int, int],
+) -> list[Change]:
+    """The changes with their calls' named lines, and places said by the nearest names."""
+    old_names, new_names = names
+    partner_of_new = {new: old for old, new in aligned if old is not None and new is not None}
+    partner_of_new.update({new: old for old, new in moved.items()})
+    named = []
+    for change in changes:
+        old_line = change.old
+        new_line = change.new
+        detail = change.detail
+        position = change.position
+        if change.kind is ChangeKind.REMOVED and position is not None:
+            old_line, detail = old_names[position], describe_where(old_names, position)
+        elif change.kind is ChangeKind.INSERTED and position is not None:
+            new_line, detail = new_names[position], describe_where(new_names, position)
+        elif change.kind is ChangeKind.MOVED and position is not None:
+            old_line = old_names[position]
+            new_line = new_names[moved[position]]
+            detail = f"now {describe_where(new_names, moved[position])}"
+        elif position is not None and change.new is not None:
+            new_line = new_names[position]
+            old_index = partner_of_new.get(position)
+            old_line = old_names[old_index] if old_index is not None else change.old
+        named.append(replace(change, old=old_line, new=new_line, detail=detail))
+    return named
 
 
 def _classify(
@@ -393,7 +478,8 @@ def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[Change]
     return [
         Change(ChangeKind.REUSE_CHANGED, None, None, f"{path} {count} -> {new_counts[path]}")
         for path, count in old_counts.items()
-        if path in new_counts and new_counts[path] != count
+        # No path: a name-free comparison, where the count would be every call's.
+        if path and path in new_counts and new_counts[path] != count
     ]
 
 

@@ -1,16 +1,18 @@
 """Trace x Trace -> explained differences: the entry points diff_traces, diff_golden and
 diff_lines. Pure functions, no torch.
 
-A diff runs in three steps, one module each: `alignment` pairs the old and new calls,
+A diff runs in three steps, one module each: `tree_alignment` pairs the old and new calls along their call trees,
 `classification` turns the pairs into changes (a `TraceDiff`), and `explanation` puts them
 in words. The golden text both sides are read from is `golden_format`'s.
 """
 
 from __future__ import annotations
 
+import gc
+
 from pytest_fwdorder.calls import TraceRecords
-from pytest_fwdorder.diff.alignment import align_calls
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
+from pytest_fwdorder.diff.tree_alignment import align_trees
 from pytest_fwdorder.golden.format import GoldenLine, parse_golden
 from pytest_fwdorder.golden.render import backward_lines, golden_lines, render_header
 
@@ -82,7 +84,23 @@ def diff_lines(
     new: list[GoldenLine],
     *,
     match_paths: bool = True,
+    names: tuple[list[GoldenLine], list[GoldenLine]] | None = None,
 ) -> TraceDiff:
-    """Align and classify two lists of call lines; `match_paths=False` aligns by structure only."""
-    aligned, moved = align_calls(old, new, match_paths=match_paths)
-    return classify_diff(old_header, old, new_header, new, aligned, moved)
+    """Align and classify two lists of call lines; `match_paths=False` aligns by structure only.
+
+    `names`: the lines to name calls by when `old` and `new` have no paths (a name-free
+    comparison), so each change still says where it is.
+    """
+    # The diff allocates many small lists and tuples and frees none of them until the end:
+    # the garbage collector's full passes over the lines found nothing to free and took
+    # most of the time on 100,000 calls.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        alignment = align_trees(old, new, match_paths=match_paths)
+        return classify_diff(
+            old_header, old, new_header, new, alignment.rows, alignment.moved, alignment, names
+        )
+    finally:
+        if collecting:
+            gc.enable()

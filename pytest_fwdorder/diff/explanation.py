@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
+from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     GoldenLine,
@@ -67,12 +68,25 @@ _NOUNS = {
 
 
 def summarize(
-    changes: list[Change], old_lines: list[GoldenLine], new_lines: list[GoldenLine]
+    changes: list[Change],
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    nesting: list[TreeChange] | None = None,
 ) -> str:
-    """A paragraph: one line of totals, then one line per kind of change."""
+    """A paragraph: one line of totals, then one line per change to the nesting (a wrap, an
+    unwrap, a move to another parent, a renamed subtree), then one per kind of the other
+    changes. The per-call changes a change to the nesting explains are not repeated."""
+    nesting = nesting or []
+    changes = unexplained(changes, nesting)
+    nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
     totals = [
+        f"{nesting_counts[kind]} {_NESTING_NOUNS[kind][nesting_counts[kind] != 1]}"
+        for kind in _NESTING_NOUNS
+        if nesting_counts[kind]
+    ]
+    totals += [
         f"{plural(counts[kind], 'uncounted operation')} added"
         if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
         else kind.value
@@ -87,9 +101,25 @@ def summarize(
         f"{len(old_lines)} calls before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
     ]
+    for kind, nouns in _NESTING_NOUNS.items():
+        sentences = [change.sentence for change in nesting if change.kind is kind]
+        lines += sentences[:_EXAMPLES]
+        if len(sentences) > _EXAMPLES:
+            lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
     diff = _Changes(changes, old_lines, new_lines)
-    lines.extend(_describe_kind(diff, kind) for kind in kinds)
+    lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
     return "\n".join(lines)
+
+
+# The changes to the nesting, in the order a summary gives them, and how it counts them.
+_NESTING_NOUNS = {
+    ChangeKind.WRAPPED: ("wrap", "wraps"),
+    ChangeKind.UNWRAPPED: ("unwrap", "unwraps"),
+    ChangeKind.MOVED: ("move to another parent", "moves to another parent"),
+    ChangeKind.SPLIT: ("shared module split", "shared modules split"),
+    ChangeKind.MERGED: ("merge into a shared module", "merges into shared modules"),
+    ChangeKind.RENAMED: ("subtree renamed", "subtrees renamed"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +440,9 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         for change in changes:
             groups[change.detail] = groups.get(change.detail, 0) + 1
         parts = [detail if len(groups) == 1 else f"{detail} ({n})" for detail, n in groups.items()]
-        return f"type changed at {plural(count, 'call')}: {', '.join(parts)}"
+        only = changes[0].new if count == 1 else None
+        where = only.name if only is not None else plural(count, "call")
+        return f"type changed at {where}: {', '.join(parts)}"
     if kind in (ChangeKind.INSERTED, ChangeKind.REMOVED, ChangeKind.MOVED):
         return _describe_subtrees(diff, changes, kind)
     if kind is ChangeKind.RENAMED:
@@ -463,6 +495,37 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
             f"values moved beyond the tolerance at {plural(count, 'call')}, first at "
             f"{moved[0] if moved else '?'}{later}"
         )
+    if kind is ChangeKind.SETTINGS_CHANGED:
+        # One sentence per call: its settings, and the parameters that follow from them.
+        parameters = {
+            c.position: c for c in diff.of_kind(ChangeKind.PARAMETERS_CHANGED) if c.new is not None
+        }
+        items = []
+        for c in changes:
+            if c.new is None:
+                continue
+            item = f"{c.new.name} ({c.new.module_type}): {c.detail}"
+            along = parameters.get(c.position)
+            if along is not None:
+                item += f" ({_without_prefix(along.detail, c.new.path)})"
+            items.append(item)
+        return f"settings changed at {plural(count, 'call')}: " + _examples(items, separator="; ")
+    if kind is ChangeKind.PARAMETERS_CHANGED:
+        with_settings = {c.position for c in diff.of_kind(ChangeKind.SETTINGS_CHANGED)}
+        changes = [c for c in changes if c.position not in with_settings or c.new is None]
+        if not changes:
+            return ""  # each was said with its call's settings
+        said = count - len(changes)
+        items = [
+            f"{c.new.name} ({c.new.module_type}): {c.detail}"
+            if c.new is not None
+            else f"the model: {c.detail}"
+            for c in changes
+        ]
+        with_them = f" ({said} with the settings above)" if said else ""
+        return f"parameters changed at {plural(count, 'call')}{with_them}: " + _examples(
+            items, separator="; "
+        )
     if kind in (
         ChangeKind.SETTINGS_CHANGED,
         ChangeKind.PARAMETERS_CHANGED,
@@ -480,6 +543,13 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         )
     items = [f"{called(c.new)} {c.detail}" for c in changes if c.new is not None]
     return f"{kind.value} at {plural(count, 'call')}: " + _examples(items)
+
+
+def _without_prefix(detail: str, path: str) -> str:
+    """`weight f32[...]` for `conv1.weight f32[...]` in a sentence already about conv1."""
+    if not path or path == "<root>":
+        return detail
+    return detail.replace(f"{path}.", "")
 
 
 def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) -> str:

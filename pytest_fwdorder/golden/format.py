@@ -716,6 +716,11 @@ def format_problem(text: str) -> str | None:
     version = format_version(text)
     if version == FORMAT_VERSION:
         return None
+    if not text.strip():
+        return (
+            "is empty: restore it from version control, or write it with `pytest "
+            "--snapshot-update` and review the new golden"
+        )
     if version is not None and version > FORMAT_VERSION:
         return (
             f"was written in format {version} by a newer pytest-fwdorder; this one reads "

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
+from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden.format import (
     FOLDED_PATTERN,
     GoldenLine,
@@ -60,6 +61,8 @@ MAX_NAME = 44  # of which its name
 MAX_EDGE_LABEL = 40
 SHARED_COLOURS = 8  # how many tag colours reused modules cycle through
 ELLIPSIS = "…"
+# The per-call changes a change to the nesting can explain.
+_NESTING_KINDS = (ChangeKind.RENAMED, ChangeKind.NESTING_CHANGED)
 
 
 class AlignedDiff(Protocol):
@@ -71,6 +74,7 @@ class AlignedDiff(Protocol):
     changes: list[Change]
     pairs: list[tuple[int, int]]
     rows: list[DiffRow]
+    tree_changes: list[TreeChange]
 
     def summary(self) -> str: ...
 
@@ -239,8 +243,16 @@ def diff_calls(difference: AlignedDiff) -> list[PictureCall]:
         change.position for change in difference.changes if change.kind is ChangeKind.MOVED
     }
     moved_new = {new for old, new in difference.pairs if old in moved_old}
+    # A wrap, an unwrap or a renamed subtree explains the renames and depth changes of the
+    # calls under it: the summary says so once, and those calls are drawn unchanged.
+    kept = unexplained(difference.changes, difference.tree_changes)
+    explained = {
+        change.position
+        for change in difference.changes
+        if change.position is not None and change.kind in _NESTING_KINDS
+    } - {change.position for change in kept}
     kinds: dict[int, list[str]] = {}
-    for change in difference.changes:
+    for change in kept:
         if change.new is not None and change.old is not None and change.position is not None:
             kinds.setdefault(change.position, []).append(change.kind.value)
     calls: list[PictureCall] = []
@@ -257,7 +269,7 @@ def diff_calls(difference: AlignedDiff) -> list[PictureCall]:
             calls.append(PictureCall(line, "moved", detail or "moved"))
         elif row.old is None:
             calls.append(PictureCall(line, "inserted", "inserted"))
-        elif row.differs:
+        elif row.differs and (detail or row.new not in explained):
             calls.append(PictureCall(line, "changed", detail or "text changed"))
         else:
             calls.append(PictureCall(line))

@@ -69,13 +69,7 @@ def comparable_texts(
 
 def golden_problem(old_text: str, new_text: str) -> str | None:
     """Why the golden text cannot be diffed with the new text, or None when it can."""
-    if has_conflict_markers(old_text):
-        return (
-            "holds unresolved merge-conflict markers (<<<<<<<, =======, >>>>>>>): resolve "
-            "the conflict, or rewrite it with `pytest --snapshot-update` and review the new "
-            "golden"
-        )
-    problem = format_problem(old_text)
+    problem = conflict_problem(old_text) or format_problem(old_text)
     if problem is not None:
         return problem
     if _line_ends_trimmed(old_text) == _line_ends_trimmed(new_text):
@@ -85,14 +79,30 @@ def golden_problem(old_text: str, new_text: str) -> str | None:
             "--snapshot-update`, and keep your editor from trimming *.fwdorder.txt files"
         )
     declared, written_calls = declared_and_written_calls(old_text)
-    if declared is not None and written_calls < declared:
+    if declared is not None and written_calls != declared:
+        cause = (
+            "it looks cut off (a half-written or truncated file), or the count was edited"
+            if written_calls < declared
+            else "the count or the body was edited by hand"
+        )
         return (
-            f"looks cut off: its header says '# calls: {declared}' but it holds "
-            f"{written_calls} call line(s) (a half-written or truncated file): restore it "
-            "from version control, or rewrite it with `pytest --snapshot-update` and review "
-            "the new golden"
+            f"does not add up: its header says '# calls: {declared}' but the body holds "
+            f"{written_calls} call(s); {cause}: restore it from version control, or rewrite "
+            "it with `pytest --snapshot-update` and review the new golden"
         )
     return None
+
+
+def conflict_problem(text: str) -> str | None:
+    """The clause saying a golden holds merge-conflict markers (after `the golden file`),
+    or None: pytest and the command line say the same."""
+    if not has_conflict_markers(text):
+        return None
+    return (
+        "holds unresolved merge-conflict markers (<<<<<<<, =======, >>>>>>>): resolve "
+        "the conflict, or rewrite it with `pytest --snapshot-update` and review the new "
+        "golden"
+    )
 
 
 def has_conflict_markers(text: str) -> bool:

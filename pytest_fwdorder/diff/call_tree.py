@@ -1,0 +1,84 @@
+"""Golden call lines -> a typed call tree: each call's parent, children and name-free subtree hash.
+
+Pure, no torch. A trace's lines and a golden's parsed lines give the same tree (both are
+`GoldenLine` lists in execution order, nesting by depth). The tree is what the diff aligns:
+calls pair within paired parents, and a subtree that kept its shape under another name
+(the old `layer2`, now `layer2.0` inside a wrapper) is found by its hash alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_fwdorder.golden.format import GoldenLine
+
+NO_PARENT = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CallTree:
+    """The nesting of a list of call lines, by index into `lines`.
+
+    `parents[i]` is the call `i` runs inside (`NO_PARENT` for a top-level call),
+    `children[i]` the calls directly inside it in order, `ends[i]` the index after its last
+    nested call, and `shapes[i]` a hash of its subtree without any path: class, inputs,
+    outputs, facts and mode of every call in it, in order.
+    """
+
+    lines: list[GoldenLine]
+    parents: list[int]
+    children: list[list[int]]
+    ends: list[int]
+    shapes: list[int]
+    roots: list[int]
+
+    def size(self, index: int) -> int:
+        """How many calls the subtree at `index` holds, itself included."""
+        return self.ends[index] - index
+
+    def ancestors(self, index: int) -> list[int]:
+        """The calls `index` runs inside, innermost first."""
+        found = []
+        parent = self.parents[index]
+        while parent != NO_PARENT:
+            found.append(parent)
+            parent = self.parents[parent]
+        return found
+
+
+def build_call_tree(lines: list[GoldenLine]) -> CallTree:
+    """The call tree of lines in execution order, nested by their depth.
+
+    A line deeper than one below its predecessor (hand-edited text) nests under the nearest
+    shallower line, as a reader would take it.
+    """
+    count = len(lines)
+    parents = [NO_PARENT] * count
+    children: list[list[int]] = [[] for _ in range(count)]
+    ends = [count] * count
+    roots: list[int] = []
+    open_calls: list[int] = []
+    for index, line in enumerate(lines):
+        while open_calls and lines[open_calls[-1]].depth >= line.depth:
+            ends[open_calls.pop()] = index
+        if open_calls:
+            parents[index] = open_calls[-1]
+            children[open_calls[-1]].append(index)
+        else:
+            roots.append(index)
+        open_calls.append(index)
+    shapes = [0] * count
+    for index in range(count - 1, -1, -1):  # children before their parent
+        line = lines[index]
+        shapes[index] = hash(
+            (
+                line.module_type,
+                line.inputs,
+                line.outputs,
+                line.facts,
+                line.mode,
+                line.operations,
+                tuple(shapes[child] for child in children[index]),
+            )
+        )
+    return CallTree(lines, parents, children, ends, shapes, roots)

@@ -1,0 +1,551 @@
+"""Old and new call trees -> which call became which, following the nesting. Pure, no torch.
+
+The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
+
+1. top-down: subtrees of two calls or more that are identical without their paths (same
+   classes, shapes, facts, in the same nesting) pair whole, the largest first; among
+   look-alikes, the one with the same path first, then in order. The old `layer2`, now
+   `layer2.0` inside a new wrapper, pairs here directly, and the wrapper is left new.
+2. bottom-up: a call with nested calls pairs with the call of the same class whose nested
+   calls hold most of its own nested calls' partners (Dice share at least one half): a
+   stage changed inside and wrapped still pairs with the old stage.
+3. recovery, within paired parents: their children left over pair in order, by path and
+   class, then by class and shapes (a rename), then by path (a type change), each a
+   longest increasing pairing; then their children in turn.
+4. across parents, only what nothing above explains: a call left over on both sides with
+   the same path and class (a reused module's call made elsewhere), or the one call on each
+   side with the same class, shapes and facts (`enc.2`, now `dec.0`).
+
+Pairs out of the execution order are *moved*; the rest are shown in order. Every step is a
+pass over the calls or a longest increasing subsequence, so 100,000 calls pair in a second.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
+from pytest_fwdorder.golden.format import GoldenLine
+
+# One aligned row: an old and a new line index, either None for a call on one side only.
+AlignedPair = tuple[int | None, int | None]
+
+_SMALLEST_SUBTREE = 2  # a single call pairs only inside a paired parent or by its path
+_DICE_ENOUGH = 0.5
+_SHORT = 500  # stretches up to this many calls a side align by a longest common subsequence
+
+
+@dataclass(frozen=True, slots=True)
+class TreeAlignment:
+    """Which old call became which new call, and the rows a diff shows them in.
+
+    `partners` maps every paired old call to its new call; `moved` the pairs shown out of
+    order (old -> new); `rows` the display order, where a moved call shows twice, as
+    `(old, None)` where it was and `(None, new)` where it is now.
+    """
+
+    old_tree: CallTree
+    new_tree: CallTree
+    partners: dict[int, int]
+    moved: dict[int, int]
+    rows: list[AlignedPair]
+
+
+def align_trees(
+    old: list[GoldenLine], new: list[GoldenLine], *, match_paths: bool = True
+) -> TreeAlignment:
+    """Pair the calls of two traces along their call trees; `match_paths=False` pairs by
+    structure only (a name-free comparison, whose lines have no paths)."""
+    old_tree, new_tree = build_call_tree(old), build_call_tree(new)
+    matcher = _Matcher(old_tree, new_tree, match_paths)
+    matcher.match_identical_subtrees()
+    matcher.match_containers()
+    matcher.recover()
+    matcher.match_across_parents()
+    matcher.recover()
+    partners = matcher.old_to_new
+    # Pairs the matcher found out of order stay out, so a tie cannot keep them in order
+    # and push out the calls around them instead.
+    candidates = [(o, n) for o, n in partners.items() if o not in matcher.out_of_order]
+    in_order = _longest_increasing(sorted(candidates, key=_second))
+    kept = set(in_order)
+    moved = {o: n for o, n in partners.items() if (o, n) not in kept}
+    rows = _interleave(len(old), len(new), in_order)
+    return TreeAlignment(old_tree, new_tree, partners, moved, rows)
+
+
+def _second(pair: tuple[int, int]) -> int:
+    return pair[1]
+
+
+class _Matcher:
+    """The pairing as it grows, pass by pass."""
+
+    def __init__(self, old_tree: CallTree, new_tree: CallTree, match_paths: bool) -> None:
+        self.old_tree = old_tree
+        self.new_tree = new_tree
+        self.match_paths = match_paths
+        self.old_to_new: dict[int, int] = {}
+        self.new_to_old: dict[int, int] = {}
+        self.recovered: set[int] = set()  # old calls whose children were aligned
+        self.out_of_order: set[int] = set()  # old calls paired against the order
+
+    def pair(self, old_index: int, new_index: int) -> None:
+        self.old_to_new[old_index] = new_index
+        self.new_to_old[new_index] = old_index
+
+    def pair_subtrees(self, old_index: int, new_index: int) -> None:
+        """Pair two identical subtrees call by call (they have the same shape, so the same
+        number of calls in the same order)."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        old_root, new_root = old_lines[old_index].path, new_lines[new_index].path
+        same_root = old_root == new_root
+        for offset in range(self.old_tree.size(old_index)):
+            old_path = old_lines[old_index + offset].path
+            new_path = new_lines[new_index + offset].path
+            if (
+                self.match_paths
+                and offset
+                and (
+                    old_path != new_path
+                    if same_root
+                    else not _same_rewrite(old_root, new_root, old_path, new_path)
+                )
+            ):
+                continue  # two look-alike children that swapped names: paired by name later
+            self.pair(old_index + offset, new_index + offset)
+
+    def match_identical_subtrees(self) -> None:
+        old_tree, new_tree = self.old_tree, self.new_tree
+        new_by_shape: dict[int, list[int]] = defaultdict(list)
+        for index in range(len(new_tree.lines)):
+            if new_tree.size(index) >= _SMALLEST_SUBTREE:
+                new_by_shape[new_tree.shapes[index]].append(index)
+        old_by_shape: dict[int, list[int]] = defaultdict(list)
+        for index in range(len(old_tree.lines)):
+            if old_tree.size(index) >= _SMALLEST_SUBTREE:
+                old_by_shape[old_tree.shapes[index]].append(index)
+        order = sorted(old_by_shape, key=lambda shape: -old_tree.size(old_by_shape[shape][0]))
+        for shape in order:
+            if shape not in new_by_shape:
+                continue
+            olds = [i for i in old_by_shape[shape] if i not in self.old_to_new]
+            news = [j for j in new_by_shape[shape] if j not in self.new_to_old]
+            for old_index, new_index in self._look_alike_pairs(olds, news):
+                self.pair_subtrees(old_index, new_index)
+
+    def _look_alike_pairs(self, olds: list[int], news: list[int]) -> list[tuple[int, int]]:
+        """Pairs among identical subtrees: the same path first, then the same parent path
+        in order (`features.12`, now `features.11`: a block before it was deleted), then
+        the one left on each side. Look-alikes left several to a side pair later, inside
+        their parents, or not at all."""
+        if not olds or not news:
+            return []
+        pairs: list[tuple[int, int]] = []
+        if self.match_paths:
+            for key in (_path_and_number, _parent_path):
+                found = _pairs_by_key(self.old_tree.lines, self.new_tree.lines, olds, news, key)
+                taken_old = {i for i, _ in found}
+                taken_new = {j for _, j in found}
+                olds = [i for i in olds if i not in taken_old]
+                news = [j for j in news if j not in taken_new]
+                pairs += found
+        if (len(olds) == 1 and len(news) == 1) or (not self.match_paths and len(olds) == len(news)):
+            pairs += zip(olds, news, strict=True)  # without paths, look-alikes pair in order
+        return pairs
+
+    def match_containers(self) -> None:
+        """Bottom-up: unpaired calls with nested calls, children first (GumTree's Dice)."""
+        old_tree, new_tree = self.old_tree, self.new_tree
+        for old_index in range(len(old_tree.lines) - 1, -1, -1):
+            if old_index in self.old_to_new or not old_tree.children[old_index]:
+                continue
+            votes: Counter[int] = Counter()
+            module_type = old_tree.lines[old_index].module_type
+            for nested in range(old_index + 1, old_tree.ends[old_index]):
+                partner = self.old_to_new.get(nested)
+                if partner is None:
+                    continue
+                for ancestor in new_tree.ancestors(partner):
+                    if ancestor not in self.new_to_old:
+                        votes[ancestor] += 1
+            best: tuple[float, int, int] | None = None
+            for candidate, common in votes.items():
+                if new_tree.lines[candidate].module_type != module_type:
+                    continue
+                dice = 2 * common / (old_tree.size(old_index) + new_tree.size(candidate) - 2)
+                same_path = int(new_tree.lines[candidate].path == old_tree.lines[old_index].path)
+                key = (dice, same_path, -candidate)
+                if dice >= _DICE_ENOUGH and (best is None or key > best):
+                    best = key
+            if best is not None:
+                self.pair(old_index, -best[2])
+
+    def recover(self) -> None:
+        """Align the children of every paired parent (and the top-level calls), top-down."""
+        queue = [(NO_PARENT, NO_PARENT), *sorted(self.old_to_new.items())]
+        while queue:
+            old_parent, new_parent = queue.pop()
+            if old_parent in self.recovered:
+                continue
+            self.recovered.add(old_parent)
+            old_children = (
+                self.old_tree.children[old_parent]
+                if old_parent != NO_PARENT
+                else self.old_tree.roots
+            )
+            new_children = (
+                self.new_tree.children[new_parent]
+                if new_parent != NO_PARENT
+                else self.new_tree.roots
+            )
+            olds = [i for i in old_children if i not in self.old_to_new]
+            news = [j for j in new_children if j not in self.new_to_old]
+            if olds and news:
+                in_order, crossed = self._align_children(olds, news)
+                for old_index, new_index in [*in_order, *crossed]:
+                    self.pair(old_index, new_index)
+                self.out_of_order.update(old_index for old_index, _ in crossed)
+            queue += [(i, self.old_to_new[i]) for i in old_children if i in self.old_to_new]
+
+    def _align_children(
+        self, olds: list[int], news: list[int]
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Pairs among the unpaired children of two paired calls, in order: by path and
+        class, then by class and shapes between those, then by path (or, name-free, in
+        order) between all of those."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        pairs: list[tuple[int, int]] = []
+        crossed: list[tuple[int, int]] = []
+        passes: list[tuple[Callable[[GoldenLine], Hashable], bool]] = [
+            (_structure, True),
+            (_structure, False),
+            (_path, False),
+        ]
+        if self.match_paths:
+            passes[:0] = [(_identity, True), (_identity, False)]
+        for key, unique_only in passes:
+            if key is _structure and not unique_only:
+                # Before look-alikes pair in order or a same-path pairing reads as a type
+                # change: a wrapped or unwrapped single call.
+                olds, news = self._pair_wrapped_calls(olds, news, pairs)
+            if key is _path:
+                # Look-alikes that swapped places anywhere in the parent.
+                out_of_order = self._swapped(olds, news, pairs)
+                crossed += out_of_order
+                taken_old = {i for i, _ in out_of_order}
+                taken_new = {j for _, j in out_of_order}
+                olds = [i for i in olds if i not in taken_old]
+                news = [j for j in news if j not in taken_new]
+            pairs, out_of_order = _pairs_between(
+                old_lines, new_lines, olds, news, pairs, key, unique_only=unique_only
+            )
+            if out_of_order:  # two swapped layers: each pairs with its look-alike
+                crossed += out_of_order
+                taken_old = {i for i, _ in out_of_order}
+                taken_new = {j for _, j in out_of_order}
+                olds = [i for i in olds if i not in taken_old]
+                news = [j for j in news if j not in taken_new]
+        return pairs, crossed
+
+    def _pair_wrapped_calls(
+        self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
+    ) -> tuple[list[int], list[int]]:
+        """Pair a call with the call of its class and input inside the new call that would
+        otherwise pair with it as a type change (an adapter around a projection: `q`, now
+        `q.base` inside `q (LoRA)`), or the mirror image; returns the children still
+        unpaired."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        candidates, _ = _pairs_between(
+            old_lines, new_lines, olds, news, pairs, _path, unique_only=False
+        )
+        taken = set(pairs)
+        for i, j in candidates:
+            if (i, j) in taken or old_lines[i].module_type == new_lines[j].module_type:
+                continue
+            inner = _first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
+            if inner is not None:
+                self.pair(i, inner)
+                continue
+            inner = _first_alike(self.old_tree, i, new_lines[j], self.old_to_new)
+            if inner is not None:
+                self.pair(inner, j)
+        return (
+            [i for i in olds if i not in self.old_to_new],
+            [j for j in news if j not in self.new_to_old],
+        )
+
+    def _swapped(
+        self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """Children left unpaired whose class, shapes and facts are found once on each side:
+        look-alikes that changed places (two activations swapped)."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        paired_old = {i for i, _ in pairs}
+        paired_new = {j for _, j in pairs}
+        free_old = [i for i in olds if i not in paired_old]
+        free_new = [j for j in news if j not in paired_new]
+        old_count = Counter(_look(old_lines[i]) for i in free_old)
+        new_count = Counter(_look(new_lines[j]) for j in free_new)
+        by_look = {_look(new_lines[j]): j for j in free_new}
+        return [
+            (i, by_look[_look(old_lines[i])])
+            for i in free_old
+            if old_count[_look(old_lines[i])] == 1
+            and new_count[_look(old_lines[i])] == 1
+            and old_lines[i].path != new_lines[by_look[_look(old_lines[i])]].path
+        ]
+
+    def match_across_parents(self) -> None:
+        """Calls left over on both sides that only one explanation fits: the same module
+        called elsewhere, or the one look-alike with the same facts (a module moved)."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        olds = [i for i in range(len(old_lines)) if i not in self.old_to_new]
+        news = [j for j in range(len(new_lines)) if j not in self.new_to_old]
+        if not olds or not news:
+            return
+        if self.match_paths:
+            removed: dict[tuple[str, str], list[int]] = defaultdict(list)
+            for i in olds:
+                if old_lines[i].path:
+                    removed[_identity(old_lines[i])].append(i)
+            for j in news:
+                candidates = removed.get(_identity(new_lines[j]))
+                if candidates:
+                    self.pair(candidates.pop(0), j)
+                    self.out_of_order.add(self.new_to_old[j])
+            olds = [i for i in olds if i not in self.old_to_new]
+            news = [j for j in news if j not in self.new_to_old]
+        old_count = Counter(_look(old_lines[i]) for i in olds)
+        new_count = Counter(_look(new_lines[j]) for j in news)
+        by_look = {_look(new_lines[j]): j for j in news}
+        for i in olds:
+            look = _look(old_lines[i])
+            if old_count[look] == 1 and new_count[look] == 1 and old_lines[i].facts:
+                j = by_look[look]
+                if self._same_parent(i, j):
+                    continue  # its parent's alignment left it out: no move to explain
+                self.pair(i, j)
+                self.out_of_order.add(i)
+
+    def _same_parent(self, old_index: int, new_index: int) -> bool:
+        old_parent = self.old_tree.parents[old_index]
+        new_parent = self.new_tree.parents[new_index]
+        if old_parent == NO_PARENT:
+            return new_parent == NO_PARENT
+        return self.old_to_new.get(old_parent) == new_parent
+
+
+def _pairs_between(
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    olds: list[int],
+    news: list[int],
+    pairs: list[tuple[int, int]],
+    key: Callable[[GoldenLine], Hashable],
+    *,
+    unique_only: bool,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`pairs` (in order) with more pairs by `key` in each stretch between two of them, and
+    the pairs by `key` that cross those (keys found once on each side only).
+
+    `unique_only` pairs only keys found once in the stretch on each side (patience: a reused
+    module's calls then pair between the same neighbours); otherwise a key's occurrences pair
+    in order.
+    """
+    result: list[tuple[int, int]] = []
+    crossed: list[tuple[int, int]] = []
+    paired_old = {i for i, _ in pairs}
+    paired_new = {j for _, j in pairs}
+    free_old = [i for i in olds if i not in paired_old]
+    free_new = [j for j in news if j not in paired_new]
+    previous_old = previous_new = -1
+    for anchor in [*pairs, (len(old_lines), len(new_lines))]:
+        between_old = free_old[
+            bisect.bisect_right(free_old, previous_old) : bisect.bisect_left(free_old, anchor[0])
+        ]
+        between_new = free_new[
+            bisect.bisect_right(free_new, previous_new) : bisect.bisect_left(free_new, anchor[1])
+        ]
+        if between_old and between_new:
+            old_keys = [key(old_lines[i]) for i in between_old]
+            new_keys = [key(new_lines[j]) for j in between_new]
+            if unique_only:
+                in_order, out_of_order = _match(*_only_unique(old_keys, new_keys))
+            elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
+                in_order, out_of_order = _common_subsequence(old_keys, new_keys), []
+            else:  # a long stretch: occurrences in order, in O(n log n)
+                in_order, out_of_order = _match(_occurrences(old_keys), _occurrences(new_keys))
+            result += [(between_old[i], between_new[j]) for i, j in in_order]
+            if unique_only:
+                crossed += [(between_old[i], between_new[j]) for i, j in out_of_order]
+        if anchor[0] < len(old_lines):
+            result.append(anchor)
+        previous_old, previous_new = anchor
+    return result, crossed
+
+
+def _common_subsequence(
+    old_keys: list[Hashable], new_keys: list[Hashable]
+) -> list[tuple[int, int]]:
+    """Positions of a longest common subsequence of two key lists (no junk heuristic: a
+    ReLU called often is no less a call)."""
+    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+    return [
+        (block.a + offset, block.b + offset)
+        for block in matcher.get_matching_blocks()
+        for offset in range(block.size)
+    ]
+
+
+def _only_unique(
+    old_keys: list[Hashable], new_keys: list[Hashable]
+) -> tuple[list[Hashable], list[Hashable]]:
+    """The keys found once on each side; every other key made unpairable."""
+    old_counts, new_counts = Counter(old_keys), Counter(new_keys)
+
+    def kept(keys: list[Hashable], side: str) -> list[Hashable]:
+        return [
+            key if old_counts[key] == 1 and new_counts[key] == 1 else (side, position)
+            for position, key in enumerate(keys)
+        ]
+
+    return kept(old_keys, "old"), kept(new_keys, "new")
+
+
+def _first_alike(
+    tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
+) -> int | None:
+    """The first unpaired child of `parent` with the class and input of `line`."""
+    for child in tree.children[parent]:
+        child_line = tree.lines[child]
+        if (
+            child not in partners
+            and child_line.module_type == line.module_type
+            and child_line.inputs == line.inputs
+        ):
+            return child
+    return None
+
+
+def _pairs_by_key(
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    olds: list[int],
+    news: list[int],
+    key: Callable[[GoldenLine], Hashable],
+) -> list[tuple[int, int]]:
+    """Calls with the same key paired in order of their occurrence."""
+    waiting: dict[Hashable, list[int]] = defaultdict(list)
+    for j in news:
+        waiting[key(new_lines[j])].append(j)
+    pairs = []
+    for i in olds:
+        candidates = waiting.get(key(old_lines[i]))
+        if candidates:
+            pairs.append((i, candidates.pop(0)))
+    return pairs
+
+
+def _path_and_number(line: GoldenLine) -> Hashable:
+    return (line.path, line.nth)
+
+
+def _parent_path(line: GoldenLine) -> Hashable:
+    return line.path.rpartition(".")[0] if line.path != "<root>" else None
+
+
+def _same_rewrite(old_root: str, new_root: str, old_path: str, new_path: str) -> bool:
+    """Whether a nested call's paths follow its subtree root's rename (`a.x -> b.x` under
+    `a -> b`, `x -> 0.x` under a model now wrapped as `0`)."""
+    old_prefix = "" if old_root == "<root>" else f"{old_root}."
+    new_prefix = "" if new_root == "<root>" else f"{new_root}."
+    return (
+        old_path.startswith(old_prefix)
+        and new_path.startswith(new_prefix)
+        and old_path[len(old_prefix) :] == new_path[len(new_prefix) :]
+    )
+
+
+def _identity(line: GoldenLine) -> tuple[str, str]:
+    # The class is part of a call's identity: wrapping a model moves `0` from a Linear to
+    # the wrapper, and the two must not pair. The call number follows from the order.
+    return (line.path, line.module_type)
+
+
+def _path(line: GoldenLine) -> Hashable:
+    return line.path
+
+
+def _structure(line: GoldenLine) -> Hashable:
+    # No depth: wrapping shifts every depth by one, and the calls must still pair.
+    return (line.module_type, line.inputs, line.outputs)
+
+
+def _look(line: GoldenLine) -> Hashable:
+    return (line.module_type, line.inputs, line.outputs, line.facts)
+
+
+def _occurrences(keys: list[Hashable]) -> list[Hashable]:
+    """Each key with how many times it came before: `[(k, 0), (k, 1), (m, 0)]`."""
+    seen: Counter[Hashable] = Counter()
+    unique: list[Hashable] = []
+    for key in keys:
+        unique.append((key, seen[key]))
+        seen[key] += 1
+    return unique
+
+
+def _match(
+    old_keys: list[Hashable], new_keys: list[Hashable]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Positions of the unique keys both lists have: the longest in-order pairing, and the
+    pairs left out of it because they cross it."""
+    old_positions = {key: index for index, key in enumerate(old_keys)}
+    common = [
+        (old_positions[key], new_index)
+        for new_index, key in enumerate(new_keys)
+        if key in old_positions
+    ]
+    in_order = _longest_increasing(common)
+    kept = set(in_order)
+    return in_order, [pair for pair in common if pair not in kept]
+
+
+def _interleave(old_count: int, new_count: int, pairs: list[tuple[int, int]]) -> list[AlignedPair]:
+    """Rows for all calls: each pair, preceded by the unpaired calls before it."""
+    rows: list[AlignedPair] = []
+    old_next = new_next = 0
+    for old_index, new_index in [*pairs, (old_count, new_count)]:
+        rows += [(index, None) for index in range(old_next, old_index)]
+        rows += [(None, index) for index in range(new_next, new_index)]
+        rows.append((old_index, new_index))
+        old_next, new_next = old_index + 1, new_index + 1
+    rows.pop()  # the end, not a pair
+    return rows
+
+
+def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of pairs (sorted by second item) increasing in the first item."""
+    tails: list[int] = []
+    tail_index: list[int] = []
+    previous = [-1] * len(pairs)
+    for position, (first, _) in enumerate(pairs):
+        slot = bisect.bisect_left(tails, first)
+        if slot == len(tails):
+            tails.append(first)
+            tail_index.append(position)
+        else:
+            tails[slot] = first
+            tail_index[slot] = position
+        previous[position] = tail_index[slot - 1] if slot else -1
+    result = []
+    position = tail_index[-1] if tail_index else -1
+    while position >= 0:
+        result.append(pairs[position])
+        position = previous[position]
+    return result[::-1]

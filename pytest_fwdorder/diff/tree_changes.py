@@ -1,0 +1,323 @@
+"""Paired call trees -> the changes people make to a model's nesting, one sentence each.
+
+Pure, no torch. Per call, a wrap reads as one call inserted and every call under it renamed
+and nested deeper; here it reads as what was done: `layer2 (Sequential) wraps the old
+layer2, now layer2.0 (18 calls renamed under it)`. Each `TreeChange` says which calls'
+per-call changes it explains, so a summary states them once.
+
+- wrapped: a new call whose children are old calls that kept their old parent's partner
+  as their grandparent;
+- unwrapped: the mirror image, an old call whose children now sit in its place;
+- moved: a call paired with one under another parent, which no wrap or unwrap explains;
+- renamed: a call renamed with the calls under it by the same path rewrite
+  (`layer2.* -> stage2.*`), one change with a count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.tree_alignment import TreeAlignment
+from pytest_fwdorder.golden.format import GoldenLine
+
+_UNPAIRED = -2  # the expected parent of a call whose old parent has no partner
+
+
+@dataclass(frozen=True, slots=True)
+class TreeChange:
+    """One change to the nesting, in words, and the calls whose per-call changes it explains
+    (indexes of old and new calls)."""
+
+    kind: ChangeKind
+    sentence: str
+    old_calls: frozenset[int]
+    new_calls: frozenset[int]
+
+
+def tree_changes(
+    alignment: TreeAlignment,
+    old_names: list[GoldenLine] | None = None,
+    new_names: list[GoldenLine] | None = None,
+) -> list[TreeChange]:
+    """The wraps, unwraps, moves between parents and renamed subtrees of an alignment.
+
+    `old_names` / `new_names` are the lines to name calls by when the aligned ones have no
+    paths (a name-free comparison); by default the aligned lines.
+    """
+    finder = _Finder(
+        alignment,
+        old_names or alignment.old_tree.lines,
+        new_names or alignment.new_tree.lines,
+    )
+    found = [*finder.wraps(), *finder.unwraps(), *finder.moves()]
+    if old_names is None:  # a name-free comparison ignores renames, splits and merges
+        found += [*finder.shared(split=True), *finder.shared(split=False), *finder.renames()]
+    return found
+
+
+def unexplained(changes: list[Change], nesting: list[TreeChange]) -> list[Change]:
+    """The per-call changes that no change to the nesting explains: a wrap explains its
+    wrapper's insertion and the renames and depth changes under it."""
+    if not nesting:
+        return changes
+    old_calls: set[int] = set()
+    new_calls: set[int] = set()
+    for nesting_change in nesting:
+        old_calls |= nesting_change.old_calls
+        new_calls |= nesting_change.new_calls
+    kept = []
+    for change in changes:
+        if change.position is not None:
+            if change.kind in (ChangeKind.REMOVED, ChangeKind.MOVED):
+                if change.position in old_calls:
+                    continue
+            elif change.kind in _NESTING_KINDS and change.position in new_calls:
+                continue
+        kept.append(change)
+    return kept
+
+
+_NESTING_KINDS = (ChangeKind.INSERTED, ChangeKind.RENAMED, ChangeKind.NESTING_CHANGED)
+
+
+class _Finder:
+    def __init__(
+        self, alignment: TreeAlignment, old_names: list[GoldenLine], new_names: list[GoldenLine]
+    ) -> None:
+        self.old_tree: CallTree = alignment.old_tree
+        self.new_tree: CallTree = alignment.new_tree
+        self.old_to_new = alignment.partners
+        self.new_to_old = {new: old for old, new in alignment.partners.items()}
+        self.old_names = old_names
+        self.new_names = new_names
+        self.explained_old: set[int] = set()
+        self.explained_new: set[int] = set()
+
+    def expected_parent(self, old_index: int) -> int:
+        """Where an old call's parent is now: its partner, `NO_PARENT`, or `_UNPAIRED`."""
+        parent = self.old_tree.parents[old_index]
+        if parent == NO_PARENT:
+            return NO_PARENT
+        return self.old_to_new.get(parent, _UNPAIRED)
+
+    def renamed_under(self, new_roots: list[int]) -> int:
+        """How many paired calls in these new subtrees have another path than before."""
+        count = 0
+        for root in new_roots:
+            for index in range(root, self.new_tree.ends[root]):
+                old_index = self.new_to_old.get(index)
+                if old_index is not None and (
+                    self.old_names[old_index].path != self.new_names[index].path
+                ):
+                    count += 1
+        return count
+
+    def explain_subtrees(self, new_roots: list[int]) -> tuple[frozenset[int], frozenset[int]]:
+        """Mark the calls of these new subtrees and their partners explained; returns them
+        (old, new)."""
+        olds: set[int] = set()
+        news: set[int] = set()
+        for root in new_roots:
+            for index in range(root, self.new_tree.ends[root]):
+                news.add(index)
+                old_index = self.new_to_old.get(index)
+                if old_index is not None:
+                    olds.add(old_index)
+        self.explained_old |= olds
+        self.explained_new |= news
+        return frozenset(olds), frozenset(news)
+
+    def old_name(self, index: int) -> str:
+        name = self.old_names[index].name
+        return "model" if name == "<root>" else name
+
+    def wraps(self) -> list[TreeChange]:
+        found = []
+        for wrapper in range(len(self.new_tree.lines)):
+            if wrapper in self.new_to_old:
+                continue
+            parent = self.new_tree.parents[wrapper]
+            wrapped = [
+                child
+                for child in self.new_tree.children[wrapper]
+                if child in self.new_to_old
+                and self.expected_parent(self.new_to_old[child]) == parent
+            ]
+            if not wrapped:
+                continue
+            renamed = self.renamed_under(wrapped)
+            olds, news = self.explain_subtrees(wrapped)
+            self.explained_new.add(wrapper)
+            old = ", ".join(self.old_name(self.new_to_old[child]) for child in wrapped)
+            new = ", ".join(self.new_names[child].name for child in wrapped)
+            line = self.new_names[wrapper]
+            sentence = f"{line.name} ({line.module_type}) wraps the old {old}"
+            if old != new:
+                sentence += f", now {new}"
+            if renamed:
+                sentence += f" ({_calls(renamed)} renamed under it)"
+            found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | {wrapper}))
+        return found
+
+    def unwraps(self) -> list[TreeChange]:
+        found = []
+        for wrapper in range(len(self.old_tree.lines)):
+            if wrapper in self.old_to_new:
+                continue
+            place = self.expected_parent(wrapper)
+            kept = [
+                child
+                for child in self.old_tree.children[wrapper]
+                if child in self.old_to_new
+                and place != _UNPAIRED
+                and self.new_tree.parents[self.old_to_new[child]] == place
+            ]
+            if not kept:
+                continue
+            new_roots = [self.old_to_new[child] for child in kept]
+            renamed = self.renamed_under(new_roots)
+            olds, news = self.explain_subtrees(new_roots)
+            self.explained_old.add(wrapper)
+            old = ", ".join(self.old_name(child) for child in kept)
+            new = ", ".join(self.new_names[root].name for root in new_roots)
+            line = self.old_names[wrapper]
+            sentence = f"{line.name} ({line.module_type}) unwrapped: the old {old}"
+            if old != new:
+                sentence += f" is now {new}"
+            if renamed:
+                sentence += f" ({_calls(renamed)} renamed under it)"
+            found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | {wrapper}, news))
+        return found
+
+    def moves(self) -> list[TreeChange]:
+        found = []
+        for old_index, new_index in sorted(self.old_to_new.items()):
+            if old_index in self.explained_old:
+                continue
+            if self.expected_parent(old_index) == self.new_tree.parents[new_index]:
+                continue
+            old_line, new_line = self.old_names[old_index], self.new_names[new_index]
+            nested = self.old_tree.size(old_index) - 1
+            inner = f", with {_calls(nested, 'nested call')}" if nested else ""
+            if old_line.path != new_line.path:
+                to = new_line.name
+            else:
+                parent = self.new_tree.parents[new_index]
+                to = f"into {self.new_names[parent].name}" if parent != NO_PARENT else "to the top"
+            olds, news = self.explain_subtrees([new_index])
+            found.append(
+                TreeChange(
+                    ChangeKind.MOVED,
+                    f"{old_line.name} ({old_line.module_type}{inner}) moved to {to}"
+                    if old_line.path != new_line.path
+                    else f"{old_line.name} ({old_line.module_type}{inner}) moved {to}",
+                    olds,
+                    news,
+                )
+            )
+        return found
+
+    def shared(self, *, split: bool) -> list[TreeChange]:
+        """A module called several times now split into one module per call (`split`), or
+        several modules now one module called for each (a merge)."""
+        one_names, many_names = (
+            (self.old_names, self.new_names) if split else (self.new_names, self.old_names)
+        )
+        pairs = (
+            sorted(self.old_to_new.items())
+            if split
+            else sorted((new, old) for old, new in self.old_to_new.items())
+        )
+        one_counts = Counter(line.path for line in one_names)
+        many_paths = {line.path for line in many_names}
+        groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for one, many in pairs:
+            old_index = one if split else many
+            if old_index in self.explained_old:
+                continue
+            path, other = one_names[one].path, many_names[many].path
+            if path and other and path != other:
+                groups[path].append((one, many))
+        found = []
+        for path, group in groups.items():
+            others = list(dict.fromkeys(many_names[many].path for _, many in group))
+            if (
+                len(group) < 2
+                or len(others) < 2
+                or len(group) != one_counts[path]
+                or path in many_paths
+            ):
+                continue
+            olds = frozenset(one if split else many for one, many in group)
+            news = frozenset(many if split else one for one, many in group)
+            self.explained_old |= olds
+            self.explained_new |= news
+            module_type = one_names[group[0][0]].module_type
+            sentence = (
+                f"{path} ({module_type}) split into {', '.join(others)}"
+                if split
+                else f"{', '.join(others)} ({module_type}) merged into {path}"
+            )
+            kind = ChangeKind.SPLIT if split else ChangeKind.MERGED
+            found.append(TreeChange(kind, sentence, olds, news))
+        return found
+
+    def renames(self) -> list[TreeChange]:
+        """Calls renamed with the calls under them by one path rewrite, two calls or more."""
+        found = []
+        for old_index, new_index in sorted(self.old_to_new.items()):
+            if old_index in self.explained_old:
+                continue
+            old_path, new_path = self.old_names[old_index].path, self.new_names[new_index].path
+            if old_path == new_path or not old_path or not new_path:
+                continue
+            following = [
+                nested
+                for nested in range(new_index + 1, self.new_tree.ends[new_index])
+                if _rewritten(
+                    self.new_to_old, self.old_names, self.new_names, nested, old_path, new_path
+                )
+            ]
+            if not following:
+                continue
+            self.explained_new.update([new_index, *following])
+            self.explained_old.update([old_index, *(self.new_to_old[i] for i in following)])
+            line = self.old_names[old_index]
+            found.append(
+                TreeChange(
+                    ChangeKind.RENAMED,
+                    f"{line.name} ({line.module_type}) -> {self.new_names[new_index].name} "
+                    f"({_calls(len(following) + 1)} renamed with it)",
+                    frozenset([old_index, *(self.new_to_old[i] for i in following)]),
+                    frozenset([new_index, *following]),
+                )
+            )
+        return found
+
+
+def _rewritten(
+    new_to_old: dict[int, int],
+    old_names: list[GoldenLine],
+    new_names: list[GoldenLine],
+    new_index: int,
+    old_prefix: str,
+    new_prefix: str,
+) -> bool:
+    """Whether a nested call's path changed by the same rewrite as its renamed ancestor's."""
+    old_index = new_to_old.get(new_index)
+    if old_index is None:
+        return False
+    old_path, new_path = old_names[old_index].path, new_names[new_index].path
+    if old_prefix == "<root>" or new_prefix == "<root>":
+        return False
+    return (
+        old_path.startswith(f"{old_prefix}.")
+        and new_path == new_prefix + old_path[len(old_prefix) :]
+    )
+
+
+def _calls(count: int, noun: str = "call") -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

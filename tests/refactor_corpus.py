@@ -1,0 +1,760 @@
+"""Everyday refactors with the summary a reviewer should read, written before running.
+
+Each `Refactor` builds a model before and after, and says what changed: the count of each
+kind of change the summary states (no other kind may appear) and sentences it must hold.
+Shared by tests/test_refactor_corpus.py; small inputs so the whole corpus traces quickly.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torchvision
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Refactor:
+    """One refactor: the model before, the model after, the input, and the truth."""
+
+    name: str
+    before: Callable[[], nn.Module]
+    after: Callable[[], nn.Module]
+    example: Callable[[], tuple[torch.Tensor, ...]]
+    counts: dict[str, int]
+    sentences: tuple[str, ...] = ()
+    # What a name-free comparison must say (ignore=("paths",)): substrings of its message,
+    # or () when the refactor only renames (the comparison then passes).
+    name_free: tuple[str, ...] = ()
+    example_after: Callable[[], tuple[torch.Tensor, ...]] | None = None
+    keeps_structure: bool = False  # a name-free comparison passes
+    # Why the name-free explanation is still wrong (an expected failure), or "".
+    name_free_wrong: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def image() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(1, 3, 32, 32),)
+
+
+def gray_image() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(1, 1, 32, 32),)
+
+
+def features() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(2, 8),)
+
+
+def tokens() -> tuple[torch.Tensor, ...]:
+    return (torch.randint(0, 32, (1, 6)),)
+
+
+def resnet18() -> nn.Module:
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None).eval()
+
+
+def mobilenet() -> nn.Module:
+    torch.manual_seed(0)
+    return torchvision.models.mobilenet_v3_small(weights=None).eval()
+
+
+def with_resnet(change: Callable[[nn.Module], object]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        model = resnet18()
+        change(model)
+        return model.eval()
+
+    return build
+
+
+def wrapped_layer2(model: nn.Module) -> None:
+    model.layer2 = nn.Sequential(model.layer2, nn.Identity())
+
+
+def all_relus(replacement: Callable[[], nn.Module]) -> Callable[[nn.Module], None]:
+    def change(model: nn.Module) -> None:
+        paths = [path for path, module in model.named_modules() if isinstance(module, nn.ReLU)]
+        for path in paths:
+            parent, _, name = path.rpartition(".")
+            setattr(model.get_submodule(parent), name, replacement())
+
+    return change
+
+
+def fused_stem(model: nn.Module) -> None:
+    torch.ao.quantization.fuse_modules(model, [["conv1", "bn1", "relu"]], inplace=True)
+
+
+class Steps(nn.Module):
+    """Calls its children by name in the order given: `act` may be called several times."""
+
+    def __init__(self, *steps: str, split: bool = False) -> None:
+        super().__init__()
+        self.a, self.b, self.c = (nn.Linear(8, 8) for _ in range(3))
+        self.act = nn.ReLU()
+        if split:
+            self.act1, self.act2 = nn.ReLU(), nn.ReLU()
+        self.steps = steps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for step in self.steps:
+            x = getattr(self, step)(x)
+        return x
+
+
+def mlp(*layers: nn.Module) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(*copy.deepcopy(layers)).eval()
+
+    return build
+
+
+L8, L16, L16B, L4 = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 4)
+MLP = (L8, nn.ReLU(), L16, nn.ReLU(), L4)
+MLP_TANH = (L8, nn.ReLU(), L16, nn.Tanh(), L16B, nn.ReLU(), L4)
+
+
+class EncoderDecoder(nn.Module):
+    def __init__(self, norm_in_decoder: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        encoder: list[nn.Module] = [nn.Linear(8, 16), nn.ReLU()]
+        decoder: list[nn.Module] = [nn.Linear(16, 16), nn.ReLU()]
+        (decoder if norm_in_decoder else encoder).insert(
+            0 if norm_in_decoder else 2, nn.LayerNorm(16)
+        )
+        self.enc = nn.Sequential(*encoder)
+        self.dec = nn.Sequential(*decoder)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dec(self.enc(x))
+
+
+class LoRA(nn.Module):
+    """An adapter around a projection: the projection plus a low-rank update."""
+
+    def __init__(self, base: nn.Linear, rank: int = 2) -> None:
+        super().__init__()
+        self.base = base
+        self.down = nn.Linear(base.in_features, rank, bias=False)
+        self.up = nn.Linear(rank, base.out_features, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + self.up(self.down(x))
+
+
+class Attention(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(width, width) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        weights = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
+        return self.o(weights @ v)
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, mlp_name: str = "mlp", post_norm: bool = False) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(width)
+        self.attn = Attention(width)
+        self.norm2 = nn.LayerNorm(width)
+        self.mlp_name = mlp_name
+        self.add_module(
+            mlp_name,
+            nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)),
+        )
+        self.post_norm = post_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feed_forward = getattr(self, self.mlp_name)
+        if self.post_norm:
+            x = self.norm1(x + self.attn(x))
+            return self.norm2(x + feed_forward(x))
+        x = x + self.attn(self.norm1(x))
+        return x + feed_forward(self.norm2(x))
+
+
+class Decoder(nn.Module):
+    """A GPT-shaped decoder: embedding, blocks, final norm, head."""
+
+    def __init__(
+        self,
+        depth: int = 3,
+        width: int = 16,
+        head_name: str = "head",
+        mlp_name: str = "mlp",
+        post_norm: bool = False,
+        vocabulary: int = 32,
+    ) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(32, width)
+        self.blocks = nn.ModuleList(
+            Block(width, mlp_name=mlp_name, post_norm=post_norm) for _ in range(depth)
+        )
+        self.norm = nn.LayerNorm(width)
+        self.head_name = head_name
+        self.add_module(head_name, nn.Linear(width, vocabulary))
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(token_ids)
+        for block in self.blocks:
+            x = block(x)
+        return getattr(self, self.head_name)(self.norm(x))
+
+
+def with_decoder(change: Callable[[Decoder], object], **options: object) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        model = Decoder(**options)  # type: ignore[arg-type]
+        change(model)
+        return model.eval()
+
+    return build
+
+
+def unchanged(model: nn.Module) -> None:
+    pass
+
+
+def adapters(skip: int | None = None) -> Callable[[Decoder], None]:
+    def change(model: Decoder) -> None:
+        torch.manual_seed(1)
+        attention = model.blocks[0].attn
+        for index, name in enumerate(("q", "k", "v", "o")):
+            if index != skip:
+                setattr(attention, name, LoRA(getattr(attention, name)))
+
+    return change
+
+
+def freeze_embedding(model: Decoder) -> None:
+    model.embed.requires_grad_(False)
+
+
+def wrap_block(model: Decoder) -> None:
+    model.blocks[1] = nn.Sequential(model.blocks[1])
+
+
+def prefixed_norm(model: Decoder) -> None:
+    model.norm = nn.Sequential(nn.Identity(), model.norm)
+
+
+def delete_block(model: Decoder) -> None:
+    del model.blocks[1]
+
+
+def dropout_in_one_block(model: Decoder) -> None:
+    model.blocks[1].mlp.append(nn.Dropout(0.0))
+
+
+def relu_in_blocks(model: Decoder) -> None:
+    for block in model.blocks:
+        block.mlp[1] = nn.ReLU()
+
+
+def partly_quantized(model: nn.Module) -> None:
+    torch.ao.quantization.quantize_dynamic(
+        model, {"2": torch.ao.quantization.default_dynamic_qconfig}, inplace=True
+    )
+
+
+def train_mode(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    def trained() -> nn.Module:
+        return build().train()
+
+    return trained
+
+
+def frozen_first_layer(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    def frozen() -> nn.Module:
+        model = build()
+        model[0].requires_grad_(False)
+        return model
+
+    return frozen
+
+
+def wrapped(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    def wrap() -> nn.Module:
+        return nn.Sequential(build()).eval()
+
+    return wrap
+
+
+def steps(*names: str, split: bool = False) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        return Steps(*names, split=split).eval()
+
+    return build
+
+
+def _cases() -> list[Refactor]:
+    removed_block = {"removed": 7}
+    return [
+        # ResNet-18
+        Refactor(
+            "wrap a stage",
+            resnet18,
+            with_resnet(wrapped_layer2),
+            image,
+            {"wrapped": 1, "inserted": 1},
+            (
+                "layer2 (Sequential) wraps the old layer2, now layer2.0 (18 calls renamed under it)",
+                "1 call inserted: layer2.1 (Identity) after layer2.0 (Sequential)",
+            ),
+            ("layer2 (Sequential) wraps the old layer2",),
+        ),
+        Refactor(
+            "unwrap a stage",
+            with_resnet(wrapped_layer2),
+            resnet18,
+            image,
+            {"unwrapped": 1, "removed": 1},
+            (
+                "layer2 (Sequential) unwrapped: the old layer2.0 is now layer2 (18 calls renamed under it)",
+            ),
+            ("layer2 (Sequential) unwrapped",),
+        ),
+        Refactor(
+            "wrap a stage with nothing else",
+            resnet18,
+            with_resnet(lambda model: setattr(model, "layer1", nn.Sequential(model.layer1))),
+            image,
+            {"wrapped": 1},
+            ("layer1 (Sequential) wraps the old layer1, now layer1.0 (15 calls renamed under it)",),
+            ("layer1 (Sequential) wraps the old layer1",),
+        ),
+        Refactor(
+            "insert a module at the end of a stage",
+            resnet18,
+            with_resnet(lambda model: model.layer3.add_module("extra", nn.Identity())),
+            image,
+            {"inserted": 1},
+            ("1 call inserted: layer3.extra (Identity) after layer3.1 (BasicBlock)",),
+            ("1 call inserted: layer3.extra (Identity) after layer3.1 (BasicBlock)",),
+        ),
+        Refactor(
+            "remove the last block of a stage",
+            resnet18,
+            with_resnet(lambda model: setattr(model, "layer4", nn.Sequential(model.layer4[0]))),
+            image,
+            removed_block,
+            (
+                "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) after layer4.0 (BasicBlock)",
+            ),
+            (
+                "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) after layer4.0 (BasicBlock)",
+            ),
+        ),
+        Refactor(
+            "replace the stem's activation",
+            resnet18,
+            with_resnet(lambda model: setattr(model, "relu", nn.SiLU())),
+            image,
+            {"type changed": 1},
+            ("type changed at relu: ReLU -> SiLU",),
+            ("type changed at relu: ReLU -> SiLU",),
+        ),
+        Refactor(
+            "replace every ReLU",
+            resnet18,
+            with_resnet(all_relus(lambda: nn.LeakyReLU(0.1))),
+            image,
+            {"type changed": 17},
+            ("type changed at 17 calls: ReLU -> LeakyReLU",),
+            ("type changed at 17 calls: ReLU -> LeakyReLU",),
+        ),
+        Refactor(
+            "change one norm's eps",
+            resnet18,
+            with_resnet(
+                lambda model: setattr(model.layer3[1], "bn2", nn.BatchNorm2d(256, eps=1e-3))
+            ),
+            image,
+            {"settings changed": 1},
+            ("settings changed at 1 call: layer3.1.bn2 (BatchNorm2d): eps 1e-05 -> 0.001",),
+            ("layer3.1.bn2 (BatchNorm2d): eps 1e-05 -> 0.001",),
+        ),
+        Refactor(
+            "a new head",
+            resnet18,
+            with_resnet(lambda model: setattr(model, "fc", nn.Linear(512, 10))),
+            image,
+            {"settings changed": 1, "parameters changed": 1, "output changed": 2},
+            ("settings changed at 1 call: fc (Linear): out_features 1000 -> 10",),
+            ("fc (Linear): out_features 1000 -> 10",),
+        ),
+        Refactor(
+            "a one-channel stem",
+            resnet18,
+            with_resnet(
+                lambda model: setattr(model, "conv1", nn.Conv2d(1, 64, 7, 2, 3, bias=False))
+            ),
+            image,
+            {"settings changed": 1, "parameters changed": 1, "input changed": 2},
+            ("settings changed at 1 call: conv1 (Conv2d): in_channels 3 -> 1",),
+            ("conv1 (Conv2d): in_channels 3 -> 1",),
+            example_after=gray_image,
+        ),
+        Refactor(
+            "freeze a stage",
+            resnet18,
+            with_resnet(lambda model: model.layer1.requires_grad_(False)),
+            image,
+            {"frozen state changed": 8},
+            (),
+            ("frozen state changed at 8 calls",),
+        ),
+        Refactor(
+            "train mode",
+            resnet18,
+            train_mode(resnet18),
+            lambda: (torch.randn(2, 3, 32, 32),),  # batch norm trains on more than one image
+            {"mode changed": 1},
+            (),
+            ("mode changed",),
+        ),
+        Refactor("no-op rebuild", resnet18, resnet18, image, {}, (), keeps_structure=True),
+        Refactor(
+            "fuse the stem",
+            resnet18,
+            with_resnet(fused_stem),
+            image,
+            # The fused conv (with the norm folded in: a bias now) inside a ConvReLU2d at
+            # conv1, after it the ReLU; the old norm and ReLU are Identity now.
+            {
+                "wrapped": 1,
+                "inserted": 1,
+                "type changed": 2,
+                "settings changed": 1,
+                "parameters changed": 2,
+            },
+            (
+                "conv1 (ConvReLU2d) wraps the old conv1, now conv1.0 (1 call renamed under it)",
+                "type changed at 2 calls: BatchNorm2d -> Identity (1), ReLU -> Identity (1)",
+            ),
+            ("conv1 (ConvReLU2d) wraps the old conv1",),
+            name_free_wrong="without paths, a single call wrapped in place pairs across parents",
+        ),
+        Refactor(
+            "delete a MobileNetV3 block",
+            mobilenet,
+            lambda: _without_block(mobilenet(), 10),
+            image,
+            {"removed": 19, "renamed": 1},
+            ("features.12 (Conv2dNormActivation) -> features.11 (4 calls renamed with it)",),
+            ("19 calls removed: features.11 (InvertedResidual, with 18 nested calls)",),
+        ),
+        # Small MLPs
+        Refactor(
+            "insert a layer into a Sequential",
+            mlp(*MLP),
+            mlp(*MLP[:2], nn.Dropout(0.0), *MLP[2:]),
+            features,
+            {"inserted": 1, "renamed": 3},
+            (
+                "1 call inserted: 2 (Dropout) after 1 (ReLU)",
+                "3 calls renamed: 2 (Linear) -> 3, 3 (ReLU) -> 4, 4 (Linear) -> 5",
+            ),
+            ("1 call inserted: 2 (Dropout) after 1 (ReLU)",),
+        ),
+        Refactor(
+            "remove a layer from a Sequential",
+            mlp(*MLP),
+            mlp(*MLP[:3], *MLP[4:]),
+            features,
+            {"removed": 1, "renamed": 1},
+            ("1 call removed: 3 (ReLU) after 2 (Linear)", "1 call renamed: 4 (Linear) -> 3"),
+            ("1 call removed: 3 (ReLU) after 2 (Linear)",),
+        ),
+        Refactor(
+            "swap two activations",
+            mlp(*MLP_TANH),
+            mlp(*MLP_TANH[:3], MLP_TANH[5], MLP_TANH[4], MLP_TANH[3], MLP_TANH[6]),
+            features,
+            {"moved": 2},
+            ("2 calls moved: 3 (Tanh) -> 5; 5 (ReLU) -> 3",),
+            ("moved",),
+        ),
+        Refactor(
+            "wrap the whole model",
+            mlp(*MLP),
+            wrapped(mlp(*MLP)),
+            features,
+            {"wrapped": 1},
+            ("<root> (Sequential) wraps the old model, now 0 (6 calls renamed under it)",),
+            ("<root> (Sequential) wraps the old model",),
+        ),
+        Refactor(
+            "unwrap the whole model",
+            wrapped(mlp(*MLP)),
+            mlp(*MLP),
+            features,
+            {"unwrapped": 1},
+            ("<root> (Sequential) unwrapped: the old 0 is now <root> (6 calls renamed under it)",),
+            ("<root> (Sequential) unwrapped",),
+        ),
+        Refactor(
+            "group two layers into a block",
+            mlp(*MLP),
+            mlp(*MLP[:2], nn.Sequential(*MLP[2:4]), MLP[4]),
+            features,
+            {"wrapped": 1, "renamed": 1},
+            (
+                "2 (Sequential) wraps the old 2, 3, now 2.0, 2.1 (2 calls renamed under it)",
+                "1 call renamed: 4 (Linear) -> 3",
+            ),
+            ("2 (Sequential) wraps the old 2, 3",),
+            name_free_wrong="without paths, a single call wrapped in place pairs across parents",
+        ),
+        Refactor(
+            "replace one activation",
+            mlp(*MLP),
+            mlp(MLP[0], nn.GELU(), *MLP[2:]),
+            features,
+            {"type changed": 1},
+            ("type changed at 1: ReLU -> GELU",),
+            ("type changed at 1: ReLU -> GELU",),
+        ),
+        Refactor(
+            "drop a bias",
+            mlp(*MLP),
+            mlp(*MLP[:2], nn.Linear(16, 16, bias=False), *MLP[3:]),
+            features,
+            {"settings changed": 1, "parameters changed": 1},
+            ("settings changed at 1 call: 2 (Linear): bias True -> False",),
+            ("2 (Linear): bias True -> False",),
+        ),
+        Refactor(
+            "freeze the first layer",
+            mlp(*MLP),
+            frozen_first_layer(mlp(*MLP)),
+            features,
+            {"frozen state changed": 1},
+            ("frozen state changed at 1 call: 0 (Linear) now frozen",),
+            ("0 (Linear) now frozen",),
+        ),
+        Refactor(
+            "MLP in train mode", mlp(*MLP), train_mode(mlp(*MLP)), features, {"mode changed": 1}
+        ),
+        Refactor("MLP rebuilt", mlp(*MLP), mlp(*MLP), features, {}, keeps_structure=True),
+        Refactor(
+            "quantize one layer",
+            mlp(*MLP),
+            lambda: _quantized(mlp(*MLP)()),
+            features,
+            # The dynamic quantized class is also called Linear: its settings and
+            # parameters tell (corrected after the first run: the class name was my guess).
+            {"settings changed": 1, "parameters changed": 1},
+            (
+                "settings changed at 1 call: 2 (Linear): added dtype=torch.qint8, "
+                "added qscheme=torch.per_tensor_affine, dropped bias=True",
+            ),
+            ("2 (Linear): added dtype=torch.qint8",),
+        ),
+        Refactor(
+            "call a shared module once less",
+            steps("a", "act", "b", "act", "c", "act"),
+            steps("a", "act", "b", "c", "act"),
+            features,
+            {"removed": 1, "reuse count changed": 1},
+            ("1 call removed: act #2 (ReLU) after b (Linear)", "reuse count changed: act 3 -> 2"),
+            ("1 call removed: act #2 (ReLU) after b (Linear)",),
+        ),
+        Refactor(
+            "split a shared module",
+            steps("a", "act", "b", "act", "c"),
+            steps("a", "act1", "b", "act2", "c", split=True),
+            features,
+            {"split": 1},
+            ("act (ReLU) split into act1, act2",),
+            keeps_structure=True,
+        ),
+        Refactor(
+            "merge modules into a shared one",
+            steps("a", "act1", "b", "act2", "c", split=True),
+            steps("a", "act", "b", "act", "c"),
+            features,
+            {"merged": 1},
+            ("act1, act2 (ReLU) merged into act",),
+            keeps_structure=True,
+        ),
+        Refactor(
+            "move a norm to another parent",
+            lambda: EncoderDecoder(norm_in_decoder=False).eval(),
+            lambda: EncoderDecoder(norm_in_decoder=True).eval(),
+            features,
+            {"moved": 1, "renamed": 2},
+            ("enc.2 (LayerNorm) moved to dec.0",),
+            keeps_structure=False,
+        ),
+        # A GPT-shaped decoder
+        Refactor(
+            "wrap one decoder block",
+            with_decoder(unchanged),
+            with_decoder(wrap_block),
+            tokens,
+            {"wrapped": 1},
+            (
+                "blocks.1 (Sequential) wraps the old blocks.1, now blocks.1.0 (12 calls renamed under it)",
+            ),
+            ("blocks.1 (Sequential) wraps the old blocks.1",),
+        ),
+        Refactor(
+            "unwrap one decoder block",
+            with_decoder(wrap_block),
+            with_decoder(unchanged),
+            tokens,
+            {"unwrapped": 1},
+            (
+                "blocks.1 (Sequential) unwrapped: the old blocks.1.0 is now blocks.1 "
+                "(12 calls renamed under it)",
+            ),
+            ("blocks.1 (Sequential) unwrapped",),
+        ),
+        Refactor(
+            "a step before the final norm",
+            with_decoder(unchanged),
+            with_decoder(prefixed_norm),
+            tokens,
+            {"wrapped": 1, "inserted": 1},
+            (
+                "norm (Sequential) wraps the old norm, now norm.1 (1 call renamed under it)",
+                "1 call inserted: norm.0 (Identity) at the start of norm (Sequential)",
+            ),
+            ("norm (Sequential) wraps the old norm",),
+        ),
+        Refactor(
+            "delete a decoder block",
+            with_decoder(unchanged),
+            with_decoder(delete_block),
+            tokens,
+            {"removed": 12},
+            ("12 calls removed: blocks.2 (Block, with 11 nested calls) after blocks.1 (Block)",),
+            ("12 calls removed: blocks.2 (Block, with 11 nested calls) after blocks.1 (Block)",),
+        ),
+        Refactor(
+            "insert inside one of three blocks",
+            with_decoder(unchanged),
+            with_decoder(dropout_in_one_block),
+            tokens,
+            {"inserted": 1},
+            ("1 call inserted: blocks.1.mlp.3 (Dropout) after blocks.1.mlp.2 (Linear)",),
+            ("1 call inserted: blocks.1.mlp.3 (Dropout) after blocks.1.mlp.2 (Linear)",),
+        ),
+        Refactor(
+            "rename the head",
+            with_decoder(unchanged),
+            with_decoder(unchanged, head_name="lm_head"),
+            tokens,
+            {"renamed": 1},
+            ("1 call renamed: head (Linear) -> lm_head",),
+            keeps_structure=True,
+        ),
+        Refactor(
+            "rename every block's MLP",
+            with_decoder(unchanged),
+            with_decoder(unchanged, mlp_name="ffn"),
+            tokens,
+            {"renamed": 3},
+            ("blocks.0.mlp (Sequential) -> blocks.0.ffn (4 calls renamed with it)",),
+            keeps_structure=True,
+        ),
+        Refactor(
+            "pre-norm to post-norm",
+            with_decoder(unchanged),
+            with_decoder(unchanged, post_norm=True),
+            tokens,
+            {"moved": 6},
+            ("6 calls moved: blocks.0.norm1 (LayerNorm) now after blocks.0.attn (Attention)",),
+            ("moved",),
+        ),
+        Refactor(
+            "replace the activation in every block",
+            with_decoder(unchanged),
+            with_decoder(relu_in_blocks),
+            tokens,
+            {"type changed": 3},
+            ("type changed at 3 calls: GELU -> ReLU",),
+            ("type changed at 3 calls: GELU -> ReLU",),
+        ),
+        Refactor(
+            "adapters on every projection",
+            with_decoder(unchanged),
+            with_decoder(adapters()),
+            tokens,
+            {"wrapped": 4, "inserted": 8},
+            (
+                "blocks.0.attn.q (LoRA) wraps the old blocks.0.attn.q, now blocks.0.attn.q.base (1 call renamed under it)",
+            ),
+            ("blocks.0.attn.q (LoRA) wraps the old blocks.0.attn.q",),
+        ),
+        Refactor(
+            "adapters on all projections but one",
+            with_decoder(unchanged),
+            with_decoder(adapters(skip=2)),
+            tokens,
+            {"wrapped": 3, "inserted": 6},
+            (
+                "blocks.0.attn.o (LoRA) wraps the old blocks.0.attn.o, now blocks.0.attn.o.base (1 call renamed under it)",
+            ),
+            ("blocks.0.attn.o (LoRA) wraps the old blocks.0.attn.o",),
+        ),
+        Refactor(
+            "freeze the embedding",
+            with_decoder(unchanged),
+            with_decoder(freeze_embedding),
+            tokens,
+            {"frozen state changed": 1},
+            ("frozen state changed at 1 call: embed (Embedding) now frozen",),
+            ("embed (Embedding) now frozen",),
+        ),
+        Refactor(
+            "a bigger vocabulary",
+            with_decoder(unchanged),
+            with_decoder(unchanged, vocabulary=48),
+            tokens,
+            {"settings changed": 1, "parameters changed": 1, "output changed": 2},
+            ("settings changed at 1 call: head (Linear): out_features 32 -> 48",),
+            ("head (Linear): out_features 32 -> 48",),
+        ),
+        Refactor(
+            "decoder rebuilt",
+            with_decoder(unchanged),
+            with_decoder(unchanged),
+            tokens,
+            {},
+            keeps_structure=True,
+        ),
+        Refactor(
+            "decoder in train mode",
+            with_decoder(unchanged),
+            train_mode(with_decoder(unchanged)),
+            tokens,
+            {"mode changed": 1},
+        ),
+    ]
+
+
+def _without_block(model: nn.Module, index: int) -> nn.Module:
+    del model.features[index]
+    return model
+
+
+def _quantized(model: nn.Module) -> nn.Module:
+    with warnings.catch_warnings():  # torch deprecates quantized tensors; the module works
+        warnings.simplefilter("ignore")  # UserWarning, and DeprecationWarning of torch.ao
+        partly_quantized(model)
+    return model.eval()
+
+
+REFACTORS = _cases()
