@@ -10,7 +10,8 @@ first divergent call has a thick border. Same report, same bytes.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from pytest_fwdorder.golden.format import parse_golden
 from pytest_fwdorder.picture.layout import (
@@ -34,8 +35,79 @@ from pytest_fwdorder.picture.svg import (
     xml_text,
 )
 
-if TYPE_CHECKING:
-    from pytest_fwdorder.checks.parity import CallError, ParityReport
+
+class ParityCall(Protocol):
+    """What the picture and the report page read of a recorded reference call (`RecordedCall`
+    has it: protocols, so these modules below the parity check need not import it)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def nth(self) -> int: ...
+    @property
+    def display_path(self) -> str: ...
+
+
+class ParityErrorTolerance(Protocol):
+    """A call's tolerance: `ParityTolerance` has it."""
+
+    @property
+    def rtol(self) -> float: ...
+    @property
+    def atol(self) -> float: ...
+
+
+class CallErrorLike(Protocol):
+    """What is read of one paired call's error: `checks.parity.CallError` has it."""
+
+    @property
+    def reference(self) -> ParityCall: ...
+    @property
+    def candidate_path(self) -> str: ...
+    @property
+    def candidate_display_path(self) -> str: ...
+    @property
+    def relative_error(self) -> float: ...
+    @property
+    def max_abs(self) -> float: ...
+    @property
+    def max_rel(self) -> float: ...
+    @property
+    def fraction_off(self) -> float: ...
+    @property
+    def cosine(self) -> float: ...
+    @property
+    def tolerance(self) -> ParityErrorTolerance: ...
+    @property
+    def non_finite(self) -> str: ...
+    @property
+    def problem(self) -> str: ...
+    @property
+    def diverges(self) -> bool: ...
+
+
+class ParityReportLike(Protocol):
+    """What is read of a parity report: `checks.parity.ParityReport` has it."""
+
+    @property
+    def errors(self) -> Sequence[CallErrorLike]: ...
+    @property
+    def rules(self) -> Sequence[str]: ...
+    @property
+    def unpaired(self) -> Sequence[tuple[str, int, str]]: ...
+    @property
+    def notes(self) -> Sequence[str]: ...
+    @property
+    def reference_environment(self) -> str: ...
+    @property
+    def candidate_environment(self) -> str: ...
+    @property
+    def reference_golden(self) -> str: ...
+    @property
+    def first_divergence(self) -> CallErrorLike | None: ...
+    @property
+    def first_non_finite(self) -> CallErrorLike | None: ...
+
 
 WITHIN_FILL = "#dafbe1"
 UNPAIRED_FILL = "#d0d7de"
@@ -47,7 +119,7 @@ _WORST_RATIO_DECADES = 3.0
 LEGEND_HEIGHT = 22
 
 
-def error_colour(error: CallError) -> str:
+def error_colour(error: CallErrorLike) -> str:
     """The fill of a paired call's box: green within tolerance, yellow to red beyond it."""
     if error.problem or error.non_finite:
         return _hex(_RED)
@@ -62,7 +134,7 @@ def error_colour(error: CallError) -> str:
     )
 
 
-def parity_picture(report: ParityReport) -> Picture:
+def parity_picture(report: ParityReportLike) -> Picture:
     """The reference's call tree, each paired call coloured by its error (see the module)."""
     _header, lines = parse_golden(report.reference_golden)
     layout = lay_out(golden_calls(lines), rolled=False)

@@ -28,7 +28,6 @@ from pytest_fwdorder.golden.format import (
     parse_golden,
 )
 from pytest_fwdorder.picture.svg import diff_picture
-from pytest_fwdorder.report.parity_html import PARITY_STYLE
 from pytest_fwdorder.snapshot.kept_comparisons import Comparison, ParityFailure
 
 # Trees of up to this many calls open whole; larger ones open their first levels.
@@ -110,6 +109,20 @@ _STYLE = """
 """
 
 PAGE_STYLE = _STYLE  # also the style of a parity report's notebook display
+
+# Only a page with a failed parity check carries it: the report's section and table.
+PARITY_STYLE = """
+.fwdorder .fo-parity-table { border-collapse: collapse; margin: 6px 0;
+  font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
+.fwdorder .fo-parity-table th { text-align: left; font: 600 13px system-ui, sans-serif;
+  border-bottom: 1px solid #d0d7de; padding: 0 8px; }
+.fwdorder .fo-parity-table td { padding: 0 8px; white-space: nowrap; }
+.fwdorder .fo-parity-table td.fo-number { text-align: right; }
+.fwdorder .fo-parity-table tr.fo-diverges td { background: #ffebe9; }
+.fwdorder .fo-parity-table tr.fo-first-divergence td { font-weight: 700; }
+.fwdorder .fo-parity-list { margin: 2px 0; padding-left: 20px;
+  font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
+"""
 
 # Only a page or display with costs carries it, so one without is what it always was.
 _COSTS_STYLE = """

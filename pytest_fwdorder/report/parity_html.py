@@ -10,23 +10,11 @@ per call, folded.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
-if TYPE_CHECKING:
-    from pytest_fwdorder.checks.parity import CallError, ParityReport
+from pytest_fwdorder.picture.parity_picture import CallErrorLike, ParityReportLike, parity_picture
+from pytest_fwdorder.report.html import PAGE_STYLE, PARITY_STYLE
 
-PARITY_STYLE = """
-.fwdorder .fo-parity-table { border-collapse: collapse; margin: 6px 0;
-  font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
-.fwdorder .fo-parity-table th { text-align: left; font: 600 13px system-ui, sans-serif;
-  border-bottom: 1px solid #d0d7de; padding: 0 8px; }
-.fwdorder .fo-parity-table td { padding: 0 8px; white-space: nowrap; }
-.fwdorder .fo-parity-table td.fo-number { text-align: right; }
-.fwdorder .fo-parity-table tr.fo-diverges td { background: #ffebe9; }
-.fwdorder .fo-parity-table tr.fo-first-divergence td { font-weight: 700; }
-.fwdorder .fo-parity-list { margin: 2px 0; padding-left: 20px;
-  font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
-"""
 _COLUMNS = (
     "",
     "candidate call",
@@ -39,8 +27,9 @@ _COLUMNS = (
 )
 
 
-def parity_report_html(report: ParityReport) -> str:
-    """The parity report as an HTML section (no style: the page or display carries it)."""
+def parity_report_html(report: ParityReportLike) -> str:
+    """The parity report as an HTML section (no style: the page or display carries it); its
+    first line is the first line of `str(report)`."""
     divergence = report.first_divergence
     headline = str(report).split("\n", 1)[0]
     parts = [f'<div class="fo-summary fo-parity-headline">{html.escape(headline)}</div>']
@@ -77,22 +66,20 @@ def parity_report_html(report: ParityReport) -> str:
     if report.reference_golden:
         parts.append(
             '<details class="fo-picture"><summary>Picture of the error per call</summary>'
-            f'<div class="fo-picture-body">{report.picture().inline_svg}</div></details>'
+            f'<div class="fo-picture-body">{parity_picture(report).inline_svg}</div></details>'
         )
     return f'<div class="fo-parity">{"".join(parts)}</div>'
 
 
-def parity_report_page_fragment(report: ParityReport) -> str:
+def parity_report_page_fragment(report: ParityReportLike) -> str:
     """The parity report for a notebook: the section with its style."""
-    from pytest_fwdorder.report.html import PAGE_STYLE  # the page's style, loaded on display
-
     return (
         f'<div class="fwdorder"><style>{PAGE_STYLE}{PARITY_STYLE}</style>'
         f"{parity_report_html(report)}</div>"
     )
 
 
-def _table_html(errors: list[CallError], divergence: CallError | None) -> str:
+def _table_html(errors: Sequence[CallErrorLike], divergence: CallErrorLike | None) -> str:
     head = "".join(f"<th>{html.escape(column)}</th>" for column in _COLUMNS)
     rows = []
     for error in errors:
