@@ -44,7 +44,15 @@ class StructureMismatchError(AssertionError):
 
 
 class ReferenceMismatchError(AssertionError):
-    """A candidate's outputs departed from a recorded reference's at some paired call."""
+    """A candidate's outputs departed from a recorded reference's at some paired call.
+
+    `report` is the `ParityReport` the message was written from (None when unknown): the
+    HTML report (`--fwdorder-report`) shows it.
+    """
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class CheckpointMismatchError(AssertionError):

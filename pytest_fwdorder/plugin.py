@@ -17,7 +17,7 @@ import pytest
 
 from pytest_fwdorder.calls import TraceRecords
 from pytest_fwdorder.diff.diffing import diff_traces
-from pytest_fwdorder.errors import did_you_mean
+from pytest_fwdorder.errors import ReferenceMismatchError, did_you_mean
 from pytest_fwdorder.options import OPTION_NAMES, OPTIONS, TraceOptions, check_option_values
 from pytest_fwdorder.snapshot.extension import (
     explain_snapshot_assertion,
@@ -34,7 +34,10 @@ from pytest_fwdorder.snapshot.held_goldens import (
 from pytest_fwdorder.snapshot.kept_comparisons import (
     COMPARISONS_KEY,
     KEEP_PER_TEST_KEY,
+    PARITY_FAILURES_KEY,
+    PARITY_WORKER_OUTPUT_KEY,
     WORKER_OUTPUT_KEY,
+    ParityFailure,
     from_worker_output,
     save_failed,
     to_worker_output,
@@ -178,6 +181,7 @@ def _configure_outputs(config: pytest.Config) -> None:
         )
     config.stash[_OUTPUTS_KEY] = _Outputs(report_path, save_directory, [])
     config.stash[COMPARISONS_KEY] = []
+    config.stash[PARITY_FAILURES_KEY] = []
 
 
 def _check_writable(report_path: Path, report: str, base: Path) -> None:
@@ -320,12 +324,31 @@ def _check_device(device: str, *, source: str) -> None:
 # keeps its own comparisons and sends them with its output; the controller writes.
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # A failed assert_matches_reference keeps its parity report for `--fwdorder-report`.
+    report = yield
+    kept = item.config.stash.get(PARITY_FAILURES_KEY, None)
+    error = call.excinfo.value if call.excinfo is not None else None
+    if kept is not None and isinstance(error, ReferenceMismatchError) and error.report:
+        from pytest_fwdorder.report.parity_html import parity_report_html
+
+        kept.append(ParityFailure(item.nodeid, parity_report_html(error.report)))  # type: ignore[arg-type]
+    return report
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     kept = node.config.stash.get(COMPARISONS_KEY, None)
     sent = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
     if kept is not None and sent:
         kept.extend(from_worker_output(sent))
+    parity = node.config.stash.get(PARITY_FAILURES_KEY, None)
+    sent_parity = getattr(node, "workeroutput", {}).get(PARITY_WORKER_OUTPUT_KEY)
+    if parity is not None and sent_parity:
+        parity.extend(ParityFailure(**failure) for failure in sent_parity)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -371,9 +394,11 @@ def _write_outputs(session: pytest.Session) -> None:
     if outputs is None:
         return
     comparisons = config.stash[COMPARISONS_KEY]
+    parity_failures = config.stash[PARITY_FAILURES_KEY]
     worker_output = getattr(config, "workeroutput", None)
     if worker_output is not None:
         worker_output[WORKER_OUTPUT_KEY] = to_worker_output(comparisons)
+        worker_output[PARITY_WORKER_OUTPUT_KEY] = [vars(failure) for failure in parity_failures]
         return
     if outputs.save_directory is not None:
         written = save_failed(comparisons, outputs.save_directory)
@@ -386,9 +411,11 @@ def _write_outputs(session: pytest.Session) -> None:
         from pytest_fwdorder.report.html import render_report  # the page is built only when asked
 
         outputs.report.parent.mkdir(parents=True, exist_ok=True)
-        outputs.report.write_text(render_report(comparisons), encoding="utf-8")
+        page = render_report(comparisons, parity_failures=parity_failures)
+        outputs.report.write_text(page, encoding="utf-8")
+        parity = f" and {len(parity_failures)} failed parity check(s)" if parity_failures else ""
         outputs.messages.append(
-            f"fwdorder: report of {len(comparisons)} trace(s) written to {outputs.report}"
+            f"fwdorder: report of {len(comparisons)} trace(s){parity} written to {outputs.report}"
         )
 
 

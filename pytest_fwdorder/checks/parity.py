@@ -32,9 +32,12 @@ from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.errors import ReferenceMismatchError
 from pytest_fwdorder.golden.format import TENSOR_PATTERN, GoldenLine, make_line, parse_golden
 from pytest_fwdorder.golden.render import render_trace
+from pytest_fwdorder.picture.parity_picture import parity_picture
+from pytest_fwdorder.picture.svg import Picture
 from pytest_fwdorder.recording.describe import tensors_of
 from pytest_fwdorder.recording.recorder import recording
 from pytest_fwdorder.recording.resolve import resolve_model
+from pytest_fwdorder.report.parity_html import parity_report_page_fragment
 
 
 class ParityTolerance(NamedTuple):
@@ -116,6 +119,16 @@ class ParityReport:
     notes: list[str]
     reference_environment: str
     candidate_environment: str
+    # The reference's trace (golden text), which `picture()` draws.
+    reference_golden: str = ""
+
+    def picture(self) -> Picture:
+        """The reference's call tree with each paired call coloured by its error: green
+        within tolerance, yellow to red beyond, grey unpaired (`parity_picture`)."""
+        return parity_picture(self)
+
+    def _repr_html_(self) -> str:
+        return parity_report_page_fragment(self)
 
     @property
     def first_divergence(self) -> CallError | None:
@@ -219,10 +232,11 @@ def assert_matches_reference(
     if not report.errors:
         raise ReferenceMismatchError(
             "no recorded call of the reference has a partner in the candidate, so nothing "
-            f"was compared: give a path_map (reference path -> candidate path)\n{report}"
+            f"was compared: give a path_map (reference path -> candidate path)\n{report}",
+            report,
         )
     if report.first_divergence is not None:
-        raise ReferenceMismatchError(str(report))
+        raise ReferenceMismatchError(str(report), report)
     return report
 
 
@@ -294,6 +308,7 @@ def compare_with_reference(
         notes,
         reference.environment,
         environment_line(root),
+        reference.golden,
     )
 
 

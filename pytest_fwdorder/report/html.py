@@ -30,7 +30,7 @@ from pytest_fwdorder.golden.format import (
     parse_golden,
 )
 from pytest_fwdorder.picture.svg import diff_picture
-from pytest_fwdorder.snapshot.kept_comparisons import Comparison
+from pytest_fwdorder.snapshot.kept_comparisons import Comparison, ParityFailure
 
 # Trees of up to this many calls open whole; larger ones open their first levels.
 _OPEN_WHOLE = 60
@@ -110,6 +110,22 @@ _STYLE = """
   border-radius: 6px; margin-top: 4px; }
 """
 
+PAGE_STYLE = _STYLE  # also the style of a parity report's notebook display
+
+# Only a page with a failed parity check carries it: the report's section and table.
+PARITY_STYLE = """
+.fwdorder .fo-parity-table { border-collapse: collapse; margin: 6px 0;
+  font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
+.fwdorder .fo-parity-table th { text-align: left; font: 600 13px system-ui, sans-serif;
+  border-bottom: 1px solid #d0d7de; padding: 0 8px; }
+.fwdorder .fo-parity-table td { padding: 0 8px; white-space: nowrap; }
+.fwdorder .fo-parity-table td.fo-number { text-align: right; }
+.fwdorder .fo-parity-table tr.fo-diverges td { background: #ffebe9; }
+.fwdorder .fo-parity-table tr.fo-first-divergence td { font-weight: 700; }
+.fwdorder .fo-parity-list { margin: 2px 0; padding-left: 20px;
+  font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
+"""
+
 # Only a page or display with costs carries it, so one without is what it always was.
 _COSTS_STYLE = """
 .fwdorder .fo-cost { display: inline-block; width: 80px; height: 8px; margin-left: 8px;
@@ -175,11 +191,17 @@ _SCRIPT = """
 """
 
 
-def render_report(comparisons: Sequence[Comparison], *, title: str = "pytest-fwdorder") -> str:
+def render_report(
+    comparisons: Sequence[Comparison],
+    *,
+    title: str = "pytest-fwdorder",
+    parity_failures: Sequence[ParityFailure] = (),
+) -> str:
     """The whole report page: every comparison with its call tree, failed ones first.
 
     Failed, missing, updated and created goldens open; passed ones closed. Each failed or
-    updated one shows the summary of what changed and the side-by-side diff.
+    updated one shows the summary of what changed and the side-by-side diff. Tests that
+    failed `assert_matches_reference` come first, each with its parity report.
     """
     ordered = sorted(
         comparisons,
@@ -197,11 +219,12 @@ def render_report(comparisons: Sequence[Comparison], *, title: str = "pytest-fwd
         '<link rel="icon" href="data:,">',
         f"<title>{html.escape(title)} report</title>",
         f"<style>{_STYLE}{_costs_style(comparison.new_text for comparison in ordered)}"
-        "</style></head>",
+        f"{PARITY_STYLE if parity_failures else ''}</style></head>",
         '<body><div class="fwdorder">',
         f"<h1>{html.escape(title)}: forward traces compared with their goldens</h1>",
         f'<div class="fo-totals">{plural(len(ordered), "trace")} compared'
         + (f": {totals}" if totals else "")
+        + (f"; {plural(len(parity_failures), 'parity check')} failed" if parity_failures else "")
         + "</div>",
         '<div class="fo-toolbar"><input id="fo-search" type="search" autocomplete="off" '
         'placeholder="Search calls by path or type (layer2.se, Conv2d)" '
@@ -212,6 +235,7 @@ def render_report(comparisons: Sequence[Comparison], *, title: str = "pytest-fwd
         parts.append("<p>No trace was compared with a golden file in this run.</p>")
     else:
         parts.append(_index_html(ordered))
+    parts += [_parity_entry_html(failure, number) for number, failure in enumerate(parity_failures)]
     parts += [_entry_html(comparison, number) for number, comparison in enumerate(ordered)]
     parts += ["</div>", f"<script>{_SCRIPT}</script>", "</body></html>"]
     return "\n".join(parts) + "\n"
@@ -307,6 +331,17 @@ def _entry_html(comparison: Comparison, number: int) -> str:
         f'<span class="fo-golden">{html.escape(comparison.golden_path)} · '
         f"{html.escape(_headline(header, lines))}</span></summary>"
         f'<div class="fo-entry-body">{"".join(body)}</div></details>'
+    )
+
+
+def _parity_entry_html(failure: ParityFailure, number: int) -> str:
+    """A test that failed assert_matches_reference, open, with its parity report."""
+    return (
+        f'<details class="fo-entry fo-parity-entry" id="parity-{number}" data-status="failed"'
+        f' data-test="{html.escape(failure.test_id)}" open>'
+        f"<summary>{_badge('failed')} {html.escape(failure.test_id)} "
+        '<span class="fo-golden">parity with a recorded reference</span></summary>'
+        f'<div class="fo-entry-body">{failure.section_html}</div></details>'
     )
 
 

@@ -46,7 +46,20 @@ class Comparison:
         return self.status in FAILED_STATUSES
 
 
+@dataclass(frozen=True)
+class ParityFailure:
+    """A test that failed `assert_matches_reference`: its id and the parity report as an
+    HTML section (`report.parity_html.parity_report_html`), plain strings so that a
+    pytest-xdist worker can send it."""
+
+    test_id: str
+    section_html: str
+
+
 COMPARISONS_KEY = pytest.StashKey[list[Comparison]]()
+# Kept beside COMPARISONS_KEY, for `--fwdorder-report`.
+PARITY_FAILURES_KEY = pytest.StashKey[list[ParityFailure]]()
+PARITY_WORKER_OUTPUT_KEY = "fwdorder_parity_failures"
 KEEP_PER_TEST_KEY = pytest.StashKey[bool]()
 # A test's failed, missing, updated and created goldens, in its own `item.stash`.
 _TEST_COMPARISONS_KEY = pytest.StashKey[list[Comparison]]()
