@@ -19,6 +19,7 @@ from torch.nn import functional
 from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import trace_forward
+from pytest_fwdorder.facets.costs import cost_formulas
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 
 
@@ -120,8 +121,12 @@ def test_the_flop_oracle_can_fail() -> None:
     assert cpu.costs.flops != flop_counter_on_meta(lstm, (torch.randn(6, 3, 4),), False)
 
 
-def test_torch_has_no_formula_of_its_own_for_these_kernels_yet() -> None:
-    """When a torch release gets one, it wins over ours (costs.py); this says when to look."""
-    from torch.utils.flop_counter import flop_registry
+def test_torch_formula_wins_over_ours_where_a_release_has_one() -> None:
+    ours = fused_kernel_formulas()
+    kernel = next(iter(ours))
 
-    assert not set(fused_kernel_formulas()) & set(flop_registry)
+    def torch_formula(*args: object, **kwargs: object) -> int:
+        return 0
+
+    assert cost_formulas({})[kernel] is ours[kernel]
+    assert cost_formulas({kernel: torch_formula})[kernel] is torch_formula

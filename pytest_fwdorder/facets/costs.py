@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,12 @@ def computes_something(operation: torch._ops.OpOverload) -> bool:
 _UNUSED_STATISTICS = frozenset({"_native_batch_norm_legit_no_training"})
 
 
+def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Callable[..., int]]:
+    """The FLOP formula of each operation: torch's `registry`, and ours for the fused CPU kernels
+    it has none for (fused_kernel_flops.py); torch's own formula wins once a release has one."""
+    return {**fused_kernel_formulas(), **registry}
+
+
 class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """The dispatch mode that adds each operation's FLOPs to the open call of a `Recorder`.
 
@@ -93,7 +99,7 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # FlopCounterMode, which takes the registry when it is made.
         # Fused CPU kernels torch has no formula for are counted as their decompositions are
         # on meta (fused_kernel_flops.py); torch's own formula wins where it has one.
-        self.formulas: dict[Any, Callable[..., int]] = {**fused_kernel_formulas(), **flop_registry}
+        self.formulas = cost_formulas(flop_registry)
         # Call record number -> the FLOPs of its own forward (outside its children).
         self.own_flops: dict[int, int] = {}
         # Operation name -> how many times it ran without a formula, inside a call.
