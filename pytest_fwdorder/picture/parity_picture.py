@@ -25,13 +25,12 @@ from pytest_fwdorder.picture.layout import (
 )
 from pytest_fwdorder.picture.svg import (
     BORDER,
-    FONT_FAMILY,
     INK,
     LEAF_FILL,
     SUMMARY_LINE_HEIGHT,
-    SVG_NAMESPACE,
     TYPE_INK,
     Picture,
+    svg_opening,
     xml_text,
 )
 
@@ -152,19 +151,7 @@ def parity_picture(report: ParityReportLike) -> Picture:
     top = len(summary) * SUMMARY_LINE_HEIGHT + LEGEND_HEIGHT + MARGIN
     width = max(layout.width, *(text_width(line) + 2 * MARGIN for line in summary), 640)
     height = layout.height + top
-    parts = [
-        f'<svg xmlns="{SVG_NAMESPACE}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="{FONT_FAMILY}" font-size="12" '
-        'class="fwdorder-picture fwdorder-parity" role="img">',
-        f"<title>{xml_text(title)}</title>",
-        f'<rect class="fo-background" width="{width}" height="{height}" fill="#ffffff"/>',
-    ]
-    for number, line in enumerate(summary):
-        weight = ' font-weight="bold"' if number == 0 else ""
-        parts.append(
-            f'<text class="fo-summary" x="{MARGIN}" y="{MARGIN + 12 + number * SUMMARY_LINE_HEIGHT}"'
-            f' fill="{INK}"{weight}>{xml_text(line)}</text>'
-        )
+    parts = svg_opening(width, height, title, summary, "fwdorder-picture fwdorder-parity")
     parts.append(_legend(MARGIN + len(summary) * SUMMARY_LINE_HEIGHT + 4))
     parts.append(f'<g class="fo-calls" transform="translate(0,{top})">')
     for box in layout.boxes:

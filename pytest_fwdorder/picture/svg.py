@@ -161,19 +161,7 @@ def render_svg(
     summary_width = max((text_width(line) for line in summary), default=0) + 2 * MARGIN
     width = max(layout.width, summary_width, 520 if legend else 0)
     height = layout.height + top
-    parts = [
-        f'<svg xmlns="{SVG_NAMESPACE}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="{FONT_FAMILY}" font-size="12" '
-        'class="fwdorder-picture" role="img">',
-        f"<title>{xml_text(title)}</title>",
-        f'<rect class="fo-background" width="{width}" height="{height}" fill="#ffffff"/>',
-    ]
-    for number, line in enumerate(summary):
-        weight = ' font-weight="bold"' if number == 0 else ""
-        parts.append(
-            f'<text class="fo-summary" x="{MARGIN}" y="{MARGIN + 12 + number * SUMMARY_LINE_HEIGHT}"'
-            f' fill="{INK}"{weight}>{xml_text(line)}</text>'
-        )
+    parts = svg_opening(width, height, title, summary)
     if legend:
         parts.append(_legend(MARGIN + len(summary) * SUMMARY_LINE_HEIGHT + 4))
     parts.append(f'<g class="fo-calls" transform="translate(0,{top})">')
@@ -183,6 +171,27 @@ def render_svg(
         parts.append(_backward(layout))
     parts += ["</g>", "</svg>"]
     return "\n".join(parts) + "\n"
+
+
+def svg_opening(
+    width: int, height: int, title: str, summary: list[str], css_class: str = "fwdorder-picture"
+) -> list[str]:
+    """The opening of a picture's SVG: the root element, its title, a white background and the
+    `summary` lines (the first in bold); the caller adds the body and closes the root."""
+    parts = [
+        f'<svg xmlns="{SVG_NAMESPACE}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="{FONT_FAMILY}" font-size="12" '
+        f'class="{css_class}" role="img">',
+        f"<title>{xml_text(title)}</title>",
+        f'<rect class="fo-background" width="{width}" height="{height}" fill="#ffffff"/>',
+    ]
+    for number, line in enumerate(summary):
+        weight = ' font-weight="bold"' if number == 0 else ""
+        parts.append(
+            f'<text class="fo-summary" x="{MARGIN}" y="{MARGIN + 12 + number * SUMMARY_LINE_HEIGHT}"'
+            f' fill="{INK}"{weight}>{xml_text(line)}</text>'
+        )
+    return parts
 
 
 def xml_text(text: str) -> str:
