@@ -122,6 +122,7 @@ def trace_forward(
     values: bool = False,
     values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
     values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
+    direct_forwards: str = "watch",
     model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
@@ -149,7 +150,10 @@ def trace_forward(
     buffer, in order, with the random numbers drawn. `values` writes a fingerprint of each
     call's output (mean, std, largest absolute value), with the forward and a builder's build
     run under seed 0; a golden's fingerprints match within `values_absolute_tolerance` +
-    `values_relative_tolerance` x the call's largest absolute value. The trace options are
+    `values_relative_tolerance` x the call's largest absolute value. `direct_forwards` says
+    how forwards run without a module call (`self.mlp.forward(x)`) are found: "watch"
+    records them as `[direct]` calls, "profile" also finds `super().forward` and unbound
+    runs (slower), "off"; each is listed in the header. The trace options are
     keyword-only; a model keyword argument that has an option's name goes in
     `model_kwargs={"device": ...}`.
 
@@ -176,7 +180,12 @@ def trace_forward(
         meta_failures_explained(device) as traces,
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
-        recording(root, _render_options(options), device=device) as recorder,
+        recording(
+            root,
+            _render_options(options),
+            device=device,
+            direct_forwards=options.direct_forwards,
+        ) as recorder,
         _operations_recorded(recorder, root, options, operations),
         _costs_counted(recorder, root, options, counters),
         _fingerprints_taken(recorder, fingerprints),
@@ -234,6 +243,7 @@ def record(
     values: bool = False,
     values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
     values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
+    direct_forwards: str = "watch",
     restore_state: bool = True,
     allow_empty: bool = False,
 ) -> Iterator[Trace]:
@@ -269,7 +279,11 @@ def record(
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
         recording(
-            root, _render_options(options), device=device, restore_state=restore_state
+            root,
+            _render_options(options),
+            device=device,
+            restore_state=restore_state,
+            direct_forwards=options.direct_forwards,
         ) as recorder,
         _operations_recorded(recorder, root, options, operations),
         _costs_counted(recorder, root, options, counters),

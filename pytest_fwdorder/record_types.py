@@ -323,6 +323,27 @@ class InitializationRecords:
         return sum(step.draws for step in self.steps)
 
 
+@dataclass(frozen=True, slots=True)
+class ForwardRun:
+    """A module's forward run without a module call, which module hooks never see: the
+    module, how it ran, where from, how many times, and whether the trace records it.
+
+    `how` is "called as .forward" (seen through the instance attribute the trace sets, and
+    recorded as `[direct]` calls) or "run as Mlp.forward" (seen by the profile function:
+    `super().forward`, an unbound or stored forward; not recorded). `caller` is the module
+    path whose call was open at the time (`""` for the root), None outside every call;
+    `location` the calling line as `file.py:42`.
+    """
+
+    path: str
+    module_type: str
+    how: str
+    caller: str | None
+    location: str
+    count: int
+    recorded: bool
+
+
 class Call:
     """One call of one module, recorded when it started.
 
@@ -499,6 +520,10 @@ class TraceRecords(Sequence[Call]):
     values_seed: int | None = None
     # With `values=True`: (relative, absolute) tolerance a golden's fingerprints match within.
     values_tolerance: tuple[float, float] | None = None
+    # Forwards run without a module call (direct_forwards.py), in the order first seen, and
+    # the indices of the calls recorded from such runs (shown `[direct]`).
+    forward_runs: tuple[ForwardRun, ...] = ()
+    direct_calls: frozenset[int] = frozenset()
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

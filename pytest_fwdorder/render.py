@@ -23,6 +23,7 @@ from pytest_fwdorder.golden_format import (
     FORMAT_LINE,
     FORMAT_PATTERN,
     FORMAT_VERSION,
+    FORWARD_RUNS_SECTION,
     FROZEN_MARK,
     GRADIENT_ARROW,
     MODE_MARKS,
@@ -53,6 +54,7 @@ from pytest_fwdorder.golden_format import (
     render_call_costs,
     render_facts,
     render_fingerprints,
+    render_forward_run,
     render_initialization,
     render_layout,
     render_operation,
@@ -232,6 +234,7 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     steps = {id(call): number for number, call in enumerate(outermost, 1)}
     if len(steps) < 2:
         steps = {}
+    direct_calls = trace.direct_calls
 
     def facts_of(facts: ModuleFacts, path: str) -> tuple[str, ...]:
         # The path matters only through tied names; without ties equal facts read alike.
@@ -268,6 +271,7 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
                 else ()
             ),
             index=call.index,
+            direct=bool(direct_calls) and call.index in direct_calls,
         )
         for call in trace.calls
     ]
@@ -391,6 +395,10 @@ def render_header(trace: TraceRecords) -> list[str]:
     elif known:
         header += render_section(USED_THROUGH_PARAMETERS_SECTION, list(known.values()))
     header += render_section(UNREGISTERED_SECTION, unregistered)
+    if trace.forward_runs:
+        header += render_section(
+            FORWARD_RUNS_SECTION, [render_forward_run(run) for run in trace.forward_runs]
+        )
     aliased = [f"{path or '<root>'} = {', '.join(names)}" for path, names in trace.aliases.items()]
     if aliased:
         header += render_section(ALIASED_SECTION, aliased)
