@@ -97,6 +97,7 @@ def test_the_ini_defaults_are_the_declared_defaults_in_ini_form() -> None:
         "values": ("bool", False),
         "values_relative_tolerance": ("string", "0.001"),
         "values_absolute_tolerance": ("string", "1e-06"),
+        "direct_forwards": ("string", "watch"),
     }
 
 
