@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 from pytest_fwdorder.record_types import (
     CallCosts,
     ForwardRun,
+    OddBlock,
     InitializationRecords,
     LiteralDescription,
     MappingDescription,
@@ -112,6 +113,8 @@ UNREGISTERED_SECTION = "called but not registered under the model"
 ALIASED_SECTION = "registered under several names"
 TIED_SECTION = "tied tensors"
 FORWARD_RUNS_SECTION = "forward run without a call"
+ODD_BLOCKS_SECTION = "blocks that differ from their siblings"
+ODD_CLASS_MEMBERS_SECTION = "modules whose dtypes differ from their class"
 # `# called more than once (3):`; after the count, some sections give more totals:
 # `# initialization (6 steps, 72 random draws, seed 0):`.
 _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
@@ -693,6 +696,41 @@ def forward_runs(header: list[str]) -> list[ForwardRun]:
                 recorded=match.group("done") != "not recorded",
             )
         )
+    return found
+
+
+# One odd block as `render_odd_block` writes it; the label may hold commas, the norm too.
+_ODD_BLOCK = re.compile(
+    r"(?P<path>\S+): (?P<label>.+?), (?P<agreeing>[0-9]+) of (?P<compared>[0-9]+) "
+    r"(?P<peers>siblings|\S+ modules): (?P<norm>.+)"
+)
+
+
+def render_odd_block(item: OddBlock) -> str:
+    """One item of the odd-block sections:
+    `layers.7.self_attn.q_proj: Linear, 31 of 32 siblings: LoraLinear`."""
+    return f"{item.path}: {item.label}, {item.agreeing} of {item.compared} {item.peers}: {item.norm}"
+
+
+def odd_block_items(header: list[str]) -> list[OddBlock]:
+    """The odd blocks and odd class members a golden header lists, read back into records
+    (an item written otherwise, by hand, is left out)."""
+    sections = header_sections(header)
+    found = []
+    for title in (ODD_BLOCKS_SECTION, ODD_CLASS_MEMBERS_SECTION):
+        for item in sections.get(title, []):
+            match = _ODD_BLOCK.fullmatch(item)
+            if match is not None:
+                found.append(
+                    OddBlock(
+                        path=match.group("path"),
+                        label=match.group("label"),
+                        agreeing=int(match.group("agreeing")),
+                        compared=int(match.group("compared")),
+                        norm=match.group("norm"),
+                        peers=match.group("peers"),
+                    )
+                )
     return found
 
 

@@ -324,6 +324,21 @@ class InitializationRecords:
 
 
 @dataclass(frozen=True, slots=True)
+class OddBlock:
+    """One position that differs from its peers: `path` is the full path of the call (or of
+    the place where the peers have one), `label` what it is there, `norm` what `agreeing`
+    of the `compared` peers are. `peers` says who they are: "siblings" for a block among
+    its siblings, `Linear modules` for a module among the modules of its class."""
+
+    path: str
+    label: str
+    agreeing: int
+    compared: int
+    norm: str
+    peers: str = "siblings"
+
+
+@dataclass(frozen=True, slots=True)
 class ForwardRun:
     """A module's forward run without a module call, which module hooks never see: the
     module, how it ran, where from, how many times, and whether the trace records it.

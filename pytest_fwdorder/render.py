@@ -24,6 +24,8 @@ from pytest_fwdorder.golden_format import (
     FORMAT_PATTERN,
     FORMAT_VERSION,
     FORWARD_RUNS_SECTION,
+    ODD_BLOCKS_SECTION,
+    ODD_CLASS_MEMBERS_SECTION,
     FROZEN_MARK,
     GRADIENT_ARROW,
     MODE_MARKS,
@@ -55,6 +57,7 @@ from pytest_fwdorder.golden_format import (
     render_facts,
     render_fingerprints,
     render_forward_run,
+    render_odd_block,
     render_initialization,
     render_layout,
     render_operation,
@@ -66,6 +69,7 @@ from pytest_fwdorder.golden_format import (
     split_top_level,
     values_line,
 )
+from pytest_fwdorder.odd_blocks import odd_blocks, odd_class_members
 from pytest_fwdorder.record_types import (
     Call,
     ForwardParameters,
@@ -398,6 +402,14 @@ def render_header(trace: TraceRecords) -> list[str]:
     if trace.forward_runs:
         header += render_section(
             FORWARD_RUNS_SECTION, [render_forward_run(run) for run in trace.forward_runs]
+        )
+    odd = odd_blocks(trace)
+    if odd:
+        header += render_section(ODD_BLOCKS_SECTION, [render_odd_block(item) for item in odd])
+    odd = odd_class_members(trace)
+    if odd:
+        header += render_section(
+            ODD_CLASS_MEMBERS_SECTION, [render_odd_block(item) for item in odd]
         )
     aliased = [f"{path or '<root>'} = {', '.join(names)}" for path, names in trace.aliases.items()]
     if aliased:
