@@ -22,11 +22,13 @@ if TYPE_CHECKING:
         remap_state_dict,
     )
     from pytest_fwdorder.cost_budgets import assert_costs
+    from pytest_fwdorder.coverage import Coverage, CoverageRow, assert_coverage, coverage
     from pytest_fwdorder.diff import Change, ChangeKind, TraceDiff, diff_golden, diff_traces
     from pytest_fwdorder.entry_points import TensorSpec, Tracer, record, trace_forward
     from pytest_fwdorder.equivalence import EquivalenceReport, assert_equivalent, copy_weights
     from pytest_fwdorder.errors import (
         CheckpointMismatchError,
+        CoverageError,
         EmptyTraceError,
         FwdOrderWarning,
         MetaTraceError,
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
     from pytest_fwdorder.picture_svg import Picture, diff_picture, golden_picture
-    from pytest_fwdorder.record_types import Call, TensorDescription
+    from pytest_fwdorder.record_types import Call, ForwardRun, OddBlock, TensorDescription
     from pytest_fwdorder.render import render_trace
     from pytest_fwdorder.snapshot import TraceSnapshotExtension
     from pytest_fwdorder.structure_comparison import assert_same_structure, structure_diff
@@ -53,6 +55,11 @@ _HOMES = {
     "ChangeKind": "diff",
     "CheckpointMismatchError": "errors",
     "CheckpointReport": "checkpoint",
+    "Coverage": "coverage",
+    "CoverageError": "errors",
+    "CoverageRow": "coverage",
+    "ForwardRun": "record_types",
+    "OddBlock": "record_types",
     "Picture": "picture_svg",
     "EmptyTraceError": "errors",
     "EquivalenceReport": "equivalence",
@@ -72,6 +79,8 @@ _HOMES = {
     "assert_checkpoint_compatible": "checkpoint",
     "assert_checkpoint_loads": "checkpoint",
     "assert_costs": "cost_budgets",
+    "assert_coverage": "coverage",
+    "coverage": "coverage",
     "assert_equivalent": "equivalence",
     "assert_same_structure": "structure_comparison",
     "check_checkpoint": "checkpoint",
@@ -95,11 +104,16 @@ __all__ = [
     "ChangeKind",
     "CheckpointMismatchError",
     "CheckpointReport",
+    "Coverage",
+    "CoverageError",
+    "CoverageRow",
     "EmptyTraceError",
     "EquivalenceReport",
+    "ForwardRun",
     "FwdOrderWarning",
     "MetaTraceError",
     "NotEquivalentError",
+    "OddBlock",
     "Picture",
     "StructureMismatchError",
     "TensorDescription",
@@ -115,10 +129,12 @@ __all__ = [
     "assert_checkpoint_compatible",
     "assert_checkpoint_loads",
     "assert_costs",
+    "assert_coverage",
     "assert_equivalent",
     "assert_same_structure",
     "check_checkpoint",
     "copy_weights",
+    "coverage",
     "diff_golden",
     "diff_picture",
     "diff_traces",

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.cost_table import COST_ORDERS, cost_table
+from pytest_fwdorder.coverage import coverage, golden_coverage
 from pytest_fwdorder.diff import diff_golden
 from pytest_fwdorder.options import OPTIONS, TraceOptions
 from pytest_fwdorder.picture_svg import Picture, diff_picture, golden_picture
@@ -149,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument(
         "--top", type=int, metavar="N", help="with --sort: the first N calls only (default: all)"
+    )
+    show.add_argument(
+        "--coverage",
+        metavar="PATTERN",
+        help="instead of the golden, a table of the classes of the modules whose paths match "
+        "PATTERN (layers.*.self_attn.[qv]_proj), with their layer indices",
     )
     _add_picture_options(show, trace=True)
     show.set_defaults(run=_show)
@@ -278,6 +285,9 @@ def parse_input_spec(text: str) -> tuple[int, ...]:
 
 
 def _show(arguments: argparse.Namespace) -> int:
+    if arguments.coverage is not None:
+        _write(_coverage_text(arguments) + "\n")
+        return EXIT_SAME
     if arguments.sort is not None or arguments.top is not None:
         _write(_cost_table_text(arguments))
         return EXIT_SAME
@@ -299,6 +309,15 @@ def _show(arguments: argparse.Namespace) -> int:
         text = fold_golden(text, arguments.depth)
     _write(colorize_golden(text) if _use_color(arguments.color) else text)
     return EXIT_SAME
+
+
+def _coverage_text(arguments: argparse.Namespace) -> str:
+    """`show --coverage PATTERN`: a model's classes by qualified name, a golden's by the
+    names and children its call lines give."""
+    target, pattern = arguments.target, arguments.coverage
+    if Path(target).is_file() or ":" not in target:
+        return golden_coverage(_golden_text(target, arguments), pattern).render()
+    return coverage(_trace_model(target, _load_factory(target), arguments), pattern).render()
 
 
 def _cost_table_text(arguments: argparse.Namespace) -> str:

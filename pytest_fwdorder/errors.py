@@ -43,6 +43,10 @@ class StructureMismatchError(AssertionError):
     """Two traces differ in execution structure beyond what was ignored."""
 
 
+class CoverageError(AssertionError):
+    """Modules matching a path pattern are not all of the class asserted, or none matches."""
+
+
 class CheckpointMismatchError(AssertionError):
     """A state_dict does not load into a model: keys missing, unexpected or of other shapes."""
 

@@ -52,12 +52,12 @@ from dataclasses import dataclass, field, replace
 from pytest_fwdorder.record_types import (
     CallCosts,
     ForwardRun,
-    OddBlock,
     InitializationRecords,
     LiteralDescription,
     MappingDescription,
     ModuleFacts,
     ObjectDescription,
+    OddBlock,
     Operation,
     SequenceDescription,
     TensorDescription,
@@ -709,7 +709,9 @@ _ODD_BLOCK = re.compile(
 def render_odd_block(item: OddBlock) -> str:
     """One item of the odd-block sections:
     `layers.7.self_attn.q_proj: Linear, 31 of 32 siblings: LoraLinear`."""
-    return f"{item.path}: {item.label}, {item.agreeing} of {item.compared} {item.peers}: {item.norm}"
+    return (
+        f"{item.path}: {item.label}, {item.agreeing} of {item.compared} {item.peers}: {item.norm}"
+    )
 
 
 def odd_block_items(header: list[str]) -> list[OddBlock]:

@@ -7,21 +7,24 @@ one line among thousands in a golden. Two rules find it (docs/adapters-and-quant
 **Sibling blocks.** Siblings are the called modules of one class under one parent whose
 names are numbers (`layers.0` ... `layers.31`, a stage's blocks, a list of experts), three
 or more. Each block is described at each position inside it (its own path relative to the
-block) by the first call there: class, settings, its own tensors, frozen, mode, or no call.
-At each position the description most blocks share (more than half of them) is the norm:
+block) by the treatment the module there got, read from its first call: its class (by
+qualified name: PEFT's `lora.Linear` and torch's `Linear` share the name `Linear`), the
+dtypes of its own tensors, frozen or not, its mode. Settings, shapes and calls a block has
+in addition or lacks are left out: blocks differ in those on purpose (a stage's first block
+downsamples, MViT's pool at stage changes, MobileNetV3's squeeze-excitation in some blocks).
+At each position the description at least three quarters of the blocks share is the norm
+(no such norm: the blocks vary by design, nothing is reported):
 
-- a block with a majority block before and after it that differs from the norm is reported,
-  unless three or more blocks differ alike at an even spacing (a pattern such as global
-  attention every sixth layer, made on purpose);
-- a block in the leading or trailing run of blocks that differ (ResNet's first block with
-  its `downsample`, a decoder's dense first layers, a ViT's last block) is reported only
-  when, at the same position, both have a call and the class is of one kind with the norm's
-  (one name contains the other: `LoraLinear` / `Linear`) or its own tensors' dtypes differ
-  (an adapter or a quantized class missing or added); never for calls it has in addition
-  or lacks.
+- a block that differs from the norm with blocks of the norm before and after it is
+  reported, unless three or more blocks differ alike at an even spacing (a pattern, such as
+  a mixture-of-experts layer every fourth layer);
+- a block in the leading or trailing run of blocks that differ (a decoder's dense first
+  layers, a ViT's last block) is reported only when an adapter or a quantized class is
+  missing or added there: a class of the same name but another class, or its own tensors
+  of other dtypes.
 
 Only the outermost differing position of a block is reported: a missing adapter is one
-line, not one per call of the adapter.
+line, not one per call inside it.
 
 **Class members.** Called modules of one class (four or more) whose dtypes (their own
 tensors', and a `dtype` setting) differ from those of at least three quarters of that
@@ -32,9 +35,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import pairwise
 from typing import NamedTuple
 
-from pytest_fwdorder.golden_format import render_settings, render_tensor_fact
+from pytest_fwdorder.golden_format import render_settings
 from pytest_fwdorder.record_types import Call, OddBlock, TraceRecords
 
 __all__ = ["OddBlock", "odd_blocks", "odd_class_members"]
@@ -42,20 +46,18 @@ __all__ = ["OddBlock", "odd_blocks", "odd_class_members"]
 _FEWEST_SIBLINGS = 3
 _FEWEST_CLASS_MEMBERS = 4
 _MOST_ODD_CLASS_MEMBERS = 2
-_CHILDREN_NAMED = 4
 _DTYPE_SETTING = re.compile(r"(?:^|, )dtype=([^,]+)")
 
 
 class _Position(NamedTuple):
-    """What a block has at one position inside it: the first call there, described."""
+    """What a block has at one position inside it, by the first call there: the treatment,
+    not the architecture (settings, shapes and calls differ between stages on purpose)."""
 
     module_type: str
-    settings: str
-    tensors: str
-    dtypes: tuple[str, ...]
+    class_name: str  # qualified where the trace knows it: `peft.tuners.lora.layer.Linear`
+    dtypes: frozenset[str]  # of its own tensors
     frozen: bool
     training: bool | None
-    children: tuple[str, ...]
 
 
 def odd_blocks(trace: TraceRecords) -> list[OddBlock]:
@@ -66,10 +68,13 @@ def odd_blocks(trace: TraceRecords) -> list[OddBlock]:
     if not groups:
         return []
     hidden = trace.options.hidden
+    classes = trace.module_classes
     inside = _calls_inside({block.path for blocks in groups for block in blocks}, first_calls)
     found: list[OddBlock] = []
     for blocks in groups:
-        positions = [_positions(block, inside.get(block.path, []), hidden) for block in blocks]
+        positions = [
+            _positions(block, inside.get(block.path, []), hidden, classes) for block in blocks
+        ]
         found += _odd_positions([block.path for block in blocks], positions)
     return found
 
@@ -131,7 +136,9 @@ def _dtype_kind(call: Call, hidden: frozenset[str]) -> tuple[str, tuple[str, ...
     if "settings" not in hidden and facts.settings:
         match = _DTYPE_SETTING.search(render_settings(facts.settings))
         setting = match.group(1) if match else ""
-    dtypes = () if "parameters" in hidden else tuple(sorted({t.dtype for t in facts.tensors.tensors}))
+    dtypes = (
+        () if "parameters" in hidden else tuple(sorted({t.dtype for t in facts.tensors.tensors}))
+    )
     return (setting, dtypes)
 
 
@@ -157,46 +164,28 @@ def _sibling_groups(first_calls: list[Call]) -> list[list[Call]]:
     ]
 
 
-def _positions(block: Call, inside: list[Call], hidden: frozenset[str]) -> dict[str, _Position]:
+def _positions(
+    block: Call, inside: list[Call], hidden: frozenset[str], classes: dict[str, str]
+) -> dict[str, _Position]:
     """Each position inside a block (`""`, `self_attn.q_proj`) and its first call there."""
     prefix = f"{block.path}."
-    relatives = [call.path[len(prefix) :] for call in inside]
-    # A position's children are the calls whose nearest called position above is it: a
-    # LoRA wrapper's are `base_layer`, `lora_A.default`, ... (a ModuleDict is never called).
-    children: dict[str, list[str]] = {}
-    called = {""}
-    for relative in relatives:
-        above = relative
-        while above:
-            above = above.rpartition(".")[0]
-            if above in called:
-                break
-        children.setdefault(above, []).append(relative[len(above) + 1 :] if above else relative)
-        called.add(relative)
-    positions = {"": _describe(block, tuple(children.get("", ())), hidden)}
-    for call, relative in zip(inside, relatives, strict=True):
-        positions[relative] = _describe(call, tuple(children.get(relative, ())), hidden)
+    positions = {"": _describe(block, hidden, classes)}
+    for call in inside:
+        positions[call.path[len(prefix) :]] = _describe(call, hidden, classes)
     return positions
 
 
-def _describe(call: Call, children: tuple[str, ...], hidden: frozenset[str]) -> _Position:
+def _describe(call: Call, hidden: frozenset[str], classes: dict[str, str]) -> _Position:
     facts = call.facts
-    settings = tensors = ""
-    dtypes: tuple[str, ...] = ()
-    if facts is not None:
-        if "settings" not in hidden:
-            settings = render_settings(facts.settings)
-        if "parameters" not in hidden:
-            tensors = ", ".join(render_tensor_fact(fact, None) for fact in facts.tensors.tensors)
-            dtypes = tuple(fact.dtype for fact in facts.tensors.tensors)
+    dtypes: frozenset[str] = frozenset()
+    if facts is not None and "parameters" not in hidden:
+        dtypes = frozenset(fact.dtype for fact in facts.tensors.tensors)
     return _Position(
         module_type=call.module_type,
-        settings=settings,
-        tensors=tensors,
+        class_name=classes.get(call.path, call.module_type),
         dtypes=dtypes,
         frozen=call.frozen and "parameters" not in hidden,
         training=None if "mode" in hidden else call.training,
-        children=children,
     )
 
 
@@ -209,19 +198,18 @@ def _odd_positions(paths: list[str], inside: list[dict[str, _Position]]) -> list
     for relative in order:
         values = [positions.get(relative) for positions in inside]
         norm, agreeing = Counter(values).most_common(1)[0]
-        if agreeing * 2 <= count:
-            continue  # no majority: nothing to differ from
+        if norm is None or agreeing * 4 < count * 3:
+            continue  # no norm most blocks share: blocks that vary by design
         usual = [index for index, value in enumerate(values) if value == norm]
-        first_usual, last_usual = usual[0], usual[-1]
-        odd_values: dict[_Position | None, list[int]] = {}
+        odd_values: dict[_Position, list[int]] = {}
         for index, value in enumerate(values):
-            if value != norm:
+            if value is not None and value != norm:  # a call in addition or lacking: design
                 odd_values.setdefault(value, []).append(index)
         for value, indices in odd_values.items():
             if _a_pattern(indices):
                 continue
             for index in indices:
-                inner = first_usual < index < last_usual
+                inner = usual[0] < index < usual[-1]
                 if not inner and not _edge_difference(value, norm):
                     continue
                 if any(_inside(relative, done) for done in reported_at.get(index, [])):
@@ -238,46 +226,35 @@ def _a_pattern(indices: list[int]) -> bool:
     """Three or more blocks at an even spacing: made so on purpose (every sixth layer)."""
     if len(indices) < 3:
         return False
-    steps = {later - earlier for earlier, later in zip(indices, indices[1:], strict=False)}
+    steps = {later - earlier for earlier, later in pairwise(indices)}
     return len(steps) == 1
 
 
-def _edge_difference(value: _Position | None, norm: _Position | None) -> bool:
-    """Whether a first or last block's difference is reported: both have a call there, of
-    one kind of class (one name contains the other) or with other dtypes."""
-    if value is None or norm is None:
+def _edge_difference(value: _Position, norm: _Position) -> bool:
+    """Whether a first or last block's difference is reported: a module of the same class
+    name that is another class (an adapter or a quantized class missing or added) or holds
+    tensors of other dtypes."""
+    if value.module_type != norm.module_type:
         return False
-    if value.dtypes != norm.dtypes:
+    if value.class_name != norm.class_name:
         return True
-    if value.module_type == norm.module_type:
-        return False
-    one, other = value.module_type.lower(), norm.module_type.lower()
-    return one in other or other in one
+    return bool(value.dtypes and norm.dtypes and value.dtypes != norm.dtypes)
 
 
 def _inside(relative: str, outer: str) -> bool:
     return outer == "" or relative.startswith(f"{outer}.")
 
 
-def _label(value: _Position | None, other: _Position | None) -> str:
-    """What a block has at a position, with the first thing that tells it from `other`."""
-    if value is None:
-        return "no call"
+def _label(value: _Position, other: _Position) -> str:
+    """What a block has at a position: its class, with what tells it from `other`."""
+    if value.class_name != other.class_name:
+        # PEFT's wrapper and torch's Linear are both `Linear`: then the qualified names.
+        return value.class_name if value.module_type == other.module_type else value.module_type
     label = value.module_type
-    if other is None or other.module_type != value.module_type:
-        return label
-    if value.children != other.children:
-        if not value.children:
-            return label
-        named = ", ".join(value.children[:_CHILDREN_NAMED])
-        more = ", ..." if len(value.children) > _CHILDREN_NAMED else ""
-        return f"{label} calling {named}{more}"
-    if value.tensors != other.tensors:
-        return f"{label} with {value.tensors or 'no tensors of its own'}"
-    if value.settings != other.settings:
-        return f"{label} with {value.settings or 'default settings'}"
+    if value.dtypes != other.dtypes:
+        label += f" {'/'.join(sorted(value.dtypes)) or 'without tensors of its own'}"
     if value.frozen != other.frozen:
-        return f"{label} {'frozen' if value.frozen else 'trainable'}"
-    if value.training != other.training:
-        return f"{label} in {'train' if value.training else 'eval'} mode"
+        label += " frozen" if value.frozen else " trainable"
+    if value.training != other.training and value.training is not None:
+        label += " in train mode" if value.training else " in eval mode"
     return label

@@ -539,6 +539,9 @@ class TraceRecords(Sequence[Call]):
     # the indices of the calls recorded from such runs (shown `[direct]`).
     forward_runs: tuple[ForwardRun, ...] = ()
     direct_calls: frozenset[int] = frozenset()
+    # Each registered module's path -> its class's qualified name
+    # (`peft.tuners.lora.layer.Linear`): what `coverage` tells same-named classes apart by.
+    module_classes: dict[str, str] = field(default_factory=dict)
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

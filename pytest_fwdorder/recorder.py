@@ -34,6 +34,7 @@ from pytest_fwdorder.describe import (
     tensors_of,
 )
 from pytest_fwdorder.direct_forwards import forwards_watched
+from pytest_fwdorder.distributed import qualified_class_name
 from pytest_fwdorder.errors import MetaTraceError
 from pytest_fwdorder.meta_kernels import meta_kernel_cache
 from pytest_fwdorder.model_index import ModelIndex, ModuleEntry, index_model, module_entry
@@ -518,6 +519,9 @@ def _empty_trace(root: nn.Module, index: ModelIndex, options: RenderOptions) -> 
         modules={entry.path: (entry.module_type, entry.facts) for entry in index.entries.values()},
         tied=tensors.tied,
         totals=tensors.totals,
+        module_classes={
+            index.entries[id(module)].path: qualified_class_name(module) for module in index.modules
+        },
     )
 
 

@@ -55,7 +55,9 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = nn.LayerNorm(width)
         self.self_attn = Attention(width)
         self.post_attention_layernorm = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.SiLU(), nn.Linear(2 * width, width))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 2 * width), nn.SiLU(), nn.Linear(2 * width, width)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x))

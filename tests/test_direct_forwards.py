@@ -88,9 +88,9 @@ def runs_without_a_call(model: nn.Module, x: torch.Tensor) -> dict[str, int]:
 
 
 @pytest.fixture
-def x() -> Iterator[torch.Tensor]:
+def x() -> torch.Tensor:
     torch.manual_seed(0)
-    yield torch.randn(2, 4)
+    return torch.randn(2, 4)
 
 
 def test_the_oracle_sees_forward_runs_without_a_call_and_can_see_none(x: torch.Tensor) -> None:
@@ -148,9 +148,9 @@ def test_super_forward_on_a_registered_child_is_listed_by_the_profile_as_not_rec
     trace = trace_forward(model, x, direct_forwards="profile")
 
     assert expected == {"1.mlp": 1}
-    assert [(run.path, run.how, run.caller, run.location, run.count) for run in trace.forward_runs] == [
-        ("1.mlp", "run as Mlp.forward", "1", line_of("super"), 1)
-    ]
+    assert [
+        (run.path, run.how, run.caller, run.location, run.count) for run in trace.forward_runs
+    ] == [("1.mlp", "run as Mlp.forward", "1", line_of("super"), 1)]
     assert not trace.direct_calls
     assert "1.mlp: GatedMlp" in trace.render().split("# registered but never called (1):")[1]
 
