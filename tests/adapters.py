@@ -83,14 +83,15 @@ class Decoder(nn.Module):
 
 def add_adapters(model: nn.Module, pattern: str, skip: Iterable[int] = ()) -> nn.Module:
     """Wrap every `nn.Linear` whose path fully matches the regular expression `pattern` in a
-    LoRA `Linear`, except in the layers numbered in `skip`, as PEFT's target_modules does."""
-    skipped = {f"layers.{index}." for index in skip}
+    LoRA `Linear`, except in the layers numbered in `skip` (the first number in the path),
+    as PEFT's target_modules and layers_to_transform do."""
+    skipped = set(skip)
     targets = [
         path
         for path, module in model.named_modules()
         if isinstance(module, nn.Linear)
         and re.fullmatch(pattern, path)
-        and not any(path.startswith(prefix) for prefix in skipped)
+        and next((int(name) for name in path.split(".") if name.isdigit()), None) not in skipped
     ]
     for path in targets:
         parent_path, _, name = path.rpartition(".")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterator
 
 import pytest
 import torch
