@@ -347,3 +347,37 @@ def test_show_coverage_prints_the_table_of_a_golden_file(pytester: pytest.Pytest
         "  Linear                                                                              1"
         "  layers 0",
     ]
+
+
+@pytest.mark.transformers
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+def test_peft_lora_that_misses_a_layer_is_named_and_fails_the_assertion() -> None:
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    config = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=6,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    torch.manual_seed(0)
+    base = transformers.LlamaForCausalLM(config).eval()
+    lora = peft.LoraConfig(
+        r=4, target_modules=["q_proj", "v_proj"], layers_to_transform=[0, 1, 2, 4, 5]
+    )
+    model = peft.get_peft_model(base, lora).eval()
+    layers = model.base_model.model.model.layers
+    oracle = [i for i, layer in enumerate(layers) if type(layer.self_attn.q_proj) is nn.Linear]
+
+    trace = trace_forward(model, tokens())
+
+    assert oracle == [3]
+    found = section(trace.render(), "blocks that differ from their siblings")
+    assert [line.split(": ")[0] for line in found] == [
+        "#   base_model.model.model.layers.3.self_attn.q_proj",
+        "#   base_model.model.model.layers.3.self_attn.v_proj",
+    ]
+    with pytest.raises(CoverageError, match=r"are not lora\.Linear in layer 3: "):
+        assert_coverage(trace, "**.layers.*.self_attn.[qv]_proj", is_a="lora.Linear")
