@@ -168,6 +168,7 @@ class MoeLayer(nn.Module):
         return x + self.mlp(self.norm(x))
 
 
+@pytest.mark.slow
 def test_deliberate_differences_are_not_reported() -> None:
     # A dense first layer in a mixture-of-experts decoder, a different last block, every
     # fourth layer different (a pattern), ResNet's and ViT's own blocks.
@@ -306,6 +307,7 @@ def test_a_class_name_matches_by_its_names_in_order(
     assert class_matches(class_name, is_a) is expected
 
 
+@pytest.mark.slow
 def test_show_coverage_prints_the_table_of_a_model(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         factory=f"""
