@@ -254,7 +254,11 @@ def direct_forwards(smoke: bool) -> list[Row]:
             {mode: lambda mode=mode: traced(mode) for mode in modes}, rounds
         )
         rows.append(
-            Row("direct forwards", f"{name}: direct_forwards='off'", f"{medians['off'] * 1e3:.1f} ms")
+            Row(
+                "direct forwards",
+                f"{name}: direct_forwards='off'",
+                f"{medians['off'] * 1e3:.1f} ms",
+            )
         )
         rows += [
             Row(

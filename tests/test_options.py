@@ -174,7 +174,7 @@ def test_an_unknown_option_is_named_with_the_known_ones() -> None:
         match=r"^the marker got unknown option\(s\) 'devce': the options are device, "
         r"show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward, costs, "
         r"initialization, values, values_relative_tolerance, values_absolute_tolerance, "
-            r"direct_forwards$",
+        r"direct_forwards$",
     ):
         check_option_values({"devce": "meta"}, source="the marker")
 
