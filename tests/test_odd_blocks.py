@@ -224,8 +224,8 @@ def test_the_header_reads_back_and_the_diff_says_it_in_words() -> None:
         ("layers.7.self_attn.q_proj", 31, 32),
         ("layers.7.self_attn.v_proj", 31, 32),
     ]
-    assert "2 blocks differs from its peers now: layers.7.self_attn.q_proj" in summary
-    assert "2 blocks agrees with its peers now: layers.7.self_attn.q_proj" in back
+    assert "2 blocks differing from the peers now: layers.7.self_attn.q_proj" in summary
+    assert "2 blocks agreeing with the peers now: layers.7.self_attn.q_proj" in back
 
 
 def test_coverage_gives_classes_with_layer_indices() -> None:
