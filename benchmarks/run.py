@@ -283,6 +283,58 @@ def compile_gates(smoke: bool) -> list[Row]:
     return rows
 
 
+def direct_forwards(smoke: bool) -> list[Row]:
+    """The watch for forwards run without a call: `direct_forwards` "off", "watch" (the
+    default) and "profile", alternating in the same rounds."""
+    cases = [
+        (
+            "ResNet-50, 1x3x224x224",
+            torchvision.models.resnet50(weights=None).eval(),
+            torch.randn(1, 3, 224, 224),
+            15,
+        ),
+        ("tiny modules, 801 calls", tiny_modules(400).eval(), torch.randn(1, 16), 41),
+    ]
+    if smoke:
+        cases = [
+            (
+                "ResNet-18, 1x3x32x32",
+                torchvision.models.resnet18(weights=None).eval(),
+                torch.randn(1, 3, 32, 32),
+                1,
+            ),
+            ("tiny modules, 41 calls", tiny_modules(20).eval(), torch.randn(1, 16), 1),
+        ]
+    rows = []
+    for name, model, inputs, rounds in cases:
+
+        def traced(mode: str, model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
+            with torch.no_grad():
+                return trace_forward(model, inputs, direct_forwards=mode)
+
+        modes = ("off", "watch", "profile")
+        medians = interleaved_medians(
+            {mode: lambda mode=mode: traced(mode) for mode in modes}, rounds
+        )
+        rows.append(
+            Row(
+                "direct forwards",
+                f"{name}: direct_forwards='off'",
+                f"{medians['off'] * 1e3:.1f} ms",
+            )
+        )
+        rows += [
+            Row(
+                "direct forwards",
+                f"{name}: direct_forwards={mode!r}, ratio to 'off'",
+                f"{medians[mode] * 1e3:.1f} ms",
+                f"{medians[mode] / medians['off']:.2f}",
+            )
+            for mode in modes[1:]
+        ]
+    return rows
+
+
 def numbers(smoke: bool) -> list[Row]:
     """`values=True` against a plain trace, and a builder with `initialization=True` against
     the same builder traced without it, each pair alternating in the same rounds."""
@@ -1227,6 +1279,7 @@ SECTIONS = {
     "overhead": overhead,
     "costs": costs,
     "compile": compile_gates,
+    "direct_forwards": direct_forwards,
     "numbers": numbers,
     "breakdown": breakdown,
     "peers": peers,

@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.calls import Call, TensorDescription
+    from pytest_fwdorder.calls import Call, ForwardRun, OddBlock, TensorDescription
     from pytest_fwdorder.checks.checkpoint import (
         CheckpointReport,
         assert_checkpoint_compatible,
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         assert_no_graph_breaks,
     )
     from pytest_fwdorder.checks.cost_budgets import assert_costs
+    from pytest_fwdorder.checks.coverage import Coverage, CoverageRow, assert_coverage, coverage
     from pytest_fwdorder.checks.equivalence import (
         EquivalenceReport,
         assert_equivalent,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.diff.diffing import diff_golden, diff_traces
     from pytest_fwdorder.errors import (
         CheckpointMismatchError,
+        CoverageError,
         EmptyTraceError,
         FwdOrderWarning,
         MetaTraceError,
@@ -85,6 +87,11 @@ _HOMES = {
     "reference_snapshot": "snapshot.reference_files",
     "CheckpointMismatchError": "errors",
     "CheckpointReport": "checks.checkpoint",
+    "Coverage": "checks.coverage",
+    "CoverageError": "errors",
+    "CoverageRow": "checks.coverage",
+    "ForwardRun": "calls",
+    "OddBlock": "calls",
     "Picture": "picture.svg",
     "EmptyTraceError": "errors",
     "EquivalenceReport": "checks.equivalence",
@@ -114,6 +121,8 @@ _HOMES = {
     "diff_traces": "diff.diffing",
     "assert_export_matches_eager": "checks.compile_gates",
     "assert_no_graph_breaks": "checks.compile_gates",
+    "assert_coverage": "checks.coverage",
+    "coverage": "checks.coverage",
     "hookimpl": "hookspecs",
     "plugin_manager": "hookspecs",
     "record": "recording.tracing",
@@ -130,11 +139,16 @@ __all__ = [
     "ChangeKind",
     "CheckpointMismatchError",
     "CheckpointReport",
+    "Coverage",
+    "CoverageError",
+    "CoverageRow",
     "EmptyTraceError",
     "EquivalenceReport",
+    "ForwardRun",
     "FwdOrderWarning",
     "MetaTraceError",
     "NotEquivalentError",
+    "OddBlock",
     "ParityReport",
     "ParityTolerance",
     "Picture",
@@ -154,6 +168,7 @@ __all__ = [
     "assert_checkpoint_compatible",
     "assert_checkpoint_loads",
     "assert_costs",
+    "assert_coverage",
     "assert_equivalent",
     "assert_export_matches_eager",
     "assert_matches_reference",
@@ -163,6 +178,7 @@ __all__ = [
     "compare_with_reference",
     "copy_mapped_weights",
     "copy_weights",
+    "coverage",
     "diff_golden",
     "diff_picture",
     "diff_traces",

@@ -360,6 +360,42 @@ class CompileRecords:
     recompilations: tuple[Recompilation, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class OddBlock:
+    """One position that differs from its peers: `path` is the full path of the call (or of
+    the place where the peers have one), `label` what it is there, `norm` what `agreeing`
+    of the `compared` peers are. `peers` says who they are: "siblings" for a block among
+    its siblings, `Linear modules` for a module among the modules of its class."""
+
+    path: str
+    label: str
+    agreeing: int
+    compared: int
+    norm: str
+    peers: str = "siblings"
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardRun:
+    """A module's forward run without a module call, which module hooks never see: the
+    module, how it ran, where from, how many times, and whether the trace records it.
+
+    `how` is "called as .forward" (seen through the instance attribute the trace sets, and
+    recorded as `[direct]` calls) or "run as Mlp.forward" (seen by the profile function:
+    `super().forward`, an unbound or stored forward; not recorded). `caller` is the module
+    path whose call was open at the time (`""` for the root), None outside every call;
+    `location` the calling line as `file.py:42`.
+    """
+
+    path: str
+    module_type: str
+    how: str
+    caller: str | None
+    location: str
+    count: int
+    recorded: bool
+
+
 class Call:
     """One call of one module, recorded when it started.
 
@@ -538,6 +574,13 @@ class TraceRecords(Sequence[Call]):
     values_tolerance: tuple[float, float] | None = None
     # With `graph_breaks=True`: what torch.compile's dynamo made of the model.
     compiled: CompileRecords | None = None
+    # Forwards run without a module call (direct_forwards.py), in the order first seen, and
+    # the indices of the calls recorded from such runs (shown `[direct]`).
+    forward_runs: tuple[ForwardRun, ...] = ()
+    direct_calls: frozenset[int] = frozenset()
+    # Each registered module's path -> its class's qualified name
+    # (`peft.tuners.lora.layer.Linear`): what `coverage` tells same-named classes apart by.
+    module_classes: dict[str, str] = field(default_factory=dict)
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

@@ -55,6 +55,10 @@ class ReferenceMismatchError(AssertionError):
         self.report = report
 
 
+class CoverageError(AssertionError):
+    """Modules matching a path pattern are not all of the class asserted, or none matches."""
+
+
 class CheckpointMismatchError(AssertionError):
     """A state_dict does not load into a model: keys missing, unexpected or of other shapes."""
 

@@ -22,6 +22,9 @@ from typing import Any, Literal
 # a gate should be tight unless someone loosens it on purpose.
 FACETS = ("settings", "parameters", "mode", "argument_names")
 UNREGISTERED_POLICIES = ("warn", "error")
+# How forwards run without a module call are found (direct_forwards.py): "watch" sees
+# `module.forward(...)`, "profile" also `super().forward` and unbound runs, at a cost.
+DIRECT_FORWARD_MODES = ("watch", "profile", "off")
 # What `ops_skip` leaves out of the recorded operations by default (see operations.py);
 # besides these groups it takes single operation names.
 OPERATION_GROUPS = ("views", "conversions", "torch_modules")
@@ -214,6 +217,12 @@ class TraceOptions:
     what the second call compiled again, with the guard that failed.
     `values_relative_tolerance`: that fraction (default 1e-3).
     `values_absolute_tolerance`: that amount (default 1e-6).
+    `direct_forwards`: how forwards run without a module call (`self.mlp.forward(x)`, which
+    module hooks never see) are found and listed in the header: "watch" (default) sees
+    `module.forward(...)` and records such runs as `[direct]` calls; "profile" also sees
+    forward code run any other way (`super().forward` on another module, `Mlp.forward(m, x)`,
+    a bound forward kept from before the trace) through a profile function, at about 1.5-1.9
+    times the trace's time, and lists those as not recorded; "off" looks for neither.
     """
 
     device: str | None = field(
@@ -371,6 +380,19 @@ class TraceOptions:
             ini_help="how far an output fingerprint may move and still match, added to the "
             f"relative tolerance (default {VALUES_ABSOLUTE_TOLERANCE})",
             example=": write values_absolute_tolerance=1e-5",
+        ).as_metadata(),
+    )
+    direct_forwards: str = field(
+        default="watch",
+        metadata=TraceOption(
+            kind="choice",
+            ini_help="forwards run without a module call (self.mlp.forward(x)): 'watch' "
+            "(default) records them as [direct] calls, 'profile' also finds super().forward "
+            "and unbound runs (slower), 'off' looks for neither",
+            flag_help="how forwards run without a module call are found: "
+            f"{' or '.join(DIRECT_FORWARD_MODES)} (default: watch; profile also finds "
+            "super().forward and unbound runs, at about 1.5-1.9x the trace's time)",
+            choices=DIRECT_FORWARD_MODES,
         ).as_metadata(),
     )
 

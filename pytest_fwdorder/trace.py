@@ -11,6 +11,7 @@ from pytest_fwdorder.diff.diffing import check_trace, diff_traces
 from pytest_fwdorder.golden.render import golden_lines, render_trace
 
 if TYPE_CHECKING:
+    from pytest_fwdorder.checks.coverage import Coverage
     from pytest_fwdorder.picture.svg import Picture
 
 # Call lines a repr shows; `render()` gives them all.
@@ -53,6 +54,14 @@ class Trace(TraceRecords):
         return equal if equal is NotImplemented else not equal
 
     __hash__ = None  # type: ignore[assignment]
+
+    def coverage(self, pattern: str) -> Coverage:
+        """The classes of the modules whose paths match `pattern` (`layers.*.self_attn.[qv]_proj`),
+        with their layer indices: `print(trace.coverage(...))` shows the table. See
+        `pytest_fwdorder.assert_coverage` to assert on it."""
+        from pytest_fwdorder.checks.coverage import coverage  # only a coverage query needs it
+
+        return coverage(self, pattern)
 
     def headline(self) -> str:
         """`<Trace of ResNet: 183 calls>`: how one-line messages (assertions) name a trace."""

@@ -364,7 +364,7 @@ def test_a_marker_typo_is_said_once_with_a_did_you_mean(pytester: pytest.Pyteste
             "@pytest.mark.fwdorder got unknown option(s) 'devce': the options are device, "
             "show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, "
             "backward, costs, initialization, values, graph_breaks, values_relative_tolerance, "
-            "values_absolute_tolerance; did you mean 'device'?"
+            "values_absolute_tolerance, direct_forwards; did you mean 'device'?"
         ]
     )
     # pytest's short summary repeats the message (whole when CI is set): count above it.

@@ -67,6 +67,7 @@ def test_the_option_names_are_the_fields_in_declaration_order() -> None:
         "graph_breaks",
         "values_relative_tolerance",
         "values_absolute_tolerance",
+        "direct_forwards",
     )
 
 
@@ -98,6 +99,7 @@ def test_the_ini_defaults_are_the_declared_defaults_in_ini_form() -> None:
         "graph_breaks": ("bool", False),
         "values_relative_tolerance": ("string", "0.001"),
         "values_absolute_tolerance": ("string", "1e-06"),
+        "direct_forwards": ("string", "watch"),
     }
 
 
@@ -173,7 +175,8 @@ def test_an_unknown_option_is_named_with_the_known_ones() -> None:
         TypeError,
         match=r"^the marker got unknown option\(s\) 'devce': the options are device, "
         r"show_devices, hide, unregistered, show_local_shapes, fold, ops, ops_skip, backward, costs, "
-        r"initialization, values, graph_breaks, values_relative_tolerance, values_absolute_tolerance$",
+        r"initialization, values, graph_breaks, values_relative_tolerance, "
+        r"values_absolute_tolerance, direct_forwards$",
     ):
         check_option_values({"devce": "meta"}, source="the marker")
 

@@ -1,6 +1,6 @@
 """A costs trace -> the table of its most expensive calls (`fwdorder show --costs --sort flops`).
 
-Pure: reads the calls' `CallCosts`, formats numbers as the golden does (`golden_format`).
+Pure: reads the calls' `CallCosts`, formats numbers as the golden does (`golden.format`).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_fwdorder.checks.coverage import coverage, golden_coverage
 from pytest_fwdorder.cli.cost_table import COST_ORDERS, cost_table
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.folding import colorize_diff, colorize_golden, fold_golden
@@ -156,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with a model TARGET: also torch.export the model on the inputs (strict=False) "
         "and say whether its module calls are eager's; exit status 1 when they differ",
+    )
+    show.add_argument(
+        "--coverage",
+        metavar="PATTERN",
+        help="instead of the golden, a table of the classes of the modules whose paths match "
+        "PATTERN (layers.*.self_attn.[qv]_proj), with their layer indices",
     )
     _add_picture_options(show, trace=True)
     show.set_defaults(run=_show)
@@ -313,6 +320,9 @@ def parse_input_spec(text: str) -> tuple[int, ...]:
 
 
 def _show(arguments: argparse.Namespace) -> int:
+    if arguments.coverage is not None:
+        _write(_coverage_text(arguments) + "\n")
+        return EXIT_SAME
     if arguments.sort is not None or arguments.top is not None:
         _write(_cost_table_text(arguments))
         return EXIT_SAME
@@ -364,6 +374,15 @@ def _show_export(arguments: argparse.Namespace) -> int:
         ) from None
     _write("export (strict=False): the same module calls, order and output shapes as eager\n")
     return EXIT_SAME
+
+
+def _coverage_text(arguments: argparse.Namespace) -> str:
+    """`show --coverage PATTERN`: a model's classes by qualified name, a golden's by the
+    names and children its call lines give."""
+    target, pattern = arguments.target, arguments.coverage
+    if Path(target).is_file() or ":" not in target:
+        return golden_coverage(_golden_text(target, arguments), pattern).render()
+    return coverage(_trace_model(target, _load_factory(target), arguments), pattern).render()
 
 
 def _cost_table_text(arguments: argparse.Namespace) -> str:

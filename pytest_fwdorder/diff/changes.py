@@ -42,6 +42,11 @@ class ChangeKind(str, enum.Enum):
     VALUES_CHANGED = "values changed"
     INITIALIZATION_CHANGED = "initialization changed"
     GRAPH_BREAKS_CHANGED = "graph breaks changed"
+    # Header findings that appear or go (the odd block out, forwards run without a call).
+    ODD_BLOCK_FOUND = "differing from the peers now"
+    ODD_BLOCK_GONE = "agreeing with the peers now"
+    FORWARD_RUN_FOUND = "running forward without a call now"
+    FORWARD_RUN_GONE = "no longer running forward without a call"
 
     def __str__(self) -> str:
         return self.value

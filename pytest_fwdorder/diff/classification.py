@@ -32,10 +32,14 @@ from pytest_fwdorder.golden.format import (
     facts_by_title,
     fingerprints_of,
     flops_of,
+    forward_runs,
     initialization_steps,
     is_first_call,
     mode_of,
+    odd_block_items,
     operation_parts,
+    render_forward_run,
+    render_odd_block,
     uncounted_operations,
 )
 
@@ -207,6 +211,7 @@ def classify_diff(
     changes.extend(_uncounted_changes(old_header, new_header))
     changes.extend(_initialization_changes(old_header, new_header))
     changes.extend(graph_break_changes(old_header, new_header))
+    changes.extend(_finding_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
     nesting = tree_changes(alignment, *(names or (None, None))) if alignment is not None else []
@@ -438,6 +443,37 @@ def _initialization_changes(old_header: list[str], new_header: list[str]) -> lis
         return []
     detail = describe_initialization_change(old, new)
     return [Change(ChangeKind.INITIALIZATION_CHANGED, None, None, detail)]
+
+
+def _finding_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+    """Odd blocks and forwards run without a call that appear in the header or leave it, by
+    the position or module they are about (a changed count or label is the header's)."""
+    changes: list[Change] = []
+    old_blocks = {item.path: item for item in odd_block_items(old_header)}
+    new_blocks = {item.path: item for item in odd_block_items(new_header)}
+    changes += [
+        Change(ChangeKind.ODD_BLOCK_FOUND, None, None, render_odd_block(item))
+        for path, item in new_blocks.items()
+        if path not in old_blocks
+    ]
+    changes += [
+        Change(ChangeKind.ODD_BLOCK_GONE, None, None, render_odd_block(item))
+        for path, item in old_blocks.items()
+        if path not in new_blocks
+    ]
+    old_runs = {run.path: run for run in forward_runs(old_header)}
+    new_runs = {run.path: run for run in forward_runs(new_header)}
+    changes += [
+        Change(ChangeKind.FORWARD_RUN_FOUND, None, None, render_forward_run(run))
+        for path, run in new_runs.items()
+        if path not in old_runs
+    ]
+    changes += [
+        Change(ChangeKind.FORWARD_RUN_GONE, None, None, render_forward_run(run))
+        for path, run in old_runs.items()
+        if path not in new_runs
+    ]
+    return changes
 
 
 def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:

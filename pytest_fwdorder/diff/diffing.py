@@ -3,7 +3,7 @@ diff_lines. Pure functions, no torch.
 
 A diff runs in three steps, one module each: `tree_alignment` pairs the old and new calls along their call trees,
 `classification` turns the pairs into changes (a `TraceDiff`), and `explanation` puts them
-in words. The golden text both sides are read from is `golden_format`'s.
+in words. The golden text both sides are read from is `golden.format`'s.
 """
 
 from __future__ import annotations

@@ -52,7 +52,18 @@ _SUMMARY_ORDER = (
     ChangeKind.INITIALIZATION_CHANGED,
     ChangeKind.VALUES_CHANGED,
     ChangeKind.GRAPH_BREAKS_CHANGED,
+    ChangeKind.ODD_BLOCK_FOUND,
+    ChangeKind.ODD_BLOCK_GONE,
+    ChangeKind.FORWARD_RUN_FOUND,
+    ChangeKind.FORWARD_RUN_GONE,
 )
+# Header findings, counted by what they are about and described item by item.
+_FINDINGS = {
+    ChangeKind.ODD_BLOCK_FOUND: "block",
+    ChangeKind.ODD_BLOCK_GONE: "block",
+    ChangeKind.FORWARD_RUN_FOUND: "module",
+    ChangeKind.FORWARD_RUN_GONE: "module",
+}
 
 _EXAMPLES = 5
 
@@ -87,7 +98,9 @@ def summarize(
         if nesting_counts[kind]
     ]
     totals += [
-        f"{plural(counts[kind], 'uncounted operation')} added"
+        f"{plural(counts[kind], _FINDINGS[kind])} {kind.value}"
+        if kind in _FINDINGS
+        else f"{plural(counts[kind], 'uncounted operation')} added"
         if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
         else kind.value
         if kind in (ChangeKind.INITIALIZATION_CHANGED, ChangeKind.GRAPH_BREAKS_CHANGED)
@@ -435,6 +448,10 @@ def called(line: GoldenLine) -> str:
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
     changes = diff.of_kind(kind)
     count = len(changes)
+    if kind in _FINDINGS:
+        return f"{plural(count, _FINDINGS[kind])} {kind.value}: " + _examples(
+            [c.detail for c in changes], separator="; "
+        )
     if kind is ChangeKind.TYPE_CHANGED:
         groups: dict[str, int] = {}
         for change in changes:

@@ -1,7 +1,7 @@
 """Ways to look at golden text without changing it: folding deep calls, terminal colours,
 and the header's sections. Pure functions on text, no torch.
 
-The golden format itself has one owner, `golden_format`; these functions read it through
+The golden format itself has one owner, `golden.format`; these functions read it through
 its parsers and never write a golden file, only views of one.
 """
 

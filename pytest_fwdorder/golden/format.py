@@ -52,11 +52,13 @@ from dataclasses import dataclass, field, replace
 from pytest_fwdorder.calls import (
     CallCosts,
     CompileRecords,
+    ForwardRun,
     InitializationRecords,
     LiteralDescription,
     MappingDescription,
     ModuleFacts,
     ObjectDescription,
+    OddBlock,
     Operation,
     SequenceDescription,
     TensorDescription,
@@ -74,6 +76,8 @@ TENSOR_PATTERN = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 UNREGISTERED_MARK = "[unregistered]"
 FROZEN_MARK = "[frozen]"
 SCRIPTED_MARK = "[scripted]"
+# A call recorded from a forward run without a module call (`self.mlp.forward(x)`).
+DIRECT_MARK = "[direct]"
 MODE_MARKS = ("[train]", "[eval]")
 FACT_PREFIX = "| "
 OPERATION_PREFIX = "~ "  # an operation line (`ops=True`): `~ relu(f32[2,16]) -> f32[2,16]`
@@ -109,6 +113,9 @@ USED_THROUGH_PARAMETERS_SECTION = "used through its parameters"
 UNREGISTERED_SECTION = "called but not registered under the model"
 ALIASED_SECTION = "registered under several names"
 TIED_SECTION = "tied tensors"
+FORWARD_RUNS_SECTION = "forward run without a call"
+ODD_BLOCKS_SECTION = "blocks that differ from their siblings"
+ODD_CLASS_MEMBERS_SECTION = "modules whose dtypes differ from their class"
 # `# called more than once (3):`; after the count, some sections give more totals:
 # `# initialization (6 steps, 72 random draws, seed 0):`.
 _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
@@ -157,6 +164,7 @@ class GoldenLine:
     facts: tuple[str, ...] = ()
     # With `ops=True`: the operations its forward made, `relu(f32[2,16]) -> f32[2,16]`.
     operations: tuple[str, ...] = ()
+    direct: bool = False  # recorded from `module.forward(...)`: marked `[direct]`
     # The call's index in its trace (-1 for a line read from text): not part of equality.
     index: int = field(default=-1, compare=False)
 
@@ -201,6 +209,7 @@ def make_line(
     step: int = 0,
     operations: tuple[str, ...] = (),
     index: int = -1,
+    direct: bool = False,
 ) -> GoldenLine:
     """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path.
 
@@ -217,6 +226,8 @@ def make_line(
         head += f" {UNREGISTERED_MARK}"
     if scripted:
         head += f" {SCRIPTED_MARK}"
+    if direct:
+        head += f" {DIRECT_MARK}"
     if step:
         head += f" [step {step}]"
     return GoldenLine(
@@ -234,6 +245,7 @@ def make_line(
         mode=mode,
         facts=facts,
         operations=operations,
+        direct=direct,
         index=index,
     )
 
@@ -699,6 +711,85 @@ def header_sections(header: list[str]) -> dict[str, list[str]]:
     return sections
 
 
+# A forward run without a call, as `render_forward_run` writes it.
+_FORWARD_RUN = re.compile(
+    r"(?P<path>\S+): (?P<module_type>\S+) x(?P<count>[0-9]+), (?P<how>called as \.forward|run as "
+    r"\S+) (?:by (?P<caller>\S+)|(?P<outside>outside the model)) at (?P<location>\S+), "
+    r"(?P<done>recorded as \[direct\]|not recorded)"
+)
+
+
+def render_forward_run(run: ForwardRun) -> str:
+    """One item of the header's forward-run section:
+    `blocks.3.mlp: Mlp x2, called as .forward by blocks.3 at model.py:42, recorded as [direct]`."""
+    caller = "outside the model" if run.caller is None else f"by {run.caller or '<root>'}"
+    done = f"recorded as {DIRECT_MARK}" if run.recorded else "not recorded"
+    return (
+        f"{run.path or '<root>'}: {run.module_type} x{run.count}, {run.how} {caller} "
+        f"at {run.location}, {done}"
+    )
+
+
+def forward_runs(header: list[str]) -> list[ForwardRun]:
+    """The forward runs without a call a golden header lists, read back into records (an
+    item written otherwise, by hand, is left out)."""
+    found = []
+    for item in header_sections(header).get(FORWARD_RUNS_SECTION, []):
+        match = _FORWARD_RUN.fullmatch(item)
+        if match is None:
+            continue
+        path, caller = match.group("path"), match.group("caller")
+        found.append(
+            ForwardRun(
+                path="" if path == "<root>" else path,
+                module_type=match.group("module_type"),
+                how=match.group("how"),
+                caller=None if caller is None else ("" if caller == "<root>" else caller),
+                location=match.group("location"),
+                count=int(match.group("count")),
+                recorded=match.group("done") != "not recorded",
+            )
+        )
+    return found
+
+
+# One odd block as `render_odd_block` writes it; the label may hold commas, the norm too.
+_ODD_BLOCK = re.compile(
+    r"(?P<path>\S+): (?P<label>.+?), (?P<agreeing>[0-9]+) of (?P<compared>[0-9]+) "
+    r"(?P<peers>siblings|\S+ modules): (?P<norm>.+)"
+)
+
+
+def render_odd_block(item: OddBlock) -> str:
+    """One item of the odd-block sections:
+    `layers.7.self_attn.q_proj: Linear, 31 of 32 siblings: LoraLinear`."""
+    return (
+        f"{item.path}: {item.label}, {item.agreeing} of {item.compared} {item.peers}: {item.norm}"
+    )
+
+
+def odd_block_items(header: list[str]) -> list[OddBlock]:
+    """The odd blocks and odd class members a golden header lists, read back into records
+    (an item written otherwise, by hand, is left out)."""
+    sections = header_sections(header)
+    found = []
+    for title in (ODD_BLOCKS_SECTION, ODD_CLASS_MEMBERS_SECTION):
+        for item in sections.get(title, []):
+            match = _ODD_BLOCK.fullmatch(item)
+            if match is not None:
+                found.append(
+                    OddBlock(
+                        path=match.group("path"),
+                        label=match.group("label"),
+                        agreeing=int(match.group("agreeing")),
+                        compared=int(match.group("compared")),
+                        norm=match.group("norm"),
+                        peers=match.group("peers"),
+                    )
+                )
+    return found
+
+
 def backward_section(header: list[str]) -> list[str] | None:
     """The backward section's step lines, from the header lines `parse_golden` gives, or
     None when the golden has no backward section."""
@@ -805,7 +896,7 @@ def parse_call_line(raw: str) -> GoldenLine:
     path, words, signature = parts
     signature = signature[1:]  # without the space before the inputs
     module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
-    mode = ""
+    mode, direct = "", False
     for word in words[1:]:
         if word.startswith("#") and word[1:].isdigit():
             nth, reused = int(word[1:]), True
@@ -815,6 +906,8 @@ def parse_call_line(raw: str) -> GoldenLine:
             frozen = True
         elif word == SCRIPTED_MARK:
             scripted = True
+        elif word == DIRECT_MARK:
+            direct = True
         elif word in MODE_MARKS:
             mode = word[1:-1]
     close = _matching_close(signature)
@@ -833,6 +926,7 @@ def parse_call_line(raw: str) -> GoldenLine:
         reused,
         scripted,
         mode,
+        direct=direct,
     )
 
 

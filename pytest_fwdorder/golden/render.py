@@ -1,7 +1,7 @@
 """Trace records -> golden lines: which calls, facts, views, operations and backward steps
 a trace's golden text shows, and in what order. Pure functions, no torch.
 
-How each kind of line is spelled, and read back, is `golden_format`'s; this module decides
+How each kind of line is spelled, and read back, is `golden.format`'s; this module decides
 what goes in a golden: the header's totals and sections, one line per call (with the calls
 a view folds or hides), each module's facts under its first call, the operations between
 the calls they ran between, and the backward section.
@@ -27,9 +27,12 @@ from pytest_fwdorder.golden.format import (
     BACKWARD_LINE,
     CALLS_PREFIX,
     FORMAT_LINE,
+    FORWARD_RUNS_SECTION,
     GRADIENT_ARROW,
     MODEL_PREFIX,
     NEVER_CALLED_SECTION,
+    ODD_BLOCKS_SECTION,
+    ODD_CLASS_MEMBERS_SECTION,
     OPERATION_PREFIX,
     RAISED,
     RECOMPUTED_PREFIX,
@@ -46,7 +49,9 @@ from pytest_fwdorder.golden.format import (
     render_compiled,
     render_facts,
     render_fingerprints,
+    render_forward_run,
     render_initialization,
+    render_odd_block,
     render_operation,
     render_section,
     render_tensor_fact,
@@ -54,6 +59,7 @@ from pytest_fwdorder.golden.format import (
     render_value,
     values_line,
 )
+from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
 
 # What render owns, and the golden format's names it had before they moved to their own
 # module, kept importable from here for code that imported them from render.
@@ -177,6 +183,7 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     steps = {id(call): number for number, call in enumerate(outermost, 1)}
     if len(steps) < 2:
         steps = {}
+    direct_calls = trace.direct_calls
 
     def facts_of(facts: ModuleFacts, path: str) -> tuple[str, ...]:
         # The path matters only through tied names; without ties equal facts read alike.
@@ -213,6 +220,7 @@ def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
                 else ()
             ),
             index=call.index,
+            direct=bool(direct_calls) and call.index in direct_calls,
         )
         for call in trace.calls
     ]
@@ -336,6 +344,18 @@ def render_header(trace: TraceRecords) -> list[str]:
     elif known:
         header += render_section(USED_THROUGH_PARAMETERS_SECTION, list(known.values()))
     header += render_section(UNREGISTERED_SECTION, unregistered)
+    if trace.forward_runs:
+        header += render_section(
+            FORWARD_RUNS_SECTION, [render_forward_run(run) for run in trace.forward_runs]
+        )
+    odd = odd_blocks(trace)
+    if odd:
+        header += render_section(ODD_BLOCKS_SECTION, [render_odd_block(item) for item in odd])
+    odd = odd_class_members(trace)
+    if odd:
+        header += render_section(
+            ODD_CLASS_MEMBERS_SECTION, [render_odd_block(item) for item in odd]
+        )
     aliased = [f"{path or '<root>'} = {', '.join(names)}" for path, names in trace.aliases.items()]
     if aliased:
         header += render_section(ALIASED_SECTION, aliased)

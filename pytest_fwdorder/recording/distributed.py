@@ -90,6 +90,12 @@ def user_class(module_class: type) -> type:
     return module_class
 
 
+def qualified_class_name(module: nn.Module) -> str:
+    """The module's own class with its Python module: `peft.tuners.lora.layer.Linear`."""
+    module_class = user_class(type(module))
+    return f"{module_class.__module__}.{module_class.__qualname__}"
+
+
 def user_class_name(module: nn.Module) -> str:
     """The name of the module's class as the user wrote it: `Linear`, not `FSDPLinear`."""
     return user_class(type(module)).__name__

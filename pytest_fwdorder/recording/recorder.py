@@ -35,6 +35,8 @@ from pytest_fwdorder.recording.describe import (
     raw_value,
     tensors_of,
 )
+from pytest_fwdorder.recording.direct_forwards import forwards_watched
+from pytest_fwdorder.recording.distributed import qualified_class_name
 from pytest_fwdorder.recording.meta.kernels import meta_kernel_cache
 from pytest_fwdorder.recording.model_index import ModelIndex, ModuleEntry, index_model, module_entry
 from pytest_fwdorder.recording.model_state import (
@@ -155,6 +157,8 @@ class Recorder:
         self.keyword_frame_code = KEYWORD_FRAME_CODE
         # The ids of the modules this recording claimed from other threads' traces.
         self.claimed: list[int] = []
+        # The global hooks while installed, for a run that reaches no hook (direct_forwards.py).
+        self.hook_pair: tuple[Callable[..., None], Callable[..., None]] | None = None
 
     @property
     def calls(self) -> list[Call]:
@@ -371,6 +375,7 @@ class Recorder:
     def hooks_installed(self) -> Iterator[None]:
         with ExitStack() as stack:
             before_forward, after_forward = self.make_hooks()
+            self.hook_pair = (before_forward, after_forward)
             pre_handle = register_module_forward_pre_hook(before_forward)
             stack.callback(pre_handle.remove)
             post_handle = register_module_forward_hook(
@@ -458,6 +463,7 @@ def recording(
     device: torch.device | str | None = None,
     restore_state: bool = True,
     capture_outputs: bool = False,
+    direct_forwards: str = "off",
 ) -> Iterator[Recorder]:
     """Record every call made in this thread inside the block into `recorder.trace`.
 
@@ -468,7 +474,8 @@ def recording(
     hooks too), training and requires_grad flags, grad mode and the random states (torch,
     Python, numpy) are put back, also when the block raises. An exception from the block
     gets a note naming the calls recorded. Raises `RuntimeError` if another thread is
-    tracing a module of this model right now.
+    tracing a module of this model right now. `direct_forwards` is the trace option
+    (direct_forwards.py): how forwards run without a module call are found.
     """
     index = index_model(root)
     target = torch.device(device) if device is not None else None
@@ -486,6 +493,7 @@ def recording(
             if target is not None:
                 stack.enter_context(target)
             stack.enter_context(recorder.hooks_installed())
+            stack.enter_context(forwards_watched(recorder, index.python_modules, direct_forwards))
             if target is not None and target.type == "meta":
                 stack.enter_context(meta_kernel_cache())
             yield recorder
@@ -510,6 +518,9 @@ def _empty_trace(root: nn.Module, index: ModelIndex, options: RenderOptions) -> 
         modules={entry.path: (entry.module_type, entry.facts) for entry in index.entries.values()},
         tied=tensors.tied,
         totals=tensors.totals,
+        module_classes={
+            index.entries[id(module)].path: qualified_class_name(module) for module in index.modules
+        },
     )
 
 

@@ -125,6 +125,7 @@ def trace_forward(
     graph_breaks: bool = False,
     values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
     values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
+    direct_forwards: str = "watch",
     model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
@@ -154,7 +155,10 @@ def trace_forward(
     run under seed 0; a golden's fingerprints match within `values_absolute_tolerance` +
     `values_relative_tolerance` x the call's largest absolute value. `graph_breaks` compiles
     the model with dynamo, runs it twice on the same inputs, and writes how many graphs it
-    made, each graph break (module call, reason, source line) and what recompiled. The
+    made, each graph break (module call, reason, source line) and what recompiled.
+    `direct_forwards` says how forwards run without a module call (`self.mlp.forward(x)`)
+    are found: "watch" records them as `[direct]` calls, "profile" also finds
+    `super().forward` and unbound runs (slower), "off"; each is listed in the header. The
     trace options are
     keyword-only; a model keyword argument that has an option's name goes in
     `model_kwargs={"device": ...}`.
@@ -183,7 +187,12 @@ def trace_forward(
         meta_failures_explained(device) as traces,
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
-        recording(root, _render_options(options), device=device) as recorder,
+        recording(
+            root,
+            _render_options(options),
+            device=device,
+            direct_forwards=options.direct_forwards,
+        ) as recorder,
         _operations_recorded(recorder, root, options, operations),
         _costs_counted(recorder, root, options, counters),
         _fingerprints_taken(recorder, fingerprints),
@@ -259,6 +268,7 @@ def record(
     graph_breaks: bool = False,
     values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
     values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
+    direct_forwards: str = "watch",
     restore_state: bool = True,
     allow_empty: bool = False,
 ) -> Iterator[Trace]:
@@ -300,7 +310,11 @@ def record(
         compiled_code_run_eagerly(root),
         _backward_watched(backward_recorder),
         recording(
-            root, _render_options(options), device=device, restore_state=restore_state
+            root,
+            _render_options(options),
+            device=device,
+            restore_state=restore_state,
+            direct_forwards=options.direct_forwards,
         ) as recorder,
         _operations_recorded(recorder, root, options, operations),
         _costs_counted(recorder, root, options, counters),

@@ -1,0 +1,260 @@
+"""The odd block out: positions where one repeated block differs from its siblings, and
+modules whose dtypes differ from the rest of their class. Pure functions of a trace, no torch.
+
+Adapters and quantization are applied by pattern, and a pattern that misses one layer is
+one line among thousands in a golden. Two rules find it (docs/adapters-and-quantization.md):
+
+**Sibling blocks.** Siblings are the called modules of one class under one parent whose
+names are numbers (`layers.0` ... `layers.31`, a stage's blocks, a list of experts), three
+or more. Each block is described at each position inside it (its own path relative to the
+block) by the treatment the module there got, read from its first call: its class (by
+qualified name: PEFT's `lora.Linear` and torch's `Linear` share the name `Linear`), the
+dtypes of its own tensors, frozen or not, its mode. Settings, shapes and calls a block has
+in addition or lacks are left out: blocks differ in those on purpose (a stage's first block
+downsamples, MViT's pool at stage changes, MobileNetV3's squeeze-excitation in some blocks).
+At each position the description at least three quarters of the blocks share is the norm
+(no such norm: the blocks vary by design, nothing is reported):
+
+- a block that differs from the norm with blocks of the norm before and after it is
+  reported, unless three or more blocks differ alike at an even spacing (a pattern, such as
+  a mixture-of-experts layer every fourth layer);
+- a block in the leading or trailing run of blocks that differ (a decoder's dense first
+  layers, a ViT's last block) is reported only when an adapter or a quantized class is
+  missing or added there: a class of the same name but another class, or its own tensors
+  of other dtypes.
+
+Only the outermost differing position of a block is reported: a missing adapter is one
+line, not one per call inside it.
+
+**Class members.** Called modules of one class (four or more) whose dtypes (their own
+tensors', and a `dtype` setting) differ from those of at least three quarters of that
+class's modules, when at most two do: the head a quantization config skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from itertools import pairwise
+from typing import NamedTuple
+
+from pytest_fwdorder.calls import Call, OddBlock, TraceRecords
+from pytest_fwdorder.golden.format import render_settings
+
+__all__ = ["OddBlock", "odd_blocks", "odd_class_members"]
+
+_FEWEST_SIBLINGS = 3
+_FEWEST_CLASS_MEMBERS = 4
+_MOST_ODD_CLASS_MEMBERS = 2
+_DTYPE_SETTING = re.compile(r"(?:^|, )dtype=([^,]+)")
+
+
+class _Position(NamedTuple):
+    """What a block has at one position inside it, by the first call there: the treatment,
+    not the architecture (settings, shapes and calls differ between stages on purpose)."""
+
+    module_type: str
+    class_name: str  # qualified where the trace knows it: `peft.tuners.lora.layer.Linear`
+    dtypes: frozenset[str]  # of its own tensors
+    frozen: bool
+    training: bool | None
+
+
+def odd_blocks(trace: TraceRecords) -> list[OddBlock]:
+    """The positions where a block differs from its siblings, by the rule above, in the
+    order the blocks were first called."""
+    first_calls = [call for call in trace.calls if call.nth == 1]
+    groups = _sibling_groups(first_calls)
+    if not groups:
+        return []
+    hidden = trace.options.hidden
+    classes = trace.module_classes
+    inside = _calls_inside({block.path for blocks in groups for block in blocks}, first_calls)
+    found: list[OddBlock] = []
+    for blocks in groups:
+        positions = [
+            _positions(block, inside.get(block.path, []), hidden, classes) for block in blocks
+        ]
+        found += _odd_positions([block.path for block in blocks], positions)
+    return found
+
+
+def _calls_inside(block_paths: set[str], first_calls: list[Call]) -> dict[str, list[Call]]:
+    """Each block's path -> the first calls of the modules under it, in call order: one pass,
+    each call looked up under each of its path's prefixes."""
+    inside: dict[str, list[Call]] = {}
+    for call in first_calls:
+        path = call.path
+        end = path.rfind(".")
+        while end > 0:
+            prefix = path[:end]
+            if prefix in block_paths:
+                inside.setdefault(prefix, []).append(call)
+            end = path.rfind(".", 0, end)
+    return inside
+
+
+def odd_class_members(trace: TraceRecords) -> list[OddBlock]:
+    """Called modules whose dtypes differ from those of most modules of their class."""
+    hidden = trace.options.hidden
+    if "parameters" in hidden and "settings" in hidden:
+        return []
+    by_class: dict[str, list[Call]] = {}
+    for call in trace.calls:
+        if call.nth == 1 and call.facts is not None:
+            by_class.setdefault(call.module_type, []).append(call)
+    found: list[OddBlock] = []
+    for module_type, calls in by_class.items():
+        if len(calls) < _FEWEST_CLASS_MEMBERS:
+            continue
+        kinds = [_dtype_kind(call, hidden) for call in calls]
+        norm, agreeing = Counter(kinds).most_common(1)[0]
+        odd = len(calls) - agreeing
+        if not 0 < odd <= _MOST_ODD_CLASS_MEMBERS or agreeing * 4 < len(calls) * 3:
+            continue
+        found += [
+            OddBlock(
+                call.display_path,
+                f"{module_type} {_dtype_label(kind)}",
+                agreeing,
+                len(calls),
+                f"{module_type} {_dtype_label(norm)}",
+                peers=f"{module_type} modules",
+            )
+            for call, kind in zip(calls, kinds, strict=True)
+            if kind != norm
+        ]
+    return found
+
+
+def _dtype_kind(call: Call, hidden: frozenset[str]) -> tuple[str, tuple[str, ...]]:
+    """A module's dtypes: its `dtype` setting (a quantized class's), its own tensors'."""
+    facts = call.facts
+    if facts is None:
+        return ("", ())
+    setting = ""
+    if "settings" not in hidden and facts.settings:
+        match = _DTYPE_SETTING.search(render_settings(facts.settings))
+        setting = match.group(1) if match else ""
+    dtypes = (
+        () if "parameters" in hidden else tuple(sorted({t.dtype for t in facts.tensors.tensors}))
+    )
+    return (setting, dtypes)
+
+
+def _dtype_label(kind: tuple[str, tuple[str, ...]]) -> str:
+    """`dtype=torch.qint8, no tensors of its own` or `f32 tensors`."""
+    setting, dtypes = kind
+    tensors = f"{'/'.join(dtypes)} tensors" if dtypes else "no tensors of its own"
+    return f"dtype={setting}, {tensors}" if setting else tensors
+
+
+def _sibling_groups(first_calls: list[Call]) -> list[list[Call]]:
+    """First calls of modules of one class under one parent, named by numbers, three or
+    more, sorted by number; groups in the order their first block was called."""
+    groups: dict[tuple[str, str], list[Call]] = {}
+    for call in first_calls:
+        parent, _, name = call.path.rpartition(".")
+        if name.isdigit() and call.path:
+            groups.setdefault((parent, call.module_type), []).append(call)
+    return [
+        sorted(blocks, key=lambda call: int(call.path.rpartition(".")[2]))
+        for blocks in groups.values()
+        if len(blocks) >= _FEWEST_SIBLINGS
+    ]
+
+
+def _positions(
+    block: Call, inside: list[Call], hidden: frozenset[str], classes: dict[str, str]
+) -> dict[str, _Position]:
+    """Each position inside a block (`""`, `self_attn.q_proj`) and its first call there."""
+    prefix = f"{block.path}."
+    positions = {"": _describe(block, hidden, classes)}
+    for call in inside:
+        positions[call.path[len(prefix) :]] = _describe(call, hidden, classes)
+    return positions
+
+
+def _describe(call: Call, hidden: frozenset[str], classes: dict[str, str]) -> _Position:
+    facts = call.facts
+    dtypes: frozenset[str] = frozenset()
+    if facts is not None and "parameters" not in hidden:
+        dtypes = frozenset(fact.dtype for fact in facts.tensors.tensors)
+    return _Position(
+        module_type=call.module_type,
+        class_name=classes.get(call.path, call.module_type),
+        dtypes=dtypes,
+        frozen=call.frozen and "parameters" not in hidden,
+        training=None if "mode" in hidden else call.training,
+    )
+
+
+def _odd_positions(paths: list[str], inside: list[dict[str, _Position]]) -> list[OddBlock]:
+    """The reported positions of one sibling group, block by block, outermost first."""
+    order = list(dict.fromkeys(relative for positions in inside for relative in positions))
+    count = len(paths)
+    reported: dict[int, list[OddBlock]] = {}
+    reported_at: dict[int, list[str]] = {}
+    for relative in order:
+        values = [positions.get(relative) for positions in inside]
+        norm, agreeing = Counter(values).most_common(1)[0]
+        if norm is None or agreeing * 4 < count * 3:
+            continue  # no norm most blocks share: blocks that vary by design
+        usual = [index for index, value in enumerate(values) if value == norm]
+        odd_values: dict[_Position, list[int]] = {}
+        for index, value in enumerate(values):
+            if value is not None and value != norm:  # a call in addition or lacking: design
+                odd_values.setdefault(value, []).append(index)
+        for value, indices in odd_values.items():
+            if _a_pattern(indices):
+                continue
+            for index in indices:
+                inner = usual[0] < index < usual[-1]
+                if not inner and not _edge_difference(value, norm):
+                    continue
+                if any(_inside(relative, done) for done in reported_at.get(index, [])):
+                    continue
+                path = f"{paths[index]}.{relative}" if relative else paths[index]
+                reported_at.setdefault(index, []).append(relative)
+                reported.setdefault(index, []).append(
+                    OddBlock(path, _label(value, norm), agreeing, count, _label(norm, value))
+                )
+    return [item for index in sorted(reported) for item in reported[index]]
+
+
+def _a_pattern(indices: list[int]) -> bool:
+    """Three or more blocks at an even spacing: made so on purpose (every sixth layer)."""
+    if len(indices) < 3:
+        return False
+    steps = {later - earlier for earlier, later in pairwise(indices)}
+    return len(steps) == 1
+
+
+def _edge_difference(value: _Position, norm: _Position) -> bool:
+    """Whether a first or last block's difference is reported: a module of the same class
+    name that is another class (an adapter or a quantized class missing or added) or holds
+    tensors of other dtypes."""
+    if value.module_type != norm.module_type:
+        return False
+    if value.class_name != norm.class_name:
+        return True
+    return bool(value.dtypes and norm.dtypes and value.dtypes != norm.dtypes)
+
+
+def _inside(relative: str, outer: str) -> bool:
+    return outer == "" or relative.startswith(f"{outer}.")
+
+
+def _label(value: _Position, other: _Position) -> str:
+    """What a block has at a position: its class, with what tells it from `other`."""
+    if value.class_name != other.class_name:
+        # PEFT's wrapper and torch's Linear are both `Linear`: then the qualified names.
+        return value.class_name if value.module_type == other.module_type else value.module_type
+    label = value.module_type
+    if value.dtypes != other.dtypes:
+        label += f" {'/'.join(sorted(value.dtypes)) or 'without tensors of its own'}"
+    if value.frozen != other.frozen:
+        label += " frozen" if value.frozen else " trainable"
+    if value.training != other.training and value.training is not None:
+        label += " in train mode" if value.training else " in eval mode"
+    return label
