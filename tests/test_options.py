@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -319,3 +320,12 @@ def test_the_command_line_and_trace_forward_share_one_builder_check() -> None:
 
     assert building.required_parameters(build) == ["first", "width"]
     assert "required_parameters" in inspect.getsource(targets.model_builder)
+
+
+def test_no_module_collects_options_through_locals() -> None:
+    # Options read out of a function's locals() silently take any local of an option's name.
+    package = Path(__file__).resolve().parents[1] / "pytest_fwdorder"
+    offenders = [
+        path.name for path in package.rglob("*.py") if "locals()" in path.read_text("utf-8")
+    ]
+    assert offenders == []

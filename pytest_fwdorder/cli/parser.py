@@ -65,7 +65,8 @@ def _common_options() -> argparse.ArgumentParser:
 
 
 def _add_show_command(commands: Any, common: argparse.ArgumentParser) -> None:
-    show = commands.add_parser(
+    show = _command(
+        commands,
         "show",
         parents=[common],
         help="print the golden text of a model or a golden file",
@@ -102,11 +103,11 @@ def _add_show_command(commands: Any, common: argparse.ArgumentParser) -> None:
         "PATTERN (layers.*.self_attn.[qv]_proj), with their layer indices",
     )
     _add_picture_options(show, trace=True)
-    show.set_defaults(command="show")
 
 
 def _add_diff_command(commands: Any, common: argparse.ArgumentParser) -> None:
-    diff = commands.add_parser(
+    diff = _command(
+        commands,
         "diff",
         parents=[common],
         help="explain what changed from OLD to NEW",
@@ -117,11 +118,11 @@ def _add_diff_command(commands: Any, common: argparse.ArgumentParser) -> None:
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
     _add_picture_options(diff, trace=False)
-    diff.set_defaults(command="diff")
 
 
 def _add_parity_command(commands: Any, common: argparse.ArgumentParser) -> None:
-    parity = commands.add_parser(
+    parity = _command(
+        commands,
         "parity",
         parents=[common],
         help="where a port first departs from a recorded reference",
@@ -144,7 +145,13 @@ def _add_parity_command(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare the candidate with the weights it was built with",
     )
-    parity.set_defaults(command="parity")
+
+
+def _command(commands: Any, name: str, **settings: Any) -> argparse.ArgumentParser:
+    """The parser of the command `name`, which sets `command` to its name for `main`."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, **settings)
+    parser.set_defaults(command=name)
+    return parser
 
 
 def _add_picture_options(parser: argparse.ArgumentParser, *, trace: bool) -> None:
@@ -186,7 +193,8 @@ def _add_color_option(parser: argparse.ArgumentParser) -> None:
 
 def _add_review_commands(commands: Any) -> None:
     """`review` and `git-diff`: golden changes as git sees them."""
-    review = commands.add_parser(
+    review = _command(
+        commands,
         "review",
         help="explain every golden file that differs from a git base commit",
         description="Explain every golden file (**/__snapshots__/**/*.fwdorder.txt) that "
@@ -212,8 +220,8 @@ def _add_review_commands(commands: Any) -> None:
         "$GITHUB_STEP_SUMMARY, json for bots",
     )
     _add_color_option(review)
-    review.set_defaults(command="review")
-    git_diff = commands.add_parser(
+    git_diff = _command(
+        commands,
         "git-diff",
         help="git's diff driver for golden files: explained diffs in git diff and git log -p",
         description="The external diff command git runs for golden files. Set it up with "
@@ -228,7 +236,6 @@ def _add_review_commands(commands: Any) -> None:
         "(and, for a rename, new-path and a message; for an unmerged path, the path only)",
     )
     _add_color_option(git_diff)
-    git_diff.set_defaults(command="git-diff")
 
 
 def _add_trace_options(parser: argparse.ArgumentParser) -> None:

@@ -22,8 +22,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import CompileRecords, RenderOptions
+from pytest_fwdorder.calls import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
+from pytest_fwdorder.facet_records import CompileRecords
 from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
 from pytest_fwdorder.facets.values import SEED, check_values_device
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
