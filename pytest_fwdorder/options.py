@@ -423,16 +423,19 @@ class TraceOptions:
         if given:
             check_option_values(given, source="TraceOptions")
 
-    def updated(self, values: Mapping[str, Any], *, source: str) -> TraceOptions:
+    def updated(
+        self, values: Mapping[str, Any], *, source: str, spelling: Callable[[str], str] = str
+    ) -> TraceOptions:
         """These options with `values` over them: the one way an entry point takes options.
 
         Raises TypeError for an unknown name (with a "did you mean") or a value of the wrong
-        kind, ValueError for a value outside the option's choices; messages start with
-        `source`, the entry point as the caller wrote it.
+        kind, ValueError for a value outside the option's choices or an unknown device;
+        messages start with `source`, the entry point as the caller wrote it, and name an
+        option as `spelling` writes it (`--show-devices` on the command line).
         """
         if not values:
             return self
-        check_option_values(dict(values), source=source)
+        check_option_values(dict(values), source=source, spelling=spelling)
         return replace(self, **values)
 
 

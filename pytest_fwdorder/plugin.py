@@ -254,7 +254,7 @@ def forward_trace(request: pytest.FixtureRequest) -> Iterator[Any]:
     # a class-level device and a test-level hide both apply.
     for marker in reversed(list(request.node.iter_markers(_MARKER))):
         values.update(_marker_options(marker))
-    tracer = Tracer(TraceOptions(**values))
+    tracer = Tracer(TraceOptions().updated(values, source=f"@pytest.mark.{_MARKER}"))
     with seeded():
         yield tracer
 

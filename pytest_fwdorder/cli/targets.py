@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.golden.format import FORMAT_VERSION, format_problem, format_version
-from pytest_fwdorder.options import OPTIONS, TraceOptions, check_option_values
+from pytest_fwdorder.options import OPTIONS, TraceOptions
 
 if TYPE_CHECKING:
     from torch import nn
@@ -163,10 +163,9 @@ def trace_options(arguments: argparse.Namespace) -> TraceOptions:
     """The trace options the flags give; CommandError names a bad one as its flag."""
     values = {option.name: option.from_flags(getattr(arguments, option.name)) for option in OPTIONS}
     try:
-        check_option_values(values, source="", spelling=_flag)
+        return TraceOptions().updated(values, source="", spelling=_flag)
     except (TypeError, ValueError) as error:
         raise CommandError(str(error)) from None
-    return TraceOptions(**values)
 
 
 def _flag(name: str) -> str:
