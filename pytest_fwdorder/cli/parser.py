@@ -7,12 +7,47 @@ The trace options' flags are derived from `OPTIONS` (one `--show-devices` per
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from pytest_fwdorder.cli.cost_table import COST_ORDERS
 from pytest_fwdorder.options import OPTIONS
 
 PROGRAM = "fwdorder"
+
+# Each command: its line in `fwdorder --help`, and the description in its own help.
+_COMMAND_TEXTS = {
+    "show": (
+        "print the golden text of a model or a golden file",
+        "Print the golden text: a header of totals, then one line per module "
+        "call in execution order.",
+    ),
+    "diff": (
+        "explain what changed from OLD to NEW",
+        "Print what changed from OLD to NEW: a summary, then the aligned calls "
+        "(- old, + new) and the header lines that changed. Exit status 0 when equal, 1 when "
+        "different.",
+    ),
+    "review": (
+        "explain every golden file that differs from a git base commit",
+        "Explain every golden file (**/__snapshots__/**/*.fwdorder.txt) that "
+        "differs between BASE and the work tree (or --head REF): added, deleted, or changed "
+        "with what changed, then a one-line total. Reads through git only; exit status 0 "
+        "when none differs, 1 when some do.",
+    ),
+    "git-diff": (
+        "git's diff driver for golden files: explained diffs in git diff and git log -p",
+        "The external diff command git runs for golden files. Set it up with "
+        '`git config diff.fwdorder.command "fwdorder git-diff"` and the .gitattributes '
+        "line `*.fwdorder.txt diff=fwdorder`.",
+    ),
+    "parity": (
+        "where a port first departs from a recorded reference",
+        "Run CANDIDATE on the inputs of REFERENCE (a file record_reference wrote, "
+        "or a model run here on random --input tensors), pair their calls and print the "
+        "first divergence and the error at every paired call. The reference's weights are "
+        "copied into the candidate through the path map when it has them. Exit status 0 "
+        "when it matches, 1 when it diverges.",
+    ),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,10 +64,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROGRAM} {_version()}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
-    _add_show_command(commands, common)
-    _add_diff_command(commands, common)
-    _add_review_commands(commands)
-    _add_parity_command(commands, common)
+    for name, add_arguments, parents in (
+        ("show", _add_show_arguments, [common]),
+        ("diff", _add_diff_arguments, [common]),
+        ("review", _add_review_arguments, []),
+        ("git-diff", _add_git_diff_arguments, []),  # git's diff driver for golden files
+        ("parity", _add_parity_arguments, [common]),
+    ):
+        help_text, description = _COMMAND_TEXTS[name]
+        command = commands.add_parser(
+            name, parents=parents, help=help_text, description=description
+        )
+        command.set_defaults(command=name)  # what `main` runs
+        add_arguments(command)
     return parser
 
 
@@ -64,15 +108,7 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def _add_show_command(commands: Any, common: argparse.ArgumentParser) -> None:
-    show = _command(
-        commands,
-        "show",
-        parents=[common],
-        help="print the golden text of a model or a golden file",
-        description="Print the golden text: a header of totals, then one line per module "
-        "call in execution order.",
-    )
+def _add_show_arguments(show: argparse.ArgumentParser) -> None:
     show.add_argument("target", metavar="TARGET")
     show.add_argument(
         "--depth",
@@ -105,33 +141,13 @@ def _add_show_command(commands: Any, common: argparse.ArgumentParser) -> None:
     _add_picture_options(show, trace=True)
 
 
-def _add_diff_command(commands: Any, common: argparse.ArgumentParser) -> None:
-    diff = _command(
-        commands,
-        "diff",
-        parents=[common],
-        help="explain what changed from OLD to NEW",
-        description="Print what changed from OLD to NEW: a summary, then the aligned calls "
-        "(- old, + new) and the header lines that changed. Exit status 0 when equal, 1 when "
-        "different.",
-    )
+def _add_diff_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
     _add_picture_options(diff, trace=False)
 
 
-def _add_parity_command(commands: Any, common: argparse.ArgumentParser) -> None:
-    parity = _command(
-        commands,
-        "parity",
-        parents=[common],
-        help="where a port first departs from a recorded reference",
-        description="Run CANDIDATE on the inputs of REFERENCE (a file record_reference wrote, "
-        "or a model run here on random --input tensors), pair their calls and print the "
-        "first divergence and the error at every paired call. The reference's weights are "
-        "copied into the candidate through the path map when it has them. Exit status 0 "
-        "when it matches, 1 when it diverges.",
-    )
+def _add_parity_arguments(parity: argparse.ArgumentParser) -> None:
     parity.add_argument("reference", metavar="REFERENCE")
     parity.add_argument("candidate", metavar="CANDIDATE")
     parity.add_argument(
@@ -145,13 +161,6 @@ def _add_parity_command(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare the candidate with the weights it was built with",
     )
-
-
-def _command(commands: Any, name: str, **settings: Any) -> argparse.ArgumentParser:
-    """The parser of the command `name`, which sets `command` to its name for `main`."""
-    parser: argparse.ArgumentParser = commands.add_parser(name, **settings)
-    parser.set_defaults(command=name)
-    return parser
 
 
 def _add_picture_options(parser: argparse.ArgumentParser, *, trace: bool) -> None:
@@ -191,17 +200,7 @@ def _add_color_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_review_commands(commands: Any) -> None:
-    """`review` and `git-diff`: golden changes as git sees them."""
-    review = _command(
-        commands,
-        "review",
-        help="explain every golden file that differs from a git base commit",
-        description="Explain every golden file (**/__snapshots__/**/*.fwdorder.txt) that "
-        "differs between BASE and the work tree (or --head REF): added, deleted, or changed "
-        "with what changed, then a one-line total. Reads through git only; exit status 0 "
-        "when none differs, 1 when some do.",
-    )
+def _add_review_arguments(review: argparse.ArgumentParser) -> None:
     review.add_argument(
         "base",
         nargs="?",
@@ -220,14 +219,9 @@ def _add_review_commands(commands: Any) -> None:
         "$GITHUB_STEP_SUMMARY, json for bots",
     )
     _add_color_option(review)
-    git_diff = _command(
-        commands,
-        "git-diff",
-        help="git's diff driver for golden files: explained diffs in git diff and git log -p",
-        description="The external diff command git runs for golden files. Set it up with "
-        '`git config diff.fwdorder.command "fwdorder git-diff"` and the .gitattributes '
-        "line `*.fwdorder.txt diff=fwdorder`.",
-    )
+
+
+def _add_git_diff_arguments(git_diff: argparse.ArgumentParser) -> None:
     git_diff.add_argument(
         "git_arguments",
         nargs="+",
