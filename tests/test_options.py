@@ -312,14 +312,15 @@ def test_a_builder_that_needs_a_keyword_only_argument_is_refused_before_it_runs(
         trace_forward(build_with_width, torch.ones(1, 2))
 
 
-def test_the_command_line_and_trace_forward_share_one_builder_check() -> None:
-    from pytest_fwdorder.cli import targets
-    from pytest_fwdorder.recording import building
+def test_the_command_line_refuses_the_same_builder_with_the_same_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_fwdorder.cli.main import EXIT_ERROR, main
 
-    def build(first: int, *rest: int, width: int, depth: int = 2, **extra: int) -> None: ...
+    status = main(["show", "test_options:build_with_width", "--input", "1x2"])
 
-    assert building.required_parameters(build) == ["first", "width"]
-    assert "required_parameters" in inspect.getsource(targets.model_builder)
+    assert status == EXIT_ERROR
+    assert "needs arguments to build the model (width)" in capsys.readouterr().err
 
 
 def test_no_module_collects_options_through_locals() -> None:
