@@ -43,13 +43,14 @@ from models import (
 from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
-from pytest_fwdorder.calls import Call, LiteralDescription, TensorDescription
+from pytest_fwdorder.calls import Call
 from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.facets.module_facts import module_facts
 from pytest_fwdorder.golden.format import parse_golden
 from pytest_fwdorder.recording import model_index, model_state
 from pytest_fwdorder.recording import recorder as recorder_module
 from pytest_fwdorder.trace import Trace
+from pytest_fwdorder.value_descriptions import LiteralDescription, TensorDescription
 
 
 @dataclass

@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.calls import Call, ForwardRun, OddBlock, TensorDescription
+    from pytest_fwdorder.calls import Call
     from pytest_fwdorder.checks.checkpoint import (
         CheckpointReport,
         assert_checkpoint_compatible,
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
+    from pytest_fwdorder.facet_records import ForwardRun, OddBlock
     from pytest_fwdorder.golden.render import render_trace
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
     from pytest_fwdorder.snapshot.reference_files import reference_snapshot
     from pytest_fwdorder.trace import Trace
+    from pytest_fwdorder.value_descriptions import TensorDescription
 
     __version__: str
 
@@ -90,8 +92,8 @@ _HOMES = {
     "Coverage": "checks.coverage",
     "CoverageError": "errors",
     "CoverageRow": "checks.coverage",
-    "ForwardRun": "calls",
-    "OddBlock": "calls",
+    "ForwardRun": "facet_records",
+    "OddBlock": "facet_records",
     "Picture": "picture.svg",
     "EmptyTraceError": "errors",
     "EquivalenceReport": "checks.equivalence",
@@ -99,7 +101,7 @@ _HOMES = {
     "MetaTraceError": "errors",
     "NotEquivalentError": "errors",
     "StructureMismatchError": "errors",
-    "TensorDescription": "calls",
+    "TensorDescription": "value_descriptions",
     "TensorSpec": "recording.tracing",
     "Trace": "trace",
     "TraceDiff": "diff.classification",

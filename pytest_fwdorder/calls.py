@@ -1,7 +1,8 @@
-"""Plain records of a forward pass: `Call`, `TraceRecords` and the value descriptions they hold.
+"""Plain records of a forward pass: `Call`, the module facts it holds, and `TraceRecords`.
 
-The bottom of the package: nothing here imports torch or any other module of the package,
-so records can be built, rendered and compared anywhere. `Trace` (in `trace.py`) adds the
+The bottom of the package with `value_descriptions.py` (what a call's arguments and output
+look like) and `facet_records.py` (what the facets add): nothing here imports torch or any
+other module of the package, so records can be built, rendered and compared anywhere. `Trace` (in `trace.py`) adds the
 conveniences that need rendering and diffing on top of `TraceRecords`.
 """
 
@@ -12,79 +13,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
-
-@dataclass(frozen=True, slots=True)
-class TensorDescription:
-    """Shape, dtype and device of one tensor; never its values.
-
-    For a DTensor, `shape` is the global shape, `placements` its layout over the device
-    mesh (`Shard(1)`, `Shard(0),Replicate()`) and `local_shape` this rank's shard; both are
-    None for a plain tensor.
-    """
-
-    shape: tuple[int, ...]
-    dtype: str
-    device: str
-    placements: str | None = None
-    local_shape: tuple[int, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LiteralDescription:
-    """A value shown as fixed text: `None`, an int, a bool, a short string, or `<TypeName>`."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class SequenceDescription:
-    """A tuple or list, item by item."""
-
-    kind: str
-    items: tuple[ValueDescription, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class MappingDescription:
-    """A dict or other mapping: keys (as their repr) and values, in the mapping's order."""
-
-    type_name: str
-    items: tuple[tuple[str, ValueDescription], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectDescription:
-    """A namedtuple or a dataclass: field names and values, in declaration order."""
-
-    type_name: str
-    fields: tuple[tuple[str, ValueDescription], ...]
-
-
-ValueDescription = (
-    TensorDescription
-    | LiteralDescription
-    | SequenceDescription
-    | MappingDescription
-    | ObjectDescription
+from pytest_fwdorder.facet_records import (
+    BackwardRecords,
+    CallCosts,
+    CompileRecords,
+    ForwardRun,
+    InitializationRecords,
+    Operation,
+    ParameterUse,
+    TensorFingerprint,
+    TraceCosts,
 )
-
-
-def tensors_in(value: ValueDescription) -> list[TensorDescription]:
-    """Every tensor inside a described value, depth first, in order."""
-    found: list[TensorDescription] = []
-    pending: list[ValueDescription] = [value]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, TensorDescription):
-            found.append(current)
-        elif isinstance(current, SequenceDescription):
-            pending.extend(reversed(current.items))
-        elif isinstance(current, MappingDescription):
-            pending.extend(item for _, item in reversed(current.items))
-        elif isinstance(current, ObjectDescription):
-            pending.extend(item for _, item in reversed(current.fields))
-    return found
-
+from pytest_fwdorder.value_descriptions import TensorDescription, ValueDescription, tensors_in
 
 Setting = tuple[str, str]
 TensorKind = Literal["parameter", "buffer"]
@@ -172,228 +112,6 @@ class TensorTotals:
     trainable_parameter_count: int
     buffer_count: int
     uninitialized_count: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Operation:
-    """One torch-level operation a module's forward called directly (with `ops=True`).
-
-    `call_index` is the index of the call whose forward made it, `number` counts that
-    call's recorded operations (1, 2, 3 ...), and `after` is how many calls of the trace had
-    started before it: where it goes among them. Model parameters and buffers among the
-    arguments are `LiteralDescription`s of their full names (`encoder.out_proj.weight`),
-    listed in `parameters` too.
-    """
-
-    name: str
-    call_index: int
-    number: int
-    after: int
-    args: tuple[ValueDescription, ...]
-    kwargs: tuple[tuple[str, ValueDescription], ...] = ()
-    output: ValueDescription | None = None
-    raised: bool = False
-    parameters: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ParameterUse:
-    """A model parameter or buffer given to an operation, recorded or left out (`ops=True`).
-
-    `tensor` is its full name, `call_index` the call whose forward used it, `operation` the
-    operation's name: how a module that is never called can still be used by its parent
-    (`nn.MultiheadAttention` passes `out_proj.weight` to a function).
-    """
-
-    tensor: str
-    call_index: int
-    operation: str
-
-
-@dataclass(frozen=True, slots=True)
-class BackwardStep:
-    """One step of the backward pass (`backward=True`), in the order they happened.
-
-    Either the gradient of a forward call's output arrived (`call_index` is that call's,
-    `gradient` describes it), or a module ran forward again to recompute activations
-    (activation checkpointing: `recomputed` is True and `call_index` is None). `depth` is
-    the indentation in the golden's backward section.
-    """
-
-    path: str
-    module_type: str
-    nth: int
-    depth: int
-    call_index: int | None = None
-    gradient: ValueDescription | None = None
-    recomputed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class BackwardRecords:
-    """The backward pass of a trace: what it started from, and its steps in order."""
-
-    loss: str
-    steps: tuple[BackwardStep, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CallCosts:
-    """What one call costs (`costs=True`): FLOPs with its children's, its outputs' bytes.
-
-    `flops` counts the operations torch has a FLOP formula for that ran while the call was
-    open, its children's included; `own_flops` those that ran in its own forward, outside
-    its children. `tensor_bytes` is the bytes of the module's own parameters and buffers,
-    given at its first call only (None at later calls, and for lazy tensors).
-    """
-
-    flops: int
-    own_flops: int
-    output_bytes: int
-    tensor_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TraceCosts:
-    """What a whole recording costs (`costs=True`): the totals the golden's header gives.
-
-    `flops`: the outermost calls' FLOPs, summed. `tensor_bytes`: the model's parameters and
-    buffers, each storage counted once however often it is tied or shared.
-    `saved_bytes`: the activations autograd saved for backward, each storage once (the
-    model's own tensors left out); None when grad was disabled and nothing was saved.
-    `uncounted`: (operation name, how many times it ran) for each operation without a FLOP
-    formula that computes something (views, copies and tensor creation are not listed).
-    """
-
-    flops: int
-    tensor_bytes: int
-    saved_bytes: int | None = None
-    uncounted: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class TensorFingerprint:
-    """A few statistics of one output tensor's values (`values=True`).
-
-    `mean`, `std` (population) and `absmax` are over the finite elements;
-    `nan` and `inf` count the others. All three are None for a tensor without finite
-    elements (an empty one included: `elements` says which).
-    """
-
-    elements: int
-    mean: float | None
-    std: float | None
-    absmax: float | None
-    nan: int = 0
-    inf: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class InitializationStep:
-    """One step of a model's initialization (`initialization=True`), in build order.
-
-    `target` names the tensor: a parameter's or buffer's full name (`conv1.weight`), or
-    `(temporary f32[3,3])` for a tensor the build drew random numbers into without keeping
-    it (it still moves the random stream). `operations` are the in-place or factory calls
-    made on it one after the other (`kaiming_uniform_(a=2.236)`), `draws` the random numbers
-    they drew (one per element filled by a random operation). `replay` holds, for tests,
-    (function, arguments with the target as None, keyword arguments, the part of the
-    target's storage as (offset, shape, strides) or None for all of it) per operation; it
-    is not compared.
-    """
-
-    target: str
-    operations: tuple[str, ...]
-    draws: int
-    replay: tuple[tuple[object, tuple[object, ...], dict[str, object], object], ...] = field(
-        default=(), compare=False, repr=False
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class InitializationRecords:
-    """How a model initialized itself while its builder ran: the steps, in order."""
-
-    steps: tuple[InitializationStep, ...]
-    seed: int | None  # the seed the build ran under, None when it ran on the caller's stream
-
-    @property
-    def draws(self) -> int:
-        """The random numbers the whole build drew."""
-        return sum(step.draws for step in self.steps)
-
-
-@dataclass(frozen=True, slots=True)
-class GraphBreak:
-    """One place torch.compile's dynamo broke the graph (`graph_breaks=True`).
-
-    `module_path` is the module call it happened in, as the golden names it (`<root>` for
-    the root), `call_number` which call of that module; `reason` says why in words and
-    `source` is the user's line as `file name:line`, without folders.
-    """
-
-    module_path: str
-    call_number: int
-    reason: str
-    source: str
-
-
-@dataclass(frozen=True, slots=True)
-class Recompilation:
-    """A frame dynamo compiled again when the model was called a second time with the same
-    inputs: the module call it belongs to, the function's first line (`source`) and the first
-    guard that failed (`guard`, as dynamo words it)."""
-
-    module_path: str
-    source: str
-    guard: str
-
-
-@dataclass(frozen=True, slots=True)
-class CompileRecords:
-    """What compiling the model with dynamo made of it: how many graphs the first call
-    compiled, where the graph broke, and what the second call compiled again."""
-
-    backend: str
-    graphs: int
-    breaks: tuple[GraphBreak, ...]
-    recompilations: tuple[Recompilation, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class OddBlock:
-    """One position that differs from its peers: `path` is the full path of the call (or of
-    the place where the peers have one), `label` what it is there, `norm` what `agreeing`
-    of the `compared` peers are. `peers` says who they are: "siblings" for a block among
-    its siblings, `Linear modules` for a module among the modules of its class."""
-
-    path: str
-    label: str
-    agreeing: int
-    compared: int
-    norm: str
-    peers: str = "siblings"
-
-
-@dataclass(frozen=True, slots=True)
-class ForwardRun:
-    """A module's forward run without a module call, which module hooks never see: the
-    module, how it ran, where from, how many times, and whether the trace records it.
-
-    `how` is "called as .forward" (seen through the instance attribute the trace sets, and
-    recorded as `[direct]` calls) or "run as Mlp.forward" (seen by the profile function:
-    `super().forward`, an unbound or stored forward; not recorded). `caller` is the module
-    path whose call was open at the time (`""` for the root), None outside every call;
-    `location` the calling line as `file.py:42`.
-    """
-
-    path: str
-    module_type: str
-    how: str
-    caller: str | None
-    location: str
-    count: int
-    recorded: bool
 
 
 class Call:

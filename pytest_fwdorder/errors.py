@@ -63,13 +63,17 @@ class CheckpointMismatchError(AssertionError):
     """A state_dict does not load into a model: keys missing, unexpected or of other shapes."""
 
 
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """`: did you mean 'act'?` for the candidates close to `name` (case ignored), else ``."""
+def did_you_mean(name: str, candidates: Iterable[str], *, lead: str = ": ") -> str:
+    """`: did you mean 'act'?` for the candidates close to `name` (case ignored), else ``.
+
+    `lead` goes before "did you mean" (`"; "` after a message that has a colon already).
+    The one "did you mean" of the package's messages.
+    """
     by_lower = {candidate.lower(): candidate for candidate in sorted(set(candidates))}
     close = [by_lower[match] for match in difflib.get_close_matches(name.lower(), by_lower)]
     if not close:
         return ""
-    return f": did you mean {' or '.join(map(repr, close))}?"
+    return f"{lead}did you mean {' or '.join(map(repr, close))}?"
 
 
 def warn_at_caller(message: str, category: type[Warning] = FwdOrderWarning) -> None:

@@ -32,7 +32,11 @@ import pluggy
 if TYPE_CHECKING:
     from torch import nn
 
-    from pytest_fwdorder.calls import LiteralDescription, ObjectDescription, ValueDescription
+    from pytest_fwdorder.value_descriptions import (
+        LiteralDescription,
+        ObjectDescription,
+        ValueDescription,
+    )
 
 # pytest's own marker names: one marker serves pytest's plugin manager and ours.
 PROJECT_NAME = "pytest"

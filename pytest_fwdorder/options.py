@@ -7,16 +7,19 @@ goes in `model_kwargs`.
 
 Each field's metadata declares the rest of the option (a `TraceOption`): its kind, which
 says how a value is parsed and checked and what ini type holds it, and its help texts.
-The ini options (plugin.py), the marker check, the flags (cli.py) and `check_option_values`
-are derived from `OPTIONS`; adding an option means a field here, the explicit keyword
-arguments of `trace_forward` and `record` (a test checks they agree) and its behaviour.
+The ini options (plugin.py), the marker check, the flags (cli/) and `check_option_values`
+are derived from `OPTIONS`, and every entry point takes its options through
+`TraceOptions.updated`, the one place they are checked: adding an option means a field here
+and its behaviour.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Literal
+
+from pytest_fwdorder.errors import did_you_mean
 
 # The facets of a golden file that `hide` can turn off; all are shown by default, because
 # a gate should be tight unless someone loosens it on purpose.
@@ -130,21 +133,33 @@ class TraceOption:
         names = tuple(value)
         return () if self.none_means_empty and names == ("none",) else names
 
-    def problem(self, value: Any, *, source: str) -> TypeError | ValueError | None:
-        """What is wrong with `value` for this option, or None when nothing is."""
+    def problem(
+        self, value: Any, *, source: str, spelled: str = ""
+    ) -> TypeError | ValueError | None:
+        """What is wrong with `value` for this option, or None when nothing is.
+
+        The message starts with `source` (`trace_forward: `) and names the option as the
+        caller wrote it, `spelled` (`--show-devices`, `fwdorder_show_devices`; default: its name).
+        """
+        spelled = spelled or self.name
+        prefix = f"{source}: " if source else ""
         # A one-shot iterator is refused, not parsed: the check would use it up before
         # `TraceOptions` gets it. Once in `TraceOptions` (trace_forward's way) it is parsed.
         parsed = value if isinstance(value, Iterator) else self.parse(value)
         if not self._fits(parsed):
             wrong = ValueError if self.kind == "choice" else TypeError
             return wrong(
-                f"{source}: {self.name} must {self._requirement()}, got {value!r}{self.example}"
+                f"{prefix}{spelled} must {self._requirement()}, got {value!r}{self.example}"
             )
+        if self.kind == "device" and isinstance(parsed, str):
+            problem = device_problem(parsed)
+            if problem is not None:
+                return ValueError(f"{prefix}{spelled} {parsed!r} {problem}")
         names_of_choices = self.kind == "names" and self.choices
         unknown = [name for name in parsed if name not in self.choices] if names_of_choices else []
         if unknown:
             names, choices = ", ".join(map(repr, unknown)), ", ".join(self.choices)
-            return ValueError(f"{source}: {self.refused.format(names=names, choices=choices)}")
+            return ValueError(f"{prefix}{self.refused.format(names=names, choices=choices)}")
         return None
 
     def as_metadata(self) -> dict[str, TraceOption]:
@@ -408,15 +423,42 @@ class TraceOptions:
         if given:
             check_option_values(given, source="TraceOptions")
 
-    @classmethod
-    def from_arguments(cls, arguments: Mapping[str, Any]) -> TraceOptions:
-        """The options among a call's arguments: `TraceOptions.from_arguments(locals())`
-        at the top of `trace_forward`, whose keyword arguments are the options' names."""
-        return cls(**{name: arguments[name] for name in OPTION_NAMES})
+    def updated(
+        self, values: Mapping[str, Any], *, source: str, spelling: Callable[[str], str] = str
+    ) -> TraceOptions:
+        """These options with `values` over them: the one way an entry point takes options.
 
-    def as_arguments(self) -> dict[str, Any]:
-        """The options as keyword arguments of `trace_forward` or `record`."""
-        return {name: getattr(self, name) for name in OPTION_NAMES}
+        Raises TypeError for an unknown name (with a "did you mean") or a value of the wrong
+        kind, ValueError for a value outside the option's choices or an unknown device;
+        messages start with `source`, the entry point as the caller wrote it, and name an
+        option as `spelling` writes it (`--show-devices` on the command line).
+        """
+        if not values:
+            return self
+        check_option_values(dict(values), source=source, spelling=spelling)
+        return replace(self, **values)
+
+
+def take_options(keywords: dict[str, Any]) -> dict[str, Any]:
+    """The trace options among a call's keyword arguments, taken out of `keywords`: what is
+    left is the model's (`trace_forward(model, x, device="meta", mask=m)`)."""
+    return {name: keywords.pop(name) for name in OPTION_NAMES if name in keywords}
+
+
+def device_problem(device: str) -> str | None:
+    """What is wrong with a device name (`"is not a torch device (...)"`), or None.
+
+    The one device check of the package: the ini, the marker, the command line and
+    `trace_forward` all come here. torch is imported only when a device is given, so
+    pytest's start-up imports none.
+    """
+    import torch
+
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        return f"is not a torch device ({error}): use 'cpu', 'meta' or 'cuda'"
+    return None
 
 
 def _number(value: Any) -> Any:
@@ -448,18 +490,27 @@ OPTIONS: tuple[TraceOption, ...] = tuple(map(_declared, fields(TraceOptions)))
 OPTION_NAMES: tuple[str, ...] = tuple(option.name for option in OPTIONS)
 
 
-def check_option_values(values: dict[str, Any], *, source: str) -> None:
-    """Raise TypeError for an unknown option name or a value of the wrong kind (a one-shot
-    iterator included), ValueError for a value outside the option's choices."""
+def check_option_values(
+    values: dict[str, Any], *, source: str, spelling: Callable[[str], str] = str
+) -> None:
+    """Raise TypeError for an unknown option name (with a "did you mean") or a value of the
+    wrong kind (a one-shot iterator included), ValueError for a value outside the option's
+    choices or a device torch does not know.
+
+    `spelling` turns an option's name into the way the caller writes it
+    (`fwdorder_{name}` in the ini); `values` are keyed by the names themselves.
+    """
     unknown = sorted(set(values) - set(OPTION_NAMES))
     if unknown:
+        prefix = f"{source} got" if source else "got"
+        hints = "".join(did_you_mean(name, OPTION_NAMES, lead="; ") for name in unknown)
         raise TypeError(
-            f"{source} got unknown option(s) {', '.join(map(repr, unknown))}: "
-            f"the options are {', '.join(OPTION_NAMES)}"
+            f"{prefix} unknown option(s) {', '.join(map(repr, unknown))}: "
+            f"the options are {', '.join(OPTION_NAMES)}{hints}"
         )
     for option in OPTIONS:
         if option.name not in values:
             continue
-        problem = option.problem(values[option.name], source=source)
+        problem = option.problem(values[option.name], source=source, spelled=spelling(option.name))
         if problem is not None:
             raise problem

@@ -17,7 +17,8 @@ import torch
 from cli_models import tiny, tiny_with_dropout
 
 from pytest_fwdorder import TensorSpec, trace_forward
-from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, build_parser, main
+from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
+from pytest_fwdorder.cli.parser import build_parser
 from pytest_fwdorder.golden.folding import fold_golden
 from pytest_fwdorder.golden.format import parse_golden
 from pytest_fwdorder.options import OPTION_NAMES
@@ -245,7 +246,8 @@ def test_diff_explains_like_the_api(golden_file: Path, capsys: pytest.CaptureFix
         ),
         pytest.param(
             ["show", *TINY, "--device", "gpu0"],
-            "bad --device 'gpu0': not a torch device; use cpu, meta or cuda",
+            "--device 'gpu0' is not a torch device (Invalid device string: 'gpu0'): use 'cpu', "
+            "'meta' or 'cuda'",
             id="bad-device",
         ),
         pytest.param(

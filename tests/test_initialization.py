@@ -10,8 +10,8 @@ import torchvision
 from torch import nn
 
 from pytest_fwdorder import record, trace_forward
-from pytest_fwdorder.calls import InitializationRecords
 from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.facet_records import InitializationRecords
 from pytest_fwdorder.golden.format import initialization_steps, parse_golden
 
 

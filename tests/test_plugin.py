@@ -370,7 +370,46 @@ def test_a_bad_device_in_the_ini_file_is_a_usage_error(pytester: pytest.Pytester
     result = pytester.runpytest()
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*fwdorder_device is not a torch device: 'gpu0'*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: ini: fwdorder_device 'gpu0' is not a torch device (*): use 'cpu', 'meta' or 'cuda'"
+        ]
+    )
+
+
+def test_an_ini_flag_that_is_not_a_truth_value_names_the_option_and_the_value(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nfwdorder_costs = maybe\n")
+    pytester.makepyfile(test_nothing="def test_nothing(): pass")
+
+    result = pytester.runpytest()
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: ini: fwdorder_costs must be true or false: invalid truth value 'maybe'"]
+    )
+
+
+def test_a_bad_device_in_the_marker_fails_the_test_with_the_one_device_message(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_bad_device="""
+        import pytest
+
+        @pytest.mark.fwdorder(device="gpu0")
+        def test_bad(forward_trace):
+            pass
+        """
+    )
+
+    result = pytester.runpytest()
+
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*@pytest.mark.fwdorder: device 'gpu0' is not a torch device (*): use 'cpu', 'meta'*"]
+    )
 
 
 def test_the_report_header_names_the_torch_version(pytester: pytest.Pytester) -> None:

@@ -363,7 +363,7 @@ def test_the_report_shows_the_calls_whose_values_moved(pytester: pytest.Pytester
 
 
 def test_the_command_line_takes_the_values_options() -> None:
-    from pytest_fwdorder.cli.main import build_parser
+    from pytest_fwdorder.cli.parser import build_parser
 
     arguments = build_parser().parse_args(
         ["show", "torchvision.models:resnet18", "--values", "--values-relative-tolerance", "0.01"]

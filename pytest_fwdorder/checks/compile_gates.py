@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from pytest_fwdorder.calls import CompileRecords
+from pytest_fwdorder.facet_records import CompileRecords
 from pytest_fwdorder.golden.format import render_compiled
 
 

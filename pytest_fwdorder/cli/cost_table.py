@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
-from pytest_fwdorder.calls import Call, CallCosts, TraceRecords
+from pytest_fwdorder.calls import Call, TraceRecords
+from pytest_fwdorder.facet_records import CallCosts
 from pytest_fwdorder.golden.format import human_bytes, human_count
 
 CostOrder = Literal["flops", "own-flops"]

@@ -31,7 +31,8 @@ from torch.nn.parameter import is_lazy
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from pytest_fwdorder.calls import CallCosts, TensorFact, TraceCosts, TraceRecords
+from pytest_fwdorder.calls import TensorFact, TraceRecords
+from pytest_fwdorder.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 from pytest_fwdorder.recording.describe import dtype_name
 

@@ -49,22 +49,23 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from pytest_fwdorder.calls import (
+from pytest_fwdorder.calls import ModuleFacts, TensorFact
+from pytest_fwdorder.facet_records import (
     CallCosts,
     CompileRecords,
     ForwardRun,
     InitializationRecords,
-    LiteralDescription,
-    MappingDescription,
-    ModuleFacts,
-    ObjectDescription,
     OddBlock,
     Operation,
-    SequenceDescription,
-    TensorDescription,
-    TensorFact,
     TensorFingerprint,
     TraceCosts,
+)
+from pytest_fwdorder.value_descriptions import (
+    LiteralDescription,
+    MappingDescription,
+    ObjectDescription,
+    SequenceDescription,
+    TensorDescription,
     ValueDescription,
 )
 

@@ -38,7 +38,8 @@ from collections import Counter
 from itertools import pairwise
 from typing import NamedTuple
 
-from pytest_fwdorder.calls import Call, OddBlock, TraceRecords
+from pytest_fwdorder.calls import Call, TraceRecords
+from pytest_fwdorder.facet_records import OddBlock
 from pytest_fwdorder.golden.format import render_settings
 
 __all__ = ["OddBlock", "odd_blocks", "odd_class_members"]

@@ -13,15 +13,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from pytest_fwdorder.calls import (
-    Call,
-    ForwardParameters,
-    LiteralDescription,
-    ModuleFacts,
-    ParameterUse,
-    TraceRecords,
-    ValueDescription,
-)
+from pytest_fwdorder.calls import Call, ForwardParameters, ModuleFacts, TraceRecords
+from pytest_fwdorder.facet_records import ParameterUse
 from pytest_fwdorder.golden.format import (
     ALIASED_SECTION,
     BACKWARD_LINE,
@@ -60,6 +53,7 @@ from pytest_fwdorder.golden.format import (
     values_line,
 )
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
+from pytest_fwdorder.value_descriptions import LiteralDescription, ValueDescription
 
 # What render owns, and the golden format's names it had before they moved to their own
 # module, kept importable from here for code that imported them from render.

@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from pytest_fwdorder.calls import (
+from pytest_fwdorder.recording.distributed import dtensor_layout
+from pytest_fwdorder.value_descriptions import (
     LiteralDescription,
     MappingDescription,
     ObjectDescription,
@@ -20,7 +21,6 @@ from pytest_fwdorder.calls import (
     TensorDescription,
     ValueDescription,
 )
-from pytest_fwdorder.recording.distributed import dtensor_layout
 
 # Deeper nesting than this is shown as `...`: a golden line must stay readable, and a
 # pathological value (a list nested 500 deep) must not exhaust the stack.

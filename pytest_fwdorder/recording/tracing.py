@@ -1,62 +1,42 @@
 """The public ways to trace: `trace_forward`, `record`, and the `Tracer` behind the fixture.
 
-This module installs no hook itself. For the length of a trace it enters the context
+Each takes its options into one `TraceOptions` (`TraceOptions.updated`, the one place
+they are checked) and runs `trace_model` or `record_calls`, which the command line calls
+too. This module installs no hook itself. For the length of a trace it enters the context
 managers that do, each removing its hooks on exit: `recording` (the recorder's module
-hooks), `BackwardRecorder.forward_watched` (backward's), `autocast_refused` (a global
-forward pre-hook, on meta) and, for a builder on meta, `build_on_meta` (parameter and
-buffer registration hooks).
+hooks), the facets' (`FacetRecording`), `autocast_refused` (a global forward pre-hook, on
+meta) and, for a builder on meta, `build_on_meta` (parameter and buffer registration
+hooks).
 """
 
 from __future__ import annotations
 
-import difflib
 import gc
 import inspect
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import CompileRecords, RenderOptions
-from pytest_fwdorder.errors import EmptyTraceError, UnregisteredModuleError, warn_at_caller
-from pytest_fwdorder.facets.backward import BackwardRecorder
-from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
-from pytest_fwdorder.facets.initialization import (
-    InitializationMode,
-    initialization_recorded,
-    initialization_records,
-)
-from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
-from pytest_fwdorder.facets.values import (
-    SEED,
-    FingerprintCollector,
-    attach_fingerprints,
-    check_values_device,
-    seeded,
-)
-from pytest_fwdorder.hookspecs import call_view_hooks_exist, call_views_from_plugins
-from pytest_fwdorder.options import (
-    OPERATION_GROUPS,
-    OPTION_NAMES,
-    VALUES_ABSOLUTE_TOLERANCE,
-    VALUES_RELATIVE_TOLERANCE,
-    TraceOptions,
-    check_option_values,
-)
+from pytest_fwdorder.calls import RenderOptions
+from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
+from pytest_fwdorder.facet_records import CompileRecords
+from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
+from pytest_fwdorder.facets.values import SEED, check_values_device
+from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
+from pytest_fwdorder.recording.building import model_to_trace
 from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly, process_rank
-from pytest_fwdorder.recording.meta.build import build_on_meta
-from pytest_fwdorder.recording.meta.build import (
-    parameters_and_buffers_on_meta as parameters_and_buffers_on_meta,  # importable as before
-)
+from pytest_fwdorder.recording.facet_setup import FacetRecording
 from pytest_fwdorder.recording.meta.failures import autocast_refused, meta_failures_explained
 from pytest_fwdorder.recording.meta.fast_paths import fast_paths_refused
-from pytest_fwdorder.recording.recorder import recording
+from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
 from pytest_fwdorder.recording.torch_release import check_torch_release
+from pytest_fwdorder.recording.trace_checks import check_finished_trace
 from pytest_fwdorder.trace import Trace
 
 
@@ -110,22 +90,6 @@ class TensorSpec:
 def trace_forward(
     model: nn.Module | Callable[[], nn.Module],
     *args: Any,
-    device: torch.device | str | None = None,
-    show_devices: bool = False,
-    hide: Iterable[str] = (),
-    unregistered: str = "warn",
-    show_local_shapes: bool = False,
-    fold: Iterable[str] = (),
-    ops: bool = False,
-    ops_skip: Iterable[str] = OPERATION_GROUPS,
-    backward: bool | Callable[[Any], Any] = False,
-    costs: bool = False,
-    initialization: bool = False,
-    values: bool = False,
-    graph_breaks: bool = False,
-    values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
-    values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
-    direct_forwards: str = "watch",
     model_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Trace:
@@ -159,62 +123,196 @@ def trace_forward(
     `direct_forwards` says how forwards run without a module call (`self.mlp.forward(x)`)
     are found: "watch" records them as `[direct]` calls, "profile" also finds
     `super().forward` and unbound runs (slower), "off"; each is listed in the header. The
-    trace options are
-    keyword-only; a model keyword argument that has an option's name goes in
-    `model_kwargs={"device": ...}`.
+    trace options are keyword-only (`TraceOptions` declares them): every other keyword
+    argument goes to the model, and one whose name is close to an option's but that the
+    model's forward does not take is a TypeError that names the option. A model keyword
+    argument that has an option's name goes in `model_kwargs={"device": ...}`.
 
     The model is left as it was: parameters, buffers, plain attributes, training and
     requires_grad flags, grad mode, the random states; no hook stays registered, also when
     forward raises. On `device='meta'` any failure of forward is a `MetaTraceError` whose
     cause is the original error.
     """
-    kwargs = _merge_model_kwargs(kwargs, model_kwargs)
-    options = TraceOptions.from_arguments(locals())
+    options = TraceOptions().updated(take_options(kwargs), source="trace_forward")
+    return trace_model(model, args, _merge_model_kwargs(kwargs, model_kwargs), options)
+
+
+def record(
+    model: nn.Module, *, restore_state: bool = True, allow_empty: bool = False, **options: Any
+) -> AbstractContextManager[Trace]:
+    """Record every call of `model`'s modules made in this thread inside the block.
+
+    Yields a `Trace` that holds the calls once the block ends (several forwards, a generate
+    loop): hooks keep raw records while the block runs, and the calls are built at its end.
+    Nothing after the block is recorded. With `device` the model runs there with stand-in
+    parameters and tensors made in the block land there (on 'meta', pass meta inputs:
+    `TensorSpec(...).materialize('meta')` or `torch.empty(..., device='meta')`). The other
+    options are `trace_forward`'s; with `backward`, the backward passes the block runs itself
+    are recorded (the block's own loss: `backward`'s loss function is not used). With
+    `restore_state` (the default) the model's parameters, buffers and flags are put back at
+    the end, as `trace_forward` does. A block that never calls the model raises
+    `EmptyTraceError` unless `allow_empty`.
+    """
+    chosen = TraceOptions().updated(options, source="record")
+    return record_calls(model, chosen, restore_state=restore_state, allow_empty=allow_empty)
+
+
+@dataclass(frozen=True)
+class Tracer:
+    """`trace_forward` and `record` with default options: what the `forward_trace` fixture is.
+
+    Defaults come from the `fwdorder` marker and the `fwdorder_*` ini options; options
+    given to a call win over them. A model keyword argument that has an option's name goes
+    in `model_kwargs`, as for `trace_forward`.
+    """
+
+    options: TraceOptions = field(default_factory=TraceOptions)
+
+    def __call__(
+        self,
+        model: nn.Module | Callable[[], nn.Module],
+        *args: Any,
+        model_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Trace:
+        options = self.options.updated(take_options(kwargs), source="forward_trace")
+        return trace_model(model, args, _merge_model_kwargs(kwargs, model_kwargs), options)
+
+    def record(
+        self,
+        model: nn.Module,
+        *,
+        restore_state: bool = True,
+        allow_empty: bool = False,
+        **options: Any,
+    ) -> AbstractContextManager[Trace]:
+        """Like `pytest_fwdorder.record`, with this tracer's default options."""
+        chosen = self.options.updated(options, source="forward_trace.record")
+        return record_calls(model, chosen, restore_state=restore_state, allow_empty=allow_empty)
+
+
+def trace_model(
+    model: nn.Module | Callable[[], nn.Module],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: TraceOptions,
+) -> Trace:
+    """`trace_forward` with its options given as one value: what every entry point runs."""
     check_torch_release(torch.__version__)
+    device = options.device
     if options.values:
         check_values_device(device)
     watched: list[InitializationMode] = []
-    root = _build(model, device, options, watched)
+    root = model_to_trace(model, options, watched)
+    _check_model_keywords(root, kwargs)
     placed: dict[int, torch.Tensor] = {}  # one placed tensor per input tensor, and storage
     args = _place(args, device, placed)
     kwargs = _place(kwargs, device, placed)
-    backward_recorder = BackwardRecorder(options.backward) if options.backward else None
-    operations: list[OperationMode] = []
-    counters: list[CostCounters] = []
-    fingerprints = FingerprintCollector() if options.values else None
+    facets = FacetRecording.for_options(options)
     with (
         _collector_paused(),
         meta_failures_explained(device) as traces,
+        _traced(root, options, facets, restore_state=True) as recorder,
+    ):
+        traces.append(recorder.trace)
+        if facets.backward is None:
+            root(*args, **kwargs)
+        else:
+            with torch.enable_grad():
+                output = root(*args, **kwargs)
+            facets.backward.run(root, (args, kwargs), output)
+    trace: Trace = recorder.trace
+    facets.finish(trace)
+    if watched:
+        trace.initialization = initialization_records(root, watched[-1], SEED)
+    if options.graph_breaks:
+        trace.compiled = _compiled_records(root, device, args, kwargs)
+    check_finished_trace(trace, options)
+    return trace
+
+
+@contextmanager
+def record_calls(
+    model: nn.Module, options: TraceOptions, *, restore_state: bool, allow_empty: bool
+) -> Iterator[Trace]:
+    """`record` with its options given as one value."""
+    root = resolve_model(model, entry_point="record")
+    check_torch_release(torch.__version__)
+    _check_recordable(options)
+    facets = FacetRecording.for_options(options)
+    with _traced(root, options, facets, restore_state=restore_state) as recorder:
+        yield recorder.trace
+    trace: Trace = recorder.trace
+    facets.finish(trace)
+    if not trace.calls and not allow_empty:
+        raise EmptyTraceError(
+            f"record({trace.root_type}) saw no call of the model or its modules inside the "
+            "block: call the model itself inside the `with` block (not a copy of it), or "
+            "pass allow_empty=True if an empty trace is what you mean to test"
+        )
+    check_finished_trace(trace, options)
+
+
+@contextmanager
+def _traced(
+    root: nn.Module, options: TraceOptions, facets: FacetRecording, *, restore_state: bool
+) -> Iterator[Recorder]:
+    """The hooks, modes and refusals of one trace, around a forward or a `record` block."""
+    device = options.device
+    with (
         compiled_code_run_eagerly(root),
-        _backward_watched(backward_recorder),
+        facets.backward_watched(),
         recording(
             root,
             _render_options(options),
             device=device,
+            restore_state=restore_state,
             direct_forwards=options.direct_forwards,
         ) as recorder,
-        _operations_recorded(recorder, root, options, operations),
-        _costs_counted(recorder, root, options, counters),
-        _fingerprints_taken(recorder, fingerprints),
+        facets.recorded(recorder, root),
         autocast_refused(device),
         fast_paths_refused(device),
     ):
-        traces.append(recorder.trace)
-        if backward_recorder is None:
-            root(*args, **kwargs)
-        else:
-            backward_recorder.recorder = recorder
-            with torch.enable_grad():
-                output = root(*args, **kwargs)
-            backward_recorder.run(root, (args, kwargs), output)
-    _finish_facets(recorder.trace, operations, backward_recorder, counters)
-    _finish_numbers(recorder.trace, options, fingerprints)
-    if watched:
-        recorder.trace.initialization = initialization_records(root, watched[-1], SEED)
+        yield recorder
+
+
+def _check_recordable(options: TraceOptions) -> None:
+    """Refuse the options a `record` block cannot honour."""
     if options.graph_breaks:
-        recorder.trace.compiled = _compiled_records(root, device, args, kwargs)
-    _check_and_choose_views(recorder.trace, options)
-    return recorder.trace
+        raise ValueError(
+            "record(graph_breaks=True) cannot compile a block of code: pass the model and its "
+            "inputs to trace_forward(model, x, graph_breaks=True), or use "
+            "assert_no_graph_breaks(model, x)"
+        )
+    if options.initialization:
+        raise ValueError(
+            "record(initialization=True) cannot watch the build: record takes a model "
+            "already built. Pass a function that builds it to trace_forward(build, ..., "
+            "initialization=True), or leave initialization off for this recording"
+        )
+    if options.values:
+        check_values_device(options.device)
+
+
+def _check_model_keywords(root: nn.Module, kwargs: dict[str, Any]) -> None:
+    """A keyword argument close to an option's name that forward cannot take is a misspelt
+    option: say so before forward fails on it (or the golden silently lacks the option)."""
+    if not kwargs:
+        return
+    try:
+        parameters = inspect.signature(root.forward).parameters
+    except (TypeError, ValueError):  # a forward without a readable signature
+        return
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return
+    for name in kwargs:
+        hint = did_you_mean(name, OPTION_NAMES) if name not in parameters else ""
+        if hint:
+            raise TypeError(
+                f"trace_forward got the keyword argument {name!r}, which is no trace option "
+                f"and which {type(root).__name__}.forward does not take{hint} "
+                f"The options are {', '.join(OPTION_NAMES)}"
+            )
 
 
 def _compiled_records(
@@ -249,251 +347,6 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-@contextmanager
-def record(
-    model: nn.Module,
-    *,
-    device: torch.device | str | None = None,
-    show_devices: bool = False,
-    hide: Iterable[str] = (),
-    unregistered: str = "warn",
-    show_local_shapes: bool = False,
-    fold: Iterable[str] = (),
-    ops: bool = False,
-    ops_skip: Iterable[str] = OPERATION_GROUPS,
-    backward: bool | Callable[[Any], Any] = False,
-    costs: bool = False,
-    initialization: bool = False,
-    values: bool = False,
-    graph_breaks: bool = False,
-    values_relative_tolerance: float = VALUES_RELATIVE_TOLERANCE,
-    values_absolute_tolerance: float = VALUES_ABSOLUTE_TOLERANCE,
-    direct_forwards: str = "watch",
-    restore_state: bool = True,
-    allow_empty: bool = False,
-) -> Iterator[Trace]:
-    """Record every call of `model`'s modules made in this thread inside the block.
-
-    Yields a `Trace` that holds the calls once the block ends (several forwards, a generate
-    loop): hooks keep raw records while the block runs, and the calls are built at its end.
-    Nothing after the block is recorded. With `device` the model runs there with stand-in
-    parameters and tensors made in the block land there (on 'meta', pass meta inputs:
-    `TensorSpec(...).materialize('meta')` or `torch.empty(..., device='meta')`). The other
-    options are `trace_forward`'s; with `backward`, the backward passes the block runs itself
-    are recorded (the block's own loss: `backward`'s loss function is not used). With
-    `restore_state` (the default) the model's parameters, buffers and flags are put back at
-    the end, as `trace_forward` does. A block that never calls the model raises
-    `EmptyTraceError` unless `allow_empty`.
-    """
-    root = resolve_model(model, entry_point="record")
-    options = TraceOptions.from_arguments(locals())
-    check_torch_release(torch.__version__)
-    if options.graph_breaks:
-        raise ValueError(
-            "record(graph_breaks=True) cannot compile a block of code: pass the model and its "
-            "inputs to trace_forward(model, x, graph_breaks=True), or use "
-            "assert_no_graph_breaks(model, x)"
-        )
-    if options.initialization:
-        raise ValueError(
-            "record(initialization=True) cannot watch the build: record takes a model "
-            "already built. Pass a function that builds it to trace_forward(build, ..., "
-            "initialization=True), or leave initialization off for this recording"
-        )
-    if options.values:
-        check_values_device(device)
-    backward_recorder = BackwardRecorder(options.backward) if options.backward else None
-    operations: list[OperationMode] = []
-    counters: list[CostCounters] = []
-    fingerprints = FingerprintCollector() if options.values else None
-    with (
-        compiled_code_run_eagerly(root),
-        _backward_watched(backward_recorder),
-        recording(
-            root,
-            _render_options(options),
-            device=device,
-            restore_state=restore_state,
-            direct_forwards=options.direct_forwards,
-        ) as recorder,
-        _operations_recorded(recorder, root, options, operations),
-        _costs_counted(recorder, root, options, counters),
-        _fingerprints_taken(recorder, fingerprints),
-        autocast_refused(device),
-        fast_paths_refused(device),
-    ):
-        if backward_recorder is not None:
-            backward_recorder.recorder = recorder
-        yield recorder.trace
-    trace = recorder.trace
-    _finish_facets(trace, operations, backward_recorder, counters)
-    _finish_numbers(trace, options, fingerprints)
-    if not trace.calls and not allow_empty:
-        raise EmptyTraceError(
-            f"record({trace.root_type}) saw no call of the model or its modules inside the "
-            "block: call the model itself inside the `with` block (not a copy of it), or "
-            "pass allow_empty=True if an empty trace is what you mean to test"
-        )
-    _check_and_choose_views(trace, options)
-
-
-@dataclass(frozen=True)
-class Tracer:
-    """`trace_forward` and `record` with default options: what the `forward_trace` fixture is.
-
-    Defaults come from the `fwdorder` marker and the `fwdorder_*` ini options; options
-    given to a call win over them. A model keyword argument that has an option's name goes
-    in `model_kwargs`, as for `trace_forward`.
-    """
-
-    options: TraceOptions = field(default_factory=TraceOptions)
-
-    def __call__(
-        self,
-        model: nn.Module | Callable[[], nn.Module],
-        *args: Any,
-        model_kwargs: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> Trace:
-        options = self._with(kwargs)
-        return trace_forward(
-            model, *args, **options.as_arguments(), model_kwargs=model_kwargs, **kwargs
-        )
-
-    def record(self, model: nn.Module, **options_and_flags: Any) -> AbstractContextManager[Trace]:
-        """Like `pytest_fwdorder.record`, with this tracer's default options."""
-        options = self._with(options_and_flags)
-        return record(model, **options.as_arguments(), **options_and_flags)
-
-    def _with(self, given: dict[str, Any]) -> TraceOptions:
-        """This tracer's options updated with those in `given` (which are taken out of it)."""
-        chosen = {name: given.pop(name) for name in OPTION_NAMES if name in given}
-        check_option_values(chosen, source="forward_trace")
-        return replace(self.options, **chosen)
-
-
-def _backward_watched(backward_recorder: BackwardRecorder | None) -> AbstractContextManager[Any]:
-    """Watch forward for backward's nodes; entered before `recording`, whose hooks run after."""
-    return nullcontext() if backward_recorder is None else backward_recorder.forward_watched()
-
-
-@contextmanager
-def _operations_recorded(
-    recorder: Any, root: nn.Module, options: TraceOptions, found: list[OperationMode]
-) -> Iterator[None]:
-    """With `ops`, the function mode that records operations, for the length of the block."""
-    if not options.ops:
-        yield
-        return
-    with operations_recorded(recorder, root, options.ops_skip) as mode:
-        found.append(mode)
-        yield
-
-
-@contextmanager
-def _costs_counted(
-    recorder: Any, root: nn.Module, options: TraceOptions, found: list[CostCounters]
-) -> Iterator[None]:
-    """With `costs`, the dispatch mode that counts FLOPs and the saved-tensor hooks."""
-    if not options.costs:
-        yield
-        return
-    with costs_counted(recorder, root) as counters:
-        found.append(counters)
-        yield
-
-
-@contextmanager
-def _fingerprints_taken(recorder: Any, fingerprints: FingerprintCollector | None) -> Iterator[None]:
-    """With `values`, fingerprint each call's output as it ends, under seed 0 throughout."""
-    if fingerprints is None:
-        yield
-        return
-    recorder.output_observers.append(fingerprints.observe)
-    try:
-        with seeded():
-            yield
-    finally:
-        recorder.output_observers.remove(fingerprints.observe)
-
-
-def _finish_numbers(
-    trace: Trace, options: TraceOptions, fingerprints: FingerprintCollector | None
-) -> None:
-    """Give the finished trace its fingerprints and the tolerance they are compared with."""
-    if fingerprints is None:
-        return
-    attach_fingerprints(trace, fingerprints)
-    trace.values_tolerance = (options.values_relative_tolerance, options.values_absolute_tolerance)
-
-
-def _finish_facets(
-    trace: Trace,
-    operations: list[OperationMode],
-    backward_recorder: BackwardRecorder | None,
-    counters: list[CostCounters],
-) -> None:
-    """Give the finished trace its operations, backward steps and costs, when recorded."""
-    for mode in operations:
-        attach_operations(trace, mode)
-    if backward_recorder is not None:
-        backward_recorder.finish(trace)
-    for counted in counters:
-        attach_costs(trace, counted)
-
-
-def _check_and_choose_views(trace: Trace, options: TraceOptions) -> None:
-    """What every finished trace goes through: the unregistered and fold checks, then the
-    plugins' call views."""
-    __tracebackhide__ = True
-    _check_unregistered(trace, options.unregistered)
-    _check_fold(trace, options.fold)
-    _choose_call_views(trace)
-
-
-def _check_fold(trace: Trace, fold: tuple[str, ...]) -> None:
-    """Warn about `fold` names that match no called module's path or type: a typo would
-    otherwise leave the golden unfolded without a word."""
-    if not fold:
-        return
-    known = {call.display_path for call in trace.calls} | {call.module_type for call in trace.calls}
-    for name in fold:
-        if name in known:
-            continue
-        lowered = {known_name.lower(): known_name for known_name in sorted(known)}
-        close = [lowered[match] for match in difflib.get_close_matches(name.lower(), lowered)]
-        warn_at_caller(
-            f"fold names no called module: {name!r} is neither a called module's path nor "
-            f"its type{'; did you mean ' + ', '.join(close) if close else ''}"
-        )
-
-
-def _check_unregistered(trace: Trace, policy: str) -> None:
-    """Warn about (or refuse) modules that own parameters but are not registered."""
-    owners = [
-        f"{call.path} ({call.module_type}: "
-        f"{', '.join(fact.name for fact in call.facts.tensors.parameters)})"
-        for call in trace.calls
-        if not call.registered
-        and call.nth == 1
-        and call.facts is not None
-        and call.facts.tensors.parameters
-    ]
-    if not owners:
-        return
-    message = (
-        f"{len(owners)} module(s) own parameters but are not registered under "
-        f"{trace.root_type}, so an optimizer over model.parameters() never trains them and "
-        f"state_dict() never saves them: {', '.join(owners[:5])}"
-        f"{' ...' if len(owners) > 5 else ''}. Keep them in nn.ModuleList or nn.ModuleDict "
-        "(not a plain list or dict), or assign them as attributes"
-    )
-    if policy == "error":
-        __tracebackhide__ = True  # the message names the modules; our frames add nothing
-        raise UnregisteredModuleError(message)
-    warn_at_caller(message)
-
-
 def _render_options(options: TraceOptions) -> RenderOptions:
     return RenderOptions(
         devices=options.show_devices,
@@ -502,16 +355,6 @@ def _render_options(options: TraceOptions) -> RenderOptions:
         rank=process_rank() if options.show_local_shapes else None,
         fold=options.fold,
     )
-
-
-def _choose_call_views(trace: Trace) -> None:
-    """Ask the plugins how each called module's calls are shown (`pytest_fwdorder_call_view`)."""
-    if not call_view_hooks_exist():  # as usual: no dict of every call to build
-        return
-    called = {call.path: call.module_type for call in trace.calls}
-    views = call_views_from_plugins(called)
-    if views:
-        trace.options = replace(trace.options, call_views=views)
 
 
 def _merge_model_kwargs(
@@ -531,94 +374,6 @@ def _merge_model_kwargs(
             "model_kwargs: give each once"
         )
     return {**kwargs, **model_kwargs}
-
-
-def _build(
-    model: nn.Module | Callable[[], nn.Module],
-    device: torch.device | str | None,
-    options: TraceOptions,
-    watched: list[InitializationMode],
-) -> nn.Module:
-    """The model to trace: `model` itself, or what the builder `model` returns.
-
-    With `initialization` the build runs under an `InitializationMode` (the last try's is
-    appended to `watched`); with `initialization` or `values` it runs under seed 0.
-    """
-    # A method bound to a module (`model.forward`), a module class, a tensor: mistakes that
-    # resolve_model explains. Any other callable, a builder object's method included, builds.
-    if (
-        isinstance(model, (nn.Module, torch.Tensor, type))
-        or not callable(model)
-        or _is_module_method(model)
-    ):
-        if options.initialization:
-            raise ValueError(
-                f"initialization=True needs the build to run under watch, but trace_forward "
-                f"got a model already built ({type(model).__name__}): pass a function that "
-                "builds it, trace_forward(lambda: MyModel(), x, initialization=True)"
-            )
-        return resolve_model(model, entry_point="trace_forward")
-    _check_builder(model)
-    builder = _watched_builder(model, options, watched)
-    if device is not None and torch.device(device).type == "meta":
-        built = build_on_meta(builder)
-    else:
-        with torch.device(device) if device is not None else nullcontext():
-            built = builder()
-    if not isinstance(built, nn.Module):
-        raise TypeError(
-            f"trace_forward called {_name(model)} as a zero-argument builder and got "
-            f"{type(built).__name__!r}, not an nn.Module: the builder must return the model"
-        )
-    return resolve_model(built, entry_point="trace_forward")
-
-
-def _watched_builder(
-    model: Callable[[], nn.Module], options: TraceOptions, watched: list[InitializationMode]
-) -> Callable[[], nn.Module]:
-    """The builder as `_build` calls it: seeded and watched as the options ask."""
-    if not (options.initialization or options.values):
-        return model
-
-    def build() -> nn.Module:
-        with seeded():
-            if not options.initialization:
-                return model()
-            with initialization_recorded() as mode:
-                built = model()
-            watched.append(mode)
-            return built
-
-    build.__qualname__ = getattr(model, "__qualname__", "build")  # as failures name it
-    return build
-
-
-def _check_builder(builder: Callable[..., object]) -> None:
-    """A callable taken for a builder must be callable with no arguments."""
-    try:
-        signature = inspect.signature(builder)
-    except (TypeError, ValueError):  # builtins without a readable signature
-        return
-    required = [
-        parameter.name
-        for parameter in signature.parameters.values()
-        if parameter.default is inspect.Parameter.empty
-        and parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
-    ]
-    if required:
-        raise TypeError(
-            f"trace_forward expected an nn.Module or a zero-argument function that builds one, "
-            f"got {_name(builder)}, which requires {', '.join(map(repr, required))}: to trace "
-            "a function, wrap it in an nn.Module; to trace a model, pass the model"
-        )
-
-
-def _name(value: object) -> str:
-    return repr(getattr(value, "__qualname__", None) or type(value).__name__)
-
-
-def _is_module_method(value: object) -> bool:
-    return isinstance(getattr(value, "__self__", None), nn.Module)
 
 
 def _place(value: Any, device: torch.device | str | None, placed: dict[int, torch.Tensor]) -> Any:

@@ -1,0 +1,234 @@
+"""What the facets add to a call and a trace: operations, backward steps, costs, output
+fingerprints, initialization steps, graph breaks, odd blocks and forwards run without a call.
+
+Plain records like `calls.py`'s, which hold them: nothing here imports torch, and only the
+value descriptions of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_fwdorder.value_descriptions import ValueDescription
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One torch-level operation a module's forward called directly (with `ops=True`).
+
+    `call_index` is the index of the call whose forward made it, `number` counts that
+    call's recorded operations (1, 2, 3 ...), and `after` is how many calls of the trace had
+    started before it: where it goes among them. Model parameters and buffers among the
+    arguments are `LiteralDescription`s of their full names (`encoder.out_proj.weight`),
+    listed in `parameters` too.
+    """
+
+    name: str
+    call_index: int
+    number: int
+    after: int
+    args: tuple[ValueDescription, ...]
+    kwargs: tuple[tuple[str, ValueDescription], ...] = ()
+    output: ValueDescription | None = None
+    raised: bool = False
+    parameters: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterUse:
+    """A model parameter or buffer given to an operation, recorded or left out (`ops=True`).
+
+    `tensor` is its full name, `call_index` the call whose forward used it, `operation` the
+    operation's name: how a module that is never called can still be used by its parent
+    (`nn.MultiheadAttention` passes `out_proj.weight` to a function).
+    """
+
+    tensor: str
+    call_index: int
+    operation: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackwardStep:
+    """One step of the backward pass (`backward=True`), in the order they happened.
+
+    Either the gradient of a forward call's output arrived (`call_index` is that call's,
+    `gradient` describes it), or a module ran forward again to recompute activations
+    (activation checkpointing: `recomputed` is True and `call_index` is None). `depth` is
+    the indentation in the golden's backward section.
+    """
+
+    path: str
+    module_type: str
+    nth: int
+    depth: int
+    call_index: int | None = None
+    gradient: ValueDescription | None = None
+    recomputed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BackwardRecords:
+    """The backward pass of a trace: what it started from, and its steps in order."""
+
+    loss: str
+    steps: tuple[BackwardStep, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CallCosts:
+    """What one call costs (`costs=True`): FLOPs with its children's, its outputs' bytes.
+
+    `flops` counts the operations torch has a FLOP formula for that ran while the call was
+    open, its children's included; `own_flops` those that ran in its own forward, outside
+    its children. `tensor_bytes` is the bytes of the module's own parameters and buffers,
+    given at its first call only (None at later calls, and for lazy tensors).
+    """
+
+    flops: int
+    own_flops: int
+    output_bytes: int
+    tensor_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceCosts:
+    """What a whole recording costs (`costs=True`): the totals the golden's header gives.
+
+    `flops`: the outermost calls' FLOPs, summed. `tensor_bytes`: the model's parameters and
+    buffers, each storage counted once however often it is tied or shared.
+    `saved_bytes`: the activations autograd saved for backward, each storage once (the
+    model's own tensors left out); None when grad was disabled and nothing was saved.
+    `uncounted`: (operation name, how many times it ran) for each operation without a FLOP
+    formula that computes something (views, copies and tensor creation are not listed).
+    """
+
+    flops: int
+    tensor_bytes: int
+    saved_bytes: int | None = None
+    uncounted: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TensorFingerprint:
+    """A few statistics of one output tensor's values (`values=True`).
+
+    `mean`, `std` (population) and `absmax` are over the finite elements;
+    `nan` and `inf` count the others. All three are None for a tensor without finite
+    elements (an empty one included: `elements` says which).
+    """
+
+    elements: int
+    mean: float | None
+    std: float | None
+    absmax: float | None
+    nan: int = 0
+    inf: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InitializationStep:
+    """One step of a model's initialization (`initialization=True`), in build order.
+
+    `target` names the tensor: a parameter's or buffer's full name (`conv1.weight`), or
+    `(temporary f32[3,3])` for a tensor the build drew random numbers into without keeping
+    it (it still moves the random stream). `operations` are the in-place or factory calls
+    made on it one after the other (`kaiming_uniform_(a=2.236)`), `draws` the random numbers
+    they drew (one per element filled by a random operation). `replay` holds, for tests,
+    (function, arguments with the target as None, keyword arguments, the part of the
+    target's storage as (offset, shape, strides) or None for all of it) per operation; it
+    is not compared.
+    """
+
+    target: str
+    operations: tuple[str, ...]
+    draws: int
+    replay: tuple[tuple[object, tuple[object, ...], dict[str, object], object], ...] = field(
+        default=(), compare=False, repr=False
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InitializationRecords:
+    """How a model initialized itself while its builder ran: the steps, in order."""
+
+    steps: tuple[InitializationStep, ...]
+    seed: int | None  # the seed the build ran under, None when it ran on the caller's stream
+
+    @property
+    def draws(self) -> int:
+        """The random numbers the whole build drew."""
+        return sum(step.draws for step in self.steps)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphBreak:
+    """One place torch.compile's dynamo broke the graph (`graph_breaks=True`).
+
+    `module_path` is the module call it happened in, as the golden names it (`<root>` for
+    the root), `call_number` which call of that module; `reason` says why in words and
+    `source` is the user's line as `file name:line`, without folders.
+    """
+
+    module_path: str
+    call_number: int
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recompilation:
+    """A frame dynamo compiled again when the model was called a second time with the same
+    inputs: the module call it belongs to, the function's first line (`source`) and the first
+    guard that failed (`guard`, as dynamo words it)."""
+
+    module_path: str
+    source: str
+    guard: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompileRecords:
+    """What compiling the model with dynamo made of it: how many graphs the first call
+    compiled, where the graph broke, and what the second call compiled again."""
+
+    backend: str
+    graphs: int
+    breaks: tuple[GraphBreak, ...]
+    recompilations: tuple[Recompilation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OddBlock:
+    """One position that differs from its peers: `path` is the full path of the call (or of
+    the place where the peers have one), `label` what it is there, `norm` what `agreeing`
+    of the `compared` peers are. `peers` says who they are: "siblings" for a block among
+    its siblings, `Linear modules` for a module among the modules of its class."""
+
+    path: str
+    label: str
+    agreeing: int
+    compared: int
+    norm: str
+    peers: str = "siblings"
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardRun:
+    """A module's forward run without a module call, which module hooks never see: the
+    module, how it ran, where from, how many times, and whether the trace records it.
+
+    `how` is "called as .forward" (seen through the instance attribute the trace sets, and
+    recorded as `[direct]` calls) or "run as Mlp.forward" (seen by the profile function:
+    `super().forward`, an unbound or stored forward; not recorded). `caller` is the module
+    path whose call was open at the time (`""` for the root), None outside every call;
+    `location` the calling line as `file.py:42`.
+    """
+
+    path: str
+    module_type: str
+    how: str
+    caller: str | None
+    location: str
+    count: int
+    recorded: bool
