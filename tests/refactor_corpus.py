@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -74,6 +75,12 @@ def with_resnet(change: Callable[[nn.Module], object]) -> Callable[[], nn.Module
 
 def wrapped_layer2(model: nn.Module) -> None:
     model.layer2 = nn.Sequential(model.layer2, nn.Identity())
+
+
+def swapped_blocks(model: nn.Module) -> None:
+    """layer1's two blocks called in the other order, each keeping its name."""
+    first, second = model.layer1
+    model.layer1 = nn.Sequential(OrderedDict([("1", second), ("0", first)]))
 
 
 def all_relus(replacement: Callable[[], nn.Module]) -> Callable[[nn.Module], None]:
@@ -340,7 +347,7 @@ def _cases() -> list[Refactor]:
             image,
             {"inserted": 1},
             ("1 call inserted: layer3.extra (Identity) after layer3.1 (BasicBlock)",),
-            ("1 call inserted: layer3.extra (Identity) after layer3.1 (BasicBlock)",),
+            ("1 call inserted: layer3.extra (Identity) in layer3 after 1",),
         ),
         Refactor(
             "remove the last block of a stage",
@@ -351,9 +358,7 @@ def _cases() -> list[Refactor]:
             (
                 "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) after layer4.0 (BasicBlock)",
             ),
-            (
-                "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) after layer4.0 (BasicBlock)",
-            ),
+            ("7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) in layer4 after 0",),
         ),
         Refactor(
             "replace the stem's activation",
@@ -465,7 +470,7 @@ def _cases() -> list[Refactor]:
                 "1 call inserted: 2 (Dropout) after 1 (ReLU)",
                 "3 calls renamed: 2 (Linear) -> 3, 3 (ReLU) -> 4, 4 (Linear) -> 5",
             ),
-            ("1 call inserted: 2 (Dropout) after 1 (ReLU)",),
+            ("1 call inserted: 2 (Dropout) after 1\n",),
         ),
         Refactor(
             "remove a layer from a Sequential",
@@ -474,16 +479,25 @@ def _cases() -> list[Refactor]:
             features,
             {"removed": 1, "renamed": 1},
             ("1 call removed: 3 (ReLU) after 2 (Linear)", "1 call renamed: 4 (Linear) -> 3"),
-            ("1 call removed: 3 (ReLU) after 2 (Linear)",),
+            ("1 call removed: 3 (ReLU) after 2\n",),
         ),
         Refactor(
             "swap two activations",
             mlp(*MLP_TANH),
             mlp(*MLP_TANH[:3], MLP_TANH[5], MLP_TANH[4], MLP_TANH[3], MLP_TANH[6]),
             features,
-            {"moved": 2},
-            ("2 calls moved: 3 (Tanh) -> 5; 5 (ReLU) -> 3",),
+            {"swapped": 1},
+            ("3 (Tanh) and 5 (ReLU) swapped, now 5 and 3",),
             ("moved",),
+        ),
+        Refactor(
+            "swap two blocks",
+            resnet18,
+            with_resnet(swapped_blocks),
+            image,
+            {"swapped": 1},
+            ("layer1.0 and layer1.1 (BasicBlock) swapped",),
+            keeps_structure=True,  # without names the two blocks are the same
         ),
         Refactor(
             "wrap the whole model",
@@ -568,7 +582,7 @@ def _cases() -> list[Refactor]:
             features,
             {"removed": 1, "reuse count changed": 1},
             ("1 call removed: act #2 (ReLU) after b (Linear)", "reuse count changed: act 3 -> 2"),
-            ("1 call removed: act #2 (ReLU) after b (Linear)",),
+            ("1 call removed: act #2 (ReLU) after b\n",),
         ),
         Refactor(
             "split a shared module",
@@ -640,7 +654,7 @@ def _cases() -> list[Refactor]:
             tokens,
             {"removed": 12},
             ("12 calls removed: blocks.2 (Block, with 11 nested calls) after blocks.1 (Block)",),
-            ("12 calls removed: blocks.2 (Block, with 11 nested calls) after blocks.1 (Block)",),
+            ("12 calls removed: blocks.2 (Block, with 11 nested calls) after blocks.1\n",),
         ),
         Refactor(
             "insert inside one of three blocks",
@@ -649,7 +663,7 @@ def _cases() -> list[Refactor]:
             tokens,
             {"inserted": 1},
             ("1 call inserted: blocks.1.mlp.3 (Dropout) after blocks.1.mlp.2 (Linear)",),
-            ("1 call inserted: blocks.1.mlp.3 (Dropout) after blocks.1.mlp.2 (Linear)",),
+            ("1 call inserted: blocks.1.mlp.3 (Dropout) in blocks.1.mlp after 2",),
         ),
         Refactor(
             "rename the head",
@@ -674,9 +688,12 @@ def _cases() -> list[Refactor]:
             with_decoder(unchanged),
             with_decoder(unchanged, post_norm=True),
             tokens,
-            {"moved": 6},
-            ("6 calls moved: blocks.0.norm1 (LayerNorm) now after blocks.0.attn (Attention)",),
-            ("moved",),
+            {"swapped": 6},
+            (
+                "blocks.0.norm1 (LayerNorm) and blocks.0.attn (Attention) swapped",
+                "blocks.1.norm2 (LayerNorm) and blocks.1.mlp (Sequential) swapped",
+            ),
+            ("blocks.0.norm1 (LayerNorm) and blocks.0.attn (Attention) swapped",),
         ),
         Refactor(
             "replace the activation in every block",

@@ -156,7 +156,7 @@ def test_a_changed_call_order_fails_naming_the_moved_call(accepted: pytest.Pytes
     result = accepted.runpytest("-vv")
 
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([containing("1 call moved: act (ReLU)")])
+    result.stdout.fnmatch_lines([containing("linear (Linear) and act (ReLU) swapped")])
 
 
 def test_reuse_count_change_is_named_in_the_summary(accepted: pytest.Pytester) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import types
 from collections import OrderedDict
 
 import pytest
@@ -216,3 +217,66 @@ def test_copy_weights_follows_a_module_whose_call_moved() -> None:
 
     assert sorted(copied) == [("0", "0"), ("1", "1")]
     assert torch.equal(reordered.get_submodule("1").weight, source[1].weight)
+
+
+def _children_in_call_order(parent: nn.Module, *inputs: torch.Tensor) -> list[str]:
+    """The oracle: the names of `parent`'s children in the order a forward calls them, from
+    plain forward hooks on the children (removed after)."""
+    order: list[str] = []
+    handles = [
+        child.register_forward_pre_hook(lambda *_, name=name: order.append(name))
+        for name, child in parent.named_children()
+    ]
+    try:
+        with torch.no_grad():
+            parent(*inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return order
+
+
+def test_two_swapped_blocks_read_as_one_swap(baseline) -> None:
+    swapped = resnet50()
+    stage = swapped.layer3
+    swapped.layer3 = nn.Sequential(
+        OrderedDict((name, stage.get_submodule(name)) for name in ["0", "2", "1", "3", "4", "5"])
+    )
+    stage_input = torch.randn(1, 512, 8, 8)
+    before = _children_in_call_order(resnet50().layer3, stage_input)
+    after = _children_in_call_order(swapped.layer3, stage_input)
+    exchanged = [old for old, new in zip(before, after, strict=True) if old != new]
+    assert before == sorted(before)  # the oracle sees an unchanged stage as unchanged
+    assert len(exchanged) == 2
+    assert after.index(exchanged[0]) == before.index(exchanged[1])
+
+    difference = baseline.diff(trace_forward(swapped, IMAGE))
+
+    first, second = (f"layer3.{name}" for name in exchanged)
+    assert f"{first} and {second} (Bottleneck) swapped" in difference.summary().splitlines()
+    assert difference.explained_counts() == {"swapped": 1}
+
+
+def _without_second_relu(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A Bottleneck's forward with its second ReLU call left out: one call fewer."""
+    out = self.relu(self.bn1(self.conv1(x)))
+    out = self.bn3(self.conv3(self.bn2(self.conv2(out))))
+    return self.relu(out + x)
+
+
+def test_a_name_free_comparison_says_where_a_call_went_in_words(baseline) -> None:
+    model = resnet50()
+    model.layer3[2].forward = types.MethodType(_without_second_relu, model.layer3[2])
+    # The oracle is the module tree: the removed call's module and the one called before it
+    # share the parent `layer3.2`, and that is where a reader looks.
+    parent = model.get_submodule("layer3.2")
+    assert isinstance(parent.get_submodule("bn2"), nn.BatchNorm2d)
+    assert isinstance(parent.get_submodule("relu"), nn.ReLU)
+
+    with pytest.raises(StructureMismatchError) as raised:
+        assert_same_structure(baseline, trace_forward(model, IMAGE), ignore=("paths",))
+
+    summary = str(raised.value).split("\n\n")[0].splitlines()
+    assert "1 call removed: layer3.2.relu #2 (ReLU) in layer3.2 after bn2" in summary, summary
+    # No later ReLU call renumbered into a move, no reuse count of blank names.
+    assert summary[1] == "183 calls before, 182 after: 1 call removed", summary

@@ -15,6 +15,7 @@ from pytest_fwdorder.diff.explanation import (
     describe_flops_change,
     describe_initialization_change,
     describe_operation_change,
+    describe_place,
     describe_settings_change,
     describe_tensor_fact_changes,
     describe_value_change,
@@ -246,13 +247,13 @@ def _named(
         detail = change.detail
         position = change.position
         if change.kind is ChangeKind.REMOVED and position is not None:
-            old_line, detail = old_names[position], describe_where(old_names, position)
+            old_line, detail = old_names[position], describe_place(old_names, position)
         elif change.kind is ChangeKind.INSERTED and position is not None:
-            new_line, detail = new_names[position], describe_where(new_names, position)
+            new_line, detail = new_names[position], describe_place(new_names, position)
         elif change.kind is ChangeKind.MOVED and position is not None:
             old_line = old_names[position]
             new_line = new_names[moved[position]]
-            detail = f"now {describe_where(new_names, moved[position])}"
+            detail = f"now {describe_place(new_names, moved[position])}"
         elif position is not None and change.new is not None:
             new_line = new_names[position]
             old_index = partner_of_new.get(position)

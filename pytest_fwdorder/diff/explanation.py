@@ -129,6 +129,7 @@ _NESTING_NOUNS = {
     ChangeKind.WRAPPED: ("wrap", "wraps"),
     ChangeKind.UNWRAPPED: ("unwrap", "unwraps"),
     ChangeKind.MOVED: ("move to another parent", "moves to another parent"),
+    ChangeKind.SWAPPED: ("swap", "swaps"),
     ChangeKind.SPLIT: ("shared module split", "shared modules split"),
     ChangeKind.MERGED: ("merge into a shared module", "merges into shared modules"),
     ChangeKind.RENAMED: ("subtree renamed", "subtrees renamed"),
@@ -239,6 +240,37 @@ def describe_where(lines: list[GoldenLine], index: int) -> str:
         if lines[earlier].depth < depth:
             return f"at the start of {called(lines[earlier])}"
     return "at the start"
+
+
+def describe_place(lines: list[GoldenLine], index: int) -> str:
+    """Where the line at `index` is, in words a reader finds in the model's tree: `in
+    layer3.2 after bn2` (its parent, then the sibling before it, named within the parent),
+    or `at the start of layer3.2`; a name-free comparison says this, having no classes to
+    tell its blank-named calls apart."""
+    depth = lines[index].depth
+    sibling: GoldenLine | None = None
+    for earlier in range(index - 1, -1, -1):
+        if lines[earlier].depth == depth and sibling is None:
+            sibling = lines[earlier]
+        elif lines[earlier].depth < depth:
+            parent = lines[earlier]
+            if sibling is None:
+                return f"at the start of {_place_name(parent)}"
+            inside = "" if parent.path == "<root>" else f"in {parent.name} "
+            return f"{inside}after {_within(sibling, parent)}"
+    return f"after {sibling.name}" if sibling is not None else "at the start"
+
+
+def _place_name(line: GoldenLine) -> str:
+    return "the model" if line.path == "<root>" else line.name
+
+
+def _within(line: GoldenLine, parent: GoldenLine) -> str:
+    """`bn2` for `layer3.2.bn2` inside `layer3.2`; the whole name where it is not inside."""
+    prefix = "" if parent.path == "<root>" else f"{parent.path}."
+    if prefix and line.name.startswith(prefix):
+        return line.name[len(prefix) :]
+    return line.name
 
 
 def describe_value_change(old_text: str, new_text: str) -> str:
