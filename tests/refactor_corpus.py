@@ -394,8 +394,12 @@ def _cases() -> list[Refactor]:
             resnet18,
             with_resnet(lambda model: setattr(model, "fc", nn.Linear(512, 10))),
             image,
-            {"settings changed": 1, "parameters changed": 1, "output changed": 2},
-            ("settings changed at 1 call: fc (Linear): out_features 1000 -> 10",),
+            {"settings changed": 1, "parameters changed": 1, "output changed": 1},
+            (
+                "settings changed at 1 call: fc (Linear): out_features 1000 -> 10",
+                "output changed at 1 call: fc (Linear) output (1, 1000) -> (1, 10), "
+                "and so the output of the model",
+            ),
             ("fc (Linear): out_features 1000 -> 10",),
         ),
         Refactor(
@@ -405,8 +409,12 @@ def _cases() -> list[Refactor]:
                 lambda model: setattr(model, "conv1", nn.Conv2d(1, 64, 7, 2, 3, bias=False))
             ),
             image,
-            {"settings changed": 1, "parameters changed": 1, "input changed": 2},
-            ("settings changed at 1 call: conv1 (Conv2d): in_channels 3 -> 1",),
+            {"settings changed": 1, "parameters changed": 1, "input changed": 1},
+            (
+                "settings changed at 1 call: conv1 (Conv2d): in_channels 3 -> 1",
+                "input changed at 1 call: <root> (ResNet) input (1, 3, 32, 32) -> (1, 1, 32, 32), "
+                "and so the input of conv1 (Conv2d)",
+            ),
             ("conv1 (Conv2d): in_channels 3 -> 1",),
             example_after=gray_image,
         ),
@@ -740,8 +748,12 @@ def _cases() -> list[Refactor]:
             with_decoder(unchanged),
             with_decoder(unchanged, vocabulary=48),
             tokens,
-            {"settings changed": 1, "parameters changed": 1, "output changed": 2},
-            ("settings changed at 1 call: head (Linear): out_features 32 -> 48",),
+            {"settings changed": 1, "parameters changed": 1, "output changed": 1},
+            (
+                "settings changed at 1 call: head (Linear): out_features 32 -> 48",
+                "output changed at 1 call: head (Linear) output (1, 6, 32) -> (1, 6, 48), "
+                "and so the output of the model",
+            ),
             ("head (Linear): out_features 32 -> 48",),
         ),
         Refactor(

@@ -94,9 +94,13 @@ def test_a_one_channel_first_conv_is_summarised_as_an_input_change() -> None:
 
     summary = before.diff(after).summary()
 
-    assert "conv1 (Conv2d) input (1, 3, 224, 224) -> (1, 1, 224, 224)" in summary
+    # The model's input reaches conv1 unchanged: one change, said once with where it goes.
+    assert (
+        "input changed at 1 call: <root> (ResNet) input (1, 3, 224, 224) -> (1, 1, 224, 224), "
+        "and so the input of conv1 (Conv2d)"
+    ) in summary.splitlines()
     assert summary.splitlines()[0] == (
-        "183 calls before, 183 after: 2 calls input changed, 1 call settings changed, "
+        "183 calls before, 183 after: 1 call input changed, 1 call settings changed, "
         "1 call parameters changed"
     )
     # The weight's new shape is said with the setting it follows from, in one sentence.
@@ -280,3 +284,25 @@ def test_a_name_free_comparison_says_where_a_call_went_in_words(baseline) -> Non
     assert "1 call removed: layer3.2.relu #2 (ReLU) in layer3.2 after bn2" in summary, summary
     # No later ReLU call renumbered into a move, no reuse count of blank names.
     assert summary[1] == "183 calls before, 182 after: 1 call removed", summary
+
+
+def test_a_new_head_says_the_models_output_changed_with_it_once(baseline) -> None:
+    model = resnet50()
+    model.fc = nn.Linear(2048, 10)
+    model.eval()
+    # The oracle: a plain forward of each model, and of the old and new head alone.
+    with torch.no_grad():
+        old_output = tuple(resnet50()(IMAGE).shape)
+        new_output = tuple(model(IMAGE).shape)
+        new_head_output = tuple(model.fc(torch.randn(1, 2048)).shape)
+    assert old_output != new_output == new_head_output
+
+    difference = baseline.diff(trace_forward(model, IMAGE))
+
+    summary = difference.summary().splitlines()
+    assert (
+        f"output changed at 1 call: fc (Linear) output {old_output} -> {new_output}, "
+        "and so the output of the model"
+    ) in summary
+    assert difference.explained_counts()["output changed"] == 1
+    assert difference.count("output changed") == 2  # per call: the head and the model

@@ -20,6 +20,7 @@ from pytest_fwdorder.diff.explanation import (
     describe_tensor_fact_changes,
     describe_value_change,
     describe_where,
+    fold_consequences,
     summarize,
 )
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
@@ -113,10 +114,13 @@ class TraceDiff:
 
     def explained_counts(self) -> dict[str, int]:
         """How many changes of each kind the summary states: a change to the nesting counts
-        once (one wrap, not its renamed calls), the per-call changes it explains not at all.
+        once (one wrap, not its renamed calls), the per-call changes it explains not at all,
+        nor an input or output change that only passes another on (the model's output after
+        its head's).
         """
         kinds = [change.kind for change in self.tree_changes]
-        kinds += [change.kind for change in unexplained(self.changes, self.tree_changes)]
+        kept, _ = fold_consequences(unexplained(self.changes, self.tree_changes), self.new_lines)
+        kinds += [change.kind for change in kept]
         counts: dict[str, int] = {}
         for kind in kinds:
             counts[kind.value] = counts.get(kind.value, 0) + 1

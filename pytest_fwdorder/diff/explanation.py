@@ -88,7 +88,7 @@ def summarize(
     unwrap, a move to another parent, a renamed subtree), then one per kind of the other
     changes. The per-call changes a change to the nesting explains are not repeated."""
     nesting = nesting or []
-    changes = unexplained(changes, nesting)
+    changes, followers = fold_consequences(unexplained(changes, nesting), new_lines)
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
@@ -119,7 +119,7 @@ def summarize(
         lines += sentences[:_EXAMPLES]
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
-    diff = _Changes(changes, old_lines, new_lines)
+    diff = _Changes(changes, old_lines, new_lines, followers)
     lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
     return "\n".join(lines)
 
@@ -143,9 +143,71 @@ class _Changes:
     changes: list[Change]
     old_lines: list[GoldenLine]
     new_lines: list[GoldenLine]
+    # The input or output changes that follow from a change, by its position.
+    followers: dict[tuple[ChangeKind, int], list[GoldenLine]]
 
     def of_kind(self, kind: ChangeKind) -> list[Change]:
         return [change for change in self.changes if change.kind is kind]
+
+
+_PASSED_ON = (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED)
+
+
+def fold_consequences(
+    changes: list[Change], new_lines: list[GoldenLine]
+) -> tuple[list[Change], dict[tuple[ChangeKind, int], list[GoldenLine]]]:
+    """The changes without the input and output changes that only pass another one on, and
+    those passed on, by the kind and position of the change they follow from.
+
+    A call whose output changed exactly as the last call inside it did (the model's output
+    after its head's) passes that change on; so does a call whose input changed exactly as
+    the call it runs inside did, being that call's first (conv1's after the model's).
+    """
+    by_place = {
+        (change.kind, change.position): change
+        for change in changes
+        if change.kind in _PASSED_ON and change.position is not None and change.new is not None
+    }
+    if len(by_place) < 2:
+        return changes, {}
+    parents, last_children = _parents_and_last_children(new_lines)
+    source: dict[tuple[ChangeKind, int], tuple[ChangeKind, int]] = {}
+    for (kind, position), change in by_place.items():
+        if kind is ChangeKind.OUTPUT_CHANGED:
+            child = last_children.get(position)
+            cause = by_place.get((kind, child)) if child is not None else None
+        else:
+            parent = parents[position]
+            first = parent is not None and parent + 1 == position
+            cause = by_place.get((kind, parent)) if first and parent is not None else None
+        if cause is not None and cause.detail == change.detail:
+            source[(kind, position)] = (kind, cause.position or 0)
+    followers: dict[tuple[ChangeKind, int], list[GoldenLine]] = {}
+    for place in sorted(source, key=lambda place: place[1]):
+        root = source[place]
+        while root in source:
+            root = source[root]
+        followers.setdefault(root, []).append(new_lines[place[1]])
+    kept = [change for change in changes if (change.kind, change.position) not in source]
+    return kept, followers
+
+
+def _parents_and_last_children(
+    lines: list[GoldenLine],
+) -> tuple[list[int | None], dict[int, int]]:
+    """Each line's parent (None at the top) and each parent's last child, by index."""
+    parents: list[int | None] = []
+    last_children: dict[int, int] = {}
+    open_calls: list[int] = []
+    for index, line in enumerate(lines):
+        while open_calls and lines[open_calls[-1]].depth >= line.depth:
+            open_calls.pop()
+        parent = open_calls[-1] if open_calls else None
+        parents.append(parent)
+        if parent is not None:
+            last_children[parent] = index
+        open_calls.append(index)
+    return parents, last_children
 
 
 def call_lines(
@@ -499,7 +561,12 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         return f"{plural(count, 'call')} renamed: " + _examples(items)
     if kind in (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED):
         side = "input" if kind is ChangeKind.INPUT_CHANGED else "output"
-        items = [f"{called(c.new)} {side} {c.detail}" for c in changes if c.new is not None]
+        items = [
+            f"{called(c.new)} {side} {c.detail}"
+            + _passed_on(side, diff.followers.get((kind, c.position or 0), []))
+            for c in changes
+            if c.new is not None
+        ]
         return f"{side} changed at {plural(count, 'call')}: " + _examples(items, separator="; ")
     if kind is ChangeKind.REUSE_CHANGED:
         return "reuse count changed: " + _examples([c.detail for c in changes])
@@ -592,6 +659,14 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         )
     items = [f"{called(c.new)} {c.detail}" for c in changes if c.new is not None]
     return f"{kind.value} at {plural(count, 'call')}: " + _examples(items)
+
+
+def _passed_on(side: str, followers: list[GoldenLine]) -> str:
+    """`, and so the output of the model` for the calls a change passed on to."""
+    if not followers:
+        return ""
+    names = ["the model" if line.path == "<root>" else called(line) for line in followers]
+    return f", and so the {side} of {', '.join(names)}"
 
 
 def _without_prefix(detail: str, path: str) -> str:
