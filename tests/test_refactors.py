@@ -277,7 +277,7 @@ def test_a_name_free_comparison_says_where_a_call_went_in_words(baseline) -> Non
     assert isinstance(parent.get_submodule("bn2"), nn.BatchNorm2d)
     assert isinstance(parent.get_submodule("relu"), nn.ReLU)
 
-    with pytest.raises(StructureMismatchError) as raised:
+    with pytest.raises(StructureMismatchError, match="execution structure differs") as raised:
         assert_same_structure(baseline, trace_forward(model, IMAGE), ignore=("paths",))
 
     summary = str(raised.value).split("\n\n")[0].splitlines()

@@ -9,16 +9,18 @@ import html
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
-from pytest_fwdorder.diff.explanation import (
-    call_lines,
+from pytest_fwdorder.diff.change_details import (
     describe_flops_change,
     describe_initialization_change,
     describe_operation_change,
-    describe_place,
     describe_settings_change,
     describe_tensor_fact_changes,
     describe_value_change,
+)
+from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
+from pytest_fwdorder.diff.explanation import (
+    call_lines,
+    describe_place,
     describe_where,
     fold_consequences,
     summarize,
