@@ -18,14 +18,9 @@ from pytest_fwdorder.diff.change_details import (
     describe_value_change,
 )
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
-from pytest_fwdorder.diff.explanation import (
-    call_lines,
-    describe_place,
-    describe_where,
-    fold_consequences,
-    summarize,
-)
+from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
+from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
 from pytest_fwdorder.facets.values_tolerance import moved_statistics
@@ -110,6 +105,7 @@ class TraceDiff:
                     self.old_names or self.old_lines,
                     self.new_names or self.new_lines,
                     self.tree_changes,
+                    name_free=bool(self.old_names),
                 ),
             ]
         )

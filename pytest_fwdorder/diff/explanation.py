@@ -11,6 +11,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
+from pytest_fwdorder.diff.places import (
+    alike_siblings,
+    called,
+    describe_place,
+    describe_where,
+    subtree_end,
+)
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden.format import (
     GoldenLine,
@@ -73,6 +80,8 @@ def summarize(
     old_lines: list[GoldenLine],
     new_lines: list[GoldenLine],
     nesting: list[TreeChange] | None = None,
+    *,
+    name_free: bool = False,
 ) -> str:
     """A paragraph: one line of totals, then one line per change to the nesting (a wrap, an
     unwrap, a move to another parent, a renamed subtree), then one per kind of the other
@@ -109,7 +118,7 @@ def summarize(
         lines += sentences[:_EXAMPLES]
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
-    diff = _Changes(changes, old_lines, new_lines, followers)
+    diff = _Changes(changes, old_lines, new_lines, followers, name_free)
     lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
     return "\n".join(lines)
 
@@ -135,6 +144,7 @@ class _Changes:
     new_lines: list[GoldenLine]
     # The input or output changes that follow from a change, by its position.
     followers: dict[tuple[ChangeKind, int], list[GoldenLine]]
+    name_free: bool = False  # the lines are names for calls aligned without them
 
     def of_kind(self, kind: ChangeKind) -> list[Change]:
         return [change for change in self.changes if change.kind is kind]
@@ -282,49 +292,6 @@ def rows_to_show(rows: list[DiffRow], context: int) -> list[bool]:
     return show
 
 
-def describe_where(lines: list[GoldenLine], index: int) -> str:
-    """`after X (Type)` (previous sibling) or `at the start of X (Type)` (parent) for the line
-    at `index`."""
-    depth = lines[index].depth
-    for earlier in range(index - 1, -1, -1):
-        if lines[earlier].depth == depth:
-            return f"after {called(lines[earlier])}"
-        if lines[earlier].depth < depth:
-            return f"at the start of {called(lines[earlier])}"
-    return "at the start"
-
-
-def describe_place(lines: list[GoldenLine], index: int) -> str:
-    """Where the line at `index` is, in words a reader finds in the model's tree: `in
-    layer3.2 after bn2` (its parent, then the sibling before it, named within the parent),
-    or `at the start of layer3.2`; a name-free comparison says this, having no classes to
-    tell its blank-named calls apart."""
-    depth = lines[index].depth
-    sibling: GoldenLine | None = None
-    for earlier in range(index - 1, -1, -1):
-        if lines[earlier].depth == depth and sibling is None:
-            sibling = lines[earlier]
-        elif lines[earlier].depth < depth:
-            parent = lines[earlier]
-            if sibling is None:
-                return f"at the start of {_place_name(parent)}"
-            inside = "" if parent.path == "<root>" else f"in {parent.name} "
-            return f"{inside}after {_within(sibling, parent)}"
-    return f"after {sibling.name}" if sibling is not None else "at the start"
-
-
-def _place_name(line: GoldenLine) -> str:
-    return "the model" if line.path == "<root>" else line.name
-
-
-def _within(line: GoldenLine, parent: GoldenLine) -> str:
-    """`bn2` for `layer3.2.bn2` inside `layer3.2`; the whole name where it is not inside."""
-    prefix = "" if parent.path == "<root>" else f"{parent.path}."
-    if prefix and line.name.startswith(prefix):
-        return line.name[len(prefix) :]
-    return line.name
-
-
 def _biggest_first(changes: list[Change]) -> list[Change]:
     """Cost changes by how many FLOPs they add or take away, the biggest first (stable)."""
 
@@ -338,11 +305,6 @@ def _biggest_first(changes: list[Change]) -> list[Change]:
 
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def called(line: GoldenLine) -> str:
-    """A call as summaries name it: its golden name and its class, `layer1.0.relu #2 (ReLU)`."""
-    return f"{line.name} ({line.module_type})"
 
 
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
@@ -491,18 +453,26 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
         for change in diff.of_kind(ChangeKind.RENAMED)
         if change.old is not None and change.new is not None
     }
-    items = []
-    subtree_end = -1
+    items: list[str] = []
+    changed = {change.position for change in changes}
+    last_nested = -1
     nested = 0
     root: Change | None = None
     for change in [*changes, None]:
-        if change is not None and change.position is not None and change.position < subtree_end:
+        if change is not None and change.position is not None and change.position < last_nested:
             nested += 1
             continue
         if root is not None and root.position is not None:
             line = lines[root.position]
             inner = f", with {plural(nested, 'nested call')}" if nested else ""
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
+            shown = kind is not ChangeKind.MOVED and len(items) < _EXAMPLES
+            alike = alike_siblings(lines, root.position, changed) if shown else []
+            if len(alike) > 1:
+                # The trace cannot tell which of these went (or came): say all of them.
+                where = (describe_place if diff.name_free else describe_where)(lines, alike[0])
+                names = ", ".join(lines[index].name for index in alike)
+                item = f"one of {names} ({line.module_type} look-alikes{inner}) {where}"
             if kind is ChangeKind.MOVED and root.new is not None:
                 partner = renamed.get((root.new.name, line.name))
                 if partner is not None:
@@ -511,7 +481,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
         if change is None or change.position is None:
             break
         root, nested = change, 0
-        subtree_end = _subtree_end(lines, change.position)
+        last_nested = subtree_end(lines, change.position)
     return f"{plural(len(changes), 'call')} {kind.value}: " + _examples(items, separator="; ")
 
 
@@ -529,14 +499,6 @@ def _end_order(lines: list[GoldenLine]) -> list[int]:
         order[open_calls.pop()] = ended
         ended += 1
     return order
-
-
-def _subtree_end(lines: list[GoldenLine], index: int) -> int:
-    depth = lines[index].depth
-    end = index + 1
-    while end < len(lines) and lines[end].depth > depth:
-        end += 1
-    return end
 
 
 def _examples(items: list[str], separator: str = ", ") -> str:
