@@ -77,6 +77,11 @@ def wrapped_layer2(model: nn.Module) -> None:
     model.layer2 = nn.Sequential(model.layer2, nn.Identity())
 
 
+def wrapped_layer2_with_extra(model: nn.Module) -> None:
+    model.layer2.add_module("extra", nn.Identity())
+    wrapped_layer2(model)
+
+
 def swapped_blocks(model: nn.Module) -> None:
     """layer1's two blocks called in the other order, each keeping its name."""
     first, second = model.layer1
@@ -319,6 +324,23 @@ def _cases() -> list[Refactor]:
                 "1 call inserted: layer2.1 (Identity) after layer2.0 (Sequential)",
             ),
             ("layer2 (Sequential) wraps the old layer2",),
+        ),
+        Refactor(
+            "wrap a stage and insert a call inside it",
+            resnet18,
+            with_resnet(wrapped_layer2_with_extra),
+            image,
+            {"wrapped": 1, "inserted": 2},
+            (
+                "layer2 (Sequential) wraps the old layer2, now layer2.0 (18 calls renamed under it)",
+                "2 calls inserted: layer2.0.extra (Identity) after layer2.0.1 (BasicBlock); "
+                "layer2.1 (Identity) after layer2.0 (Sequential)",
+            ),
+            (
+                "layer2 (Sequential) wraps the old layer2",
+                "2 calls inserted: layer2.0.extra (Identity) in layer2.0 after 1; "
+                "layer2.1 (Identity) in layer2 after 0",
+            ),
         ),
         Refactor(
             "unwrap a stage",

@@ -124,15 +124,15 @@ class _Finder:
         return count
 
     def explain_subtrees(self, new_roots: list[int]) -> tuple[frozenset[int], frozenset[int]]:
-        """Mark the calls of these new subtrees and their partners explained; returns them
-        (old, new)."""
+        """Mark the paired calls of these new subtrees and their partners explained; returns
+        them (old, new). A call inserted inside is not explained: it is said on its own."""
         olds: set[int] = set()
         news: set[int] = set()
         for root in new_roots:
             for index in range(root, self.new_tree.ends[root]):
-                news.add(index)
                 old_index = self.new_to_old.get(index)
                 if old_index is not None:
+                    news.add(index)
                     olds.add(old_index)
         self.explained_old |= olds
         self.explained_new |= news
