@@ -221,15 +221,14 @@ def test_a_shape_and_a_flag_changing_together_are_both_named() -> None:
     )
 
 
-def test_swapped_layers_are_summarised_as_a_move_naming_both_classes() -> None:
+def test_swapped_layers_are_summarised_as_one_swap_naming_both_classes() -> None:
     before, after = swapped_activations()
 
     summary = trace_of(before).diff(trace_of(after)).summary().splitlines()
 
     assert summary == [
-        "4 calls before, 4 after: 1 call moved, 1 call renamed",
-        "1 call moved: 2 (Tanh) -> 1, swapped with 1 (ReLU)",
-        "1 call renamed: 1 (ReLU) -> 2",
+        "4 calls before, 4 after: 1 swap",
+        "1 (ReLU) and 2 (Tanh) swapped, now 2 and 1",
     ]
 
 

@@ -69,15 +69,15 @@ def test_adding_a_first_call_of_a_reused_module_blames_the_new_first_call() -> N
     ]
 
 
-def test_moving_one_call_of_a_reused_module_is_one_move() -> None:
+def test_moving_one_call_of_a_reused_module_past_its_neighbour_is_one_swap() -> None:
     before = ("a", "act", "b", "act", "c", "d", "act")
     after = ("a", "act", "b", "c", "act", "d", "act")
 
     summary = summary_of(Steps(*before), Steps(*after), torch.randn(1, 4))
 
     assert summary == [
-        "8 calls before, 8 after: 1 call moved",
-        "1 call moved: act #2 (ReLU) now after c (Linear)",
+        "8 calls before, 8 after: 1 swap",
+        "act #2 (ReLU) and c (Linear) swapped",
     ]
 
 

@@ -58,3 +58,6 @@ def test_the_name_free_comparison_names_where(refactor: Refactor) -> None:
         assert_same_structure(before, after, ignore=("paths",))
     for text in refactor.name_free:
         assert text in str(raised.value), str(raised.value)
+    # Names are not compared here, so a rename cannot be a finding.
+    summary = str(raised.value).partition("\n\n")[0]
+    assert "renamed" not in summary, summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import types
 from collections import OrderedDict
 
 import pytest
@@ -93,9 +94,13 @@ def test_a_one_channel_first_conv_is_summarised_as_an_input_change() -> None:
 
     summary = before.diff(after).summary()
 
-    assert "conv1 (Conv2d) input (1, 3, 224, 224) -> (1, 1, 224, 224)" in summary
+    # The model's input reaches conv1 unchanged: one change, said once with where it goes.
+    assert (
+        "input changed at 1 call: <root> (ResNet) input (1, 3, 224, 224) -> (1, 1, 224, 224), "
+        "and so the input of conv1 (Conv2d)"
+    ) in summary.splitlines()
     assert summary.splitlines()[0] == (
-        "183 calls before, 183 after: 2 calls input changed, 1 call settings changed, "
+        "183 calls before, 183 after: 1 call input changed, 1 call settings changed, "
         "1 call parameters changed"
     )
     # The weight's new shape is said with the setting it follows from, in one sentence.
@@ -109,7 +114,11 @@ def test_ignoring_the_batch_dimension_accepts_another_batch_size(baseline) -> No
     bigger = trace_forward(resnet50(), torch.randn(3, 3, 64, 64))
 
     assert_same_structure(baseline, bigger, ignore=("batch",))
-    with pytest.raises(StructureMismatchError, match="output changed at 183 calls"):
+    # The batch of the model's input changed, and every call's with it.
+    with pytest.raises(
+        StructureMismatchError,
+        match=r"<root> \(ResNet\) input 1 -> 3, and so the input of conv1 \(Conv2d\)",
+    ):
         assert_same_structure(baseline, bigger, ignore=("dim:1",))
 
 
@@ -216,3 +225,88 @@ def test_copy_weights_follows_a_module_whose_call_moved() -> None:
 
     assert sorted(copied) == [("0", "0"), ("1", "1")]
     assert torch.equal(reordered.get_submodule("1").weight, source[1].weight)
+
+
+def _children_in_call_order(parent: nn.Module, *inputs: torch.Tensor) -> list[str]:
+    """The oracle: the names of `parent`'s children in the order a forward calls them, from
+    plain forward hooks on the children (removed after)."""
+    order: list[str] = []
+    handles = [
+        child.register_forward_pre_hook(lambda *_, name=name: order.append(name))
+        for name, child in parent.named_children()
+    ]
+    try:
+        with torch.no_grad():
+            parent(*inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return order
+
+
+def test_two_swapped_blocks_read_as_one_swap(baseline) -> None:
+    swapped = resnet50()
+    stage = swapped.layer3
+    swapped.layer3 = nn.Sequential(
+        OrderedDict((name, stage.get_submodule(name)) for name in ["0", "2", "1", "3", "4", "5"])
+    )
+    stage_input = torch.randn(1, 512, 8, 8)
+    before = _children_in_call_order(resnet50().layer3, stage_input)
+    after = _children_in_call_order(swapped.layer3, stage_input)
+    exchanged = [old for old, new in zip(before, after, strict=True) if old != new]
+    assert before == sorted(before)  # the oracle sees an unchanged stage as unchanged
+    assert len(exchanged) == 2
+    assert after.index(exchanged[0]) == before.index(exchanged[1])
+
+    difference = baseline.diff(trace_forward(swapped, IMAGE))
+
+    first, second = (f"layer3.{name}" for name in exchanged)
+    assert f"{first} and {second} (Bottleneck) swapped" in difference.summary().splitlines()
+    assert difference.explained_counts() == {"swapped": 1}
+
+
+def _without_second_relu(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A Bottleneck's forward with its second ReLU call left out: one call fewer."""
+    out = self.relu(self.bn1(self.conv1(x)))
+    out = self.bn3(self.conv3(self.bn2(self.conv2(out))))
+    return self.relu(out + x)
+
+
+def test_a_name_free_comparison_says_where_a_call_went_in_words(baseline) -> None:
+    model = resnet50()
+    model.layer3[2].forward = types.MethodType(_without_second_relu, model.layer3[2])
+    # The oracle is the module tree: the removed call's module and the one called before it
+    # share the parent `layer3.2`, and that is where a reader looks.
+    parent = model.get_submodule("layer3.2")
+    assert isinstance(parent.get_submodule("bn2"), nn.BatchNorm2d)
+    assert isinstance(parent.get_submodule("relu"), nn.ReLU)
+
+    with pytest.raises(StructureMismatchError, match="execution structure differs") as raised:
+        assert_same_structure(baseline, trace_forward(model, IMAGE), ignore=("paths",))
+
+    summary = str(raised.value).split("\n\n")[0].splitlines()
+    assert "1 call removed: layer3.2.relu #2 (ReLU) in layer3.2 after bn2" in summary, summary
+    # No later ReLU call renumbered into a move, no reuse count of blank names.
+    assert summary[1] == "183 calls before, 182 after: 1 call removed", summary
+
+
+def test_a_new_head_says_the_models_output_changed_with_it_once(baseline) -> None:
+    model = resnet50()
+    model.fc = nn.Linear(2048, 10)
+    model.eval()
+    # The oracle: a plain forward of each model, and of the old and new head alone.
+    with torch.no_grad():
+        old_output = tuple(resnet50()(IMAGE).shape)
+        new_output = tuple(model(IMAGE).shape)
+        new_head_output = tuple(model.fc(torch.randn(1, 2048)).shape)
+    assert old_output != new_output == new_head_output
+
+    difference = baseline.diff(trace_forward(model, IMAGE))
+
+    summary = difference.summary().splitlines()
+    assert (
+        f"output changed at 1 call: fc (Linear) output {old_output} -> {new_output}, "
+        "and so the output of the model"
+    ) in summary
+    assert difference.explained_counts()["output changed"] == 1
+    assert difference.count("output changed") == 2  # per call: the head and the model

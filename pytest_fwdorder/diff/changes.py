@@ -18,6 +18,7 @@ class ChangeKind(str, enum.Enum):
     INSERTED = "inserted"
     REMOVED = "removed"
     MOVED = "moved"
+    SWAPPED = "swapped"
     WRAPPED = "wrapped"
     UNWRAPPED = "unwrapped"
     SPLIT = "split"

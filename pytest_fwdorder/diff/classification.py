@@ -9,19 +9,18 @@ import html
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
-from pytest_fwdorder.diff.explanation import (
-    call_lines,
+from pytest_fwdorder.diff.change_details import (
     describe_flops_change,
     describe_initialization_change,
     describe_operation_change,
     describe_settings_change,
     describe_tensor_fact_changes,
     describe_value_change,
-    describe_where,
-    summarize,
 )
+from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
+from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
+from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
 from pytest_fwdorder.facets.values_tolerance import moved_statistics
@@ -106,16 +105,20 @@ class TraceDiff:
                     self.old_names or self.old_lines,
                     self.new_names or self.new_lines,
                     self.tree_changes,
+                    name_free=bool(self.old_names),
                 ),
             ]
         )
 
     def explained_counts(self) -> dict[str, int]:
         """How many changes of each kind the summary states: a change to the nesting counts
-        once (one wrap, not its renamed calls), the per-call changes it explains not at all.
+        once (one wrap, not its renamed calls), the per-call changes it explains not at all,
+        nor an input or output change that only passes another on (the model's output after
+        its head's).
         """
         kinds = [change.kind for change in self.tree_changes]
-        kinds += [change.kind for change in unexplained(self.changes, self.tree_changes)]
+        kept, _ = fold_consequences(unexplained(self.changes, self.tree_changes), self.new_lines)
+        kinds += [change.kind for change in kept]
         counts: dict[str, int] = {}
         for kind in kinds:
             counts[kind.value] = counts.get(kind.value, 0) + 1
@@ -246,13 +249,13 @@ def _named(
         detail = change.detail
         position = change.position
         if change.kind is ChangeKind.REMOVED and position is not None:
-            old_line, detail = old_names[position], describe_where(old_names, position)
+            old_line, detail = old_names[position], describe_place(old_names, position)
         elif change.kind is ChangeKind.INSERTED and position is not None:
-            new_line, detail = new_names[position], describe_where(new_names, position)
+            new_line, detail = new_names[position], describe_place(new_names, position)
         elif change.kind is ChangeKind.MOVED and position is not None:
             old_line = old_names[position]
             new_line = new_names[moved[position]]
-            detail = f"now {describe_where(new_names, moved[position])}"
+            detail = f"now {describe_place(new_names, moved[position])}"
         elif position is not None and change.new is not None:
             new_line = new_names[position]
             old_index = partner_of_new.get(position)

@@ -1,4 +1,4 @@
-"""Changes -> words: the summary, the aligned call lines of a diff, and each change's detail.
+"""Changes -> words: the summary and the aligned call lines of a diff, and where a call is.
 
 Pure functions on text, no torch. What a reviewer reads first comes first: a line of totals,
 one line per kind of change with examples, then the calls with context (`-` old, `+` new).
@@ -11,20 +11,17 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
+from pytest_fwdorder.diff.places import (
+    alike_siblings,
+    called,
+    describe_place,
+    describe_where,
+    subtree_end,
+)
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden.format import (
-    TENSOR_PATTERN,
     GoldenLine,
     flops_of,
-    human_count,
-    initialization_step_parts,
-    named_items,
-    operation_parts,
-    split_values,
-    tensor_fact_flags,
-    tensor_fact_items,
-    tensor_fact_shape,
-    tensor_shapes,
 )
 
 # Order of the summary: what a reviewer should read first comes first.
@@ -83,12 +80,14 @@ def summarize(
     old_lines: list[GoldenLine],
     new_lines: list[GoldenLine],
     nesting: list[TreeChange] | None = None,
+    *,
+    name_free: bool = False,
 ) -> str:
     """A paragraph: one line of totals, then one line per change to the nesting (a wrap, an
     unwrap, a move to another parent, a renamed subtree), then one per kind of the other
     changes. The per-call changes a change to the nesting explains are not repeated."""
     nesting = nesting or []
-    changes = unexplained(changes, nesting)
+    changes, followers = fold_consequences(unexplained(changes, nesting), new_lines)
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
@@ -119,7 +118,7 @@ def summarize(
         lines += sentences[:_EXAMPLES]
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
-    diff = _Changes(changes, old_lines, new_lines)
+    diff = _Changes(changes, old_lines, new_lines, followers, name_free)
     lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
     return "\n".join(lines)
 
@@ -129,6 +128,7 @@ _NESTING_NOUNS = {
     ChangeKind.WRAPPED: ("wrap", "wraps"),
     ChangeKind.UNWRAPPED: ("unwrap", "unwraps"),
     ChangeKind.MOVED: ("move to another parent", "moves to another parent"),
+    ChangeKind.SWAPPED: ("swap", "swaps"),
     ChangeKind.SPLIT: ("shared module split", "shared modules split"),
     ChangeKind.MERGED: ("merge into a shared module", "merges into shared modules"),
     ChangeKind.RENAMED: ("subtree renamed", "subtrees renamed"),
@@ -142,9 +142,72 @@ class _Changes:
     changes: list[Change]
     old_lines: list[GoldenLine]
     new_lines: list[GoldenLine]
+    # The input or output changes that follow from a change, by its position.
+    followers: dict[tuple[ChangeKind, int], list[GoldenLine]]
+    name_free: bool = False  # the lines are names for calls aligned without them
 
     def of_kind(self, kind: ChangeKind) -> list[Change]:
         return [change for change in self.changes if change.kind is kind]
+
+
+_PASSED_ON = (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED)
+
+
+def fold_consequences(
+    changes: list[Change], new_lines: list[GoldenLine]
+) -> tuple[list[Change], dict[tuple[ChangeKind, int], list[GoldenLine]]]:
+    """The changes without the input and output changes that only pass another one on, and
+    those passed on, by the kind and position of the change they follow from.
+
+    A call whose output changed exactly as the last call inside it did (the model's output
+    after its head's) passes that change on; so does a call whose input changed exactly as
+    the call it runs inside did, being that call's first (conv1's after the model's).
+    """
+    by_place = {
+        (change.kind, change.position): change
+        for change in changes
+        if change.kind in _PASSED_ON and change.position is not None and change.new is not None
+    }
+    if len(by_place) < 2:
+        return changes, {}
+    parents, last_children = _parents_and_last_children(new_lines)
+    source: dict[tuple[ChangeKind, int], tuple[ChangeKind, int]] = {}
+    for (kind, position), change in by_place.items():
+        if kind is ChangeKind.OUTPUT_CHANGED:
+            child = last_children.get(position)
+            cause = by_place.get((kind, child)) if child is not None else None
+        else:
+            parent = parents[position]
+            first = parent is not None and parent + 1 == position
+            cause = by_place.get((kind, parent)) if first and parent is not None else None
+        if cause is not None and cause.detail == change.detail:
+            source[(kind, position)] = (kind, cause.position or 0)
+    followers: dict[tuple[ChangeKind, int], list[GoldenLine]] = {}
+    for place in sorted(source, key=lambda place: place[1]):
+        root = source[place]
+        while root in source:
+            root = source[root]
+        followers.setdefault(root, []).append(new_lines[place[1]])
+    kept = [change for change in changes if (change.kind, change.position) not in source]
+    return kept, followers
+
+
+def _parents_and_last_children(
+    lines: list[GoldenLine],
+) -> tuple[list[int | None], dict[int, int]]:
+    """Each line's parent (None at the top) and each parent's last child, by index."""
+    parents: list[int | None] = []
+    last_children: dict[int, int] = {}
+    open_calls: list[int] = []
+    for index, line in enumerate(lines):
+        while open_calls and lines[open_calls[-1]].depth >= line.depth:
+            open_calls.pop()
+        parent = open_calls[-1] if open_calls else None
+        parents.append(parent)
+        if parent is not None:
+            last_children[parent] = index
+        open_calls.append(index)
+    return parents, last_children
 
 
 def call_lines(
@@ -229,202 +292,6 @@ def rows_to_show(rows: list[DiffRow], context: int) -> list[bool]:
     return show
 
 
-def describe_where(lines: list[GoldenLine], index: int) -> str:
-    """`after X (Type)` (previous sibling) or `at the start of X (Type)` (parent) for the line
-    at `index`."""
-    depth = lines[index].depth
-    for earlier in range(index - 1, -1, -1):
-        if lines[earlier].depth == depth:
-            return f"after {called(lines[earlier])}"
-        if lines[earlier].depth < depth:
-            return f"at the start of {called(lines[earlier])}"
-    return "at the start"
-
-
-def describe_value_change(old_text: str, new_text: str) -> str:
-    """What changed in inputs or outputs: shapes, dtypes, then other values that differ.
-
-    `(1, 4) -> (2, 4)`, `dtype f32 -> f64`, `flag=True -> flag=False`, or both texts whole
-    when no shorter account is exact.
-    """
-    old_tensors, new_tensors = tensor_shapes(old_text), tensor_shapes(new_text)
-    parts: list[str] = []
-    if old_tensors != new_tensors:
-        tensor_change = _tensor_change(old_tensors, new_tensors)
-        if tensor_change is None:
-            return f"{old_text} -> {new_text}"
-        parts.append(tensor_change)
-    parts += _other_value_changes(old_text, new_text)
-    return " and ".join(parts) if parts else f"{old_text} -> {new_text}"
-
-
-def _tensor_change(
-    old_tensors: list[tuple[str, tuple[int, ...]]], new_tensors: list[tuple[str, tuple[int, ...]]]
-) -> str | None:
-    """Shapes or dtypes that changed, when the tensors line up one for one; else None."""
-    if not old_tensors or len(old_tensors) != len(new_tensors):
-        return None
-    old_dtypes = [dtype for dtype, _ in old_tensors]
-    new_dtypes = [dtype for dtype, _ in new_tensors]
-    old_shapes = [shape for _, shape in old_tensors]
-    new_shapes = [shape for _, shape in new_tensors]
-    if old_dtypes == new_dtypes:
-        return f"{_join_shapes(old_shapes)} -> {_join_shapes(new_shapes)}"
-    if old_shapes == new_shapes:
-        return f"dtype {', '.join(old_dtypes)} -> {', '.join(new_dtypes)}"
-    return None
-
-
-def _other_value_changes(old_text: str, new_text: str) -> list[str]:
-    """The values other than tensors that differ: `flag=True -> flag=False`, `added x=1`."""
-    old_values, new_values = split_values(old_text), split_values(new_text)
-    old_keys = [TENSOR_PATTERN.sub("T", value) for value in old_values]
-    new_keys = [TENSOR_PATTERN.sub("T", value) for value in new_values]
-    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
-    changes = []
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
-        before = ", ".join(old_values[old_start:old_end])
-        after = ", ".join(new_values[new_start:new_end])
-        if tag == "replace":
-            changes.append(f"{before} -> {after}")
-        elif tag == "insert":
-            changes.append(f"added {after}")
-        elif tag == "delete":
-            changes.append(f"dropped {before}")
-    return changes
-
-
-def _join_shapes(shapes: list[tuple[int, ...]]) -> str:
-    return ", ".join(str(shape) for shape in shapes)
-
-
-def describe_operation_change(old_text: str, new_text: str) -> str:
-    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`."""
-    old_name, old_arguments, old_output = operation_parts(old_text)
-    new_name, new_arguments, new_output = operation_parts(new_text)
-    if old_name != new_name:
-        return f"{old_name} -> {new_name}"
-    if old_arguments != new_arguments:
-        return f"{new_name} input {describe_value_change(old_arguments, new_arguments)}"
-    return f"{new_name} output {describe_value_change(old_output, new_output)}"
-
-
-def describe_settings_change(old_text: str, new_text: str) -> str:
-    """`kernel_size (3, 3) -> (5, 5), bias True -> False`, or both texts whole."""
-    old_settings, new_settings = named_items(old_text), named_items(new_text)
-    if old_settings is None or new_settings is None:
-        return f"{old_text or '(none)'} -> {new_text or '(none)'}"
-    parts = []
-    for name, value in new_settings.items():
-        before = old_settings.get(name)
-        if before is None:
-            parts.append(f"added {name}={value}")
-        elif before != value:
-            parts.append(f"{name} {before} -> {value}")
-    parts += [
-        f"dropped {name}={value}"
-        for name, value in old_settings.items()
-        if name not in new_settings
-    ]
-    return ", ".join(parts)
-
-
-def describe_tensor_fact_changes(
-    old_text: str, new_text: str, path: str, *, whole_module_frozen: bool = False
-) -> list[str]:
-    """`renamed block.w -> block.weight (f32[64,64])`, `now frozen: 4.weight`, shape changes."""
-    old_items, new_items = tensor_fact_items(old_text), tensor_fact_items(new_text)
-    prefix = f"{path}." if path and path != "<root>" else ""
-    changes: list[str] = []
-    removed = [name for name in old_items if name not in new_items]
-    added = [name for name in new_items if name not in old_items]
-    for name in list(removed):
-        old_description = tensor_fact_shape(old_items[name])
-        partner = next(
-            (other for other in added if tensor_fact_shape(new_items[other]) == old_description),
-            None,
-        )
-        if partner is not None:
-            changes.append(f"renamed {prefix}{name} -> {prefix}{partner} ({old_description})")
-            removed.remove(name)
-            added.remove(partner)
-    changes += [f"removed {prefix}{name} ({old_items[name]})" for name in removed]
-    changes += [f"added {prefix}{name} ({new_items[name]})" for name in added]
-    for name, new_description in new_items.items():
-        before = old_items.get(name)
-        if before is None or before == new_description:
-            continue
-        old_flags, new_flags = tensor_fact_flags(before), tensor_fact_flags(new_description)
-        if tensor_fact_shape(before) != tensor_fact_shape(new_description):
-            changes.append(
-                f"{prefix}{name} {tensor_fact_shape(before)} -> {tensor_fact_shape(new_description)}"
-            )
-        if whole_module_frozen:  # the module's own frozen change says it
-            old_flags.discard("frozen")
-            new_flags.discard("frozen")
-        for flag in sorted(new_flags - old_flags):
-            changes.append(f"now {flag}: {prefix}{name}")
-        for flag in sorted(old_flags - new_flags):
-            changes.append(f"no longer {flag}: {prefix}{name}")
-    return changes
-
-
-def describe_flops_change(old: int, new: int) -> str:
-    """`1.85 G -> 2.61 G (+41%)`: the FLOPs before and after, and by how much they changed."""
-    change = f" ({(new - old) / old:+.0%})" if old else ""
-    return f"{human_count(old)} -> {human_count(new)}{change}"
-
-
-def describe_initialization_change(old_steps: list[str], new_steps: list[str]) -> str:
-    """The first initialization step that moved or changed, in words, and how many differ:
-    `initialization order changed: b.weight now before a.weight; every later draw shifted`."""
-    old = [initialization_step_parts(step) for step in old_steps]
-    new = [initialization_step_parts(step) for step in new_steps]
-    first = next(
-        (number for number, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
-        min(len(old), len(new)),
-    )
-    differing = sum(
-        1 for number in range(max(len(old), len(new)))
-        if number >= len(old) or number >= len(new) or old[number] != new[number]
-    )  # fmt: skip
-    tail = f" ({differing} of {len(new)} steps differ from step {first + 1} on)"
-    if first >= len(old):
-        target, operations, _ = new[first]
-        return f"initialization step added at the end: {target} {operations}{tail}"
-    if first >= len(new):
-        target, operations, _ = old[first]
-        return f"initialization step removed at the end: {target} {operations}{tail}"
-    (old_target, old_operations, old_draws) = old[first]
-    (new_target, new_operations, new_draws) = new[first]
-    old_later = {target for target, _, _ in old[first + 1 :]}
-    new_later = {target for target, _, _ in new[first + 1 :]}
-    shifted = (
-        "; every later draw shifted"
-        if any(draws for _, _, draws in new[first:]) and (old_draws or new_draws)
-        else ""
-    )
-    if old_target == new_target:
-        draws = f", {old_draws:,} -> {new_draws:,} draws" if old_draws != new_draws else ""
-        return (
-            f"initialization of {new_target} changed: {old_operations} -> {new_operations}"
-            f"{draws}{shifted}{tail}"
-        )
-    if new_target in old_later and old_target in new_later:
-        return f"initialization order changed: {new_target} now before {old_target}{shifted}{tail}"
-    if old_target in new_later:
-        return (
-            f"initialization step added: {new_target} {new_operations} before {old_target}"
-            f"{shifted}{tail}"
-        )
-    if new_target in old_later:
-        return f"initialization step removed: {old_target} {old_operations}{shifted}{tail}"
-    return (
-        f"initialization step {first + 1} changed: {old_target} {old_operations} -> "
-        f"{new_target} {new_operations}{shifted}{tail}"
-    )
-
-
 def _biggest_first(changes: list[Change]) -> list[Change]:
     """Cost changes by how many FLOPs they add or take away, the biggest first (stable)."""
 
@@ -438,11 +305,6 @@ def _biggest_first(changes: list[Change]) -> list[Change]:
 
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def called(line: GoldenLine) -> str:
-    """A call as summaries name it: its golden name and its class, `layer1.0.relu #2 (ReLU)`."""
-    return f"{line.name} ({line.module_type})"
 
 
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
@@ -467,7 +329,12 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
         return f"{plural(count, 'call')} renamed: " + _examples(items)
     if kind in (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED):
         side = "input" if kind is ChangeKind.INPUT_CHANGED else "output"
-        items = [f"{called(c.new)} {side} {c.detail}" for c in changes if c.new is not None]
+        items = [
+            f"{called(c.new)} {side} {c.detail}"
+            + _passed_on(side, diff.followers.get((kind, c.position or 0), []))
+            for c in changes
+            if c.new is not None
+        ]
         return f"{side} changed at {plural(count, 'call')}: " + _examples(items, separator="; ")
     if kind is ChangeKind.REUSE_CHANGED:
         return "reuse count changed: " + _examples([c.detail for c in changes])
@@ -562,6 +429,14 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
     return f"{kind.value} at {plural(count, 'call')}: " + _examples(items)
 
 
+def _passed_on(side: str, followers: list[GoldenLine]) -> str:
+    """`, and so the output of the model` for the calls a change passed on to."""
+    if not followers:
+        return ""
+    names = ["the model" if line.path == "<root>" else called(line) for line in followers]
+    return f", and so the {side} of {', '.join(names)}"
+
+
 def _without_prefix(detail: str, path: str) -> str:
     """`weight f32[...]` for `conv1.weight f32[...]` in a sentence already about conv1."""
     if not path or path == "<root>":
@@ -578,18 +453,26 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
         for change in diff.of_kind(ChangeKind.RENAMED)
         if change.old is not None and change.new is not None
     }
-    items = []
-    subtree_end = -1
+    items: list[str] = []
+    changed = {change.position for change in changes}
+    last_nested = -1
     nested = 0
     root: Change | None = None
     for change in [*changes, None]:
-        if change is not None and change.position is not None and change.position < subtree_end:
+        if change is not None and change.position is not None and change.position < last_nested:
             nested += 1
             continue
         if root is not None and root.position is not None:
             line = lines[root.position]
             inner = f", with {plural(nested, 'nested call')}" if nested else ""
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
+            shown = kind is not ChangeKind.MOVED and len(items) < _EXAMPLES
+            alike = alike_siblings(lines, root.position, changed) if shown else []
+            if len(alike) > 1:
+                # The trace cannot tell which of these went (or came): say all of them.
+                where = (describe_place if diff.name_free else describe_where)(lines, alike[0])
+                names = ", ".join(lines[index].name for index in alike)
+                item = f"one of {names} ({line.module_type} look-alikes{inner}) {where}"
             if kind is ChangeKind.MOVED and root.new is not None:
                 partner = renamed.get((root.new.name, line.name))
                 if partner is not None:
@@ -598,7 +481,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
         if change is None or change.position is None:
             break
         root, nested = change, 0
-        subtree_end = _subtree_end(lines, change.position)
+        last_nested = subtree_end(lines, change.position)
     return f"{plural(len(changes), 'call')} {kind.value}: " + _examples(items, separator="; ")
 
 
@@ -616,14 +499,6 @@ def _end_order(lines: list[GoldenLine]) -> list[int]:
         order[open_calls.pop()] = ended
         ended += 1
     return order
-
-
-def _subtree_end(lines: list[GoldenLine], index: int) -> int:
-    depth = lines[index].depth
-    end = index + 1
-    while end < len(lines) and lines[end].depth > depth:
-        end += 1
-    return end
 
 
 def _examples(items: list[str], separator: str = ", ") -> str:

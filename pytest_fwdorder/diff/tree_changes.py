@@ -8,6 +8,8 @@ per-call changes it explains, so a summary states them once.
 - wrapped: a new call whose children are old calls that kept their old parent's partner
   as their grandparent;
 - unwrapped: the mirror image, an old call whose children now sit in its place;
+- swapped: two calls of one parent that took each other's place in its call order
+  (`layer3.1 and layer3.2 (Bottleneck) swapped`), one change, not two moves;
 - moved: a call paired with one under another parent, which no wrap or unwrap explains;
 - renamed: a call renamed with the calls under it by the same path rewrite
   (`layer2.* -> stage2.*`), one change with a count.
@@ -52,7 +54,7 @@ def tree_changes(
         old_names or alignment.old_tree.lines,
         new_names or alignment.new_tree.lines,
     )
-    found = [*finder.wraps(), *finder.unwraps(), *finder.moves()]
+    found = [*finder.wraps(), *finder.unwraps(), *finder.swaps(), *finder.moves()]
     if old_names is None:  # a name-free comparison ignores renames, splits and merges
         found += [*finder.shared(split=True), *finder.shared(split=False), *finder.renames()]
     return found
@@ -93,6 +95,9 @@ class _Finder:
         self.new_to_old = {new: old for old, new in alignment.partners.items()}
         self.old_names = old_names
         self.new_names = new_names
+        # A name-free comparison does not compare names: a rename is never a finding there.
+        self.name_free = old_names is not alignment.old_tree.lines
+        self.moved = alignment.moved
         self.explained_old: set[int] = set()
         self.explained_new: set[int] = set()
 
@@ -104,7 +109,10 @@ class _Finder:
         return self.old_to_new.get(parent, _UNPAIRED)
 
     def renamed_under(self, new_roots: list[int]) -> int:
-        """How many paired calls in these new subtrees have another path than before."""
+        """How many paired calls in these new subtrees have another path than before (none
+        in a name-free comparison)."""
+        if self.name_free:
+            return 0
         count = 0
         for root in new_roots:
             for index in range(root, self.new_tree.ends[root]):
@@ -116,15 +124,15 @@ class _Finder:
         return count
 
     def explain_subtrees(self, new_roots: list[int]) -> tuple[frozenset[int], frozenset[int]]:
-        """Mark the calls of these new subtrees and their partners explained; returns them
-        (old, new)."""
+        """Mark the paired calls of these new subtrees and their partners explained; returns
+        them (old, new). A call inserted inside is not explained: it is said on its own."""
         olds: set[int] = set()
         news: set[int] = set()
         for root in new_roots:
             for index in range(root, self.new_tree.ends[root]):
-                news.add(index)
                 old_index = self.new_to_old.get(index)
                 if old_index is not None:
+                    news.add(index)
                     olds.add(old_index)
         self.explained_old |= olds
         self.explained_new |= news
@@ -191,6 +199,68 @@ class _Finder:
                 sentence += f" ({_calls(renamed)} renamed under it)"
             found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | {wrapper}, news))
         return found
+
+    def swaps(self) -> list[TreeChange]:
+        """Two children of one parent, each now where the other was in its call order."""
+        parents = {self.old_tree.parents[old_index] for old_index in self.moved}
+        found = []
+        for parent in sorted(parents):
+            for first, second in self._exchanged(parent):
+                new_roots = [self.old_to_new[first], self.old_to_new[second]]
+                renamed = self.renamed_under(new_roots)
+                olds, news = self.explain_subtrees(new_roots)
+                found.append(
+                    TreeChange(
+                        ChangeKind.SWAPPED, self._swap_sentence(first, second, renamed), olds, news
+                    )
+                )
+        return found
+
+    def _exchanged(self, parent: int) -> list[tuple[int, int]]:
+        """Pairs of an old parent's children that swapped places among the children that
+        stayed under its partner: a child at rank `k` now at rank `l` and the one at `l` at
+        `k`."""
+        if parent == NO_PARENT:
+            siblings, new_parent = self.old_tree.roots, NO_PARENT
+        else:
+            siblings, new_parent = (
+                self.old_tree.children[parent],
+                self.old_to_new.get(parent, _UNPAIRED),
+            )
+        stayed = [
+            child
+            for child in siblings
+            if child in self.old_to_new
+            and child not in self.explained_old
+            and self.new_tree.parents[self.old_to_new[child]] == new_parent
+        ]
+        rank = {child: position for position, child in enumerate(stayed)}
+        now = [rank[child] for child in sorted(stayed, key=self.old_to_new.__getitem__)]
+        return [
+            (stayed[position], stayed[was])
+            for position, was in enumerate(now)
+            if was > position and now[was] == position
+        ]
+
+    def _swap_sentence(self, first: int, second: int, renamed: int) -> str:
+        """`layer3.1 and layer3.2 (Bottleneck) swapped`, with their new names if they took
+        each other's (`3 (Tanh) and 5 (ReLU) swapped, now 5 and 3`)."""
+        one, other = self.old_names[first], self.old_names[second]
+        if one.module_type == other.module_type:
+            sentence = f"{one.name} and {other.name} ({one.module_type}) swapped"
+        else:
+            sentence = (
+                f"{one.name} ({one.module_type}) and {other.name} ({other.module_type}) swapped"
+            )
+        new_one, new_other = (self.new_names[self.old_to_new[index]] for index in (first, second))
+        if (new_one.name, new_other.name) != (one.name, other.name):
+            sentence += f", now {new_one.name} and {new_other.name}"
+            renamed -= sum(
+                1 for old, new in ((one, new_one), (other, new_other)) if old.path != new.path
+            )
+        if renamed > 0:
+            sentence += f" ({_calls(renamed)} renamed under them)"
+        return sentence
 
     def moves(self) -> list[TreeChange]:
         found = []

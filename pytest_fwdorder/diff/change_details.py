@@ -1,0 +1,207 @@
+"""Changed facts -> words: what changed in a call's inputs, outputs, settings, parameters,
+operations, FLOPs and initialization, each as the detail of one change. Pure, no torch.
+
+`classification` writes these details as it finds the changes; `explanation` puts the
+changes together into a summary.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from pytest_fwdorder.golden.format import (
+    TENSOR_PATTERN,
+    human_count,
+    initialization_step_parts,
+    named_items,
+    operation_parts,
+    split_values,
+    tensor_fact_flags,
+    tensor_fact_items,
+    tensor_fact_shape,
+    tensor_shapes,
+)
+
+
+def describe_value_change(old_text: str, new_text: str) -> str:
+    """What changed in inputs or outputs: shapes, dtypes, then other values that differ.
+
+    `(1, 4) -> (2, 4)`, `dtype f32 -> f64`, `flag=True -> flag=False`, or both texts whole
+    when no shorter account is exact.
+    """
+    old_tensors, new_tensors = tensor_shapes(old_text), tensor_shapes(new_text)
+    parts: list[str] = []
+    if old_tensors != new_tensors:
+        tensor_change = _tensor_change(old_tensors, new_tensors)
+        if tensor_change is None:
+            return f"{old_text} -> {new_text}"
+        parts.append(tensor_change)
+    parts += _other_value_changes(old_text, new_text)
+    return " and ".join(parts) if parts else f"{old_text} -> {new_text}"
+
+
+def _tensor_change(
+    old_tensors: list[tuple[str, tuple[int, ...]]], new_tensors: list[tuple[str, tuple[int, ...]]]
+) -> str | None:
+    """Shapes or dtypes that changed, when the tensors line up one for one; else None."""
+    if not old_tensors or len(old_tensors) != len(new_tensors):
+        return None
+    old_dtypes = [dtype for dtype, _ in old_tensors]
+    new_dtypes = [dtype for dtype, _ in new_tensors]
+    old_shapes = [shape for _, shape in old_tensors]
+    new_shapes = [shape for _, shape in new_tensors]
+    if old_dtypes == new_dtypes:
+        return f"{_join_shapes(old_shapes)} -> {_join_shapes(new_shapes)}"
+    if old_shapes == new_shapes:
+        return f"dtype {', '.join(old_dtypes)} -> {', '.join(new_dtypes)}"
+    return None
+
+
+def _other_value_changes(old_text: str, new_text: str) -> list[str]:
+    """The values other than tensors that differ: `flag=True -> flag=False`, `added x=1`."""
+    old_values, new_values = split_values(old_text), split_values(new_text)
+    old_keys = [TENSOR_PATTERN.sub("T", value) for value in old_values]
+    new_keys = [TENSOR_PATTERN.sub("T", value) for value in new_values]
+    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+    changes = []
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        before = ", ".join(old_values[old_start:old_end])
+        after = ", ".join(new_values[new_start:new_end])
+        if tag == "replace":
+            changes.append(f"{before} -> {after}")
+        elif tag == "insert":
+            changes.append(f"added {after}")
+        elif tag == "delete":
+            changes.append(f"dropped {before}")
+    return changes
+
+
+def _join_shapes(shapes: list[tuple[int, ...]]) -> str:
+    return ", ".join(str(shape) for shape in shapes)
+
+
+def describe_operation_change(old_text: str, new_text: str) -> str:
+    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`."""
+    old_name, old_arguments, old_output = operation_parts(old_text)
+    new_name, new_arguments, new_output = operation_parts(new_text)
+    if old_name != new_name:
+        return f"{old_name} -> {new_name}"
+    if old_arguments != new_arguments:
+        return f"{new_name} input {describe_value_change(old_arguments, new_arguments)}"
+    return f"{new_name} output {describe_value_change(old_output, new_output)}"
+
+
+def describe_settings_change(old_text: str, new_text: str) -> str:
+    """`kernel_size (3, 3) -> (5, 5), bias True -> False`, or both texts whole."""
+    old_settings, new_settings = named_items(old_text), named_items(new_text)
+    if old_settings is None or new_settings is None:
+        return f"{old_text or '(none)'} -> {new_text or '(none)'}"
+    parts = []
+    for name, value in new_settings.items():
+        before = old_settings.get(name)
+        if before is None:
+            parts.append(f"added {name}={value}")
+        elif before != value:
+            parts.append(f"{name} {before} -> {value}")
+    parts += [
+        f"dropped {name}={value}"
+        for name, value in old_settings.items()
+        if name not in new_settings
+    ]
+    return ", ".join(parts)
+
+
+def describe_tensor_fact_changes(
+    old_text: str, new_text: str, path: str, *, whole_module_frozen: bool = False
+) -> list[str]:
+    """`renamed block.w -> block.weight (f32[64,64])`, `now frozen: 4.weight`, shape changes."""
+    old_items, new_items = tensor_fact_items(old_text), tensor_fact_items(new_text)
+    prefix = f"{path}." if path and path != "<root>" else ""
+    changes: list[str] = []
+    removed = [name for name in old_items if name not in new_items]
+    added = [name for name in new_items if name not in old_items]
+    for name in list(removed):
+        old_description = tensor_fact_shape(old_items[name])
+        partner = next(
+            (other for other in added if tensor_fact_shape(new_items[other]) == old_description),
+            None,
+        )
+        if partner is not None:
+            changes.append(f"renamed {prefix}{name} -> {prefix}{partner} ({old_description})")
+            removed.remove(name)
+            added.remove(partner)
+    changes += [f"removed {prefix}{name} ({old_items[name]})" for name in removed]
+    changes += [f"added {prefix}{name} ({new_items[name]})" for name in added]
+    for name, new_description in new_items.items():
+        before = old_items.get(name)
+        if before is None or before == new_description:
+            continue
+        old_flags, new_flags = tensor_fact_flags(before), tensor_fact_flags(new_description)
+        if tensor_fact_shape(before) != tensor_fact_shape(new_description):
+            changes.append(
+                f"{prefix}{name} {tensor_fact_shape(before)} -> {tensor_fact_shape(new_description)}"
+            )
+        if whole_module_frozen:  # the module's own frozen change says it
+            old_flags.discard("frozen")
+            new_flags.discard("frozen")
+        for flag in sorted(new_flags - old_flags):
+            changes.append(f"now {flag}: {prefix}{name}")
+        for flag in sorted(old_flags - new_flags):
+            changes.append(f"no longer {flag}: {prefix}{name}")
+    return changes
+
+
+def describe_flops_change(old: int, new: int) -> str:
+    """`1.85 G -> 2.61 G (+41%)`: the FLOPs before and after, and by how much they changed."""
+    change = f" ({(new - old) / old:+.0%})" if old else ""
+    return f"{human_count(old)} -> {human_count(new)}{change}"
+
+
+def describe_initialization_change(old_steps: list[str], new_steps: list[str]) -> str:
+    """The first initialization step that moved or changed, in words, and how many differ:
+    `initialization order changed: b.weight now before a.weight; every later draw shifted`."""
+    old = [initialization_step_parts(step) for step in old_steps]
+    new = [initialization_step_parts(step) for step in new_steps]
+    first = next(
+        (number for number, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
+    differing = sum(
+        1 for number in range(max(len(old), len(new)))
+        if number >= len(old) or number >= len(new) or old[number] != new[number]
+    )  # fmt: skip
+    tail = f" ({differing} of {len(new)} steps differ from step {first + 1} on)"
+    if first >= len(old):
+        target, operations, _ = new[first]
+        return f"initialization step added at the end: {target} {operations}{tail}"
+    if first >= len(new):
+        target, operations, _ = old[first]
+        return f"initialization step removed at the end: {target} {operations}{tail}"
+    (old_target, old_operations, old_draws) = old[first]
+    (new_target, new_operations, new_draws) = new[first]
+    old_later = {target for target, _, _ in old[first + 1 :]}
+    new_later = {target for target, _, _ in new[first + 1 :]}
+    shifted = (
+        "; every later draw shifted"
+        if any(draws for _, _, draws in new[first:]) and (old_draws or new_draws)
+        else ""
+    )
+    if old_target == new_target:
+        draws = f", {old_draws:,} -> {new_draws:,} draws" if old_draws != new_draws else ""
+        return (
+            f"initialization of {new_target} changed: {old_operations} -> {new_operations}"
+            f"{draws}{shifted}{tail}"
+        )
+    if new_target in old_later and old_target in new_later:
+        return f"initialization order changed: {new_target} now before {old_target}{shifted}{tail}"
+    if old_target in new_later:
+        return (
+            f"initialization step added: {new_target} {new_operations} before {old_target}"
+            f"{shifted}{tail}"
+        )
+    if new_target in old_later:
+        return f"initialization step removed: {old_target} {old_operations}{shifted}{tail}"
+    return (
+        f"initialization step {first + 1} changed: {old_target} {old_operations} -> "
+        f"{new_target} {new_operations}{shifted}{tail}"
+    )

@@ -1,0 +1,113 @@
+"""Where a call is, in words: `after layer3.2.bn2 (BatchNorm2d)`, `in layer3.2 after bn2`,
+and which of its siblings it cannot be told apart from. Pure, no torch.
+"""
+
+from __future__ import annotations
+
+from pytest_fwdorder.golden.format import GoldenLine
+
+
+def called(line: GoldenLine) -> str:
+    """A call as summaries name it: its golden name and its class, `layer1.0.relu #2 (ReLU)`."""
+    return f"{line.name} ({line.module_type})"
+
+
+def describe_where(lines: list[GoldenLine], index: int) -> str:
+    """`after X (Type)` (previous sibling) or `at the start of X (Type)` (parent) for the line
+    at `index`."""
+    depth = lines[index].depth
+    for earlier in range(index - 1, -1, -1):
+        if lines[earlier].depth == depth:
+            return f"after {called(lines[earlier])}"
+        if lines[earlier].depth < depth:
+            return f"at the start of {called(lines[earlier])}"
+    return "at the start"
+
+
+def describe_place(lines: list[GoldenLine], index: int) -> str:
+    """Where the line at `index` is, in words a reader finds in the model's tree: `in
+    layer3.2 after bn2` (its parent, then the sibling before it, named within the parent),
+    or `at the start of layer3.2`; a name-free comparison says this, having no classes to
+    tell its blank-named calls apart."""
+    depth = lines[index].depth
+    sibling: GoldenLine | None = None
+    for earlier in range(index - 1, -1, -1):
+        if lines[earlier].depth == depth and sibling is None:
+            sibling = lines[earlier]
+        elif lines[earlier].depth < depth:
+            parent = lines[earlier]
+            if sibling is None:
+                return f"at the start of {_place_name(parent)}"
+            inside = "" if parent.path == "<root>" else f"in {parent.name} "
+            return f"{inside}after {_within(sibling, parent)}"
+    return f"after {sibling.name}" if sibling is not None else "at the start"
+
+
+def _place_name(line: GoldenLine) -> str:
+    return "the model" if line.path == "<root>" else line.name
+
+
+def _within(line: GoldenLine, parent: GoldenLine) -> str:
+    """`bn2` for `layer3.2.bn2` inside `layer3.2`; the whole name where it is not inside."""
+    prefix = "" if parent.path == "<root>" else f"{parent.path}."
+    if prefix and line.name.startswith(prefix):
+        return line.name[len(prefix) :]
+    return line.name
+
+
+def alike_siblings(lines: list[GoldenLine], index: int, changed: set[int | None]) -> list[int]:
+    """The call at `index` and the siblings next to it that are alike to it but for their
+    names (same classes, shapes and facts under them) and not changed themselves, in order."""
+    end = subtree_end(lines, index)
+    shape = [_look(line, lines[index].depth) for line in lines[index:end]]
+    size = end - index
+    found = [index]
+    before = index
+    while True:
+        sibling = _previous_sibling(lines, before)
+        if sibling is None or sibling in changed or sibling + size != before:
+            break
+        if [_look(line, lines[sibling].depth) for line in lines[sibling:before]] != shape:
+            break
+        found.insert(0, sibling)
+        before = sibling
+    after = end
+    while after + size <= len(lines) and lines[after].depth == lines[index].depth:
+        if after in changed or subtree_end(lines, after) != after + size:
+            break
+        if [_look(line, lines[after].depth) for line in lines[after : after + size]] != shape:
+            break
+        found.append(after)
+        after += size
+    return found
+
+
+def _previous_sibling(lines: list[GoldenLine], index: int) -> int | None:
+    depth = lines[index].depth
+    for earlier in range(index - 1, -1, -1):
+        if lines[earlier].depth == depth:
+            return earlier
+        if lines[earlier].depth < depth:
+            return None
+    return None
+
+
+def _look(line: GoldenLine, depth: int) -> tuple[object, ...]:
+    """A call as it looks without its name, its depth counted from `depth`."""
+    return (
+        line.depth - depth,
+        line.module_type,
+        line.inputs,
+        line.outputs,
+        line.facts,
+        line.operations,
+        line.mode,
+    )
+
+
+def subtree_end(lines: list[GoldenLine], index: int) -> int:
+    depth = lines[index].depth
+    end = index + 1
+    while end < len(lines) and lines[end].depth > depth:
+        end += 1
+    return end
