@@ -8,7 +8,10 @@ job, or the function into named steps, instead.
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_fwdorder"
 MODULE_LINES = 600
@@ -91,3 +94,32 @@ def test_the_function_measure_counts_decorators_and_finds_a_long_function() -> N
     source = f"@decorator\ndef long():\n{body}\ndef short():\n    pass\n"
 
     assert function_sizes(source) == {"long": 62, "short": 2}
+
+
+def tracked_package_files() -> list[str]:
+    """The package's files under version control, as paths below the package."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--", str(PACKAGE)],
+        cwd=PACKAGE.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return [str(Path(path).relative_to(PACKAGE.name)) for path in listed]
+
+
+def stray_files(paths: list[str]) -> list[str]:
+    """Paths that are neither Python source nor the `py.typed` marker (merge leftovers)."""
+    return [path for path in paths if not path.endswith(".py") and path != "py.typed"]
+
+
+def test_the_package_holds_only_source_and_its_type_marker() -> None:
+    if not (PACKAGE.parent / ".git").exists():
+        pytest.skip("not a git checkout: nothing is tracked")
+    assert stray_files(tracked_package_files()) == []
+
+
+def test_a_merge_leftover_is_a_stray_file() -> None:
+    assert stray_files(["golden/format.py", "py.typed", "snapshot/policy.py.orig"]) == [
+        "snapshot/policy.py.orig"
+    ]
