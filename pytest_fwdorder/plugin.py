@@ -103,7 +103,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=None,
         help="with --snapshot-update, write only the goldens whose path relative to the "
-        "rootdir matches this glob (`*` also matches `/`; repeatable); a golden left out "
+        "rootdir matches this glob (`*` also matches `/`; one without `/` matches the file "
+        "or test name, `test_net`; repeatable); a golden left out "
         "that differs still fails its test",
     )
 
