@@ -355,7 +355,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
     yield
     message = None
     if held is not None:
-        message = held_goldens_message(session, held, put_back_held_goldens(held))
+        message = held_goldens_message(session, held, put_back_held_goldens(held, session))
     if message is not None:
         session.config.stash[_HELD_MESSAGE_KEY] = message
     _review_obsolete_goldens(session, exitstatus, held)
