@@ -103,7 +103,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=None,
         help="with --snapshot-update, write only the goldens whose path relative to the "
-        "rootdir matches this glob (`*` also matches `/`; repeatable); a golden left out "
+        "rootdir matches this glob (`*` also matches `/`; one without `/` matches the file "
+        "or test name, `test_net`; repeatable); a golden left out "
         "that differs still fails its test",
     )
 
@@ -354,7 +355,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
     yield
     message = None
     if held is not None:
-        message = held_goldens_message(session, held, put_back_held_goldens(held))
+        message = held_goldens_message(session, held, put_back_held_goldens(held, session))
     if message is not None:
         session.config.stash[_HELD_MESSAGE_KEY] = message
     _review_obsolete_goldens(session, exitstatus, held)

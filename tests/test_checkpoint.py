@@ -59,7 +59,7 @@ def test_a_checkpoint_value_that_is_not_a_tensor_is_reported_by_key_and_type() -
 
     assert not report.loads
     assert str(report) == (
-        "the checkpoint does not load into the model:\n"
+        "the checkpoint does not load into the model: 1 key not a tensor\n"
         "  not a tensor in the checkpoint (1):\n"
         "    weight (2, 2) <- int"
     )
@@ -96,7 +96,9 @@ def test_a_rename_fails_with_missing_and_unexpected_keys_and_the_key_map_to_past
         assert_checkpoint_compatible(renamed(), Block())
 
     assert str(raised.value) == (
-        "the checkpoint does not load into the model:\n"
+        "the checkpoint does not load into the model: 4 keys missing, 4 unexpected; the key "
+        "map below renames all 4 unexpected onto missing ones: cv1.* -> conv1.* (2 keys), "
+        "cv2.* -> conv2.* (2 keys)\n"
         "  missing from the checkpoint (4):\n"
         "    conv1.weight (8, 3, 3, 3) (nearest: cv1.weight (8, 3, 3, 3))\n"
         "    conv1.bias (8,) (nearest: cv1.bias (8,))\n"
@@ -443,3 +445,78 @@ def test_remap_refuses_two_keys_under_one_name() -> None:
 def test_remap_refuses_a_key_renamed_onto_one_kept() -> None:
     with pytest.raises(ValueError, match=r"puts 'bn\.bias' and 'cv2\.bias' both under 'bn\.bias'"):
         remap_state_dict(Block().state_dict(), {"cv2.bias": "bn.bias"})
+
+
+class HeadOnBackbone(nn.Module):
+    """torchvision's ResNet-18 refactored: the body under `backbone`, `fc` renamed `head`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        body = torchvision.models.resnet18(weights=None)
+        self.head = body.fc
+        body.fc = nn.Identity()
+        self.backbone = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
+@pytest.fixture(scope="module")
+def moved_under_backbone() -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """The refactored model and a checkpoint of the ResNet-18 it came from."""
+    return HeadOnBackbone(), torchvision.models.resnet18(weights=None).state_dict()
+
+
+def test_a_body_moved_under_a_new_parent_is_summed_up_in_the_first_line(
+    moved_under_backbone: tuple[nn.Module, dict[str, torch.Tensor]],
+) -> None:
+    model, checkpoint = moved_under_backbone
+
+    first_line = str(check_checkpoint(model, checkpoint)).split("\n", 1)[0]
+
+    assert first_line == (
+        "the checkpoint does not load into the model: 122 keys missing, 122 unexpected; "
+        "the key map below renames all 122 unexpected onto missing ones: "
+        "* -> backbone.* (120 keys), fc.* -> head.* (2 keys)"
+    )
+
+
+def test_the_long_lists_of_a_report_end_with_a_count_of_the_keys_left_out(
+    moved_under_backbone: tuple[nn.Module, dict[str, torch.Tensor]],
+) -> None:
+    model, checkpoint = moved_under_backbone
+
+    lines = str(check_checkpoint(model, checkpoint)).split("\n")
+
+    assert lines.count("    ... and 112 more keys") == 2
+    assert (
+        "        # ... and 112 more keys: check_checkpoint(model, state_dict).key_map holds all 122"
+        in lines
+    )
+    assert len(lines) < 50
+
+
+def test_every_nearest_hint_agrees_with_the_key_map_that_makes_the_load_succeed(
+    moved_under_backbone: tuple[nn.Module, dict[str, torch.Tensor]],
+) -> None:
+    model, checkpoint = moved_under_backbone
+    report = check_checkpoint(model, checkpoint)
+    renamed_from = {target: source for source, target in report.key_map.items()}
+
+    # The oracle: torch's own strict load takes the remapped checkpoint.
+    model.load_state_dict(remap_state_dict(checkpoint, report.key_map), strict=True)
+    assert [(p.key, p.nearest) for p in report.missing if p.nearest != renamed_from[p.key]] == []
+    assert [
+        (p.key, p.nearest) for p in report.unexpected if p.nearest != report.key_map[p.key]
+    ] == []
+
+
+def test_the_key_map_oracle_can_fail_on_a_wrong_pairing(
+    moved_under_backbone: tuple[nn.Module, dict[str, torch.Tensor]],
+) -> None:
+    model, checkpoint = moved_under_backbone
+    key_map = dict(check_checkpoint(model, checkpoint).key_map)
+    key_map["conv1.weight"], key_map["fc.weight"] = key_map["fc.weight"], key_map["conv1.weight"]
+
+    with pytest.raises(RuntimeError, match=r"size mismatch for head\.weight"):
+        model.load_state_dict(remap_state_dict(checkpoint, key_map), strict=True)

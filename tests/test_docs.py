@@ -24,6 +24,12 @@ PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 _FENCE = re.compile(r"^(?P<indent> *)```(?P<language>[a-z]*)\s*$")
 _NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>.+) -->$")
 _FILE_NAME = re.compile(r"^# (?P<name>[a-z_][a-z0-9_]*\.py)\s*$")
+# `from pytest_fwdorder.snapshot import ...`, `import pytest_fwdorder.picture.svg`: a module
+# below the package, whose names may move; users import from `pytest_fwdorder` itself.
+_PRIVATE_IMPORT = re.compile(
+    r"^\s*(?:from\s+pytest_fwdorder\.(?P<from>[\w.]+)\s+import|import\s+pytest_fwdorder\.(?P<import>[\w.]+))",
+    re.MULTILINE,
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,17 @@ def python_blocks(page: Path) -> list[Block]:
                 )
             )
     return blocks
+
+
+def private_imports(block: Block) -> list[str]:
+    """`page:line: statement` for each import in the block from a module below the package."""
+    found = []
+    for match in _PRIVATE_IMPORT.finditer(block.code):
+        line = block.line + block.code.count("\n", 0, match.start()) + 1
+        statement = block.code[match.start() :].split("\n", 1)[0].strip()
+        page = _page_id(block.page) if block.page.is_relative_to(ROOT) else block.page.name
+        found.append(f"{page}:{line}: {statement}")
+    return found
 
 
 def _page_id(page: Path) -> str:
@@ -128,6 +145,31 @@ def test_the_block_reader_sees_a_broken_block_so_the_check_can_fail(tmp_path: Pa
 
     assert block.line == 3
     assert _run([sys.executable, "script.py"], tmp_path).returncode == 3
+
+
+def test_python_blocks_import_only_the_public_names_of_the_package() -> None:
+    private = [
+        found for page in PAGES for block in python_blocks(page) for found in private_imports(block)
+    ]
+
+    assert private == [], "import these from `pytest_fwdorder` instead:\n" + "\n".join(private)
+
+
+def test_the_private_import_check_sees_both_spellings_so_it_can_fail(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nfrom pytest_fwdorder import trace_forward\n"
+        "from pytest_fwdorder.diff.diffing import diff_golden\n"
+        "import pytest_fwdorder.picture.svg as svg\n```\n",
+        encoding="utf-8",
+    )
+
+    (block,) = python_blocks(page)
+
+    assert [found.split(":", 1)[1] for found in private_imports(block)] == [
+        "3: from pytest_fwdorder.diff.diffing import diff_golden",
+        "4: import pytest_fwdorder.picture.svg as svg",
+    ]
 
 
 @pytest.mark.slow

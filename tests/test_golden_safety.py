@@ -23,6 +23,20 @@ def test_block(forward_trace, snapshot, width):
 
 SNAPSHOTS = Path("__snapshots__/test_model")
 
+TWO_TESTS = """
+import torch
+from torch import nn
+
+
+def test_net(forward_trace, snapshot):
+    assert forward_trace(nn.Linear(2, 2), torch.randn(1, 2)) == snapshot
+
+
+def test_other(forward_trace, snapshot):
+    pass  # breaks
+    assert forward_trace(nn.ReLU(), torch.randn(1, 2)) == snapshot
+"""
+
 
 def write_model_test(pytester: pytest.Pytester, widths: str = "2, 3", before: str = "") -> None:
     pytester.makepyfile(test_model=MODEL_TEST.format(widths=widths, before=before or "pass"))
@@ -125,6 +139,27 @@ def test_an_update_keeps_the_golden_of_a_test_that_errors_before_its_assertion(
             "asserting them"
         ]
     )
+
+
+def test_an_update_after_a_test_errors_reports_its_golden_kept_not_deleted(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_other=TWO_TESTS)
+    pytester.runpytest("--snapshot-update").assert_outcomes(passed=2)
+    golden = pytester.path / "__snapshots__/test_other/test_other.fwdorder.txt"
+    before = golden.read_bytes()
+    pytester.makepyfile(test_other=TWO_TESTS.replace("pass  # breaks", "raise RuntimeError"))
+
+    result = pytester.runpytest("--snapshot-update")
+
+    result.assert_outcomes(passed=1, failed=1)
+    assert golden.read_bytes() == before
+    assert [line for line in result.outlines if "Deleted" in line or "unused" in line] == []
+    assert [line for line in result.outlines if "fwdorder: kept" in line] == [
+        "fwdorder: kept 1 golden file(s) whose test failed, errored or was skipped before "
+        "asserting them; they are deleted only when their test passes without asserting them"
+    ]
+    result.stdout.fnmatch_lines(["1 snapshot passed."])
 
 
 def test_an_update_keeps_the_escaped_golden_of_a_test_that_errors_before_its_assertion(

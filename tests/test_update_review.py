@@ -264,3 +264,37 @@ def test_update_only_with_an_empty_pattern_is_a_usage_error(accepted: pytest.Pyt
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--fwdorder-update-only takes a glob*got ''*"])
+
+
+def test_update_only_says_once_that_a_pattern_matched_no_golden(changed: pytest.Pytester) -> None:
+    result = changed.runpytest(
+        "--snapshot-update",
+        "--fwdorder-update-only=*/test_encoder.*",
+        "--fwdorder-update-only=*/test_decoder.*",
+    )
+
+    lines = [line for line in result.outlines if "matched no golden" in line]
+    assert lines == [
+        "fwdorder: --fwdorder-update-only pattern '*/test_decoder.*' matched no golden this run "
+        "compared, so it wrote nothing; a pattern is a glob on the golden's path relative to "
+        f"the rootdir, like '{ENCODER_GOLDEN}', or a bare test name like 'test_encoder'"
+    ]
+
+
+def test_update_only_is_silent_about_patterns_that_matched(changed: pytest.Pytester) -> None:
+    result = changed.runpytest("--snapshot-update", "--fwdorder-update-only=*/test_encoder.*")
+
+    assert not [line for line in result.outlines if "matched no golden" in line]
+
+
+def test_update_only_takes_a_bare_test_name_as_the_golden_of_that_test(
+    changed: pytest.Pytester,
+) -> None:
+    head_before = (changed.path / HEAD_GOLDEN).read_bytes()
+
+    result = changed.runpytest("--snapshot-update", "--fwdorder-update-only=test_encoder")
+
+    result.assert_outcomes(passed=1, failed=1)
+    assert b"Dropout" in (changed.path / ENCODER_GOLDEN).read_bytes()
+    assert (changed.path / HEAD_GOLDEN).read_bytes() == head_before
+    assert not [line for line in result.outlines if "matched no golden" in line]

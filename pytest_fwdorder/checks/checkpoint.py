@@ -31,6 +31,10 @@ WRAPPER_PREFIXES = {
 # Below this name similarity two keys of one shape and dtype are not suggested as a rename
 # unless their last parts (`weight`, `bias`) are the same.
 _RENAME_SIMILARITY = 0.6
+# How many keys a list of the report shows before "... and N more keys".
+_LONGEST_LIST = 10
+# How many prefix renames the report's first line names.
+_MOST_RULES = 4
 
 
 @dataclass(frozen=True)
@@ -97,43 +101,108 @@ class CheckpointReport:
         return self.mismatched
 
     def __str__(self) -> str:
-        lines = [
-            "the checkpoint loads: every key present, none unexpected, all shapes equal"
-            if self.loads
-            else "the checkpoint does not load into the model:"
-        ]
-        for title, problems in (
-            ("missing from the checkpoint", self.missing),
-            ("unexpected in the checkpoint", self.unexpected),
-            ("shape differs (model <- checkpoint)", self.mismatched),
+        lines = [self._first_line()]
+        for title, entries in (
+            ("missing from the checkpoint", list(map(str, self.missing))),
+            ("unexpected in the checkpoint", list(map(str, self.unexpected))),
+            ("shape differs (model <- checkpoint)", list(map(str, self.mismatched))),
+            (
+                "not a tensor in the checkpoint",
+                [f"{key} {shape} <- {type_name}" for key, shape, type_name in self.not_tensors],
+            ),
+            (
+                "dtype differs (model <- checkpoint), converted on load",
+                list(map(str, self.dtype_changes)),
+            ),
         ):
-            if problems:
-                lines.append(f"  {title} ({len(problems)}):")
-                lines.extend(f"    {problem}" for problem in problems)
-        if self.not_tensors:
-            lines.append(f"  not a tensor in the checkpoint ({len(self.not_tensors)}):")
-            lines.extend(
-                f"    {key} {shape} <- {type_name}" for key, shape, type_name in self.not_tensors
-            )
-        if self.dtype_changes:
-            lines.append(
-                f"  dtype differs (model <- checkpoint), converted on load "
-                f"({len(self.dtype_changes)}):"
-            )
-            lines.extend(f"    {change}" for change in self.dtype_changes)
+            if entries:
+                lines.append(f"  {title} ({len(entries)}):")
+                lines.extend(f"    {entry}" for entry in _capped(entries))
         if self.key_map:
             lines.append(
                 f"  suggested key map, checkpoint key -> model key ({len(self.key_map)}); "
                 "apply it with remap_state_dict(state_dict, key_map):"
             )
-            lines.extend(f"    {line}" for line in render_key_map(self.key_map).split("\n"))
+            rendered = render_key_map(self.key_map, longest=_LONGEST_LIST)
+            lines.extend(f"    {line}" for line in rendered.split("\n"))
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 
+    def _first_line(self) -> str:
+        """The summary: how many keys stop the load, and the renames the key map makes."""
+        if self.loads:
+            return "the checkpoint loads: every key present, none unexpected, all shapes equal"
+        counts = [
+            f"{len(keys)} {what}"
+            for what, keys in (
+                ("missing", self.missing),
+                ("unexpected", self.unexpected),
+                ("resized", self.mismatched),
+                ("not a tensor" if len(self.not_tensors) == 1 else "not tensors", self.not_tensors),
+            )
+            if keys
+        ]
+        number, _, what = counts[0].partition(" ")
+        counts[0] = f"{number} {'key' if number == '1' else 'keys'} {what}"
+        line = f"the checkpoint does not load into the model: {', '.join(counts)}"
+        if not self.key_map:
+            return line
+        renamed = len(self.key_map)
+        share = f"all {renamed}" if renamed == len(self.unexpected) else f"{renamed} of the"
+        rules = rename_rules(self.key_map)
+        shown = ", ".join(
+            f"{rule} ({count} {'key' if count == 1 else 'keys'})"
+            for rule, count in rules[:_MOST_RULES]
+        )
+        if len(rules) > _MOST_RULES:
+            shown += f" and {len(rules) - _MOST_RULES} other renames"
+        return f"{line}; the key map below renames {share} unexpected onto missing ones: {shown}"
 
-def render_key_map(key_map: Mapping[str, str]) -> str:
-    """The key map as a Python dict literal to paste, one entry a line."""
-    entries = [f"    {source!r}: {target!r}," for source, target in key_map.items()]
+
+def _capped(entries: list[str]) -> list[str]:
+    """The first entries of a long list, then how many were left out."""
+    if len(entries) <= _LONGEST_LIST:
+        return entries
+    return [*entries[:_LONGEST_LIST], f"... and {len(entries) - _LONGEST_LIST} more keys"]
+
+
+def rename_rules(key_map: Mapping[str, str]) -> list[tuple[str, int]]:
+    """The key map as renames of key prefixes, most keys first: `('fc.* -> head.*', 2)`.
+
+    A key's rename is the part before the longest dotted ending both names share:
+    `conv1.weight -> backbone.conv1.weight` is `* -> backbone.*`.
+    """
+    counts: dict[str, int] = {}
+    for source, target in key_map.items():
+        source_parts, target_parts = source.split("."), target.split(".")
+        shared = 0
+        while shared < min(len(source_parts), len(target_parts)) and (
+            source_parts[-1 - shared] == target_parts[-1 - shared]
+        ):
+            shared += 1
+        if shared == 0:
+            rule = f"{source} -> {target}"
+        else:
+            old = "".join(f"{part}." for part in source_parts[: len(source_parts) - shared])
+            new = "".join(f"{part}." for part in target_parts[: len(target_parts) - shared])
+            rule = f"{old}* -> {new}*"
+        counts[rule] = counts.get(rule, 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
+
+
+def render_key_map(key_map: Mapping[str, str], *, longest: int | None = None) -> str:
+    """The key map as a Python dict literal to paste, one entry a line.
+
+    With `longest`, a longer map shows that many entries and a comment counting the rest.
+    """
+    items = list(key_map.items())
+    shown = items if longest is None else items[:longest]
+    entries = [f"    {source!r}: {target!r}," for source, target in shown]
+    if len(shown) < len(items):
+        entries.append(
+            f"    # ... and {len(items) - len(shown)} more keys: "
+            f"check_checkpoint(model, state_dict).key_map holds all {len(items)}"
+        )
     return "\n".join(["{", *entries, "}"])
 
 
@@ -272,9 +341,22 @@ def compare_keys(
     missing_keys = [key for key in expected if key not in given]
     unexpected_keys = [key for key in given if key not in expected]
     shared = [key for key in expected if key in given]
+    key_map = suggest_key_map(
+        {key: expected[key] for key in missing_keys}, {key: given[key] for key in unexpected_keys}
+    )
+    # A key the map pairs points at its pair; the others at the nearest key left unpaired.
+    renamed_from = {target: source for source, target in key_map.items()}
+    unpaired_missing = [key for key in missing_keys if key not in renamed_from]
+    unpaired_unexpected = [key for key in unexpected_keys if key not in key_map]
     return CheckpointReport(
-        missing=[_problem(key, expected[key], unexpected_keys, given) for key in missing_keys],
-        unexpected=[_problem(key, given[key], missing_keys, expected) for key in unexpected_keys],
+        missing=[
+            _problem(key, expected[key], unpaired_unexpected, given, renamed_from.get(key))
+            for key in missing_keys
+        ],
+        unexpected=[
+            _problem(key, given[key], unpaired_missing, expected, key_map.get(key))
+            for key in unexpected_keys
+        ],
         mismatched=[
             KeyProblem(key, expected[key].shape, key, given[key].shape, expected[key].dtype)
             for key in shared
@@ -293,10 +375,7 @@ def compare_keys(
             and not _shapes_differ(expected[key], given[key])
             and _dtypes_differ(expected[key], given[key])
         ],
-        key_map=suggest_key_map(
-            {key: expected[key] for key in missing_keys},
-            {key: given[key] for key in unexpected_keys},
-        ),
+        key_map=key_map,
         notes=notes,
     )
 
@@ -415,11 +494,14 @@ def _problem(
     signature: KeySignature,
     candidates: list[str],
     signatures: Mapping[str, KeySignature],
+    paired: str | None = None,
 ) -> KeyProblem:
+    """`name`'s problem, pointing at `paired` (its pair in the key map) or else at the
+    nearest of `candidates`, of its shape first."""
     same_shape = [
         candidate for candidate in candidates if signatures[candidate].shape == signature.shape
     ]
-    nearest = _nearest(name, same_shape) or _nearest(name, candidates)
+    nearest = paired or _nearest(name, same_shape) or _nearest(name, candidates)
     other = signatures[nearest] if nearest is not None else KeySignature(None, None)
     return KeyProblem(name, signature.shape, nearest, other.shape, signature.dtype, other.dtype)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from syrupy.data import SnapshotCollections
 from syrupy.location import PyTestLocation
 from syrupy.session import ItemStatus
 
@@ -73,13 +74,31 @@ def _golden_texts(session: pytest.Session, nodeids: tuple[str, ...]) -> dict[Pat
     return texts
 
 
-def put_back_held_goldens(held: HeldGoldens) -> int:
-    """After syrupy's clean-up: write back the held goldens it deleted; how many."""
+def put_back_held_goldens(held: HeldGoldens, session: pytest.Session | None = None) -> int:
+    """After syrupy's clean-up: write back the held goldens it deleted; how many.
+
+    Those goldens leave the `session`'s snapshot report too, so syrupy's summary does not
+    say they were deleted: they are where they were, with the same bytes.
+    """
+    report = getattr(getattr(session and session.config, "_syrupy", None), "report", None)
     missing = [path for path in held.saved if not path.exists()]
     for path in missing:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(held.saved[path])
+    if missing and report is not None:
+        _leave_out_of_report(report, {path.resolve() for path in missing})
     return len(missing)
+
+
+def _leave_out_of_report(report: Any, paths: set[Path]) -> None:
+    """Drop `paths` from syrupy's unused snapshots, which its summary lines count and list."""
+    kept = SnapshotCollections()
+    for collection in report.unused:
+        if Path(collection.location).resolve() not in paths:
+            kept.add(collection)
+    # `unused` and `num_unused` are cached properties of the report: replace their values.
+    report.__dict__["unused"] = kept
+    report.__dict__.pop("num_unused", None)
 
 
 def unsafe_session_reason(
@@ -118,15 +137,10 @@ def held_goldens_message(
     count = _count_goldens_of(session, held.unfinished, report) + put_back
     if not count:
         return None
-    rewritten = (
-        f" ({put_back} of them listed as deleted in the snapshot report were written back)"
-        if put_back
-        else ""
-    )
     return (
         f"fwdorder: kept {count} golden file(s) whose test failed, errored or was skipped "
         "before asserting them; they are deleted only when their test passes without "
-        f"asserting them{rewritten}"
+        "asserting them"
     )
 
 

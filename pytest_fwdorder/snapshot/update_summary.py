@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,18 @@ from pytest_fwdorder.snapshot.kept_comparisons import golden_outcomes, relative_
 UPDATE_ONLY_OPTION = "--fwdorder-update-only"
 # The patterns of --fwdorder-update-only, once checked; absent when it was not given.
 _UPDATE_ONLY_KEY = pytest.StashKey[tuple[str, ...]]()
+
+
+@dataclass
+class _SeenGoldens:
+    """The goldens this process compared under `--fwdorder-update-only`, and the patterns
+    that matched one of them, for the summary line on patterns that matched none."""
+
+    goldens: set[str] = field(default_factory=set)
+    matched: set[str] = field(default_factory=set)
+
+
+_SEEN_KEY = pytest.StashKey[_SeenGoldens]()
 _GOLDEN_SUFFIX = ".fwdorder.txt"
 # What an obsolete-golden line names before it says "and N more".
 _LONGEST_LIST = 20
@@ -48,6 +61,7 @@ def configure_update_only(config: pytest.Config) -> None:
             f"{UPDATE_ONLY_OPTION}='tests/__snapshots__/test_model/*'"
         )
     config.stash[_UPDATE_ONLY_KEY] = patterns
+    config.stash[_SEEN_KEY] = _SeenGoldens()
     config.option.no_cleanup = True  # syrupy's own --snapshot-no-cleanup
 
 
@@ -55,14 +69,41 @@ def may_rewrite(config: pytest.Config, snapshot: Any) -> bool:
     """Whether `--fwdorder-update-only` lets the update write the golden of `snapshot`, the
     syrupy assertion about to compare (always, without the option)."""
     patterns = config.stash.get(_UPDATE_ONLY_KEY, ())
-    return not patterns or _matches(config, _golden_location(snapshot), patterns)
+    if not patterns:
+        return True
+    location = _golden_location(snapshot)
+    matching = _matching(config, location, patterns)
+    seen = config.stash[_SEEN_KEY]
+    seen.matched.update(matching)
+    seen.goldens.add(relative_golden_path(Path(location), config.rootpath))
+    return bool(matching)
+
+
+def unmatched_patterns_line(config: pytest.Config) -> str | None:
+    """The summary line naming the `--fwdorder-update-only` patterns that matched no golden
+    this run compared, or None. Silent under pytest-xdist, whose workers do the matching."""
+    patterns = config.stash.get(_UPDATE_ONLY_KEY, ())
+    if not patterns or config.pluginmanager.has_plugin("dsession"):
+        return None
+    seen = config.stash[_SEEN_KEY]
+    unmatched = [pattern for pattern in dict.fromkeys(patterns) if pattern not in seen.matched]
+    if not unmatched:
+        return None
+    example = min(seen.goldens, default="tests/__snapshots__/test_model/test_net.fwdorder.txt")
+    test_name = example.rsplit("/", 1)[-1].removesuffix(_GOLDEN_SUFFIX)
+    return (
+        f"fwdorder: {UPDATE_ONLY_OPTION} pattern {', '.join(map(repr, unmatched))} matched no "
+        "golden this run compared, so it wrote nothing; a pattern is a glob on the golden's "
+        f"path relative to the rootdir, like {example!r}, or a bare test name like "
+        f"{test_name!r}"
+    )
 
 
 def not_rewritten_note(config: pytest.Config, location: str) -> str | None:
     """The last line of a failure message where `--fwdorder-update-only` kept the update
     from writing the golden at `location`, or None where it did not."""
     patterns = config.stash.get(_UPDATE_ONLY_KEY, ())
-    if not patterns or _matches(config, location, patterns):
+    if not patterns or _matching(config, location, patterns):
         return None
     shown = relative_golden_path(Path(location), config.rootpath)
     return (
@@ -77,9 +118,22 @@ def _golden_location(snapshot: Any) -> str:
     )
 
 
-def _matches(config: pytest.Config, location: str, patterns: Sequence[str]) -> bool:
+def _matching(config: pytest.Config, location: str, patterns: Sequence[str]) -> list[str]:
+    """The patterns that match the golden at `location`: a glob on its path relative to the
+    rootdir, or one without `/` on its file name or test name (`test_net`, `test_net[*]`),
+    as .gitignore matches a name without `/` at any depth."""
     relative = relative_golden_path(Path(location), config.rootpath)
-    return any(fnmatchcase(relative, pattern) for pattern in patterns)
+    file_name = relative.rsplit("/", 1)[-1]
+    names = (file_name, file_name.removesuffix(_GOLDEN_SUFFIX))
+    return [
+        pattern
+        for pattern in patterns
+        if fnmatchcase(relative, pattern)
+        or (
+            "/" not in pattern
+            and any(name == pattern or fnmatchcase(name, pattern) for name in names)
+        )
+    ]
 
 
 def accepted_line(golden_path: str, summary: str) -> str:
@@ -155,3 +209,6 @@ class UpdateReview:
                 terminalreporter.write_line(accepted_line(golden_path, self.accepted[golden_path]))
         if self.obsolete is not None:
             terminalreporter.write_line(self.obsolete)
+        unmatched = unmatched_patterns_line(terminalreporter.config)
+        if unmatched is not None:
+            terminalreporter.write_line(unmatched)
