@@ -130,7 +130,7 @@ def test_a_deleted_block_is_drawn_whole_where_it_was() -> None:
     found = frames(pictured("delete")[0])
 
     block = frame(found, "features.11", "removed")
-    before, after = frame(found, "features.10"), frame(found, "features.11", "changed")
+    before, after = frame(found, "features.10"), frame(found, "features.11", "same")
 
     assert enclosing(found, block) == frame(found, "features")
     assert before.y + before.height < block.y < block.y + block.height < after.y
@@ -164,3 +164,16 @@ def test_calls_grouped_into_a_new_block_are_drawn_inside_it_and_not_as_moved() -
     assert "wraps the old 2, 3" in " ".join(summary)
     assert not any("moved" in line for line in summary if "calls" in line or "->" in line)
     assert [f.path for f in found if f.status == "moved"] == []
+
+
+def test_a_subtree_renamed_by_a_deleted_block_is_drawn_unchanged_as_the_summary_says() -> None:
+    svg, old_parents, _ = pictured("delete")
+    found = frames(svg)
+
+    # 19 calls removed (the block and its 18 nested calls); the stage after it renamed
+    # `features.12 -> features.11` with its 3 calls, which the summary states once.
+    removed = [f.path for f in found if f.status == "removed"]
+    assert len(removed) == 19
+    assert all(path == "features.11" or path.startswith("features.11.") for path in removed)
+    assert len([path for path in old_parents if path.startswith("features.11.")]) == 18
+    assert [(f.path, f.status) for f in found if f.status not in ("same", "removed")] == []

@@ -122,10 +122,14 @@ def call_marks(
         change.position
         for change in changes
         if change.position is not None and change.kind in _NESTING_KINDS
-    } - {change.position for change in kept}
+    } - {change.position for change in kept if change.kind not in _AT_OLD_CALLS}
     kinds: dict[int, list[str]] = {}
     for change in kept:
-        if change.new is not None and change.old is not None and change.position is not None:
+        if (
+            change.kind not in _AT_OLD_CALLS
+            and change.old is not None
+            and change.position is not None
+        ):
             kinds.setdefault(change.position, []).append(change.kind.value)
     return CallMarks(
         moved_old=frozenset(old for old in moved_old if old is not None),
@@ -142,5 +146,7 @@ def call_marks(
 
 # The per-call changes a change to the nesting can explain.
 _NESTING_KINDS = (ChangeKind.RENAMED, ChangeKind.NESTING_CHANGED)
+# The per-call changes whose position is the old call's index, not the new one's.
+_AT_OLD_CALLS = (ChangeKind.REMOVED, ChangeKind.MOVED)
 # The changes to the nesting that put calls in another parent without moving them.
 _WRAP_KINDS = (ChangeKind.WRAPPED, ChangeKind.UNWRAPPED)
