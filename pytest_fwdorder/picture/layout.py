@@ -24,17 +24,18 @@ import itertools
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
-from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
+from pytest_fwdorder.diff.changes import Change, DiffRow
+from pytest_fwdorder.diff.tree_changes import TreeChange
 from pytest_fwdorder.golden.format import (
     FOLDED_PATTERN,
     GoldenLine,
     operation_parts,
     split_top_level,
 )
+from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths
 
 # What a box says about a diff: unchanged, or how the call changed.
 Status = Literal["same", "inserted", "removed", "changed", "moved"]
@@ -61,8 +62,6 @@ MAX_NAME = 44  # of which its name
 MAX_EDGE_LABEL = 40
 SHARED_COLOURS = 8  # how many tag colours reused modules cycle through
 ELLIPSIS = "…"
-# The per-call changes a change to the nesting can explain.
-_NESTING_KINDS = (ChangeKind.RENAMED, ChangeKind.NESTING_CHANGED)
 
 
 class AlignedDiff(Protocol):
@@ -239,41 +238,38 @@ def diff_calls(difference: AlignedDiff) -> list[PictureCall]:
     """A diff's calls in one column: the new trace's calls, with each removed call where it
     was; each marked inserted, removed, changed, moved or unchanged, from the diff's own
     aligned rows."""
-    moved_old = {
-        change.position for change in difference.changes if change.kind is ChangeKind.MOVED
-    }
-    moved_new = {new for old, new in difference.pairs if old in moved_old}
-    # A wrap, an unwrap or a renamed subtree explains the renames and depth changes of the
-    # calls under it: the summary says so once, and those calls are drawn unchanged.
-    kept = unexplained(difference.changes, difference.tree_changes)
-    explained = {
-        change.position
-        for change in difference.changes
-        if change.position is not None and change.kind in _NESTING_KINDS
-    } - {change.position for change in kept}
-    kinds: dict[int, list[str]] = {}
-    for change in kept:
-        if change.new is not None and change.old is not None and change.position is not None:
-            kinds.setdefault(change.position, []).append(change.kind.value)
+    marks = call_marks(difference.changes, difference.tree_changes, difference.pairs)
+    regrouped_new = {new: old for old, new in marks.regrouped.items()}
     calls: list[PictureCall] = []
+    drawn_rows: list[tuple[int | None, int | None]] = []
     for row in difference.rows:
         if row.new is None:
-            if row.old is None:
-                continue
-            status: Status = "moved" if row.old in moved_old else "removed"
+            if row.old is None or row.old in marks.regrouped:
+                continue  # nothing, or a call drawn in its new place only
+            status: Status = "moved" if row.old in marks.moved_old else "removed"
             calls.append(PictureCall(difference.old_lines[row.old], status, status))
+            drawn_rows.append((row.old, None))
             continue
+        old = regrouped_new.get(row.new, row.old)
+        drawn_rows.append((old, row.new))
         line = difference.new_lines[row.new]
-        detail = ", ".join(dict.fromkeys(kinds.get(row.new, [])))
-        if row.new in moved_new:
+        detail = ", ".join(dict.fromkeys(marks.kinds.get(row.new, [])))
+        if row.new in marks.moved_new:
             calls.append(PictureCall(line, "moved", detail or "moved"))
-        elif row.old is None:
+        elif old is None:
             calls.append(PictureCall(line, "inserted", "inserted"))
-        elif row.differs and (detail or row.new not in explained):
+        elif row.old is None and detail:  # regrouped by a wrap, and changed besides
+            calls.append(PictureCall(line, "changed", detail))
+        elif row.old is not None and row.differs and (detail or row.new not in marks.explained):
             calls.append(PictureCall(line, "changed", detail or "text changed"))
         else:
             calls.append(PictureCall(line))
-    return calls
+    # Boxes follow the new nesting, each removed call inside its old parent's box.
+    depths = drawing_depths(drawn_rows, difference.old_lines, difference.new_lines)
+    return [
+        call if call.line.depth == depth else replace(call, line=replace(call.line, depth=depth))
+        for call, depth in zip(calls, depths, strict=True)
+    ]
 
 
 def _tree(calls: Sequence[PictureCall], depth: int | None) -> list[_Node]:
