@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pytest_fwdorder.calls import (
     CallCosts,
@@ -67,6 +68,7 @@ from pytest_fwdorder.calls import (
     TraceCosts,
     ValueDescription,
 )
+from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 
 FORMAT_VERSION = 2
 FORMAT_LINE = f"# pytest-fwdorder trace (format {FORMAT_VERSION})"
@@ -144,9 +146,13 @@ _COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
-@dataclass(frozen=True, slots=True)
+# Not `frozen=True`: a frozen dataclass sets each of its 16 fields through
+# `object.__setattr__`, which made building the lines of a 100,001-call golden cost 10x what
+# plain slots do. Equal lines hash alike as before; nothing assigns to a line once made
+# (`dataclasses.replace` makes a new one).
+@dataclass(slots=True, unsafe_hash=True)
 class GoldenLine:
-    """One call line of a golden file, split into its parts."""
+    """One call line of a golden file, split into its parts. Never changed once made."""
 
     depth: int
     path: str
@@ -848,6 +854,7 @@ def declared_and_written_calls(text: str) -> tuple[int | None, int]:
     return declared, len(lines) + folded
 
 
+@without_garbage_collection
 def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
     """Split golden text into its header lines and its call lines.
 
@@ -855,15 +862,18 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
     so that a diff still shows them.
     """
     header: list[str] = []
-    lines: list[GoldenLine] = []
+    calls: list[_CallLineParts] = []
+    # Facts and operations are gathered by call and each line made once at the end: making
+    # a line again per fact made the parse of a large golden cost twice what it needs.
+    facts: dict[int, list[str]] = {}
     # Operation lines go to the call they are indented under: the last call one level up.
     last_at_depth: dict[int, int] = {}
     operations: dict[int, list[str]] = {}
     in_backward = False
     for raw in text.splitlines():
-        if not raw.strip():
+        if not raw or raw.isspace():
             continue
-        if raw.startswith("#"):
+        if raw[0] == "#":
             if not raw.startswith(ENVIRONMENT_PREFIX):
                 header.append(raw)
             continue
@@ -872,27 +882,56 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
             header.append(raw)
             continue
         fact = raw.lstrip(" ")
-        if fact.startswith(FACT_PREFIX) and lines:
-            lines[-1] = replace(lines[-1], facts=(*lines[-1].facts, fact[len(FACT_PREFIX) :]))
+        if fact.startswith(FACT_PREFIX) and calls:
+            facts.setdefault(len(calls) - 1, []).append(fact[len(FACT_PREFIX) :])
             continue
-        if fact.startswith(OPERATION_PREFIX) and lines:
-            owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(lines) - 1)
+        if fact.startswith(OPERATION_PREFIX) and calls:
+            owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(calls) - 1)
             operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
             continue
-        lines.append(parse_call_line(raw))
-        last_at_depth[lines[-1].depth] = len(lines) - 1
-    for owner, texts in operations.items():
-        lines[owner] = replace(lines[owner], operations=tuple(texts))
-    return header, lines
+        parts = _call_line_parts(raw)
+        last_at_depth[parts.depth] = len(calls)
+        calls.append(parts)
+    if not facts and not operations:
+        return header, [parts.line() for parts in calls]
+    return header, [
+        parts.line(tuple(facts.get(number, ())), tuple(operations.get(number, ())))
+        for number, parts in enumerate(calls)
+    ]
 
 
 def parse_call_line(raw: str) -> GoldenLine:
     """Parse one call line as `golden_lines` writes it."""
+    return _call_line_parts(raw).line()
+
+
+class _CallLineParts(NamedTuple):
+    """A call line's parts as read, before its facts and operations are gathered."""
+
+    depth: int
+    path: str
+    module_type: str
+    nth: int
+    registered: bool
+    inputs: str
+    outputs: str
+    text: str
+    frozen: bool = False
+    reused: bool = False
+    scripted: bool = False
+    mode: str = ""
+    direct: bool = False
+
+    def line(self, facts: tuple[str, ...] = (), operations: tuple[str, ...] = ()) -> GoldenLine:
+        return GoldenLine(*self[:12], facts, operations, self.direct)
+
+
+def _call_line_parts(raw: str) -> _CallLineParts:
     stripped = raw.lstrip(" ")
     depth = (len(raw) - len(stripped)) // 2
     parts = call_line_parts(stripped)
     if parts is None:
-        return GoldenLine(depth, stripped, "?", 1, True, "", "", raw)
+        return _CallLineParts(depth, stripped, "?", 1, True, "", "", raw)
     path, words, signature = parts
     signature = signature[1:]  # without the space before the inputs
     module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
@@ -913,7 +952,7 @@ def parse_call_line(raw: str) -> GoldenLine:
     close = _matching_close(signature)
     inputs = signature[: close + 1]
     outputs = signature[close + 1 :].removeprefix(" -> ")
-    return GoldenLine(
+    return _CallLineParts(
         depth,
         path,
         module_type,
@@ -926,7 +965,7 @@ def parse_call_line(raw: str) -> GoldenLine:
         reused,
         scripted,
         mode,
-        direct=direct,
+        direct,
     )
 
 
@@ -942,11 +981,37 @@ def call_line_parts(stripped: str) -> tuple[str, list[str], str] | None:
     return path, rest[:open_paren].split(" "), rest[open_paren:]
 
 
+# What `_matching_close` looks at: brackets, quotes and the backslash that escapes in quotes.
+_BRACKET_OR_QUOTE = re.compile(r"""[()\[\]{}'"\\]""")
+
+
 def _matching_close(text: str) -> int:
-    """Index of the bracket that closes the one at text[0], skipping quoted strings."""
-    for index, character, level in _outside_quotes(text):
-        if character in ")]}" and level == 0:
-            return index
+    """Index of the bracket that closes the one at text[0], skipping quoted strings.
+
+    Reads only the brackets and quotes (one regular-expression scan), not each character:
+    the inputs of a call line are mostly shapes and names.
+    """
+    level = 0
+    quote = ""
+    skipped = -1  # the index after a backslash in quotes: an escaped character
+    for match in _BRACKET_OR_QUOTE.finditer(text):
+        index = match.start()
+        if index == skipped:
+            continue
+        character = match.group()
+        if quote:
+            if character == "\\":
+                skipped = index + 1
+            elif character == quote:
+                quote = ""
+        elif character in "'\"":
+            quote = character
+        elif character in "([{":
+            level += 1
+        elif character in ")]}":
+            level -= 1
+            if level == 0:
+                return index
     return len(text) - 1
 
 
