@@ -40,6 +40,7 @@ from models import (
     rebuilt_after_deep_copy,
     tiny_modules,
 )
+from scale import linear_time, suite
 from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
@@ -1287,6 +1288,10 @@ SECTIONS = {
     "meta_builds": meta_builds,
     "scale": scale,
     "pictures": pictures,
+    "linear_time": lambda smoke: linear_time(  # benchmarks/scale.py
+        smoke, Row, interleaved_medians, global_noop_hooks, trace_heap_bytes
+    ),
+    "suite": lambda smoke: suite(smoke, Row),
 }
 
 
