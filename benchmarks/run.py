@@ -47,7 +47,7 @@ from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
 from pytest_fwdorder.calls import Call, LiteralDescription, TensorDescription
 from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.facets.module_facts import module_facts
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.recording import model_index, model_state
 from pytest_fwdorder.recording import recorder as recorder_module
 from pytest_fwdorder.trace import Trace

@@ -27,12 +27,14 @@ from typing import Any
 import torch
 from models import tiny_modules
 
+import pytest_fwdorder
 from pytest_fwdorder import diff_golden, trace_forward
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.upgrades import with_environment
 from pytest_fwdorder.snapshot.policy import golden_holds
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+# Where the package measured was imported from: the subprocesses import the same one.
+PACKAGE_ROOT = Path(pytest_fwdorder.__file__).resolve().parents[1]
 TARGETS = {"all": 3.0, "parse": 0.5, "bytes per call": 421, "suite": 1.15}
 
 
@@ -182,11 +184,11 @@ _WITHOUT_SYRUPY = ("-p", "no:syrupy")
 
 
 def pytest_seconds(project: Path, *arguments: str) -> float:
-    """Wall seconds of `python -m pytest -q <arguments>` in `project`, this worktree's package
-    first on the path; raises RuntimeError when pytest fails."""
+    """Wall seconds of `python -m pytest -q <arguments>` in `project`, the package this
+    process measures first on the path; raises RuntimeError when pytest fails."""
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPOSITORY), environment.get("PYTHONPATH")])
+        filter(None, [str(PACKAGE_ROOT), environment.get("PYTHONPATH")])
     )
     start = time.perf_counter()
     finished = subprocess.run(

@@ -19,7 +19,7 @@ from cli_models import tiny, tiny_with_dropout
 from pytest_fwdorder import TensorSpec, trace_forward
 from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, build_parser, main
 from pytest_fwdorder.golden.folding import fold_golden
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.options import OPTION_NAMES
 
 TINY = ["cli_models:tiny", "--input", "2x4"]

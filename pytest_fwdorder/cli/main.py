@@ -41,7 +41,8 @@ from pytest_fwdorder.checks.coverage import coverage, golden_coverage
 from pytest_fwdorder.cli.cost_table import COST_ORDERS, cost_table
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.folding import colorize_diff, colorize_golden, fold_golden
-from pytest_fwdorder.golden.format import FORMAT_VERSION, format_problem, format_version
+from pytest_fwdorder.golden.format import FORMAT_VERSION
+from pytest_fwdorder.golden.parse import format_problem, format_version
 from pytest_fwdorder.options import OPTIONS, TraceOptions
 from pytest_fwdorder.picture.svg import Picture, diff_picture, golden_picture
 from pytest_fwdorder.report.git_review import ReviewError, collect_review, explain_golden

@@ -11,8 +11,9 @@ from __future__ import annotations
 from pytest_fwdorder.calls import TraceRecords
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.tree_alignment import align_trees
-from pytest_fwdorder.golden.format import GoldenLine, parse_golden
+from pytest_fwdorder.golden.format import GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import backward_lines, golden_lines, render_header
 
 __all__ = [

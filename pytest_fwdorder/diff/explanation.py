@@ -20,12 +20,11 @@ from pytest_fwdorder.golden.format import (
     initialization_step_parts,
     named_items,
     operation_parts,
-    split_values,
     tensor_fact_flags,
     tensor_fact_items,
     tensor_fact_shape,
-    tensor_shapes,
 )
+from pytest_fwdorder.golden.parse import split_values, tensor_shapes
 
 # Order of the summary: what a reviewer should read first comes first.
 _SUMMARY_ORDER = (
