@@ -115,7 +115,7 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
             owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(calls) - 1)
             operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
             continue
-        parts = _call_line_parts(raw)
+        parts = _call_line_parts(raw, fact)
         last_at_depth[parts.depth] = len(calls)
         calls.append(parts)
     if not facts and not operations:
@@ -128,7 +128,7 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
 
 def parse_call_line(raw: str) -> GoldenLine:
     """Parse one call line as `golden_lines` writes it."""
-    return _call_line_parts(raw).line()
+    return _call_line_parts(raw, raw.lstrip(" ")).line()
 
 
 class _CallLineParts(NamedTuple):
@@ -152,8 +152,8 @@ class _CallLineParts(NamedTuple):
         return GoldenLine(*self[:12], facts, operations, self.direct)
 
 
-def _call_line_parts(raw: str) -> _CallLineParts:
-    stripped = raw.lstrip(" ")
+def _call_line_parts(raw: str, stripped: str) -> _CallLineParts:
+    """The parts of the call line `raw`, `stripped` being it without its indent."""
     depth = (len(raw) - len(stripped)) // 2
     parts = call_line_parts(stripped)
     if parts is None:
@@ -211,12 +211,21 @@ def call_line_parts(stripped: str) -> tuple[str, list[str], str] | None:
 _BRACKET_OR_QUOTE = re.compile(r"""[()\[\]{}'"\\]""")
 
 
+# `(f32[1,16], 2)`: parentheses around text without brackets or quotes but shapes' `[...]`;
+# its last character closes the first, since nothing inside opens or closes a level.
+_SIMPLE_INPUTS = re.compile(r"""\((?:[^()\[\]{}'"\\]|\[[^()\[\]{}'"\\]*\])*\)""")
+
+
 def _matching_close(text: str) -> int:
     """Index of the bracket that closes the one at text[0], skipping quoted strings.
 
     Reads only the brackets and quotes (one regular-expression scan), not each character:
-    the inputs of a call line are mostly shapes and names.
+    the inputs of a call line are mostly shapes and names. Inputs with no nesting but
+    shapes' `[...]` and no quotes, most of them, are matched whole by one expression.
     """
+    simple = _SIMPLE_INPUTS.match(text)
+    if simple is not None:
+        return simple.end() - 1
     level = 0
     quote = ""
     skipped = -1  # the index after a backslash in quotes: an escaped character
