@@ -87,7 +87,16 @@ def linear_time(
         rounds,
     )
     calls = 2 * pairs + 1
-    heap = trace_heap_bytes(pairs) / calls
+    return linear_rows(calls, medians, alone, trace_heap_bytes(pairs) / calls, row)
+
+
+def linear_rows(
+    calls: int,
+    medians: dict[str, float],
+    alone: dict[str, float],
+    heap: float,
+    row: Callable[..., Any],
+) -> list[Any]:
     return [
         row("linear", f"{calls:,} calls: bare forward", f"{medians['bare']:.2f} s"),
         row(

@@ -321,9 +321,6 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
     `counts` is the trace's calls per path where the caller counted them already.
     """
     counts = trace.counts() if counts is None else counts
-    reused = [(path, count) for path, count in counts.items() if count > 1]
-    unused = trace.unused()
-    unregistered = list(dict.fromkeys(call.display_path for call in trace.unregistered()))
     hidden = trace.options.hidden
     parameters = "parameters" not in hidden
     header = [FORMAT_LINE, f"{MODEL_PREFIX}{trace.root_type}"]
@@ -340,6 +337,34 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
         header.append(f"# buffers: {totals.buffer_count:,}")
         if totals.uninitialized_count:
             header.append(f"# uninitialized (lazy) tensors: {totals.uninitialized_count}")
+    header += _section_lines(trace, counts, parameters)
+    if hidden:
+        header.append(f"# hidden: {', '.join(sorted(hidden))}")
+    header += _view_lines(trace)
+    header += _recorded_lines(trace)
+    if trace.costs is not None:
+        header += render_trace_costs(trace.costs, parameters)
+    if trace.values_seed is not None:
+        header.append(values_line(trace.values_seed))
+    if trace.initialization is not None:
+        header += render_initialization(trace.initialization)
+    if trace.compiled is not None:
+        header += render_compiled(trace.compiled)
+    if trace.options.devices:
+        header.append("# devices: shown")
+    if trace.options.local_shapes:
+        rank = f" ({trace.options.rank})" if trace.options.rank else ""
+        header.append(f"# local shapes: shown{rank}")
+    return header
+
+
+def _section_lines(trace: TraceRecords, counts: dict[str, int], parameters: bool) -> list[str]:
+    """The header's listed sections: reused, never called, used through parameters,
+    unregistered, forward runs, odd blocks, aliases and ties."""
+    reused = [(path, count) for path, count in counts.items() if count > 1]
+    unused = trace.unused()
+    unregistered = list(dict.fromkeys(call.display_path for call in trace.unregistered()))
+    header: list[str] = []
     header += render_section(
         REUSED_SECTION, [f"{path or '<root>'} x{count}" for path, count in reused]
     )
@@ -384,23 +409,6 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
         header += render_section(
             TIED_SECTION, [f"{first} = {', '.join(others)}" for first, others in trace.tied]
         )
-    if hidden:
-        header.append(f"# hidden: {', '.join(sorted(hidden))}")
-    header += _view_lines(trace)
-    header += _recorded_lines(trace)
-    if trace.costs is not None:
-        header += render_trace_costs(trace.costs, parameters)
-    if trace.values_seed is not None:
-        header.append(values_line(trace.values_seed))
-    if trace.initialization is not None:
-        header += render_initialization(trace.initialization)
-    if trace.compiled is not None:
-        header += render_compiled(trace.compiled)
-    if trace.options.devices:
-        header.append("# devices: shown")
-    if trace.options.local_shapes:
-        rank = f" ({trace.options.rank})" if trace.options.rank else ""
-        header.append(f"# local shapes: shown{rank}")
     return header
 
 
