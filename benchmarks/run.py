@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib.util
 import io
 import json
@@ -40,13 +41,14 @@ from models import (
     rebuilt_after_deep_copy,
     tiny_modules,
 )
+from scale import linear_time, suite
 from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
 from pytest_fwdorder.calls import Call
 from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.facets.module_facts import module_facts
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.recording import model_index, model_state
 from pytest_fwdorder.recording import recorder as recorder_module
 from pytest_fwdorder.trace import Trace
@@ -1202,11 +1204,13 @@ def trace_heap_bytes(pairs: int) -> int:
     """
     model = tiny_modules(pairs).eval()
     inputs = torch.randn(1, 16)
+    gc.collect()  # earlier garbage is not freed inside the measured span
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         with torch.no_grad():
             trace = trace_forward(model, inputs)
+        gc.collect()  # the trace runs with the collector paused: its cycles are not kept
         after = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
@@ -1288,6 +1292,10 @@ SECTIONS = {
     "meta_builds": meta_builds,
     "scale": scale,
     "pictures": pictures,
+    "linear_time": lambda smoke: linear_time(  # benchmarks/scale.py
+        smoke, Row, interleaved_medians, global_noop_hooks, trace_heap_bytes
+    ),
+    "suite": lambda smoke: suite(smoke, Row),
 }
 
 

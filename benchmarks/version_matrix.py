@@ -180,7 +180,8 @@ def differing_lines(
 
 def line_cause(old_line: str, new_line: str) -> Cause:
     """The cause of one differing line, from what kind of golden line it is."""
-    from pytest_fwdorder.golden.format import FACT_PREFIX, OPERATION_PREFIX, parse_call_line
+    from pytest_fwdorder.golden.format import FACT_PREFIX, OPERATION_PREFIX
+    from pytest_fwdorder.golden.parse import parse_call_line
 
     lines = [line for line in (old_line, new_line) if line]
     stripped = [line.lstrip(" ") for line in lines]

@@ -53,6 +53,8 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "deep-copies 10 BatchNorm1d layers: meta build + trace, ratio to torch alone on meta",
         "deep-copied and its layers made again (timm's pruned builders)",
         "torchvision squeezenet1_1: meta build + trace, ratio to torch alone on meta",
+        "calls: trace + 2 renders + compare (trace == other trace)",
+        "torchvision models (64x64), pytest: each asserts its golden",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"
 

@@ -20,7 +20,7 @@ from pytest_fwdorder import TensorSpec, trace_forward
 from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
 from pytest_fwdorder.cli.parser import build_parser
 from pytest_fwdorder.golden.folding import fold_golden
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.options import OPTION_NAMES
 
 TINY = ["cli_models:tiny", "--input", "2x4"]

@@ -8,7 +8,8 @@ from torch import nn
 
 from pytest_fwdorder import diff_golden, diff_traces, trace_forward
 from pytest_fwdorder.diff.changes import ChangeKind
-from pytest_fwdorder.golden.format import FORMAT_LINE, parse_golden
+from pytest_fwdorder.golden.format import FORMAT_LINE
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import golden_lines
 
 

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import FwdOrderWarning, record, trace_forward
-from pytest_fwdorder.golden.format import forward_runs, parse_call_line, parse_golden
+from pytest_fwdorder.golden.format import forward_runs
+from pytest_fwdorder.golden.parse import parse_call_line, parse_golden
 
 RUNS: dict[str, int] = {}
 

@@ -24,7 +24,8 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.calls import Call
-from pytest_fwdorder.golden.format import parse_call_line, split_top_level
+from pytest_fwdorder.golden.format import split_top_level
+from pytest_fwdorder.golden.parse import parse_call_line
 from pytest_fwdorder.recording.distributed import placement_text, user_class_name
 from pytest_fwdorder.trace import Trace
 from pytest_fwdorder.value_descriptions import TensorDescription

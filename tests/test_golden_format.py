@@ -5,16 +5,15 @@ from __future__ import annotations
 from pytest_fwdorder.calls import TensorFact
 from pytest_fwdorder.golden.format import (
     REUSED_SECTION,
-    call_line_parts,
     header_sections,
     make_line,
-    parse_call_line,
     render_section,
     render_tensor_fact,
     tensor_fact_flags,
     tensor_fact_items,
     tensor_fact_shape,
 )
+from pytest_fwdorder.golden.parse import call_line_parts, parse_call_line
 
 
 def test_a_header_section_reads_back_as_its_items_with_the_cut_kept() -> None:

@@ -481,7 +481,7 @@ def test_an_empty_golden_is_said_to_be_empty_not_of_an_unknown_format() -> None:
 
 def test_a_hand_edited_call_count_says_which_count_differs_from_the_body() -> None:
     from pytest_fwdorder import trace_forward
-    from pytest_fwdorder.golden.format import declared_and_written_calls
+    from pytest_fwdorder.golden.parse import declared_and_written_calls
     from pytest_fwdorder.snapshot.policy import golden_problem
 
     torch = pytest.importorskip("torch")

@@ -12,7 +12,7 @@ from pytest_fwdorder.checks.structure import assert_same_structure
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 
 
 class Block(nn.Module):

@@ -30,9 +30,6 @@ MODULES_OVER = {
 FUNCTIONS_OVER = {
     # Branches on each of the 22 change kinds; goes when each facet words its own changes.
     "diff/explanation.py:_describe_kind": "a branch per change kind",
-    # One header line per facet, in the golden's order; goes with the per-facet golden lines.
-    "golden/render.py:render_header": "a header line per facet",
-    "golden/render.py:golden_lines": "the call lines with each facet's facts",
     # Runs for every torch-level operation under ops=True: a hot path that keeps its locals.
     "facets/operations.py:__torch_function__": "the per-operation hot path of ops=True",
     # Walks every parameter and buffer once per trace, on the recorder's path.

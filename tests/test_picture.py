@@ -19,7 +19,7 @@ from pytest_fwdorder import TensorSpec, trace_forward
 from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.folding import fold_golden
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.picture.layout import Layout, diff_calls, golden_calls, lay_out
 from pytest_fwdorder.picture.svg import (
     STATUS_COLOURS,

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 
 
 class Routed(nn.Module):

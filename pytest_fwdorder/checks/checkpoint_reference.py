@@ -26,15 +26,14 @@ from pytest_fwdorder.golden.format import (
     USED_THROUGH_PARAMETERS_SECTION,
     GoldenLine,
     facts_by_title,
-    format_problem,
     header_sections,
     is_first_call,
-    parse_golden,
     split_top_level,
     tensor_fact_flags,
     tensor_fact_items,
     tensor_fact_shape,
 )
+from pytest_fwdorder.golden.parse import format_problem, parse_golden
 from pytest_fwdorder.recording.describe import dtype_name
 
 # A tensor a golden names without dtype or shape (an `ops=True` golden's "used through its

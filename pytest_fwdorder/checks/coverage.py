@@ -17,7 +17,7 @@ from fnmatch import fnmatchcase
 
 from pytest_fwdorder.calls import TraceRecords
 from pytest_fwdorder.errors import CoverageError, did_you_mean
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 
 __all__ = ["Coverage", "CoverageRow", "assert_coverage", "coverage", "golden_coverage"]
 

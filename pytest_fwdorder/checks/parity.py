@@ -30,7 +30,8 @@ from pytest_fwdorder.checks.parity_reference import (
 )
 from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.errors import ReferenceMismatchError
-from pytest_fwdorder.golden.format import TENSOR_PATTERN, GoldenLine, make_line, parse_golden
+from pytest_fwdorder.golden.format import TENSOR_PATTERN, GoldenLine, make_line
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import render_trace
 from pytest_fwdorder.picture.parity_picture import parity_picture
 from pytest_fwdorder.picture.svg import Picture

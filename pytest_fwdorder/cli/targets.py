@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.golden.format import FORMAT_VERSION, format_problem, format_version
+from pytest_fwdorder.golden.format import FORMAT_VERSION
+from pytest_fwdorder.golden.parse import format_problem, format_version
 from pytest_fwdorder.options import OPTIONS, TraceOptions
 
 if TYPE_CHECKING:

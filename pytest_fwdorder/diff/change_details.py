@@ -15,12 +15,11 @@ from pytest_fwdorder.golden.format import (
     initialization_step_parts,
     named_items,
     operation_parts,
-    split_values,
     tensor_fact_flags,
     tensor_fact_items,
     tensor_fact_shape,
-    tensor_shapes,
 )
+from pytest_fwdorder.golden.parse import split_values, tensor_shapes
 
 
 def describe_value_change(old_text: str, new_text: str) -> str:

@@ -8,12 +8,12 @@ in words. The golden text both sides are read from is `golden.format`'s.
 
 from __future__ import annotations
 
-import gc
-
 from pytest_fwdorder.calls import TraceRecords
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.tree_alignment import align_trees
-from pytest_fwdorder.golden.format import GoldenLine, parse_golden
+from pytest_fwdorder.golden.format import GoldenLine
+from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import backward_lines, golden_lines, render_header
 
 __all__ = [
@@ -94,13 +94,8 @@ def diff_lines(
     # The diff allocates many small lists and tuples and frees none of them until the end:
     # the garbage collector's full passes over the lines found nothing to free and took
     # most of the time on 100,000 calls.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_garbage_collection():
         alignment = align_trees(old, new, match_paths=match_paths)
         return classify_diff(
             old_header, old, new_header, new, alignment.rows, alignment.moved, alignment, names
         )
-    finally:
-        if collecting:
-            gc.enable()

@@ -15,10 +15,9 @@ from pytest_fwdorder.golden.format import (
     SCRIPTED_MARK,
     UNREGISTERED_MARK,
     GoldenLine,
-    call_line_parts,
     folded_mark,
-    parse_golden,
 )
+from pytest_fwdorder.golden.parse import call_line_parts, parse_golden
 
 # The section titles and their parser were view's before the golden format had its own
 # module; kept importable from here.

@@ -1,4 +1,4 @@
-"""The golden file's text format: each line kind's writer and its parser. No torch import.
+"""The golden file's text format: how each kind of line is spelled, and read back. No torch.
 
 A golden file is a header of `#` lines with totals, then one line
 per call in execution order, indented two spaces per nesting level, and under a module's
@@ -39,15 +39,16 @@ says the seed; with `initialization=True` the header ends with the initializatio
     #   fc.bias uniform_(a=-0.1768, b=0.1768) 32 draws
 
 Every reader of golden text (diff, compare, view, report, the command line, the snapshot
-extension) parses it here, next to the writer of the same line, so a change to one kind of
-line is made in one module.
+extension) reads a fact or header line here, next to its writer, so a change to one kind of
+line is made in one module; `golden.parse` cuts a whole golden into its header and call
+lines with the call line's spelling from here.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pytest_fwdorder.calls import ModuleFacts, TensorFact
 from pytest_fwdorder.facet_records import (
@@ -145,9 +146,13 @@ _COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
-@dataclass(frozen=True, slots=True)
+# Not `frozen=True`: a frozen dataclass sets each of its 16 fields through
+# `object.__setattr__`, which made building the lines of a 100,001-call golden cost 10x what
+# plain slots do. Equal lines hash alike as before; nothing assigns to a line once made
+# (`dataclasses.replace` makes a new one).
+@dataclass(slots=True, unsafe_hash=True)
 class GoldenLine:
-    """One call line of a golden file, split into its parts."""
+    """One call line of a golden file, split into its parts. Never changed once made."""
 
     depth: int
     path: str
@@ -799,158 +804,6 @@ def backward_section(header: list[str]) -> list[str] | None:
     return header[header.index(BACKWARD_LINE) + 1 :]
 
 
-def format_problem(text: str) -> str | None:
-    """Why golden text of another format cannot be compared, as a clause after its name
-    (`the golden file ` + clause), or None when it is of this format.
-
-    A newer format says to upgrade: regenerating would downgrade a teammate's golden.
-    """
-    version = format_version(text)
-    if version == FORMAT_VERSION:
-        return None
-    if not text.strip():
-        return (
-            "is empty: restore it from version control, or write it with `pytest "
-            "--snapshot-update` and review the new golden"
-        )
-    if version is not None and version > FORMAT_VERSION:
-        return (
-            f"was written in format {version} by a newer pytest-fwdorder; this one reads "
-            f"and writes format {FORMAT_VERSION}: upgrade pytest-fwdorder (pip install -U "
-            "pytest-fwdorder) rather than regenerate it, which would downgrade the golden"
-        )
-    written = f"format {version}" if version is not None else "an unknown format"
-    return (
-        f"was written in {written}; this pytest-fwdorder writes format {FORMAT_VERSION}: "
-        "regenerate it with `pytest --snapshot-update` and review the new golden (see the "
-        "CHANGELOG for what the format adds)"
-    )
-
-
-def format_version(text: str) -> int | None:
-    """The format number a golden text declares in its first line, or None."""
-    first_line = text.split("\n", 1)[0]
-    match = FORMAT_PATTERN.fullmatch(first_line.strip())
-    return int(match.group(1)) if match else None
-
-
-def declared_and_written_calls(text: str) -> tuple[int | None, int]:
-    """The call count the header's `# calls: N` line declares (None without one), and the
-    calls the body holds: its call lines plus the calls folded into them."""
-    declared = None
-    for line in text.splitlines():
-        if line.startswith(CALLS_PREFIX) and line[len(CALLS_PREFIX) :].strip().isdigit():
-            declared = int(line[len(CALLS_PREFIX) :])
-            break
-    _, lines = parse_golden(text)
-    folded = sum(
-        int(match.group(1)) for line in lines if (match := FOLDED_PATTERN.search(line.text))
-    )
-    return declared, len(lines) + folded
-
-
-def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
-    """Split golden text into its header lines and its call lines.
-
-    Lines that do not parse as calls (a hand-edited file) are kept as calls of type `?`
-    so that a diff still shows them.
-    """
-    header: list[str] = []
-    lines: list[GoldenLine] = []
-    # Operation lines go to the call they are indented under: the last call one level up.
-    last_at_depth: dict[int, int] = {}
-    operations: dict[int, list[str]] = {}
-    in_backward = False
-    for raw in text.splitlines():
-        if not raw.strip():
-            continue
-        if raw.startswith("#"):
-            if not raw.startswith(ENVIRONMENT_PREFIX):
-                header.append(raw)
-            continue
-        if in_backward or raw == BACKWARD_LINE:
-            in_backward = True  # the backward section is compared as text, with the header
-            header.append(raw)
-            continue
-        fact = raw.lstrip(" ")
-        if fact.startswith(FACT_PREFIX) and lines:
-            lines[-1] = replace(lines[-1], facts=(*lines[-1].facts, fact[len(FACT_PREFIX) :]))
-            continue
-        if fact.startswith(OPERATION_PREFIX) and lines:
-            owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(lines) - 1)
-            operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
-            continue
-        lines.append(parse_call_line(raw))
-        last_at_depth[lines[-1].depth] = len(lines) - 1
-    for owner, texts in operations.items():
-        lines[owner] = replace(lines[owner], operations=tuple(texts))
-    return header, lines
-
-
-def parse_call_line(raw: str) -> GoldenLine:
-    """Parse one call line as `golden_lines` writes it."""
-    stripped = raw.lstrip(" ")
-    depth = (len(raw) - len(stripped)) // 2
-    parts = call_line_parts(stripped)
-    if parts is None:
-        return GoldenLine(depth, stripped, "?", 1, True, "", "", raw)
-    path, words, signature = parts
-    signature = signature[1:]  # without the space before the inputs
-    module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
-    mode, direct = "", False
-    for word in words[1:]:
-        if word.startswith("#") and word[1:].isdigit():
-            nth, reused = int(word[1:]), True
-        elif word == UNREGISTERED_MARK:
-            registered = False
-        elif word == FROZEN_MARK:
-            frozen = True
-        elif word == SCRIPTED_MARK:
-            scripted = True
-        elif word == DIRECT_MARK:
-            direct = True
-        elif word in MODE_MARKS:
-            mode = word[1:-1]
-    close = _matching_close(signature)
-    inputs = signature[: close + 1]
-    outputs = signature[close + 1 :].removeprefix(" -> ")
-    return GoldenLine(
-        depth,
-        path,
-        module_type,
-        nth,
-        registered,
-        inputs,
-        outputs,
-        raw,
-        frozen,
-        reused,
-        scripted,
-        mode,
-        direct=direct,
-    )
-
-
-def call_line_parts(stripped: str) -> tuple[str, list[str], str] | None:
-    """A call line without its indent, cut at its parts: the path, the words of its head
-    (class, `#nth`, marks) and the rest from the space before the inputs; None when the line
-    is not a call line (a hand-edited file).
-    """
-    path, separator, rest = stripped.partition(": ")
-    open_paren = rest.find(" (")
-    if not separator or open_paren < 0:
-        return None
-    return path, rest[:open_paren].split(" "), rest[open_paren:]
-
-
-def _matching_close(text: str) -> int:
-    """Index of the bracket that closes the one at text[0], skipping quoted strings."""
-    for index, character, level in _outside_quotes(text):
-        if character in ")]}" and level == 0:
-            return index
-    return len(text) - 1
-
-
 def split_top_level(text: str) -> list[str]:
     """Split golden text at the commas outside brackets and quoted strings."""
     items: list[str] = []
@@ -985,37 +838,3 @@ def _outside_quotes(text: str) -> Iterator[tuple[int, str, int]]:
                 level -= 1
             yield index, character, level
         index += 1
-
-
-# Inputs and outputs text, cut into tokens: a tensor, a quoted string, a bracket or comma
-# (where one value ends), a lower-case word (so `x=f32[2]` keeps its tensor whole), a char.
-_VALUE_TOKEN = re.compile(
-    rf"{TENSOR_PATTERN.pattern}|'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|[()\[\]{{}},]|[a-z][a-z0-9]*|."
-)
-
-
-_SEPARATORS = frozenset("()[]{},")
-
-
-def split_values(text: str) -> list[str]:
-    """The innermost values of inputs or outputs text: `(f32[2], flag=True)` -> two values."""
-    values: list[str] = []
-    current: list[str] = []
-    for token in _VALUE_TOKEN.finditer(text):
-        if token.group() in _SEPARATORS:
-            if "".join(current).strip():
-                values.append("".join(current).strip())
-            current = []
-        else:
-            current.append(token.group())
-    if "".join(current).strip():
-        values.append("".join(current).strip())
-    return values
-
-
-def tensor_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
-    """Each tensor in inputs or outputs text as (dtype, shape): `f32[2,4]` -> ('f32', (2, 4))."""
-    return [
-        (dtype, tuple(int(size) for size in sizes.split(",") if size))
-        for dtype, sizes in TENSOR_PATTERN.findall(text)
-    ]

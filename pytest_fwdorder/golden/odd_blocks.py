@@ -38,7 +38,7 @@ from collections import Counter
 from itertools import pairwise
 from typing import NamedTuple
 
-from pytest_fwdorder.calls import Call, TraceRecords
+from pytest_fwdorder.calls import Call, ModuleFacts, TraceRecords
 from pytest_fwdorder.facet_records import OddBlock
 from pytest_fwdorder.golden.format import render_settings
 
@@ -72,9 +72,11 @@ def odd_blocks(trace: TraceRecords) -> list[OddBlock]:
     classes = trace.module_classes
     inside = _calls_inside({block.path for blocks in groups for block in blocks}, first_calls)
     found: list[OddBlock] = []
+    described: dict[tuple[str, str, int, bool, bool | None], _Position] = {}
     for blocks in groups:
         positions = [
-            _positions(block, inside.get(block.path, []), hidden, classes) for block in blocks
+            _positions(block, inside.get(block.path, []), hidden, classes, described)
+            for block in blocks
         ]
         found += _odd_positions([block.path for block in blocks], positions)
     return found
@@ -105,10 +107,11 @@ def odd_class_members(trace: TraceRecords) -> list[OddBlock]:
         if call.nth == 1 and call.facts is not None:
             by_class.setdefault(call.module_type, []).append(call)
     found: list[OddBlock] = []
+    kinds_by_facts: dict[int, tuple[str, tuple[str, ...]]] = {}
     for module_type, calls in by_class.items():
         if len(calls) < _FEWEST_CLASS_MEMBERS:
             continue
-        kinds = [_dtype_kind(call, hidden) for call in calls]
+        kinds = [_dtype_kind(call, hidden, kinds_by_facts) for call in calls]
         norm, agreeing = Counter(kinds).most_common(1)[0]
         odd = len(calls) - agreeing
         if not 0 < odd <= _MOST_ODD_CLASS_MEMBERS or agreeing * 4 < len(calls) * 3:
@@ -128,11 +131,23 @@ def odd_class_members(trace: TraceRecords) -> list[OddBlock]:
     return found
 
 
-def _dtype_kind(call: Call, hidden: frozenset[str]) -> tuple[str, tuple[str, ...]]:
-    """A module's dtypes: its `dtype` setting (a quantized class's), its own tensors'."""
+def _dtype_kind(
+    call: Call, hidden: frozenset[str], kinds_by_facts: dict[int, tuple[str, tuple[str, ...]]]
+) -> tuple[str, tuple[str, ...]]:
+    """A module's dtypes: its `dtype` setting (a quantized class's), its own tensors'.
+
+    Read once per facts object (modules alike share one), kept in `kinds_by_facts` by id.
+    """
     facts = call.facts
     if facts is None:
         return ("", ())
+    kind = kinds_by_facts.get(id(facts))
+    if kind is None:
+        kind = kinds_by_facts[id(facts)] = _facts_dtype_kind(facts, hidden)
+    return kind
+
+
+def _facts_dtype_kind(facts: ModuleFacts, hidden: frozenset[str]) -> tuple[str, tuple[str, ...]]:
     setting = ""
     if "settings" not in hidden and facts.settings:
         match = _DTYPE_SETTING.search(render_settings(facts.settings))
@@ -166,24 +181,44 @@ def _sibling_groups(first_calls: list[Call]) -> list[list[Call]]:
 
 
 def _positions(
-    block: Call, inside: list[Call], hidden: frozenset[str], classes: dict[str, str]
+    block: Call,
+    inside: list[Call],
+    hidden: frozenset[str],
+    classes: dict[str, str],
+    described: dict[tuple[str, str, int, bool, bool | None], _Position],
 ) -> dict[str, _Position]:
     """Each position inside a block (`""`, `self_attn.q_proj`) and its first call there."""
     prefix = f"{block.path}."
-    positions = {"": _describe(block, hidden, classes)}
+    positions = {"": _describe(block, hidden, classes, described)}
     for call in inside:
-        positions[call.path[len(prefix) :]] = _describe(call, hidden, classes)
+        positions[call.path[len(prefix) :]] = _describe(call, hidden, classes, described)
     return positions
 
 
-def _describe(call: Call, hidden: frozenset[str], classes: dict[str, str]) -> _Position:
+def _describe(
+    call: Call,
+    hidden: frozenset[str],
+    classes: dict[str, str],
+    described: dict[tuple[str, str, int, bool, bool | None], _Position],
+) -> _Position:
+    """What the module of `call` got; calls alike (class, facts object, flags) share one,
+    kept in `described`, so a 100,001-call trace makes a few, not one per call."""
+    class_name = classes.get(call.path, call.module_type)
+    key = (call.module_type, class_name, id(call.facts), call.frozen, call.training)
+    position = described.get(key)
+    if position is None:
+        position = described[key] = _new_position(call, class_name, hidden)
+    return position
+
+
+def _new_position(call: Call, class_name: str, hidden: frozenset[str]) -> _Position:
     facts = call.facts
     dtypes: frozenset[str] = frozenset()
     if facts is not None and "parameters" not in hidden:
         dtypes = frozenset(fact.dtype for fact in facts.tensors.tensors)
     return _Position(
         module_type=call.module_type,
-        class_name=classes.get(call.path, call.module_type),
+        class_name=class_name,
         dtypes=dtypes,
         frozen=call.frozen and "parameters" not in hidden,
         training=None if "mode" in hidden else call.training,

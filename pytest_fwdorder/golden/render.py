@@ -52,6 +52,7 @@ from pytest_fwdorder.golden.format import (
     render_value,
     values_line,
 )
+from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
 from pytest_fwdorder.value_descriptions import LiteralDescription, ValueDescription
 
@@ -151,73 +152,88 @@ def render_outputs(call: Call, devices: bool = False, local_shapes: bool = False
 
 def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     """The call lines of a trace's golden text, in order, each with its module's facts."""
-    devices = trace.options.devices
-    hidden = trace.options.hidden
-    counts = trace.counts()
-    names = "argument_names" not in hidden
-    show_mode = "mode" not in hidden and trace.mode is not None
-    root_training = trace.mode == "train"
-    tied = _tied_names(trace)
-    local_shapes = trace.options.local_shapes
-    # Descriptions and facts are shared objects (a model passes a few shapes around many
-    # times): each is rendered once per golden, found by identity while the trace holds it.
-    texts: dict[int, str] = {}
-    fact_lines: dict[tuple[int, str], tuple[str, ...]] = {}
+    return _golden_lines(trace, trace.counts())
 
-    def text_of(value: ValueDescription | None) -> str:
-        text = texts.get(id(value))
+
+class _SharedTexts:
+    """Descriptions and facts are shared objects (a model passes a few shapes around many
+    times): each is rendered once per golden, found by identity while the trace holds it."""
+
+    def __init__(self, trace: TraceRecords) -> None:
+        self.devices = trace.options.devices
+        self.local_shapes = trace.options.local_shapes
+        self.hidden = trace.options.hidden
+        self.tied = _tied_names(trace)
+        self.texts: dict[int, str] = {}
+        self.facts: dict[tuple[int, str], tuple[str, ...]] = {}
+
+    def text_of(self, value: ValueDescription | None) -> str:
+        text = self.texts.get(id(value))
         if text is None:
-            text = texts[id(value)] = render_value(value, devices, local_shapes)
+            text = self.texts[id(value)] = render_value(value, self.devices, self.local_shapes)
         return text
 
+    def facts_of(self, facts: ModuleFacts, path: str) -> tuple[str, ...]:
+        # The path matters only through tied names; without ties equal facts read alike.
+        key = (id(facts), path if self.tied else "")
+        lines = self.facts.get(key)
+        if lines is None:
+            lines = self.facts[key] = render_facts(facts, path, self.hidden, self.tied)
+        return lines
+
+
+def _golden_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
+    """`golden_lines`, with the calls per path counted already (render counts them once)."""
+    shared = _SharedTexts(trace)
+    text_of, facts_of = shared.text_of, shared.facts_of
+    devices, local_shapes, hidden = shared.devices, shared.local_shapes, shared.hidden
+    names = "argument_names" not in hidden
+    show_frozen = "parameters" not in hidden
+    show_mode = "mode" not in hidden and trace.mode is not None
+    root_training = trace.mode == "train"
     # Where a recording holds several outermost calls (a `record` block, generate()), each
     # is marked `[step N]`; a single forward has one and no mark.
-    with_operations = trace.operations_skipped is not None
     outermost = [call for call in trace.calls if call.depth == 0]
     steps = {id(call): number for number, call in enumerate(outermost, 1)}
     if len(steps) < 2:
         steps = {}
+    with_operations = trace.operations_skipped is not None
     direct_calls = trace.direct_calls
-
-    def facts_of(facts: ModuleFacts, path: str) -> tuple[str, ...]:
-        # The path matters only through tied names; without ties equal facts read alike.
-        key = (id(facts), path if tied else "")
-        lines = fact_lines.get(key)
-        if lines is None:
-            lines = fact_lines[key] = render_facts(facts, path, hidden, tied)
-        return lines
-
-    lines = [
-        make_line(
-            depth=call.depth,
-            path=call.display_path,
-            module_type=call.module_type,
-            nth=call.nth,
-            reused=counts[call.path] > 1,
-            frozen=call.frozen and "parameters" not in hidden,
-            registered=call.registered,
-            inputs=render_inputs(call, devices, names, local_shapes, text_of),
-            outputs=RAISED if call.raised else text_of(call.output),
-            scripted=call.scripted,
-            mode=(
-                ("train" if call.training else "eval")
-                if show_mode and call.training is not None and call.training != root_training
-                else ""
-            ),
-            facts=(
-                facts_of(call.facts, call.path) if call.nth == 1 and call.facts is not None else ()
-            ),
-            step=steps.get(id(call), 0) if steps else 0,
-            operations=(
-                tuple(render_operation(operation, text_of) for operation in call.operations)
-                if with_operations
-                else ()
-            ),
-            index=call.index,
-            direct=bool(direct_calls) and call.index in direct_calls,
+    lines: list[GoldenLine] = []
+    for call in trace.calls:
+        training = call.training
+        lines.append(
+            make_line(
+                depth=call.depth,
+                path=call.display_path,
+                module_type=call.module_type,
+                nth=call.nth,
+                reused=counts[call.path] > 1,
+                frozen=call.frozen and show_frozen,
+                registered=call.registered,
+                inputs=render_inputs(call, devices, names, local_shapes, text_of),
+                outputs=RAISED if call.raised else text_of(call.output),
+                scripted=call.scripted,
+                mode=(
+                    ("train" if training else "eval")
+                    if show_mode and training is not None and training != root_training
+                    else ""
+                ),
+                facts=(
+                    facts_of(call.facts, call.path)
+                    if call.nth == 1 and call.facts is not None
+                    else ()
+                ),
+                step=steps.get(id(call), 0) if steps else 0,
+                operations=(
+                    tuple(render_operation(operation, text_of) for operation in call.operations)
+                    if with_operations
+                    else ()
+                ),
+                index=call.index,
+                direct=bool(direct_calls) and call.index in direct_calls,
+            )
         )
-        for call in trace.calls
-    ]
     if trace.costs is not None:
         lines = _with_costs(trace, lines)
     if trace.values_seed is not None:
@@ -293,12 +309,12 @@ def _tied_names(trace: TraceRecords) -> dict[str, tuple[str, ...]]:
     return names
 
 
-def render_header(trace: TraceRecords) -> list[str]:
-    """The `#` lines above the calls: totals, reuse, unused and unregistered modules."""
-    counts = trace.counts()
-    reused = [(path, count) for path, count in counts.items() if count > 1]
-    unused = trace.unused()
-    unregistered = list(dict.fromkeys(call.display_path for call in trace.unregistered()))
+def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> list[str]:
+    """The `#` lines above the calls: totals, reuse, unused and unregistered modules.
+
+    `counts` is the trace's calls per path where the caller counted them already.
+    """
+    counts = trace.counts() if counts is None else counts
     hidden = trace.options.hidden
     parameters = "parameters" not in hidden
     header = [FORMAT_LINE, f"{MODEL_PREFIX}{trace.root_type}"]
@@ -315,12 +331,42 @@ def render_header(trace: TraceRecords) -> list[str]:
         header.append(f"# buffers: {totals.buffer_count:,}")
         if totals.uninitialized_count:
             header.append(f"# uninitialized (lazy) tensors: {totals.uninitialized_count}")
+    header += _section_lines(trace, counts, parameters)
+    if hidden:
+        header.append(f"# hidden: {', '.join(sorted(hidden))}")
+    header += _view_lines(trace)
+    header += _recorded_lines(trace)
+    if trace.costs is not None:
+        header += render_trace_costs(trace.costs, parameters)
+    if trace.values_seed is not None:
+        header.append(values_line(trace.values_seed))
+    if trace.initialization is not None:
+        header += render_initialization(trace.initialization)
+    if trace.compiled is not None:
+        header += render_compiled(trace.compiled)
+    if trace.options.devices:
+        header.append("# devices: shown")
+    if trace.options.local_shapes:
+        rank = f" ({trace.options.rank})" if trace.options.rank else ""
+        header.append(f"# local shapes: shown{rank}")
+    return header
+
+
+def _section_lines(trace: TraceRecords, counts: dict[str, int], parameters: bool) -> list[str]:
+    """The header's listed sections: reused, never called, used through parameters,
+    unregistered, forward runs, odd blocks, aliases and ties."""
+    reused = [(path, count) for path, count in counts.items() if count > 1]
+    unused = trace.unused()
+    unregistered = list(dict.fromkeys(call.display_path for call in trace.unregistered()))
+    header: list[str] = []
     header += render_section(
         REUSED_SECTION, [f"{path or '<root>'} x{count}" for path, count in reused]
     )
     used = trace.used_through_parameters() if trace.operations_skipped is not None else {}
     known = (
-        _known_parameter_uses(trace, unused, parameters) if trace.operations_skipped is None else {}
+        _known_parameter_uses(trace, unused, parameters, counts)
+        if trace.operations_skipped is None
+        else {}
     )
     header += render_section(
         NEVER_CALLED_SECTION,
@@ -357,23 +403,6 @@ def render_header(trace: TraceRecords) -> list[str]:
         header += render_section(
             TIED_SECTION, [f"{first} = {', '.join(others)}" for first, others in trace.tied]
         )
-    if hidden:
-        header.append(f"# hidden: {', '.join(sorted(hidden))}")
-    header += _view_lines(trace)
-    header += _recorded_lines(trace)
-    if trace.costs is not None:
-        header += render_trace_costs(trace.costs, parameters)
-    if trace.values_seed is not None:
-        header.append(values_line(trace.values_seed))
-    if trace.initialization is not None:
-        header += render_initialization(trace.initialization)
-    if trace.compiled is not None:
-        header += render_compiled(trace.compiled)
-    if trace.options.devices:
-        header.append("# devices: shown")
-    if trace.options.local_shapes:
-        rank = f" ({trace.options.rank})" if trace.options.rank else ""
-        header.append(f"# local shapes: shown{rank}")
     return header
 
 
@@ -405,10 +434,12 @@ def _unused_item(trace: TraceRecords, path: str, parameters: bool) -> str:
     return text
 
 
+@without_garbage_collection
 def render_trace(trace: TraceRecords) -> str:
     """The whole golden text of a trace, ending with a newline."""
+    counts = trace.counts()
     body: list[str] = []
-    lines = golden_lines(trace)
+    lines = _golden_lines(trace, counts)
     if trace.operations:
         body = _with_operations(trace, lines)
     else:
@@ -416,8 +447,13 @@ def render_trace(trace: TraceRecords) -> str:
             body.append(line.text)
             if line.facts:
                 body.extend(line.fact_lines)
-    body += backward_lines(trace)
-    return "\n".join(map(escape_line_breaks, [*render_header(trace), *body])) + "\n"
+    body += backward_lines(trace, counts)
+    text_lines = [*render_header(trace, counts), *body]
+    # Almost every golden is printable throughout: one C-level pass says so, and only a
+    # golden with a line to escape pays a Python call per line.
+    if not all(map(str.isprintable, text_lines)):
+        text_lines = list(map(escape_line_breaks, text_lines))
+    return "\n".join(text_lines) + "\n"
 
 
 def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
@@ -446,17 +482,18 @@ def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
     return body
 
 
-def backward_lines(trace: TraceRecords) -> list[str]:
+def backward_lines(trace: TraceRecords, counts: dict[str, int] | None = None) -> list[str]:
     """The backward section (`backward=True`): `backward:`, then one line per step in order.
 
     A step is the gradient of a call's output arriving, `fc: Linear <- f32[2,4]` (indented
     as the call is in forward), or a module run again to recompute activations,
-    `recomputed block.0: Linear`. Empty when backward was not recorded.
+    `recomputed block.0: Linear`. Empty when backward was not recorded. `counts`: the calls
+    per path where the caller counted them already.
     """
     backward = trace.backward
     if backward is None:
         return []
-    counts = trace.counts()
+    counts = trace.counts() if counts is None else counts
     devices, local_shapes = trace.options.devices, trace.options.local_shapes
     lines = [BACKWARD_LINE]
     for step in backward.steps:
@@ -494,11 +531,10 @@ _KNOWN_PARAMETER_USES = {("MultiheadAttention", "out_proj"): "multi_head_attenti
 
 
 def _known_parameter_uses(
-    trace: TraceRecords, unused: list[str], parameters: bool
+    trace: TraceRecords, unused: list[str], parameters: bool, called: dict[str, int]
 ) -> dict[str, str]:
     """Never-called modules whose tensors a called parent is known to use, with the header
     item that says so: `attn.out_proj: Linear | weight f32[8,8], ... used by ... in attn`."""
-    called = trace.counts()
     tied = _tied_names(trace) if parameters else {}
     found: dict[str, str] = {}
     for path in unused:

@@ -34,9 +34,9 @@ from pytest_fwdorder.golden.format import (
     FORMAT_LINE,
     OPERATION_PREFIX,
     named_items,
-    parse_call_line,
     split_top_level,
 )
+from pytest_fwdorder.golden.parse import parse_call_line
 
 _SETTINGS_TITLE = "settings: "
 _RECORDED_DISTRIBUTIONS = ("torch", "torchvision")

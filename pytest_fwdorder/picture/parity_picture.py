@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.picture.layout import (
     MARGIN,
     SMALL_FONT_SIZE,

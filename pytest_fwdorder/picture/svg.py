@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_fwdorder.golden.format import backward_section, model_of, parse_golden
+from pytest_fwdorder.golden.format import backward_section, model_of
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.picture.layout import (
     BADGE_GAP,
     EDGE_GAP,

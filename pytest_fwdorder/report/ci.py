@@ -18,7 +18,7 @@ from pytest_fwdorder.diff.changes import DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.diff.explanation import plural, rows_to_show
-from pytest_fwdorder.golden.format import parse_golden
+from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.snapshot.kept_comparisons import (
     GOLDENS_ATTRIBUTE,
     Comparison,

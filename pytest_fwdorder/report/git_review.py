@@ -22,7 +22,7 @@ from typing import Literal
 
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.golden.format import declared_and_written_calls
+from pytest_fwdorder.golden.parse import declared_and_written_calls
 from pytest_fwdorder.golden.upgrades import upgrade_differences
 
 GoldenStatus = Literal["added", "deleted", "changed"]

@@ -23,12 +23,11 @@ from pytest_fwdorder.golden.format import (
     UNREGISTERED_SECTION,
     GoldenLine,
     flops_of,
-    format_problem,
     header_sections,
     human_count,
     model_of,
-    parse_golden,
 )
+from pytest_fwdorder.golden.parse import format_problem, parse_golden
 from pytest_fwdorder.picture.svg import diff_picture
 from pytest_fwdorder.snapshot.kept_comparisons import Comparison, ParityFailure
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.facets.values_tolerance import DEFAULT_TOLERANCE, Tolerance, within_tolerance
-from pytest_fwdorder.golden.format import declared_and_written_calls, format_problem
+from pytest_fwdorder.golden.parse import declared_and_written_calls, format_problem
 from pytest_fwdorder.golden.upgrades import (
     UpgradeDifferences,
     comparable_text,

@@ -1,0 +1,284 @@
+"""The golden file's reader: golden text -> its header lines and its call lines, each split
+into its parts (`parse_golden`), and the checks that it is this format, whole. No torch.
+
+`golden.format` spells each kind of line; this module reads the call lines back in one pass,
+linear in the lines, each line made once with its facts and operations.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from pytest_fwdorder.golden.format import (
+    BACKWARD_LINE,
+    CALLS_PREFIX,
+    DIRECT_MARK,
+    ENVIRONMENT_PREFIX,
+    FACT_PREFIX,
+    FOLDED_PATTERN,
+    FORMAT_PATTERN,
+    FORMAT_VERSION,
+    FROZEN_MARK,
+    MODE_MARKS,
+    OPERATION_PREFIX,
+    SCRIPTED_MARK,
+    TENSOR_PATTERN,
+    UNREGISTERED_MARK,
+    GoldenLine,
+)
+from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
+
+
+def format_problem(text: str) -> str | None:
+    """Why golden text of another format cannot be compared, as a clause after its name
+    (`the golden file ` + clause), or None when it is of this format.
+
+    A newer format says to upgrade: regenerating would downgrade a teammate's golden.
+    """
+    version = format_version(text)
+    if version == FORMAT_VERSION:
+        return None
+    if not text.strip():
+        return (
+            "is empty: restore it from version control, or write it with `pytest "
+            "--snapshot-update` and review the new golden"
+        )
+    if version is not None and version > FORMAT_VERSION:
+        return (
+            f"was written in format {version} by a newer pytest-fwdorder; this one reads "
+            f"and writes format {FORMAT_VERSION}: upgrade pytest-fwdorder (pip install -U "
+            "pytest-fwdorder) rather than regenerate it, which would downgrade the golden"
+        )
+    written = f"format {version}" if version is not None else "an unknown format"
+    return (
+        f"was written in {written}; this pytest-fwdorder writes format {FORMAT_VERSION}: "
+        "regenerate it with `pytest --snapshot-update` and review the new golden (see the "
+        "CHANGELOG for what the format adds)"
+    )
+
+
+def format_version(text: str) -> int | None:
+    """The format number a golden text declares in its first line, or None."""
+    first_line = text.split("\n", 1)[0]
+    match = FORMAT_PATTERN.fullmatch(first_line.strip())
+    return int(match.group(1)) if match else None
+
+
+def declared_and_written_calls(text: str) -> tuple[int | None, int]:
+    """The call count the header's `# calls: N` line declares (None without one), and the
+    calls the body holds: its call lines plus the calls folded into them."""
+    declared = None
+    for line in text.splitlines():
+        if line.startswith(CALLS_PREFIX) and line[len(CALLS_PREFIX) :].strip().isdigit():
+            declared = int(line[len(CALLS_PREFIX) :])
+            break
+    _, lines = parse_golden(text)
+    folded = sum(
+        int(match.group(1)) for line in lines if (match := FOLDED_PATTERN.search(line.text))
+    )
+    return declared, len(lines) + folded
+
+
+@without_garbage_collection
+def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
+    """Split golden text into its header lines and its call lines.
+
+    Lines that do not parse as calls (a hand-edited file) are kept as calls of type `?`
+    so that a diff still shows them.
+    """
+    header: list[str] = []
+    calls: list[_CallLineParts] = []
+    # Facts and operations are gathered by call and each line made once at the end: making
+    # a line again per fact made the parse of a large golden cost twice what it needs.
+    facts: dict[int, list[str]] = {}
+    # Operation lines go to the call they are indented under: the last call one level up.
+    last_at_depth: dict[int, int] = {}
+    operations: dict[int, list[str]] = {}
+    in_backward = False
+    for raw in text.splitlines():
+        if not raw or raw.isspace():
+            continue
+        if raw[0] == "#":
+            if not raw.startswith(ENVIRONMENT_PREFIX):
+                header.append(raw)
+            continue
+        if in_backward or raw == BACKWARD_LINE:
+            in_backward = True  # the backward section is compared as text, with the header
+            header.append(raw)
+            continue
+        fact = raw.lstrip(" ")
+        if fact.startswith(FACT_PREFIX) and calls:
+            facts.setdefault(len(calls) - 1, []).append(fact[len(FACT_PREFIX) :])
+            continue
+        if fact.startswith(OPERATION_PREFIX) and calls:
+            owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(calls) - 1)
+            operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
+            continue
+        parts = _call_line_parts(raw, fact)
+        last_at_depth[parts.depth] = len(calls)
+        calls.append(parts)
+    if not facts and not operations:
+        return header, [parts.line() for parts in calls]
+    return header, [
+        parts.line(tuple(facts.get(number, ())), tuple(operations.get(number, ())))
+        for number, parts in enumerate(calls)
+    ]
+
+
+def parse_call_line(raw: str) -> GoldenLine:
+    """Parse one call line as `golden_lines` writes it."""
+    return _call_line_parts(raw, raw.lstrip(" ")).line()
+
+
+class _CallLineParts(NamedTuple):
+    """A call line's parts as read, before its facts and operations are gathered."""
+
+    depth: int
+    path: str
+    module_type: str
+    nth: int
+    registered: bool
+    inputs: str
+    outputs: str
+    text: str
+    frozen: bool = False
+    reused: bool = False
+    scripted: bool = False
+    mode: str = ""
+    direct: bool = False
+
+    def line(self, facts: tuple[str, ...] = (), operations: tuple[str, ...] = ()) -> GoldenLine:
+        return GoldenLine(*self[:12], facts, operations, self.direct)
+
+
+def _call_line_parts(raw: str, stripped: str) -> _CallLineParts:
+    """The parts of the call line `raw`, `stripped` being it without its indent."""
+    depth = (len(raw) - len(stripped)) // 2
+    parts = call_line_parts(stripped)
+    if parts is None:
+        return _CallLineParts(depth, stripped, "?", 1, True, "", "", raw)
+    path, words, signature = parts
+    signature = signature[1:]  # without the space before the inputs
+    module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
+    mode, direct = "", False
+    for word in words[1:]:
+        if word.startswith("#") and word[1:].isdigit():
+            nth, reused = int(word[1:]), True
+        elif word == UNREGISTERED_MARK:
+            registered = False
+        elif word == FROZEN_MARK:
+            frozen = True
+        elif word == SCRIPTED_MARK:
+            scripted = True
+        elif word == DIRECT_MARK:
+            direct = True
+        elif word in MODE_MARKS:
+            mode = word[1:-1]
+    close = _matching_close(signature)
+    inputs = signature[: close + 1]
+    outputs = signature[close + 1 :].removeprefix(" -> ")
+    return _CallLineParts(
+        depth,
+        path,
+        module_type,
+        nth,
+        registered,
+        inputs,
+        outputs,
+        raw,
+        frozen,
+        reused,
+        scripted,
+        mode,
+        direct,
+    )
+
+
+def call_line_parts(stripped: str) -> tuple[str, list[str], str] | None:
+    """A call line without its indent, cut at its parts: the path, the words of its head
+    (class, `#nth`, marks) and the rest from the space before the inputs; None when the line
+    is not a call line (a hand-edited file).
+    """
+    path, separator, rest = stripped.partition(": ")
+    open_paren = rest.find(" (")
+    if not separator or open_paren < 0:
+        return None
+    return path, rest[:open_paren].split(" "), rest[open_paren:]
+
+
+# What `_matching_close` looks at: brackets, quotes and the backslash that escapes in quotes.
+_BRACKET_OR_QUOTE = re.compile(r"""[()\[\]{}'"\\]""")
+
+
+# `(f32[1,16], 2)`: parentheses around text without brackets or quotes but shapes' `[...]`;
+# its last character closes the first, since nothing inside opens or closes a level.
+_SIMPLE_INPUTS = re.compile(r"""\((?:[^()\[\]{}'"\\]|\[[^()\[\]{}'"\\]*\])*\)""")
+
+
+def _matching_close(text: str) -> int:
+    """Index of the bracket that closes the one at text[0], skipping quoted strings.
+
+    Reads only the brackets and quotes (one regular-expression scan), not each character:
+    the inputs of a call line are mostly shapes and names. Inputs with no nesting but
+    shapes' `[...]` and no quotes, most of them, are matched whole by one expression.
+    """
+    simple = _SIMPLE_INPUTS.match(text)
+    if simple is not None:
+        return simple.end() - 1
+    level = 0
+    quote = ""
+    skipped = -1  # the index after a backslash in quotes: an escaped character
+    for match in _BRACKET_OR_QUOTE.finditer(text):
+        index = match.start()
+        if index == skipped:
+            continue
+        character = match.group()
+        if quote:
+            if character == "\\":
+                skipped = index + 1
+            elif character == quote:
+                quote = ""
+        elif character in "'\"":
+            quote = character
+        elif character in "([{":
+            level += 1
+        elif character in ")]}":
+            level -= 1
+            if level == 0:
+                return index
+    return len(text) - 1
+
+
+# Inputs and outputs text, cut into tokens: a tensor, a quoted string, a bracket or comma
+# (where one value ends), a lower-case word (so `x=f32[2]` keeps its tensor whole), a char.
+_VALUE_TOKEN = re.compile(
+    rf"{TENSOR_PATTERN.pattern}|'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|[()\[\]{{}},]|[a-z][a-z0-9]*|."
+)
+
+
+_SEPARATORS = frozenset("()[]{},")
+
+
+def split_values(text: str) -> list[str]:
+    """The innermost values of inputs or outputs text: `(f32[2], flag=True)` -> two values."""
+    values: list[str] = []
+    current: list[str] = []
+    for token in _VALUE_TOKEN.finditer(text):
+        if token.group() in _SEPARATORS:
+            if "".join(current).strip():
+                values.append("".join(current).strip())
+            current = []
+        else:
+            current.append(token.group())
+    if "".join(current).strip():
+        values.append("".join(current).strip())
+    return values
+
+
+def tensor_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """Each tensor in inputs or outputs text as (dtype, shape): `f32[2,4]` -> ('f32', (2, 4))."""
+    return [
+        (dtype, tuple(int(size) for size in sizes.split(",") if size))
+        for dtype, sizes in TENSOR_PATTERN.findall(text)
+    ]
