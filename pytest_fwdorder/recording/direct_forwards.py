@@ -37,7 +37,7 @@ from torch import nn
 from pytest_fwdorder.calls import ForwardRun
 from pytest_fwdorder.errors import warn_at_caller
 
-__all__ = ["DIRECT_MARK_HOW", "forwards_watched"]
+__all__ = ["DIRECT_MARK_HOW", "forwards_watched", "is_watching_forward"]
 
 DIRECT_MARK_HOW = "called as .forward"
 _ABSENT = object()
@@ -142,6 +142,11 @@ _FORWARD_WATCHED_CODE: CodeType = next(
     for value in _watching_forward.__code__.co_consts
     if isinstance(value, CodeType) and value.co_name == "forward_watched"
 )
+
+
+def is_watching_forward(value: object) -> bool:
+    """Whether `value` is the `forward` a trace's watch gave a module for its length."""
+    return getattr(value, "__code__", None) is _FORWARD_WATCHED_CODE
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 
 from pytest_fwdorder.errors import warn_at_caller
 from pytest_fwdorder.facets.module_facts import buffers_of, is_uninitialized, parameters_of
+from pytest_fwdorder.recording.direct_forwards import is_watching_forward
 from pytest_fwdorder.recording.model_index import ModelIndex
 
 
@@ -302,8 +303,16 @@ def _restore_parameter_flags(state: ModelState) -> list[str]:
 
 
 def _own_attributes(module: nn.Module) -> dict[str, Any]:
-    """A module's attributes that are not torch's bookkeeping (in_channels, eps, ...)."""
-    return {name: value for name, value in vars(module).items() if name not in _MODULE_INTERNALS}
+    """A module's attributes that are not torch's bookkeeping (in_channels, eps, ...).
+
+    Nor the `forward` the trace's watch installed (direct_forwards.py): it is the trace's,
+    and must not be put back once the watch has taken it away.
+    """
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if name not in _MODULE_INTERNALS and not is_watching_forward(value)
+    }
 
 
 class _Initialized(NamedTuple):
