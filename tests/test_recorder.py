@@ -21,6 +21,7 @@ from pytest_fwdorder import (
     record,
     trace_forward,
 )
+from pytest_fwdorder.recording import model_index as model_index_module
 from pytest_fwdorder.recording import recorder as recorder_module
 
 
@@ -769,3 +770,40 @@ def test_calls_the_recorder_builds_have_every_field_the_constructor_sets() -> No
         return {name for name in Call.__slots__ if hasattr(call, name)}
 
     assert fields(built) == fields(constructed)
+
+
+def _cyclic_garbage_types(make_garbage: typing.Callable[[], object]) -> set[str]:
+    """The class names of what the cyclic collector alone can free after `make_garbage()`."""
+    gc.collect()
+    gc.disable()
+    try:
+        make_garbage()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        return {type(found).__name__ for found in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+def test_a_trace_leaves_its_recorder_to_reference_counting_not_to_the_cyclic_collector() -> None:
+    # A recorder in a reference cycle makes its records, the model's entries and the state
+    # copies garbage that only a pass of the cyclic collector over every object frees.
+    model, inputs = nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(1, 4)
+    trace_forward(model, inputs)
+
+    left = _cyclic_garbage_types(lambda: trace_forward(model, inputs))
+
+    assert not left & {"Recorder", "ModuleEntry", "CallRecord", "ModelState"}
+
+
+def test_the_cyclic_garbage_oracle_sees_a_recorder_that_holds_its_own_hooks() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def cyclic_recorder() -> None:
+        index = model_index_module.index_model(model)
+        recorder = recorder_module.Recorder(index, Trace(root_type="Sequential", callable_paths=()))
+        recorder.hook_pair = recorder.make_hooks()
+
+    assert {"Recorder", "ModuleEntry"} <= _cyclic_garbage_types(cyclic_recorder)

@@ -8,12 +8,14 @@ parameter flags, buffer values, grad mode and the random states. What cannot be 
 
 from __future__ import annotations
 
+import functools
 import operator
 import random
 import sys
-from collections.abc import Callable, Sequence
-from itertools import chain
-from typing import Any, NamedTuple
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate, chain, compress, repeat
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import nn
@@ -45,12 +47,17 @@ class ModelState:
         # would otherwise leave a tensor of the trace's device in the model.
         self.watched: list[dict[str, Any]] = []
         self.copies: list[dict[str, Any]] = []
+        # The dicts that were empty (most: a module's hook dicts): each must be empty again
+        # after forward. No copy of them is made, and one C pass checks them all.
+        self.empty_dicts: list[dict[str, Any]] = []
         # Lists and sets a module holds (`self.seen.append(...)`), with copies, compared the
         # same way; lazy modules with their first-call hooks, which may stay.
         self.watched_lists: list[list[Any]] = []
         self.list_copies: list[list[Any]] = []
+        self.empty_lists: list[list[Any]] = []
         self.watched_sets: list[set[Any]] = []
         self.set_copies: list[set[Any]] = []
+        self.empty_sets: list[set[Any]] = []
         # What the copies above do not reach (a list inside a dict attribute, a list
         # subclass), with its length: a change in length is reported, not put back.
         self.unwatched: list[_Unwatched] = []
@@ -81,50 +88,80 @@ class ModelState:
         self.numpy_rng: object = numpy_random.get_state() if numpy_random is not None else None
 
     def add_modules(self, modules: Sequence[nn.Module], paths: Sequence[str]) -> None:
-        """Capture these modules' own state (not their children's)."""
+        """Capture these modules' own state (not their children's).
+
+        Every step is a `map`, `filter` or `compress` over all the modules at once, so that
+        the work per module runs in C: a trace watches every module of the model.
+        """
         self.modules += modules
         self.paths += paths
         attribute_dicts = list(map(vars, modules))
         parameter_dicts = list(map(parameters_of, modules))
         buffer_dicts = list(map(buffers_of, modules))
-        containers = list(chain.from_iterable(map(dict.values, attribute_dicts)))
+        names = list(chain.from_iterable(attribute_dicts))
+        values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
+        value_types = list(map(type, values))
+        containers = _Containers.of(values, value_types)
+        self._watch_lists_and_sets(containers.lists, containers.sets)
+        lazy_types = {kind for kind in set(map(type, modules)) if issubclass(kind, LazyModuleMixin)}
+        if lazy_types:
+            self.lazy_modules += compress(modules, map(lazy_types.__contains__, map(type, modules)))
+        self.unwatched += _unwatched_containers(
+            attribute_dicts, paths, names, values, value_types, containers.kinds
+        )
         watched_already = set(map(id, chain(parameter_dicts, buffer_dicts)))
-        dicts = [
-            value
-            for value in containers
-            if isinstance(value, dict) and id(value) not in watched_already
-        ]
-        self.watched_lists += [value for value in containers if type(value) is list]
-        self.list_copies += [value.copy() for value in containers if type(value) is list]
-        self.watched_sets += [value for value in containers if type(value) is set]
-        self.set_copies += [value.copy() for value in containers if type(value) is set]
-        self.lazy_modules += [module for module in modules if isinstance(module, LazyModuleMixin)]
-        for path, attributes in zip(paths, attribute_dicts, strict=True):
-            self.unwatched += _unwatched_containers(path, attributes)
-        watched = [*attribute_dicts, *parameter_dicts, *buffer_dicts, *dicts]
+        other_dicts = compress(
+            containers.dicts,
+            map(operator.not_, map(watched_already.__contains__, map(id, containers.dicts))),
+        )
         self.attribute_dicts += attribute_dicts
         self.parameter_dicts += parameter_dicts
-        self.watched += watched
-        self.copies += map(dict.copy, watched)
-        parameters = [
-            value
-            for value in chain.from_iterable(map(dict.values, parameter_dicts))
-            if value is not None
-        ]
+        self._watch_dicts([*attribute_dicts, *parameter_dicts, *buffer_dicts, *other_dicts])
+        parameters = list(
+            filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
+        )
         self.parameters += parameters
         self.parameter_signatures += _signatures(parameters)
-        # Once per buffer object: one registered in two modules is copied back once.
-        buffers = [
-            value
-            for value in chain.from_iterable(map(dict.values, filter(None, buffer_dicts)))
-            if value is not None
-            and not is_uninitialized(value)
-            and id(value) not in self.copied_buffers
-        ]
-        if buffers:
-            self.copied_buffers.update(map(id, buffers))
-            with torch.no_grad():  # clones of buffers that require grad must not
-                self.buffer_copies += [(buffer, buffer.clone()) for buffer in buffers]
+        self._copy_buffers(chain.from_iterable(map(dict.values, filter(None, buffer_dicts))))
+
+    def _watch_dicts(self, dicts: list[dict[str, Any]]) -> None:
+        """Copy the dicts that hold something; of an empty one, its emptiness is the copy."""
+        lengths = list(map(len, dicts))
+        watched = list(compress(dicts, lengths))
+        self.watched += watched
+        self.copies += map(dict.copy, watched)
+        self.empty_dicts += compress(dicts, map(operator.not_, lengths))
+
+    def _watch_lists_and_sets(self, lists: list[list[Any]], sets: list[set[Any]]) -> None:
+        """As `_watch_dicts`, for the plain lists and sets the modules hold."""
+        list_lengths = list(map(len, lists))
+        watched_lists = list(compress(lists, list_lengths))
+        self.watched_lists += watched_lists
+        self.list_copies += map(list.copy, watched_lists)
+        self.empty_lists += compress(lists, map(operator.not_, list_lengths))
+        set_lengths = list(map(len, sets))
+        watched_sets = list(compress(sets, set_lengths))
+        self.watched_sets += watched_sets
+        self.set_copies += map(set.copy, watched_sets)
+        self.empty_sets += compress(sets, map(operator.not_, set_lengths))
+
+    def _copy_buffers(self, values: Iterable[torch.Tensor | None]) -> None:
+        """Copy each buffer's values, once per buffer object (one registered in two modules
+        is copied back once); a lazy module's uninitialized buffer has none yet."""
+        buffers = cast("list[torch.Tensor]", list(filter(_IS_NOT_NONE, values)))
+        if not buffers:
+            return
+        buffer_ids = set(map(id, buffers))
+        if (
+            len(buffer_ids) != len(buffers)
+            or not self.copied_buffers.isdisjoint(buffer_ids)
+            or any(map(is_uninitialized, buffers))
+        ):
+            unique = {id(buffer): buffer for buffer in buffers if not is_uninitialized(buffer)}
+            buffers = [buffer for key, buffer in unique.items() if key not in self.copied_buffers]
+        self.copied_buffers.update(map(id, buffers))
+        with torch.no_grad():  # clones of buffers that require grad must not
+            self.buffer_copies += zip(buffers, map(_CLONE, buffers), strict=True)
 
     def keep_initialization(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         """A forward pre-hook that runs after a lazy module's initializing one: what the
@@ -168,6 +205,9 @@ class ParameterSignature(NamedTuple):
         return (self.dtype, self.shape, self.device)
 
 
+_IS_NOT_NONE = functools.partial(operator.is_not, None)
+# `buffer.clone()`, as a subclass that overrides clone has it.
+_CLONE = operator.methodcaller("clone")
 # ParameterSignature's fields, read in C: captured as plain tuples, named when one differs.
 _RawSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
 _SIGNATURE = operator.attrgetter("_version", "requires_grad", "dtype", "shape", "device")
@@ -248,6 +288,7 @@ def restore_state(state: ModelState) -> None:
             if not dicts_unchanged([current], [original]):
                 current.clear()
                 current.update(original)
+    _empty_again(state.empty_dicts)
     _restore_lists_and_sets(state)
     for initialized in (*state.initialized_lazy, *late):
         vars(initialized.module).update(initialized.attributes)
@@ -335,28 +376,78 @@ class _Unwatched(NamedTuple):
 _CONTAINERS = (list, dict, set)
 
 
-def _unwatched_containers(path: str, attributes: dict[str, Any]) -> list[_Unwatched]:
-    """Containers below a module's attributes that the watch does not copy: subclasses of
+class _Containers(NamedTuple):
+    """The containers among the modules' attribute values, found by their types in C."""
+
+    dicts: list[dict[str, Any]]  # of any dict class: each is copied as a plain dict
+    lists: list[list[Any]]  # plain lists and sets only: a subclass may not copy as one
+    sets: list[set[Any]]
+    kinds: frozenset[type]  # the container classes met, subclasses included
+
+    @classmethod
+    def of(cls, values: list[Any], value_types: list[type]) -> _Containers:
+        kinds = frozenset(kind for kind in set(value_types) if issubclass(kind, _CONTAINERS))
+        dict_kinds = {kind for kind in kinds if issubclass(kind, dict)}
+        return cls(
+            list(compress(values, map(dict_kinds.__contains__, value_types))),
+            list(compress(values, map(operator.is_, value_types, repeat(list))))
+            if list in kinds
+            else [],
+            list(compress(values, map(operator.is_, value_types, repeat(set))))
+            if set in kinds
+            else [],
+            kinds,
+        )
+
+
+def _unwatched_containers(
+    attribute_dicts: list[dict[str, Any]],
+    paths: Sequence[str],
+    names: list[str],
+    values: list[Any],
+    value_types: list[type],
+    container_kinds: frozenset[type],
+) -> list[_Unwatched]:
+    """Containers below the modules' attributes that the watch does not copy: subclasses of
     list and set among the attributes (dicts of any class are copied), and containers inside
-    the ones it copies."""
-    prefix = f"{path}." if path else ""
+    the ones it copies. Attributes are given flat, module after module, with their names
+    and types; torch's own (hook dicts, `_modules`) are not looked into."""
+    own_containers = list(
+        compress(
+            range(len(values)),
+            map(
+                operator.and_,
+                map(container_kinds.__contains__, value_types),
+                map(operator.not_, map(_MODULE_INTERNALS.__contains__, names)),
+            ),
+        )
+    )
+    if not own_containers:
+        return []
+    ends = list(accumulate(map(len, attribute_dicts)))
     found: list[_Unwatched] = []
-    for name, value in attributes.items():
-        if not isinstance(value, _CONTAINERS) or name in _MODULE_INTERNALS:
-            continue
-        if not isinstance(value, dict) and type(value) not in _CONTAINERS:
-            found.append(
-                _Unwatched(prefix + name, f"a {type(value).__name__} attribute", value, len(value))
-            )
-            continue
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        kind = type(value).__name__
-        for key, item in items:
-            if isinstance(item, _CONTAINERS):
-                where = f"{prefix}{name}[{key!r}]"
-                what = f"a {type(item).__name__} inside a {kind} attribute"
-                found.append(_Unwatched(where, what, item, len(item)))
+    for position in own_containers:
+        path = paths[bisect_right(ends, position)]
+        found += _unwatched_in(f"{path}." if path else "", names[position], values[position])
     return found
+
+
+def _unwatched_in(prefix: str, name: str, value: Any) -> list[_Unwatched]:
+    """What the watch does not copy of one container attribute (see above)."""
+    if not isinstance(value, dict) and type(value) not in _CONTAINERS:
+        return [_Unwatched(prefix + name, f"a {type(value).__name__} attribute", value, len(value))]
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    kind = type(value).__name__
+    return [
+        _Unwatched(
+            f"{prefix}{name}[{key!r}]",
+            f"a {type(item).__name__} inside a {kind} attribute",
+            item,
+            len(item),
+        )
+        for key, item in items
+        if isinstance(item, _CONTAINERS)
+    ]
 
 
 # torch's own bookkeeping in a module's __dict__: parameters, buffers, children and hooks.
@@ -376,8 +467,18 @@ def _warn_about_unwatched(state: ModelState) -> None:
         )
 
 
+def _empty_again(containers: Sequence[dict[Any, Any] | list[Any] | set[Any]]) -> None:
+    """Empty each container that was empty when the state was captured."""
+    if any(map(len, containers)):
+        for container in containers:
+            if container:
+                container.clear()
+
+
 def _restore_lists_and_sets(state: ModelState) -> None:
     """Give every watched list and set its own contents back, in place."""
+    _empty_again(state.empty_lists)
+    _empty_again(state.empty_sets)
     lists, list_copies = state.watched_lists, state.list_copies
     if list(map(len, lists)) != list(map(len, list_copies)) or not all(
         map(operator.is_, chain.from_iterable(lists), chain.from_iterable(list_copies))

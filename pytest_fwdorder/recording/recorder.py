@@ -400,6 +400,10 @@ class Recorder:
             finally:
                 self.keep_alive.clear()
                 self.open_calls.clear()
+                # The hooks hold the recorder (a bound method): kept here, the pair would make
+                # the recorder, its records and the model's entries garbage that only the
+                # cyclic collector frees, a pass over every object of the process.
+                self.hook_pair = None
 
     def failure_note(self) -> str:
         """Where forward failed and what ran before it, for the note on the user's error."""
@@ -574,6 +578,7 @@ def _put_back(recorder: Recorder, in_flight: BaseException | None) -> None:
             recorder.stand_ins.remove()
         if recorder.state is not None:
             restore_state(recorder.state)
+            recorder.state = None  # its copies are garbage now: freed before the trace ends
     except Exception as error:
         if in_flight is None:
             raise
