@@ -478,7 +478,6 @@ def _cases() -> list[Refactor]:
                 "type changed at 2 calls: BatchNorm2d -> Identity (1), ReLU -> Identity (1)",
             ),
             ("conv1 (ConvReLU2d) wraps the old conv1",),
-            name_free_wrong="without paths, a single call wrapped in place pairs across parents",
         ),
         Refactor(
             "delete a MobileNetV3 block",
@@ -567,7 +566,6 @@ def _cases() -> list[Refactor]:
                 "1 call renamed: 4 (Linear) -> 3",
             ),
             ("2 (Sequential) wraps the old 2, 3",),
-            name_free_wrong="without paths, a single call wrapped in place pairs across parents",
         ),
         Refactor(
             "replace one activation",

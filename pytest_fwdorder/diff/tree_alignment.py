@@ -206,18 +206,18 @@ class _Matcher:
             olds = [i for i in old_children if i not in self.old_to_new]
             news = [j for j in new_children if j not in self.new_to_old]
             if olds and news:
-                in_order, crossed = self._align_children(olds, news)
+                in_order, crossed = self._align_children(old_parent, olds, news)
                 for old_index, new_index in [*in_order, *crossed]:
                     self.pair(old_index, new_index)
                 self.out_of_order.update(old_index for old_index, _ in crossed)
             queue += [(i, self.old_to_new[i]) for i in old_children if i in self.old_to_new]
 
     def _align_children(
-        self, olds: list[int], news: list[int]
+        self, old_parent: int, olds: list[int], news: list[int]
     ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """Pairs among the unpaired children of two paired calls, in order: by path and
         class, then by class and shapes between those, then by path (or, name-free, in
-        order) between all of those."""
+        order) between all of those, a new wrapper left out."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
         pairs: list[tuple[int, int]] = []
         crossed: list[tuple[int, int]] = []
@@ -241,6 +241,8 @@ class _Matcher:
                 taken_new = {j for _, j in out_of_order}
                 olds = [i for i in olds if i not in taken_old]
                 news = [j for j in news if j not in taken_new]
+                if not self.match_paths:
+                    news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
             pairs, out_of_order = _pairs_between(
                 old_lines, new_lines, olds, news, pairs, key, unique_only=unique_only
             )
@@ -251,6 +253,17 @@ class _Matcher:
                 olds = [i for i in olds if i not in taken_old]
                 news = [j for j in news if j not in taken_new]
         return pairs, crossed
+
+    def _wraps_a_sibling(self, old_parent: int, new_index: int) -> bool:
+        """Whether a new call holds the partner of a child of `old_parent`: a wrapper around
+        that child (`2 (Sequential)` around the old `2`, now `2.0`). Name-free, every path
+        is the same, so in order it would pair with the old child's next sibling as a type
+        change; that sibling is left for a later pass (it may be in the wrapper too)."""
+        for nested in range(new_index + 1, self.new_tree.ends[new_index]):
+            partner = self.new_to_old.get(nested)
+            if partner is not None and self.old_tree.parents[partner] == old_parent:
+                return True
+        return False
 
     def _pair_wrapped_calls(
         self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
