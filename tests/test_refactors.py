@@ -310,3 +310,23 @@ def test_a_new_head_says_the_models_output_changed_with_it_once(baseline) -> Non
     ) in summary
     assert difference.explained_counts()["output changed"] == 1
     assert difference.count("output changed") == 2  # per call: the head and the model
+
+
+def test_a_name_free_wrapper_is_not_taken_for_the_next_layers_type_change() -> None:
+    # Blank paths pair leftover children in order; the new Sequential holds the old middle
+    # Linear, so it must read as a wrapper, and the ReLU after it as replaced by the GELU.
+    torch.manual_seed(0)
+    layers = [nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4)]
+    after = nn.Sequential(layers[0], layers[1], nn.Sequential(layers[2]), nn.GELU(), layers[4])
+    before_trace = trace_forward(nn.Sequential(*layers), torch.randn(2, 8))
+    after_trace = trace_forward(after, torch.randn(2, 8))
+
+    with pytest.raises(StructureMismatchError, match="execution structure differs") as raised:
+        assert_same_structure(before_trace, after_trace, ignore=("paths",))
+
+    summary = str(raised.value).partition("\n\n")[0]
+    assert summary.splitlines()[1:] == [
+        "6 calls before, 7 after: 1 wrap, 1 call type changed",
+        "2 (Sequential) wraps the old 2, now 2.0",
+        "type changed at 3: ReLU -> GELU",
+    ], summary
