@@ -33,8 +33,6 @@ class Refactor:
     name_free: tuple[str, ...] = ()
     example_after: Callable[[], tuple[torch.Tensor, ...]] | None = None
     keeps_structure: bool = False  # a name-free comparison passes
-    # Why the name-free explanation is still wrong (an expected failure), or "".
-    name_free_wrong: str = ""
     extra: dict[str, object] = field(default_factory=dict)
 
 

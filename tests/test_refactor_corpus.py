@@ -34,19 +34,7 @@ def test_the_summary_states_the_true_changes_and_where(refactor: Refactor) -> No
         assert sentence in summary.splitlines() or sentence in summary, summary
 
 
-@pytest.mark.parametrize(
-    "refactor",
-    [
-        pytest.param(
-            refactor,
-            marks=[pytest.mark.xfail(strict=True, reason=refactor.name_free_wrong)]
-            if refactor.name_free_wrong
-            else [],
-        )
-        for refactor in REFACTORS
-    ],
-    ids=[refactor.name for refactor in REFACTORS],
-)
+@pytest.mark.parametrize("refactor", REFACTORS, ids=[refactor.name for refactor in REFACTORS])
 def test_the_name_free_comparison_names_where(refactor: Refactor) -> None:
     before, after = traces(refactor)
 
