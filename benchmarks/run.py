@@ -188,19 +188,11 @@ def overhead(smoke: bool) -> list[Row]:
     return rows
 
 
-def costs(smoke: bool) -> list[Row]:
-    """`costs=True` against `costs=False`, the two alternating in the same rounds."""
-    cases = [
-        (
-            "ResNet-50, 1x3x224x224",
-            torchvision.models.resnet50(weights=None).eval(),
-            torch.randn(1, 3, 224, 224),
-            15,
-        ),
-        ("tiny modules, 801 calls", tiny_modules(400).eval(), torch.randn(1, 16), 41),
-    ]
+def option_cases(smoke: bool) -> list[tuple[str, nn.Module, torch.Tensor, int]]:
+    """The models a trace option is timed on, against the same trace without it: ResNet-50
+    (convolutions dominate) and 801 tiny modules (the recorder dominates), with their rounds."""
     if smoke:
-        cases = [
+        return [
             (
                 "ResNet-18, 1x3x32x32",
                 torchvision.models.resnet18(weights=None).eval(),
@@ -209,8 +201,21 @@ def costs(smoke: bool) -> list[Row]:
             ),
             ("tiny modules, 41 calls", tiny_modules(20).eval(), torch.randn(1, 16), 1),
         ]
+    return [
+        (
+            "ResNet-50, 1x3x224x224",
+            torchvision.models.resnet50(weights=None).eval(),
+            torch.randn(1, 3, 224, 224),
+            15,
+        ),
+        ("tiny modules, 801 calls", tiny_modules(400).eval(), torch.randn(1, 16), 41),
+    ]
+
+
+def costs(smoke: bool) -> list[Row]:
+    """`costs=True` against `costs=False`, the two alternating in the same rounds."""
     rows = []
-    for name, model, inputs, rounds in cases:
+    for name, model, inputs, rounds in option_cases(smoke):
 
         def without(model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
             with torch.no_grad():
@@ -289,27 +294,8 @@ def compile_gates(smoke: bool) -> list[Row]:
 def direct_forwards(smoke: bool) -> list[Row]:
     """The watch for forwards run without a call: `direct_forwards` "off", "watch" (the
     default) and "profile", alternating in the same rounds."""
-    cases = [
-        (
-            "ResNet-50, 1x3x224x224",
-            torchvision.models.resnet50(weights=None).eval(),
-            torch.randn(1, 3, 224, 224),
-            15,
-        ),
-        ("tiny modules, 801 calls", tiny_modules(400).eval(), torch.randn(1, 16), 41),
-    ]
-    if smoke:
-        cases = [
-            (
-                "ResNet-18, 1x3x32x32",
-                torchvision.models.resnet18(weights=None).eval(),
-                torch.randn(1, 3, 32, 32),
-                1,
-            ),
-            ("tiny modules, 41 calls", tiny_modules(20).eval(), torch.randn(1, 16), 1),
-        ]
     rows = []
-    for name, model, inputs, rounds in cases:
+    for name, model, inputs, rounds in option_cases(smoke):
 
         def traced(mode: str, model: nn.Module = model, inputs: torch.Tensor = inputs) -> object:
             with torch.no_grad():
