@@ -8,7 +8,6 @@ linear in the lines, each line made once with its facts and operations.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from pytest_fwdorder.golden.format import (
     BACKWARD_LINE,
@@ -88,7 +87,7 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
     so that a diff still shows them.
     """
     header: list[str] = []
-    calls: list[_CallLineParts] = []
+    calls: list[tuple[str, str]] = []  # each call line, with and without its indent
     # Facts and operations are gathered by call and each line made once at the end: making
     # a line again per fact made the parse of a large golden cost twice what it needs.
     facts: dict[int, list[str]] = {}
@@ -115,49 +114,32 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
             owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(calls) - 1)
             operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
             continue
-        parts = _call_line_parts(raw, fact)
-        last_at_depth[parts.depth] = len(calls)
-        calls.append(parts)
+        last_at_depth[(len(raw) - len(fact)) // 2] = len(calls)
+        calls.append((raw, fact))
     if not facts and not operations:
-        return header, [parts.line() for parts in calls]
+        return header, [_call_line(raw, stripped) for raw, stripped in calls]
     return header, [
-        parts.line(tuple(facts.get(number, ())), tuple(operations.get(number, ())))
-        for number, parts in enumerate(calls)
+        _call_line(raw, stripped, tuple(facts.get(number, ())), tuple(operations.get(number, ())))
+        for number, (raw, stripped) in enumerate(calls)
     ]
 
 
 def parse_call_line(raw: str) -> GoldenLine:
     """Parse one call line as `golden_lines` writes it."""
-    return _call_line_parts(raw, raw.lstrip(" ")).line()
+    return _call_line(raw, raw.lstrip(" "))
 
 
-class _CallLineParts(NamedTuple):
-    """A call line's parts as read, before its facts and operations are gathered."""
-
-    depth: int
-    path: str
-    module_type: str
-    nth: int
-    registered: bool
-    inputs: str
-    outputs: str
-    text: str
-    frozen: bool = False
-    reused: bool = False
-    scripted: bool = False
-    mode: str = ""
-    direct: bool = False
-
-    def line(self, facts: tuple[str, ...] = (), operations: tuple[str, ...] = ()) -> GoldenLine:
-        return GoldenLine(*self[:12], facts, operations, self.direct)
-
-
-def _call_line_parts(raw: str, stripped: str) -> _CallLineParts:
-    """The parts of the call line `raw`, `stripped` being it without its indent."""
+def _call_line(
+    raw: str, stripped: str, facts: tuple[str, ...] = (), operations: tuple[str, ...] = ()
+) -> GoldenLine:
+    """The call line `raw` (`stripped` being it without its indent) with its facts and
+    operations; a line that is not a call line is a call of type `?`."""
     depth = (len(raw) - len(stripped)) // 2
     parts = call_line_parts(stripped)
     if parts is None:
-        return _CallLineParts(depth, stripped, "?", 1, True, "", "", raw)
+        return GoldenLine(
+            depth, stripped, "?", 1, True, "", "", raw, facts=facts, operations=operations
+        )
     path, words, signature = parts
     signature = signature[1:]  # without the space before the inputs
     module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
@@ -178,7 +160,7 @@ def _call_line_parts(raw: str, stripped: str) -> _CallLineParts:
     close = _matching_close(signature)
     inputs = signature[: close + 1]
     outputs = signature[close + 1 :].removeprefix(" -> ")
-    return _CallLineParts(
+    return GoldenLine(
         depth,
         path,
         module_type,
@@ -191,6 +173,8 @@ def _call_line_parts(raw: str, stripped: str) -> _CallLineParts:
         reused,
         scripted,
         mode,
+        facts,
+        operations,
         direct,
     )
 
