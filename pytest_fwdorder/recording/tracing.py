@@ -11,7 +11,6 @@ hooks).
 
 from __future__ import annotations
 
-import gc
 import inspect
 import operator
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +26,7 @@ from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
 from pytest_fwdorder.facet_records import CompileRecords
 from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
 from pytest_fwdorder.facets.values import SEED, check_values_device
+from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
 from pytest_fwdorder.recording.building import model_to_trace
 from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly, process_rank
@@ -209,8 +209,12 @@ def trace_model(
     args = _place(args, device, placed)
     kwargs = _place(kwargs, device, placed)
     facets = FacetRecording.for_options(options)
+    # A trace makes many small objects that live until it is rendered; with the collector on,
+    # each adds to the count that starts a full collection over every object of the process
+    # (torch's included): about a third of a trace of small modules. Only `trace_forward`
+    # pauses it, for one forward; a `record` block runs the user's own code and leaves it on.
     with (
-        _collector_paused(),
+        paused_garbage_collection(),
         meta_failures_explained(device) as traces,
         _traced(root, options, facets, restore_state=True) as recorder,
     ):
@@ -327,24 +331,6 @@ def _compiled_records(
     from pytest_fwdorder.facets.graph_breaks import compiled_records  # imports torch._dynamo
 
     return compiled_records(root, args, kwargs)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the length of one traced forward.
-
-    A trace makes many small objects that live until it is rendered; with the collector on,
-    each adds to the count that starts a full collection over every object of the process
-    (torch's included): about a third of a trace of small modules. Only `trace_forward`
-    pauses it, for one forward; a `record` block runs the user's own code and leaves it on.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _render_options(options: TraceOptions) -> RenderOptions:
