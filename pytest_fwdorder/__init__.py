@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         UnwrappedModelWarning,
     )
     from pytest_fwdorder.facet_records import ForwardRun, OddBlock
+    from pytest_fwdorder.facets.protocol import Facet
     from pytest_fwdorder.golden.render import render_trace
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
@@ -96,6 +97,7 @@ _HOMES = {
     "OddBlock": "facet_records",
     "Picture": "picture.svg",
     "EmptyTraceError": "errors",
+    "Facet": "facets.protocol",
     "EquivalenceReport": "checks.equivalence",
     "FwdOrderWarning": "errors",
     "MetaTraceError": "errors",
@@ -146,6 +148,7 @@ __all__ = [
     "CoverageRow",
     "EmptyTraceError",
     "EquivalenceReport",
+    "Facet",
     "ForwardRun",
     "FwdOrderWarning",
     "MetaTraceError",

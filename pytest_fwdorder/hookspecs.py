@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pluggy
@@ -32,6 +32,7 @@ import pluggy
 if TYPE_CHECKING:
     from torch import nn
 
+    from pytest_fwdorder.facets.protocol import Facet
     from pytest_fwdorder.value_descriptions import (
         LiteralDescription,
         ObjectDescription,
@@ -107,6 +108,24 @@ class HookSpecifications:
                 return {"quantization": str(scheme)} if scheme is not None else None
 
         adds `| quantization: int8 per-channel` under each quantized module's first call.
+        """
+        raise NotImplementedError
+
+    @hookspec
+    def pytest_fwdorder_facets(self) -> Sequence[Facet] | None:
+        """Facets every trace records besides the built-in ones (`pytest_fwdorder.Facet`).
+
+        Called once per trace, before the model runs. Return facets or None; every
+        plugin's facets are recorded, in the order the plugins answer, and each writes a
+        `| title: text` fact under the calls it has a value for. A golden written without a
+        facet differs from one written with it, as with any option.
+
+            @pytest.hookimpl
+            def pytest_fwdorder_facets():
+                return [OutputElements()]
+
+        adds `| output elements: 4,096` under each call whose output holds tensors, and a
+        diff that says `output elements changed at 1 call: fc (Linear): 40 -> 80`.
         """
         raise NotImplementedError
 
@@ -259,3 +278,15 @@ def call_views_from_plugins(
             )
         views.append((path, view))
     return tuple(views)
+
+
+def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
+    """The facets the plugins offer now (`pytest_fwdorder_facets`), checked, in their order.
+
+    `taken_titles` are the fact titles the golden's own facts use. Raises TypeError or
+    ValueError for an offered object that is not a facet or whose title is taken.
+    """
+    from pytest_fwdorder.facets.protocol import checked_facets
+
+    answers = plugin_manager().hook.pytest_fwdorder_facets()
+    return checked_facets((facet for answer in answers for facet in answer or ()), taken_titles)

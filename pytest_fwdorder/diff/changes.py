@@ -7,7 +7,7 @@ records, `explanation` puts them in words, and the report draws its rows from th
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -48,6 +48,8 @@ class ChangeKind(str, enum.Enum):
     ODD_BLOCK_GONE = "agreeing with the peers now"
     FORWARD_RUN_FOUND = "running forward without a call now"
     FORWARD_RUN_GONE = "no longer running forward without a call"
+    # A plugin's facet (facets/protocol.py) whose values differ; `Change.words` say which.
+    FACET_CHANGED = "facet changed"
 
     def __str__(self) -> str:
         return self.value
@@ -66,6 +68,17 @@ class Change:
     new: GoldenLine | None
     detail: str
     position: int | None = None
+    # For a plugin facet's change, the facet's own words for it (`output elements changed`).
+    words: str = ""
+
+    def with_words(self, words: str) -> Change:
+        """This change named by a facet's words instead of its kind's."""
+        return replace(self, words=words)
+
+    @property
+    def kind_words(self) -> str:
+        """What a summary calls this kind of change: a facet's words, or the kind's text."""
+        return self.words or self.kind.value
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pytest_fwdorder.diff.change_details import (
 )
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
 from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
+from pytest_fwdorder.diff.facet_changes import facet_changes
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
@@ -116,12 +117,13 @@ class TraceDiff:
         nor an input or output change that only passes another on (the model's output after
         its head's).
         """
-        kinds = [change.kind for change in self.tree_changes]
         kept, _ = fold_consequences(unexplained(self.changes, self.tree_changes), self.new_lines)
-        kinds += [change.kind for change in kept]
+        # A plugin facet's changes count under the facet's own words.
+        kinds = [change.kind.value for change in self.tree_changes]
+        kinds += [change.kind_words for change in kept]
         counts: dict[str, int] = {}
         for kind in kinds:
-            counts[kind.value] = counts.get(kind.value, 0) + 1
+            counts[kind] = counts.get(kind, 0) + 1
         return counts
 
     def explanation(self, context: int = 2, max_rows: int = 400) -> list[str]:
@@ -373,7 +375,10 @@ def _compare_pair(
         )
     if old_line.operations != new_line.operations:
         found += _operation_changes(old_line.operations, new_line.operations)
-    return [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+    changes = [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+    if old_line.facet_values or new_line.facet_values:
+        changes += facet_changes(old_line, new_line, position)
+    return changes
 
 
 def _operation_changes(old: tuple[str, ...], new: tuple[str, ...]) -> list[tuple[ChangeKind, str]]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from pytest_fwdorder.calls import TraceRecords
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.tree_alignment import align_trees
-from pytest_fwdorder.golden.format import GoldenLine
+from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import backward_lines, golden_lines, render_header
+from pytest_fwdorder.hookspecs import plugin_facets
 
 __all__ = [
     "check_trace",
@@ -72,8 +73,9 @@ def diff_golden(old_text: str, new_text: str) -> TraceDiff:
                 f"{type(value).__name__}: {value!r}: pass the text of a golden file "
                 "(path.read_text()), or use diff_traces for two traces"
             )
-    old_header, old_lines = parse_golden(old_text)
-    new_header, new_lines = parse_golden(new_text)
+    facets = plugin_facets(FACT_TITLES)
+    old_header, old_lines = parse_golden(old_text, facets)
+    new_header, new_lines = parse_golden(new_text, facets)
     return diff_lines(old_header, old_lines, new_header, new_lines)
 
 

@@ -48,6 +48,7 @@ _SUMMARY_ORDER = (
     ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.INITIALIZATION_CHANGED,
     ChangeKind.VALUES_CHANGED,
+    ChangeKind.FACET_CHANGED,
     ChangeKind.GRAPH_BREAKS_CHANGED,
     ChangeKind.ODD_BLOCK_FOUND,
     ChangeKind.ODD_BLOCK_GONE,
@@ -91,6 +92,8 @@ def summarize(
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
+    # A plugin facet's changes are counted and described in the facet's words, one line each.
+    facet_counts = Counter(c.words for c in changes if c.kind is ChangeKind.FACET_CHANGED)
     totals = [
         f"{nesting_counts[kind]} {_NESTING_NOUNS[kind][nesting_counts[kind] != 1]}"
         for kind in _NESTING_NOUNS
@@ -108,7 +111,9 @@ def summarize(
         if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} {kind.value}"
         for kind in kinds
+        if kind is not ChangeKind.FACET_CHANGED
     ]
+    totals += [f"{plural(count, 'call')} {words}" for words, count in facet_counts.items()]
     lines = [
         f"{len(old_lines)} calls before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
@@ -310,6 +315,8 @@ def plural(count: int, noun: str) -> str:
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
     changes = diff.of_kind(kind)
     count = len(changes)
+    if kind is ChangeKind.FACET_CHANGED:
+        return _describe_facet_changes(changes)
     if kind in _FINDINGS:
         return f"{plural(count, _FINDINGS[kind])} {kind.value}: " + _examples(
             [c.detail for c in changes], separator="; "
@@ -506,3 +513,15 @@ def _examples(items: list[str], separator: str = ", ") -> str:
     if len(items) > _EXAMPLES:
         shown += f" (+{len(items) - _EXAMPLES} more)"
     return shown
+
+
+def _describe_facet_changes(changes: list[Change]) -> str:
+    """One line per plugin facet: `output elements changed at 1 call: fc (Linear): 40 -> 80`."""
+    by_words: dict[str, list[Change]] = {}
+    for change in changes:
+        by_words.setdefault(change.words, []).append(change)
+    return "\n".join(
+        f"{words} at {plural(len(group), 'call')}: "
+        + _examples([f"{called(c.new)}: {c.detail}" for c in group if c.new], separator="; ")
+        for words, group in by_words.items()
+    )

@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.calls import ModuleFacts, TensorFact
 from pytest_fwdorder.facet_records import (
@@ -69,6 +70,9 @@ from pytest_fwdorder.value_descriptions import (
     TensorDescription,
     ValueDescription,
 )
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.facets.protocol import Facet
 
 FORMAT_VERSION = 2
 FORMAT_LINE = f"# pytest-fwdorder trace (format {FORMAT_VERSION})"
@@ -127,6 +131,8 @@ COSTS_PREFIX = "# costs: "
 UNCOUNTED_SECTION = "uncounted operations"
 _FLOPS = re.compile(r"([0-9,]+) FLOPs")
 VALUES_FACT = "values"
+# The titles of the golden's own facts: a plugin's facet (facets/protocol.py) takes another.
+FACT_TITLES = ("settings", "parameters", "buffers", COSTS_FACT, VALUES_FACT)
 VALUES_PREFIX = "# values: "
 # Significant digits of a fingerprint's statistics: finer than any tolerance worth using, so
 # rounding never decides a comparison, and short enough to read.
@@ -173,6 +179,9 @@ class GoldenLine:
     direct: bool = False  # recorded from `module.forward(...)`: marked `[direct]`
     # The call's index in its trace (-1 for a line read from text): not part of equality.
     index: int = field(default=-1, compare=False)
+    # The plugins' facets' values (facets/protocol.py), each with its facet, typed as the
+    # facet reads them: their text is among `facts`, which equality compares.
+    facet_values: tuple[tuple[Facet, Any], ...] = field(default=(), compare=False)
 
     @property
     def fact_lines(self) -> list[str]:
@@ -362,6 +371,24 @@ def render_facts(
                 lines.append(f"{title}: {items}")
     lines.extend(f"{name}: {text}" for name, text in facts.extra)
     return tuple(lines)
+
+
+def render_facet_fact(facet: Facet, value: object) -> str:
+    """A plugin facet's value as a fact line's text: `output elements: 4,096`."""
+    return f"{facet.title}: {escape_line_breaks(facet.render(value))}"
+
+
+def read_facet_values(
+    facts: tuple[str, ...], facets: dict[str, Facet]
+) -> tuple[tuple[Facet, Any], ...]:
+    """The values of the facets among a call's fact lines, each read once by its facet."""
+    found = []
+    for fact in facts:
+        title, _, text = fact.partition(": ")
+        facet = facets.get(title)
+        if facet is not None:
+            found.append((facet, facet.parse(text)))
+    return tuple(found)
 
 
 def human_count(count: int) -> str:

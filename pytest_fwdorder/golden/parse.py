@@ -8,6 +8,9 @@ linear in the lines, each line made once with its facts and operations.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pytest_fwdorder.golden.format import (
     BACKWARD_LINE,
@@ -25,8 +28,12 @@ from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     UNREGISTERED_MARK,
     GoldenLine,
+    read_facet_values,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.facets.protocol import Facet
 
 
 def format_problem(text: str) -> str | None:
@@ -80,11 +87,12 @@ def declared_and_written_calls(text: str) -> tuple[int | None, int]:
 
 
 @without_garbage_collection
-def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
+def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], list[GoldenLine]]:
     """Split golden text into its header lines and its call lines.
 
     Lines that do not parse as calls (a hand-edited file) are kept as calls of type `?`
-    so that a diff still shows them.
+    so that a diff still shows them. The facts of `facets` (the plugins' facets) are read
+    into typed values, once, on each line's `facet_values`.
     """
     header: list[str] = []
     calls: list[tuple[str, str]] = []  # each call line, with and without its indent
@@ -118,10 +126,17 @@ def parse_golden(text: str) -> tuple[list[str], list[GoldenLine]]:
         calls.append((raw, fact))
     if not facts and not operations:
         return header, [_call_line(raw, stripped) for raw, stripped in calls]
-    return header, [
+    lines = [
         _call_line(raw, stripped, tuple(facts.get(number, ())), tuple(operations.get(number, ())))
         for number, (raw, stripped) in enumerate(calls)
     ]
+    if facets and facts:
+        by_title = {facet.title: facet for facet in facets}
+        for number in facts:
+            found = read_facet_values(lines[number].facts, by_title)
+            if found:
+                lines[number] = replace(lines[number], facet_values=found)
+    return header, lines
 
 
 def parse_call_line(raw: str) -> GoldenLine:

@@ -40,6 +40,7 @@ from pytest_fwdorder.golden.format import (
     mode_line,
     render_call_costs,
     render_compiled,
+    render_facet_fact,
     render_facts,
     render_fingerprints,
     render_forward_run,
@@ -238,6 +239,8 @@ def _golden_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLin
         lines = _with_costs(trace, lines)
     if trace.values_seed is not None:
         lines = _with_fingerprints(trace, lines)
+    if trace.facets:
+        lines = _with_facets(trace, lines)
     if trace.options.fold or trace.options.call_views:
         return _apply_views(trace, lines)
     return lines
@@ -262,6 +265,21 @@ def _with_fingerprints(trace: TraceRecords, lines: list[GoldenLine]) -> list[Gol
         else replace(line, facts=(*line.facts, render_fingerprints(call.fingerprints)))
         for call, line in zip(trace.calls, lines, strict=True)
     ]
+
+
+def _with_facets(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with each plugin facet's value as a fact, last, in the facets' order."""
+    facets = [(facet, trace.facet_values.get(facet.title, {})) for facet in trace.facets]
+    made = []
+    for call, line in zip(trace.calls, lines, strict=True):
+        found = tuple(
+            (facet, values[call.index]) for facet, values in facets if call.index in values
+        )
+        if found:
+            facts = tuple(render_facet_fact(facet, value) for facet, value in found)
+            line = replace(line, facts=(*line.facts, *facts), facet_values=found)
+        made.append(line)
+    return made
 
 
 def _apply_views(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:

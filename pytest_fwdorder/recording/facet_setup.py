@@ -17,7 +17,10 @@ from torch import nn
 from pytest_fwdorder.facets.backward import BackwardRecorder
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
+from pytest_fwdorder.facets.protocol import Facet
 from pytest_fwdorder.facets.values import FingerprintCollector, attach_fingerprints, seeded
+from pytest_fwdorder.golden.format import FACT_TITLES
+from pytest_fwdorder.hookspecs import plugin_facets
 from pytest_fwdorder.options import TraceOptions
 from pytest_fwdorder.trace import Trace
 
@@ -31,6 +34,9 @@ class FacetRecording:
     fingerprints: FingerprintCollector | None = None
     operations: list[OperationMode] = field(default_factory=list)
     counters: list[CostCounters] = field(default_factory=list)
+    # The plugins' facets (facets/protocol.py) and what each observed: title -> call -> value.
+    plugin_facets: tuple[Facet, ...] = ()
+    plugin_values: dict[str, dict[int, Any]] = field(default_factory=dict)
 
     @classmethod
     def for_options(cls, options: TraceOptions) -> FacetRecording:
@@ -38,6 +44,7 @@ class FacetRecording:
             options,
             backward=BackwardRecorder(options.backward) if options.backward else None,
             fingerprints=FingerprintCollector() if options.values else None,
+            plugin_facets=plugin_facets(FACT_TITLES),
         )
 
     def backward_watched(self) -> AbstractContextManager[Any]:
@@ -59,6 +66,8 @@ class FacetRecording:
                 stack.enter_context(_fingerprints_taken(recorder, self.fingerprints))
             if self.backward is not None:
                 self.backward.recorder = recorder
+            if self.plugin_facets:
+                stack.enter_context(_plugin_facets_observed(recorder, self))
             yield
 
     def finish(self, trace: Trace) -> None:
@@ -69,6 +78,9 @@ class FacetRecording:
             self.backward.finish(trace)
         for counted in self.counters:
             attach_costs(trace, counted)
+        if self.plugin_facets:
+            trace.facets = self.plugin_facets
+            trace.facet_values = self.plugin_values
         if self.fingerprints is not None:
             attach_fingerprints(trace, self.fingerprints)
             trace.values_tolerance = (
@@ -86,3 +98,24 @@ def _fingerprints_taken(recorder: Any, fingerprints: FingerprintCollector) -> It
             yield
     finally:
         recorder.output_observers.remove(fingerprints.observe)
+
+
+@contextmanager
+def _plugin_facets_observed(recorder: Any, recording: FacetRecording) -> Iterator[None]:
+    """Give each call's output to every plugin facet as the call ends, keeping what it returns."""
+    observers = [
+        (facet.observe, recording.plugin_values.setdefault(facet.title, {}))
+        for facet in recording.plugin_facets
+    ]
+
+    def observe(number: int, output: object) -> None:
+        for facet_observe, values in observers:
+            value = facet_observe(output)
+            if value is not None:
+                values[number] = value
+
+    recorder.output_observers.append(observe)
+    try:
+        yield
+    finally:
+        recorder.output_observers.remove(observe)

@@ -6,7 +6,9 @@ CI reports alike. Pure functions on text, no torch and no syrupy.
 from __future__ import annotations
 
 from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.facets.protocol import within_facets
 from pytest_fwdorder.facets.values_tolerance import DEFAULT_TOLERANCE, Tolerance, within_tolerance
+from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.golden.parse import declared_and_written_calls, format_problem
 from pytest_fwdorder.golden.upgrades import (
     UpgradeDifferences,
@@ -15,12 +17,14 @@ from pytest_fwdorder.golden.upgrades import (
     upgrade_differences,
     without_environment,
 )
+from pytest_fwdorder.hookspecs import plugin_facets
 
 
 def golden_holds(old_text: str, new_text: str, *, tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
     """Whether the golden text `old_text` holds the new trace's text, leaving out what an upgrade
     changes alone (the environment line, and torch.nn settings at this torch's defaults:
     golden/upgrades.py) and output fingerprints that moved within `tolerance`."""
+    new_text = within_facets(old_text, new_text, plugin_facets(FACT_TITLES))
     return same_model(old_text, within_tolerance(old_text, new_text, tolerance))
 
 

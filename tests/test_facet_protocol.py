@@ -1,0 +1,224 @@
+"""A facet from outside the package reaches the golden, the diff, the failure and the report.
+
+The toy facet counts the positive elements of each call's output. Its oracle is torch's
+global forward hook counting the same thing independently; the model's sign flips the count
+without changing a single shape, so only the facet can see the change.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_fwdorder import Facet, diff_golden, trace_forward
+from pytest_fwdorder.facets.protocol import checked_facets
+from pytest_fwdorder.snapshot.policy import golden_holds
+
+pytest_plugins = ["pytester"]
+
+FACET_SOURCE = '''
+class PositiveOutputs:
+    """A counter: how many elements of a call's output are above zero."""
+
+    title = "positive outputs"
+    change_words = "positive outputs changed"
+
+    def __init__(self, allowed=0):
+        self.allowed = allowed
+        self.parsed = 0
+
+    def observe(self, output):
+        import torch
+
+        if not isinstance(output, torch.Tensor):
+            return None
+        return int((output > 0).sum())
+
+    def render(self, value):
+        return f"{value:,}"
+
+    def parse(self, text):
+        self.parsed += 1
+        return int(text.replace(",", ""))
+
+    def same(self, old, new):
+        return abs(old - new) <= self.allowed
+
+    def describe_change(self, old, new):
+        return f"{old:,} -> {new:,}"
+'''
+namespace: dict[str, Any] = {}
+exec(FACET_SOURCE, namespace)  # the facet as a user's conftest would define it
+PositiveOutputs = namespace["PositiveOutputs"]
+
+
+def signed_model(sign: float) -> nn.Module:
+    """Linear(4, 8) then ReLU, every weight `sign`: all 8 outputs positive, or none."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+    with torch.no_grad():
+        model[0].weight.fill_(sign)
+        model[0].bias.fill_(sign)
+    return model
+
+
+class _Plugin:
+    def __init__(self, facet: object) -> None:
+        self.facet = facet
+
+    def pytest_fwdorder_facets(self) -> list[object]:
+        return [self.facet]
+
+
+@pytest.fixture
+def facet(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The toy facet, offered by a plugin for the length of one test."""
+    made = PositiveOutputs()
+    plugin = _Plugin(made)
+    request.config.pluginmanager.register(plugin)
+    try:
+        yield made
+    finally:
+        request.config.pluginmanager.unregister(plugin)
+
+
+def positive_counts_by_global_hook(model: nn.Module, inputs: torch.Tensor) -> list[int]:
+    """The oracle: each module call's positive output elements, in the order calls end."""
+    counts: list[int] = []
+
+    def count(module: nn.Module, args: object, output: torch.Tensor) -> None:
+        counts.append(int((output > 0).sum()))
+
+    handle = nn.modules.module.register_module_forward_hook(count)
+    try:
+        model(inputs)
+    finally:
+        handle.remove()
+    return counts
+
+
+def test_the_facet_writes_one_fact_per_call_equal_to_the_oracles_count(facet: Any) -> None:
+    model, inputs = signed_model(1.0), torch.ones(1, 4)
+    golden = trace_forward(model, inputs).render()
+    facts = [line.strip() for line in golden.splitlines() if "positive outputs" in line]
+    # Calls end innermost first: Linear, ReLU, then the Sequential around them.
+    oracle = positive_counts_by_global_hook(model, inputs)
+    assert oracle == [8, 8, 8]
+    assert facts == [f"| positive outputs: {count}" for count in (oracle[2], oracle[0], oracle[1])]
+
+
+def test_the_oracle_sees_the_sign_flip_that_the_shapes_do_not() -> None:
+    inputs = torch.ones(1, 4)
+    assert positive_counts_by_global_hook(signed_model(-1.0), inputs) == [0, 0, 0]
+    assert positive_counts_by_global_hook(signed_model(1.0), inputs) != [0, 0, 0]
+
+
+def test_a_golden_reads_back_into_the_facets_typed_values_once_each(facet: Any) -> None:
+    old = trace_forward(signed_model(1.0), torch.ones(1, 4)).render()
+    new = trace_forward(signed_model(-1.0), torch.ones(1, 4)).render()
+    difference = diff_golden(old, new)
+    assert [value for line in difference.old_lines for _, value in line.facet_values] == [8, 8, 8]
+    assert [value for line in difference.new_lines for _, value in line.facet_values] == [0, 0, 0]
+    assert facet.parsed == 6  # three facts a side, each parsed once, never again downstream
+
+
+def test_the_diff_says_the_facets_change_in_its_words_at_each_call(facet: Any) -> None:
+    old = trace_forward(signed_model(1.0), torch.ones(1, 4))
+    new = trace_forward(signed_model(-1.0), torch.ones(1, 4))
+    summary = old.diff(new).summary()
+    assert summary.splitlines() == [
+        "3 calls before, 3 after: 3 calls positive outputs changed",
+        "positive outputs changed at 3 calls: <root> (Sequential): 8 -> 0; 0 (Linear): 8 -> 0; "
+        "1 (ReLU): 8 -> 0",
+    ]
+    assert old.diff(new).explained_counts() == {"positive outputs changed": 3}
+    assert diff_golden(old.render(), new.render()).summary() == summary
+
+
+def test_a_golden_holds_when_the_facet_calls_the_values_the_same(facet: Any) -> None:
+    old = trace_forward(signed_model(1.0), torch.ones(1, 4)).render()
+    new = old.replace("| positive outputs: 8", "| positive outputs: 9")
+    assert not golden_holds(old, new)  # exact by default: 8 and 9 differ
+    facet.allowed = 1
+    assert golden_holds(old, new)
+    assert not golden_holds(old, new.replace(": 9", ": 11", 1))
+
+
+def test_without_the_plugin_the_golden_has_no_facet_fact() -> None:
+    golden = trace_forward(signed_model(1.0), torch.ones(1, 4)).render()
+    assert "positive outputs" not in golden
+
+
+@pytest.mark.parametrize(
+    ("offered", "error", "match"),
+    [
+        (object(), TypeError, r"returned <object .*>, which is no facet: it lacks title, "),
+        (PositiveOutputs(), ValueError, r"title 'settings', which another fact"),
+        (PositiveOutputs(), ValueError, r"title 'Positive: outputs': a title is lowercase"),
+    ],
+)
+def test_a_facet_that_cannot_be_written_is_refused_naming_it(
+    offered: Any, error: type[Exception], match: str
+) -> None:
+    if isinstance(offered, PositiveOutputs):
+        offered.title = "settings" if "settings" in match else "Positive: outputs"
+    with pytest.raises(error, match=match):
+        checked_facets([offered], ("settings", "parameters"))
+
+
+def test_the_toy_facet_implements_the_public_protocol() -> None:
+    assert isinstance(PositiveOutputs(), Facet)
+
+
+def test_a_conftest_facet_reaches_the_golden_the_failure_and_the_report(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        FACET_SOURCE
+        + textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.hookimpl
+            def pytest_fwdorder_facets():
+                return [PositiveOutputs()]
+            """
+        )
+    )
+    pytester.makepyfile(
+        test_model=textwrap.dedent(
+            """
+            import os
+            import torch
+            from torch import nn
+
+            def test_model(forward_trace, snapshot):
+                sign = float(os.environ.get("SIGN", "1"))
+                model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+                with torch.no_grad():
+                    model[0].weight.fill_(sign)
+                    model[0].bias.fill_(sign)
+                assert forward_trace(model, torch.ones(1, 4)) == snapshot
+            """
+        )
+    )
+    pytester.runpytest("--snapshot-update", "-p", "no:randomly").assert_outcomes(passed=1)
+    (golden,) = pytester.path.joinpath("__snapshots__").rglob("*.fwdorder.txt")
+    assert golden.read_text().count("| positive outputs: 8") == 3
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SIGN", "-1")
+        failed = pytester.runpytest("-p", "no:randomly", "--fwdorder-report=report.html")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(
+        [
+            "*3 calls before, 3 after: 3 calls positive outputs changed*",
+            "*positive outputs changed at 3 calls: <root> (Sequential): 8 -> 0; 0 (Linear): 8 -> 0;*",
+        ]
+    )
+    report = pytester.path.joinpath("report.html").read_text()
+    assert "positive outputs changed at 3 calls" in report
