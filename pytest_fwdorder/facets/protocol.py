@@ -31,12 +31,9 @@ change reads `output elements changed at 1 call: fc (Linear): 40 -> 80`.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
-
-from pytest_fwdorder.golden.format import FACT_PREFIX
 
 # A title is how the golden names the fact (`| output elements: ...`): lowercase words, so
 # that it can never be mistaken for a call line or a header section.
@@ -102,42 +99,3 @@ def checked_facets(offered: Iterable[object], taken_titles: Sequence[str]) -> tu
 
 
 _MEMBERS = ("title", "change_words", "observe", "render", "parse", "same", "describe_change")
-
-
-def within_facets(old_text: str, new_text: str, facets: Sequence[Facet]) -> str:
-    """`new_text` with each facet fact that its facet calls the `same` as the golden's put
-    back to the golden's own text, so that only values that differ by the facet's rule do.
-
-    Facts are paired through the lines around them (the calls they belong to), as
-    fingerprints are, so a golden that also differs in structure keeps its matching facts.
-    """
-    starts = {f"{FACT_PREFIX}{facet.title}: ": facet for facet in facets}
-    if not any(start in new_text for start in starts):
-        return new_text
-    old_lines = old_text.splitlines(keepends=True)
-    new_lines = new_text.splitlines(keepends=True)
-    old_keys, new_keys = _keys(old_lines, starts), _keys(new_lines, starts)
-    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for offset in range(block.size):
-            old_number, new_number = block.a + offset, block.b + offset
-            old_line, new_line = old_lines[old_number], new_lines[new_number]
-            facet = starts.get(new_keys[new_number].lstrip(" "))
-            if old_line == new_line or facet is None:
-                continue
-            start = f"{FACT_PREFIX}{facet.title}: "
-            old_value = facet.parse(old_line.split(start, 1)[1].rstrip("\n"))
-            new_value = facet.parse(new_line.split(start, 1)[1].rstrip("\n"))
-            if facet.same(old_value, new_value):
-                new_lines[new_number] = old_line
-    return "".join(new_lines)
-
-
-def _keys(lines: list[str], starts: dict[str, Facet]) -> list[str]:
-    """Each line, with a facet fact's text left out: what pairs the facts."""
-    keys = []
-    for line in lines:
-        stripped = line.lstrip(" ")
-        start = next((start for start in starts if stripped.startswith(start)), None)
-        keys.append(line if start is None else line[: len(line) - len(stripped)] + start)
-    return keys

@@ -373,24 +373,6 @@ def render_facts(
     return tuple(lines)
 
 
-def render_facet_fact(facet: Facet, value: object) -> str:
-    """A plugin facet's value as a fact line's text: `output elements: 4,096`."""
-    return f"{facet.title}: {escape_line_breaks(facet.render(value))}"
-
-
-def read_facet_values(
-    facts: tuple[str, ...], facets: dict[str, Facet]
-) -> tuple[tuple[Facet, Any], ...]:
-    """The values of the facets among a call's fact lines, each read once by its facet."""
-    found = []
-    for fact in facts:
-        title, _, text = fact.partition(": ")
-        facet = facets.get(title)
-        if facet is not None:
-            found.append((facet, facet.parse(text)))
-    return tuple(found)
-
-
 def human_count(count: int) -> str:
     """A count to three significant digits with an SI prefix: `231 M`, `1.85 G`, `512`."""
     return _human(count, 1000, _COUNT_UNITS)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pytest_fwdorder.golden.facet_facts import read_facet_values
 from pytest_fwdorder.golden.format import (
     BACKWARD_LINE,
     CALLS_PREFIX,
@@ -28,7 +29,6 @@ from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     UNREGISTERED_MARK,
     GoldenLine,
-    read_facet_values,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 

@@ -15,6 +15,7 @@ from functools import partial
 
 from pytest_fwdorder.calls import Call, ForwardParameters, ModuleFacts, TraceRecords
 from pytest_fwdorder.facet_records import ParameterUse
+from pytest_fwdorder.golden.facet_facts import render_facet_fact
 from pytest_fwdorder.golden.format import (
     ALIASED_SECTION,
     BACKWARD_LINE,
@@ -40,7 +41,6 @@ from pytest_fwdorder.golden.format import (
     mode_line,
     render_call_costs,
     render_compiled,
-    render_facet_fact,
     render_facts,
     render_fingerprints,
     render_forward_run,
@@ -235,14 +235,21 @@ def _golden_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLin
                 direct=bool(direct_calls) and call.index in direct_calls,
             )
         )
+    lines = _with_per_call_facts(trace, lines)
+    if trace.options.fold or trace.options.call_views:
+        return _apply_views(trace, lines)
+    return lines
+
+
+def _with_per_call_facts(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
+    """The lines with the facts every call may have, after its module's: costs, values, then
+    the plugins' facets."""
     if trace.costs is not None:
         lines = _with_costs(trace, lines)
     if trace.values_seed is not None:
         lines = _with_fingerprints(trace, lines)
     if trace.facets:
         lines = _with_facets(trace, lines)
-    if trace.options.fold or trace.options.call_views:
-        return _apply_views(trace, lines)
     return lines
 
 

@@ -6,8 +6,8 @@ CI reports alike. Pure functions on text, no torch and no syrupy.
 from __future__ import annotations
 
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.facets.protocol import within_facets
 from pytest_fwdorder.facets.values_tolerance import DEFAULT_TOLERANCE, Tolerance, within_tolerance
+from pytest_fwdorder.golden.facet_facts import within_facets
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.golden.parse import declared_and_written_calls, format_problem
 from pytest_fwdorder.golden.upgrades import (
