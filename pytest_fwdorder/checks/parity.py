@@ -40,6 +40,12 @@ from pytest_fwdorder.recording.describe import tensors_of
 from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
 from pytest_fwdorder.report.parity_html import parity_report_page_fragment
+from pytest_fwdorder.report.parity_rows import (
+    PARITY_COLUMNS,
+    PARITY_WORD_COLUMNS,
+    call_display_path,
+    error_cells,
+)
 
 
 class ParityTolerance(NamedTuple):
@@ -106,8 +112,7 @@ class CallError:
 
     @property
     def candidate_display_path(self) -> str:
-        name = self.candidate_path or "<root>"
-        return name if self.candidate_nth == 1 else f"{name} (call {self.candidate_nth})"
+        return call_display_path(self.candidate_path, self.candidate_nth)
 
 
 @dataclass(frozen=True)
@@ -166,34 +171,19 @@ class ParityReport:
         lines.extend(f"  {row}" for row in error_table(self.errors))
         if self.unpaired:
             lines.append(f"reference calls without a partner ({len(self.unpaired)}):")
-            for path, nth, reason in self.unpaired:
-                name = (path or "<root>") if nth == 1 else f"{path or '<root>'} (call {nth})"
-                lines.append(f"  {name}: {reason}")
+            lines.extend(
+                f"  {call_display_path(path, nth)}: {reason}" for path, nth, reason in self.unpaired
+            )
         return "\n".join(lines)
 
 
 def error_table(errors: list[CallError]) -> list[str]:
     """The error at each paired call as aligned rows; `x` marks the calls outside tolerance."""
-    header = (
-        "", "candidate call", "reference call", "rel error", "max abs", "max rel", "off", "cosine"
-    )  # fmt: skip
-    rows = [header] + [
-        (
-            "x" if error.diverges else "",
-            error.candidate_display_path,
-            error.reference.display_path,
-            f"{error.relative_error:.2e}",
-            f"{error.max_abs:.2e}",
-            f"{error.max_rel:.2e}",
-            f"{error.fraction_off:.1%}",
-            f"{error.cosine:.6f}",
-        )
-        for error in errors
-    ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    rows = [list(PARITY_COLUMNS)] + [error_cells(error) for error in errors]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(PARITY_COLUMNS))]
     return [
         "  ".join(
-            cell.ljust(width) if column < 3 else cell.rjust(width)
+            cell.ljust(width) if column < PARITY_WORD_COLUMNS else cell.rjust(width)
             for column, (cell, width) in enumerate(zip(row, widths, strict=True))
         ).rstrip()
         for row in rows

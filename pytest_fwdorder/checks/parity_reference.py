@@ -30,6 +30,7 @@ from pytest_fwdorder.golden.render import render_trace
 from pytest_fwdorder.recording.describe import tensors_of
 from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
+from pytest_fwdorder.report.parity_rows import call_display_path
 
 FORMAT = "fwdorder-reference 1"
 _METADATA_KEY = "fwdorder-reference"
@@ -53,8 +54,7 @@ class RecordedCall:
     def display_path(self) -> str:
         """The path as reports show it: `<root>` for the model itself, `(call 2)` after a
         module's later calls."""
-        name = self.path or "<root>"
-        return name if self.nth == 1 else f"{name} (call {self.nth})"
+        return call_display_path(self.path, self.nth)
 
 
 @dataclass(frozen=True)
