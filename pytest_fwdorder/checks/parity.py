@@ -27,6 +27,7 @@ from pytest_fwdorder.checks.parity_reference import (
     RecordedCall,
     Reference,
     environment_line,
+    leading_parameter,
     load_reference,
 )
 from pytest_fwdorder.diff.diffing import diff_lines
@@ -385,10 +386,7 @@ def _shape_only(lines: list[GoldenLine]) -> list[GoldenLine]:
 
 def _inputs_for(root: nn.Module, reference: Reference) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Copies of the recorded inputs on the candidate's device, floating ones in its dtype."""
-    parameter = next(
-        (value for value in root.parameters() if value.is_floating_point()),
-        next(iter(root.parameters()), None),
-    )
+    parameter = leading_parameter(root)
 
     def place(value: Any) -> Any:
         if not isinstance(value, torch.Tensor) or parameter is None:

@@ -324,10 +324,7 @@ def reference_from_bytes(data: bytes, *, source: str = "the data") -> Reference:
 def environment_line(model: nn.Module) -> str:
     """`torch 2.8.0, float64, cpu, python 3.11, Linux; model from transformers 4.57.1`: what a
     reader needs to know why two runs of one model differ."""
-    tensor = next(
-        (value for value in model.parameters() if value.is_floating_point()),
-        next(iter(model.parameters()), None),
-    )
+    tensor = leading_parameter(model)
     dtype = str(tensor.dtype).removeprefix("torch.") if tensor is not None else "no parameters"
     device = str(tensor.device) if tensor is not None else "cpu"
     line = (
@@ -340,6 +337,15 @@ def environment_line(model: nn.Module) -> str:
         if isinstance(version, str):
             line += f"; model from {framework} {version}"
     return line
+
+
+def leading_parameter(model: nn.Module) -> nn.Parameter | None:
+    """The parameter whose dtype and device speak for the model: its first floating one,
+    else its first, else None."""
+    return next(
+        (value for value in model.parameters() if value.is_floating_point()),
+        next(iter(model.parameters()), None),
+    )
 
 
 def default_reference_paths(model: nn.Module) -> set[str]:
