@@ -34,12 +34,6 @@ FUNCTIONS_OVER = {
     "facets/operations.py:__torch_function__": "the per-operation hot path of ops=True",
     # Walks every parameter and buffer once per trace, on the recorder's path.
     "facets/module_facts.py:index_tensors": "the per-trace tensor index, kept in one loop",
-    # The registration hooks of a build on meta and their put-back, in one context manager.
-    "recording/meta/build.py:parameters_and_buffers_on_meta": "the meta build's hooks and put-back",
-    # Port parity: one story each (run both, pair, compare; load and copy weights; record).
-    "checks/parity.py:compare_with_reference": "run, pair and compare in one report",
-    "checks/parity_pairing.py:copy_mapped_weights": "each weight mapped, checked and copied",
-    "checks/parity_reference.py:record_reference": "a reference's inputs, outputs and weights",
 }
 
 

@@ -18,6 +18,7 @@ from pytest_fwdorder.calls import RenderOptions
 from pytest_fwdorder.checks.parity_pairing import (
     Pairing,
     PathMap,
+    PathMapEntry,
     compile_path_map,
     pair_by_path_map,
     partner_path,
@@ -26,6 +27,7 @@ from pytest_fwdorder.checks.parity_reference import (
     RecordedCall,
     Reference,
     environment_line,
+    leading_parameter,
     load_reference,
 )
 from pytest_fwdorder.diff.diffing import diff_lines
@@ -36,9 +38,15 @@ from pytest_fwdorder.golden.render import render_trace
 from pytest_fwdorder.picture.parity_picture import parity_picture
 from pytest_fwdorder.picture.svg import Picture
 from pytest_fwdorder.recording.describe import tensors_of
-from pytest_fwdorder.recording.recorder import recording
+from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
 from pytest_fwdorder.report.parity_html import parity_report_page_fragment
+from pytest_fwdorder.report.parity_rows import (
+    PARITY_COLUMNS,
+    PARITY_WORD_COLUMNS,
+    call_display_path,
+    error_cells,
+)
 
 
 class ParityTolerance(NamedTuple):
@@ -105,8 +113,7 @@ class CallError:
 
     @property
     def candidate_display_path(self) -> str:
-        name = self.candidate_path or "<root>"
-        return name if self.candidate_nth == 1 else f"{name} (call {self.candidate_nth})"
+        return call_display_path(self.candidate_path, self.candidate_nth)
 
 
 @dataclass(frozen=True)
@@ -165,34 +172,19 @@ class ParityReport:
         lines.extend(f"  {row}" for row in error_table(self.errors))
         if self.unpaired:
             lines.append(f"reference calls without a partner ({len(self.unpaired)}):")
-            for path, nth, reason in self.unpaired:
-                name = (path or "<root>") if nth == 1 else f"{path or '<root>'} (call {nth})"
-                lines.append(f"  {name}: {reason}")
+            lines.extend(
+                f"  {call_display_path(path, nth)}: {reason}" for path, nth, reason in self.unpaired
+            )
         return "\n".join(lines)
 
 
 def error_table(errors: list[CallError]) -> list[str]:
     """The error at each paired call as aligned rows; `x` marks the calls outside tolerance."""
-    header = (
-        "", "candidate call", "reference call", "rel error", "max abs", "max rel", "off", "cosine"
-    )  # fmt: skip
-    rows = [header] + [
-        (
-            "x" if error.diverges else "",
-            error.candidate_display_path,
-            error.reference.display_path,
-            f"{error.relative_error:.2e}",
-            f"{error.max_abs:.2e}",
-            f"{error.max_rel:.2e}",
-            f"{error.fraction_off:.1%}",
-            f"{error.cosine:.6f}",
-        )
-        for error in errors
-    ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    rows = [list(PARITY_COLUMNS)] + [error_cells(error) for error in errors]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(PARITY_COLUMNS))]
     return [
         "  ".join(
-            cell.ljust(width) if column < 3 else cell.rjust(width)
+            cell.ljust(width) if column < PARITY_WORD_COLUMNS else cell.rjust(width)
             for column, (cell, width) in enumerate(zip(row, widths, strict=True))
         ).rstrip()
         for row in rows
@@ -256,15 +248,36 @@ def compare_with_reference(
     entries = (
         compile_path_map(path_map, function="assert_matches_reference")
         if path_map is not None
-        else []
-    )
-    args, kwargs = _inputs_for(root, reference)
-    # With a path map, only the outputs a reference call can pair with are copied.
-    wanted = (
-        {partner_path(entries, call.path)[0] for call in reference.calls}
-        if path_map is not None
         else None
     )
+    recorder, outputs = _run_candidate(root, reference, _wanted_paths(reference, entries))
+    pairing = _pair_calls(reference, recorder, entries)
+    errors, notes = _compare_pairs(reference, pairing, outputs, overrides)
+    return ParityReport(
+        errors,
+        pairing.rules,
+        pairing.unpaired,
+        notes,
+        reference.environment,
+        environment_line(root),
+        reference.golden,
+    )
+
+
+def _wanted_paths(reference: Reference, entries: list[PathMapEntry] | None) -> set[str] | None:
+    """The candidate paths whose outputs to copy: with a path map, only those a reference
+    call can pair with; without one (None), all."""
+    if entries is None:
+        return None
+    return {partner_path(entries, call.path)[0] for call in reference.calls}
+
+
+def _run_candidate(
+    root: nn.Module, reference: Reference, wanted: set[str] | None
+) -> tuple[Recorder, dict[tuple[str, int], list[torch.Tensor]]]:
+    """Run the candidate once on the reference's inputs; returns its recorder and CPU copies
+    of the output tensors of each wanted call, by (path, nth)."""
+    args, kwargs = _inputs_for(root, reference)
     with torch.no_grad(), recording(root, RenderOptions()) as recorder:
         records = recorder.records
         outputs: dict[tuple[str, int], list[torch.Tensor]] = {}
@@ -279,12 +292,30 @@ def compare_with_reference(
 
         recorder.output_observers.append(keep)
         root(*args, **kwargs)
-    candidate_calls = [(call.path, call.nth) for call in recorder.calls]
+    recorder.finish()  # the trace's calls, which both ways of pairing read
+    return recorder, outputs
+
+
+def _pair_calls(
+    reference: Reference, recorder: Recorder, entries: list[PathMapEntry] | None
+) -> Pairing:
+    """Pair the reference's calls with the candidate's: by the path map's entries when
+    there is one, else by the structure of the two call trees."""
     reference_calls = [(call.path, call.nth) for call in reference.calls]
-    if path_map is not None:
-        pairing = pair_by_path_map(reference_calls, candidate_calls, entries)
-    else:
-        pairing = _pair_by_structure(reference, render_trace(recorder.trace), reference_calls)
+    if entries is not None:
+        candidate_calls = [(call.path, call.nth) for call in recorder.calls]
+        return pair_by_path_map(reference_calls, candidate_calls, entries)
+    return _pair_by_structure(reference, render_trace(recorder.trace), reference_calls)
+
+
+def _compare_pairs(
+    reference: Reference,
+    pairing: Pairing,
+    outputs: Mapping[tuple[str, int], list[torch.Tensor]],
+    overrides: list[tuple[str, ParityTolerance]],
+) -> tuple[list[CallError], list[str]]:
+    """The error at each paired call, in the order the reference made its outputs, and a
+    note for each module type whose calls gave another number of output tensors."""
     counts: dict[tuple[str, int, int], int] = {}
     errors = [
         _compare(
@@ -302,15 +333,7 @@ def compare_with_reference(
         f"tensors and their partners {candidate_count}: the first {min(reference_count, candidate_count)} compared"
         for (module_type, reference_count, candidate_count), calls in counts.items()
     ]
-    return ParityReport(
-        errors,
-        pairing.rules,
-        pairing.unpaired,
-        notes,
-        reference.environment,
-        environment_line(root),
-        reference.golden,
-    )
+    return errors, notes
 
 
 def _pair_by_structure(
@@ -363,10 +386,7 @@ def _shape_only(lines: list[GoldenLine]) -> list[GoldenLine]:
 
 def _inputs_for(root: nn.Module, reference: Reference) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Copies of the recorded inputs on the candidate's device, floating ones in its dtype."""
-    parameter = next(
-        (value for value in root.parameters() if value.is_floating_point()),
-        next(iter(root.parameters()), None),
-    )
+    parameter = leading_parameter(root)
 
     def place(value: Any) -> Any:
         if not isinstance(value, torch.Tensor) or parameter is None:

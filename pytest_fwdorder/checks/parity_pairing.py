@@ -206,34 +206,10 @@ def copy_mapped_weights(
     state = _source_state(source)
     entries = compile_path_map(path_map or {}, function="copy_mapped_weights")
     target_state = target.state_dict()
-    gathered: dict[str, list[tuple[int, str]]] = {}
-    nowhere: list[str] = []
-    for key in state:
-        module_path, _, name = key.rpartition(".")
-        mapped = map_path(entries, module_path) if module_path else map_path(entries, "")
-        target_key = key if mapped is None else _join(mapped[0], name)
-        if target_key not in target_state:
-            nowhere.append(f"{key} -> {target_key}" if target_key != key else key)
-            continue
-        position = 0 if mapped is None or mapped[1].fused is None else mapped[1].fused
-        gathered.setdefault(target_key, []).append((position, key))
-    problems: list[str] = []
-    missing = [key for key in target_state if key not in gathered]
-    for key in missing:
-        close = difflib.get_close_matches(key, nowhere, n=1, cutoff=0.4)
-        problems.append(f"nothing mapped onto {key}" + (f" (nearest: {close[0]})" if close else ""))
-    problems.extend(f"{key}: the candidate has no such tensor" for key in nowhere)
-    values: dict[str, torch.Tensor] = {}
-    for target_key, members in gathered.items():
-        keys = [key for _, key in sorted(members)]
-        value = torch.cat([state[key] for key in keys]) if len(keys) > 1 else state[keys[0]]
-        wanted = target_state[target_key]
-        if value.shape != wanted.shape:
-            problems.append(
-                f"{' + '.join(keys)} {tuple(value.shape)} cannot go into {target_key} "
-                f"{tuple(wanted.shape)}: shapes differ"
-            )
-        values[target_key] = value
+    gathered, nowhere = _gather_by_target(state, entries, target_state)
+    problems = _unmapped_problems(target_state, gathered, nowhere)
+    values = _joined_values(state, gathered)
+    problems.extend(_shape_problems(values, gathered, target_state))
     if problems:
         raise ValueError(
             f"copy_mapped_weights cannot map the reference's weights onto the candidate "
@@ -245,8 +221,71 @@ def copy_mapped_weights(
     with torch.no_grad():
         for target_key, value in values.items():
             target_state[target_key].copy_(value)
+    return [(tuple(keys), target_key) for target_key, keys in gathered.items()]
+
+
+def _gather_by_target(
+    state: Mapping[str, torch.Tensor],
+    entries: list[PathMapEntry],
+    target_state: Mapping[str, torch.Tensor],
+) -> tuple[dict[str, list[str]], list[str]]:
+    """Each target key with the source keys the path map renames onto it (a fusion's in
+    its tuple's order), and the source keys that land on no tensor of the target."""
+    gathered: dict[str, list[tuple[int, str]]] = {}
+    nowhere: list[str] = []
+    for key in state:
+        module_path, _, name = key.rpartition(".")
+        mapped = map_path(entries, module_path) if module_path else map_path(entries, "")
+        target_key = key if mapped is None else _join(mapped[0], name)
+        if target_key not in target_state:
+            nowhere.append(f"{key} -> {target_key}" if target_key != key else key)
+            continue
+        position = 0 if mapped is None or mapped[1].fused is None else mapped[1].fused
+        gathered.setdefault(target_key, []).append((position, key))
+    ordered = {
+        target_key: [key for _, key in sorted(members)] for target_key, members in gathered.items()
+    }
+    return ordered, nowhere
+
+
+def _unmapped_problems(
+    target_state: Mapping[str, torch.Tensor], gathered: Mapping[str, list[str]], nowhere: list[str]
+) -> list[str]:
+    """The target keys nothing was mapped onto (with the nearest source key that went
+    nowhere), then the source keys that went nowhere."""
+    problems: list[str] = []
+    for key in target_state:
+        if key in gathered:
+            continue
+        close = difflib.get_close_matches(key, nowhere, n=1, cutoff=0.4)
+        problems.append(f"nothing mapped onto {key}" + (f" (nearest: {close[0]})" if close else ""))
+    problems.extend(f"{key}: the candidate has no such tensor" for key in nowhere)
+    return problems
+
+
+def _joined_values(
+    state: Mapping[str, torch.Tensor], gathered: Mapping[str, list[str]]
+) -> dict[str, torch.Tensor]:
+    """The value for each target key: its one source tensor, or a fusion's concatenated."""
+    import torch
+
+    return {
+        target_key: torch.cat([state[key] for key in keys]) if len(keys) > 1 else state[keys[0]]
+        for target_key, keys in gathered.items()
+    }
+
+
+def _shape_problems(
+    values: Mapping[str, torch.Tensor],
+    gathered: Mapping[str, list[str]],
+    target_state: Mapping[str, torch.Tensor],
+) -> list[str]:
+    """A problem for each value whose shape is not its target tensor's."""
     return [
-        (tuple(key for _, key in sorted(gathered[target_key])), target_key) for target_key in values
+        f"{' + '.join(gathered[target_key])} {tuple(value.shape)} cannot go into {target_key} "
+        f"{tuple(target_state[target_key].shape)}: shapes differ"
+        for target_key, value in values.items()
+        if value.shape != target_state[target_key].shape
     ]
 
 

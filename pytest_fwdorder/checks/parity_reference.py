@@ -23,13 +23,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import RenderOptions
+from pytest_fwdorder.calls import Call, RenderOptions
 from pytest_fwdorder.errors import did_you_mean
 from pytest_fwdorder.golden.format import human_bytes
 from pytest_fwdorder.golden.render import render_trace
 from pytest_fwdorder.recording.describe import tensors_of
-from pytest_fwdorder.recording.recorder import recording
+from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
+from pytest_fwdorder.report.parity_rows import call_display_path
 
 FORMAT = "fwdorder-reference 1"
 _METADATA_KEY = "fwdorder-reference"
@@ -53,8 +54,7 @@ class RecordedCall:
     def display_path(self) -> str:
         """The path as reports show it: `<root>` for the model itself, `(call 2)` after a
         module's later calls."""
-        name = self.path or "<root>"
-        return name if self.nth == 1 else f"{name} (call {self.nth})"
+        return call_display_path(self.path, self.nth)
 
 
 @dataclass(frozen=True)
@@ -176,42 +176,18 @@ def record_reference(
     # Copied before the run: an in-place op in forward must not change what was recorded.
     recorded_args = tuple(_copy_input(value) for value in inputs)
     recorded_kwargs = {name: _copy_input(value) for name, value in keyword_inputs.items()}
-    captured: list[tuple[int, list[torch.Tensor]]] = []
-    sizes: dict[str, int] = {}
-    input_bytes = sum(_nbytes(value) for value in _input_tensors(inputs, keyword_inputs))
-    weight_bytes = sum(_nbytes(tensor) for tensor in root.state_dict().values()) if weights else 0
-    spent = input_bytes + weight_bytes
-    with torch.no_grad(), recording(root, RenderOptions()) as recorder:
-        records = recorder.records
-
-        def keep(number: int, output: object) -> None:
-            nonlocal spent
-            record = records[number]
-            if record.entry.path not in chosen:
-                return
-            tensors = [value for value in tensors_of(output) if value.layout is torch.strided]
-            size = sum(_nbytes(value) for value in tensors)
-            sizes[record.entry.path] = sizes.get(record.entry.path, 0) + size
-            spent += size
-            if spent <= budget_bytes:  # past the budget only count, so the error says how much
-                captured.append((number, [_copy(value) for value in tensors]))
-
-        recorder.output_observers.append(keep)
-        root(*inputs, **keyword_inputs)
-    if spent > budget_bytes:
-        raise ValueError(_over_budget(spent, budget_bytes, sizes, input_bytes, weight_bytes))
-    trace_calls = recorder.calls
-    recorded = tuple(
-        RecordedCall(
-            trace_calls[number].path,
-            trace_calls[number].nth,
-            trace_calls[number].module_type,
-            tuple(copies),
-        )
-        for number, copies in captured
+    spending = _Spending(
+        budget_bytes,
+        input_bytes=sum(_nbytes(value) for value in _input_tensors(inputs, keyword_inputs)),
+        weight_bytes=sum(_nbytes(tensor) for tensor in root.state_dict().values())
+        if weights
+        else 0,
     )
+    recorder, captured = _record_chosen_outputs(root, chosen, spending, inputs, keyword_inputs)
+    if spending.spent > budget_bytes:
+        raise ValueError(_over_budget(spending))
     reference = Reference(
-        calls=recorded,
+        calls=_recorded_calls(recorder.calls, captured),
         args=recorded_args,
         kwargs=recorded_kwargs,
         environment=environment_line(root),
@@ -223,6 +199,69 @@ def record_reference(
     if path is None:
         return reference
     return dataclasses.replace(reference, path=reference.save(path))
+
+
+@dataclass
+class _Spending:
+    """The bytes a reference would hold against its budget: the inputs and weights from the
+    start, then each chosen call's outputs as the model makes them (`sizes`, by path)."""
+
+    budget: int
+    input_bytes: int
+    weight_bytes: int
+    sizes: dict[str, int] = field(default_factory=dict)
+    spent: int = 0
+
+    def __post_init__(self) -> None:
+        self.spent = self.input_bytes + self.weight_bytes
+
+    def add(self, path: str, size: int) -> bool:
+        """Count `size` bytes of outputs at `path`; returns whether all is within the budget."""
+        self.sizes[path] = self.sizes.get(path, 0) + size
+        self.spent += size
+        return self.spent <= self.budget
+
+
+def _record_chosen_outputs(
+    root: nn.Module,
+    chosen: set[str],
+    spending: _Spending,
+    inputs: tuple[Any, ...],
+    keyword_inputs: Mapping[str, Any],
+) -> tuple[Recorder, list[tuple[int, list[torch.Tensor]]]]:
+    """Run the model once; returns its recorder and copies of the chosen calls' output
+    tensors by call number, kept while within the budget (past it they are only counted,
+    so the error says how much)."""
+    captured: list[tuple[int, list[torch.Tensor]]] = []
+    with torch.no_grad(), recording(root, RenderOptions()) as recorder:
+        records = recorder.records
+
+        def keep(number: int, output: object) -> None:
+            record = records[number]
+            if record.entry.path not in chosen:
+                return
+            tensors = [value for value in tensors_of(output) if value.layout is torch.strided]
+            if spending.add(record.entry.path, sum(_nbytes(value) for value in tensors)):
+                captured.append((number, [_copy(value) for value in tensors]))
+
+        recorder.output_observers.append(keep)
+        root(*inputs, **keyword_inputs)
+    return recorder, captured
+
+
+def _recorded_calls(
+    trace_calls: list[Call], captured: list[tuple[int, list[torch.Tensor]]]
+) -> tuple[RecordedCall, ...]:
+    """Each captured call's place in the trace with its output copies."""
+    return tuple(
+        RecordedCall(
+            trace_calls[number].path,
+            trace_calls[number].nth,
+            trace_calls[number].module_type,
+            tuple(copies),
+        )
+        for number, copies in captured
+    )
 
 
 def load_reference(path: str | PathLike[str]) -> Reference:
@@ -285,10 +324,7 @@ def reference_from_bytes(data: bytes, *, source: str = "the data") -> Reference:
 def environment_line(model: nn.Module) -> str:
     """`torch 2.8.0, float64, cpu, python 3.11, Linux; model from transformers 4.57.1`: what a
     reader needs to know why two runs of one model differ."""
-    tensor = next(
-        (value for value in model.parameters() if value.is_floating_point()),
-        next(iter(model.parameters()), None),
-    )
+    tensor = leading_parameter(model)
     dtype = str(tensor.dtype).removeprefix("torch.") if tensor is not None else "no parameters"
     device = str(tensor.device) if tensor is not None else "cpu"
     line = (
@@ -301,6 +337,15 @@ def environment_line(model: nn.Module) -> str:
         if isinstance(version, str):
             line += f"; model from {framework} {version}"
     return line
+
+
+def leading_parameter(model: nn.Module) -> nn.Parameter | None:
+    """The parameter whose dtype and device speak for the model: its first floating one,
+    else its first, else None."""
+    return next(
+        (value for value in model.parameters() if value.is_floating_point()),
+        next(iter(model.parameters()), None),
+    )
 
 
 def default_reference_paths(model: nn.Module) -> set[str]:
@@ -350,21 +395,21 @@ def _chosen_paths(model: nn.Module, calls: Iterable[str] | None) -> set[str]:
     return chosen
 
 
-def _over_budget(
-    spent: int, budget: int, sizes: Mapping[str, int], input_bytes: int, weight_bytes: int
-) -> str:
-    largest = sorted(sizes.items(), key=lambda item: -item[1])[:5]
+def _over_budget(spending: _Spending) -> str:
+    largest = sorted(spending.sizes.items(), key=lambda item: -item[1])[:5]
     parts = ", ".join(f"{path or '<root>'} {human_bytes(size)}" for path, size in largest)
     extra = ""
-    if input_bytes:
-        extra += f", inputs {human_bytes(input_bytes)}"
-    if weight_bytes:
-        extra += f", weights {human_bytes(weight_bytes)}"
+    if spending.input_bytes:
+        extra += f", inputs {human_bytes(spending.input_bytes)}"
+    if spending.weight_bytes:
+        extra += f", weights {human_bytes(spending.weight_bytes)}"
+    budget = spending.budget
     return (
-        f"record_reference would write {human_bytes(spent)} of tensors, over the budget of "
-        f"{human_bytes(budget)}: {len(sizes)} chosen modules (largest: {parts}){extra}. "
-        "Choose fewer calls (calls=['', 'model.layers.*'], say, keeps the root and each "
-        f"block), a shorter input or weights=False, or raise budget_bytes (now {budget})"
+        f"record_reference would write {human_bytes(spending.spent)} of tensors, over the "
+        f"budget of {human_bytes(budget)}: {len(spending.sizes)} chosen modules (largest: "
+        f"{parts}){extra}. Choose fewer calls (calls=['', 'model.layers.*'], say, keeps the "
+        "root and each block), a shorter input or weights=False, or raise budget_bytes (now "
+        f"{budget})"
     )
 
 

@@ -14,16 +14,11 @@ from collections.abc import Sequence
 
 from pytest_fwdorder.picture.parity_picture import CallErrorLike, ParityReportLike, parity_picture
 from pytest_fwdorder.report.html import PAGE_STYLE, PARITY_STYLE
-
-_COLUMNS = (
-    "",
-    "candidate call",
-    "reference call",
-    "rel error",
-    "max abs",
-    "max rel",
-    "off",
-    "cosine",
+from pytest_fwdorder.report.parity_rows import (
+    PARITY_COLUMNS,
+    PARITY_WORD_COLUMNS,
+    call_display_path,
+    error_cells,
 )
 
 
@@ -56,7 +51,7 @@ def parity_report_html(report: ParityReportLike) -> str:
     )
     if report.unpaired:
         items = "".join(
-            f"<li>{html.escape(_display(path, nth))}: {html.escape(reason)}</li>"
+            f"<li>{html.escape(call_display_path(path, nth))}: {html.escape(reason)}</li>"
             for path, nth, reason in report.unpaired
         )
         parts.append(
@@ -80,7 +75,7 @@ def parity_report_page_fragment(report: ParityReportLike) -> str:
 
 
 def _table_html(errors: Sequence[CallErrorLike], divergence: CallErrorLike | None) -> str:
-    head = "".join(f"<th>{html.escape(column)}</th>" for column in _COLUMNS)
+    head = "".join(f"<th>{html.escape(column)}</th>" for column in PARITY_COLUMNS)
     rows = []
     for error in errors:
         classes = " ".join(
@@ -89,31 +84,15 @@ def _table_html(errors: Sequence[CallErrorLike], divergence: CallErrorLike | Non
                 *(["fo-first-divergence"] if error is divergence else []),
             ]
         )
-        cells = [
-            "x" if error.diverges else "",
-            error.candidate_display_path,
-            error.reference.display_path,
-        ]
-        numbers = [
-            f"{error.relative_error:.2e}",
-            f"{error.max_abs:.2e}",
-            f"{error.max_rel:.2e}",
-            f"{error.fraction_off:.1%}",
-            f"{error.cosine:.6f}",
-        ]
+        cells = error_cells(error)
         rows.append(
             f'<tr class="{classes}" data-reference-path="{html.escape(error.reference.path)}" '
             f'data-candidate-path="{html.escape(error.candidate_path)}">'
-            + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells)
-            + "".join(f'<td class="fo-number">{cell}</td>' for cell in numbers)
+            + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells[:PARITY_WORD_COLUMNS])
+            + "".join(f'<td class="fo-number">{cell}</td>' for cell in cells[PARITY_WORD_COLUMNS:])
             + "</tr>"
         )
     return (
         f'<table class="fo-parity-table"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
-
-
-def _display(path: str, nth: int) -> str:
-    name = path or "<root>"
-    return name if nth == 1 else f"{name} (call {nth})"

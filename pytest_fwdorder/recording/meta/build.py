@@ -202,57 +202,76 @@ def parameters_and_buffers_on_meta(
     public registration hooks, removed on exit.
     """
     build = _MetaBuild(on_cpu)
-    on_meta: dict[int, torch.Tensor] = {}
-    # The originals stay referenced until the end, so their ids cannot be reused meanwhile.
-    originals: list[torch.Tensor] = []
+    stand_ins = _MetaStandIns(build)
+    with _registration_hooks(stand_ins.meta_parameter, stand_ins.meta_buffer), build:
+        yield build
 
-    def meta_copy(tensor: torch.Tensor, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-        found = on_meta.get(id(tensor))
-        if found is None:
-            found = on_meta[id(tensor)] = make(tensor)
-            originals.append(tensor)
-        return found
 
-    def meta_parameter(module: nn.Module, name: str, parameter: object) -> nn.Parameter | None:
+class _MetaStandIns:
+    """The registration hooks' work: each parameter or buffer made off meta is swapped for
+    one meta stand-in per original, so a tensor registered in two places stays tied."""
+
+    def __init__(self, build: _MetaBuild) -> None:
+        self.build = build
+        self.on_meta: dict[int, torch.Tensor] = {}
+        # The originals stay referenced until the end, so their ids cannot be reused meanwhile.
+        self.originals: list[torch.Tensor] = []
+
+    def meta_parameter(
+        self, module: nn.Module, name: str, parameter: object
+    ) -> nn.Parameter | None:
         if not isinstance(parameter, nn.Parameter):
             return None
         if isinstance(parameter, nn.UninitializedParameter):
             return None  # a lazy module's parameter has no shape to copy yet
-        build.saw_registered(parameter)
+        self.build.saw_registered(parameter)
         if parameter.device.type == "meta":
             return None
-        return meta_copy(  # type: ignore[no-any-return]
+        return self._meta_copy(  # type: ignore[no-any-return]
             parameter,
             lambda tensor: nn.Parameter(
                 torch.empty_like(tensor, device="meta"), requires_grad=tensor.requires_grad
             ),
         )
 
-    def meta_buffer(module: nn.Module, name: str, buffer: object) -> torch.Tensor | None:
+    def meta_buffer(self, module: nn.Module, name: str, buffer: object) -> torch.Tensor | None:
         if not isinstance(buffer, torch.Tensor) or isinstance(buffer, nn.UninitializedBuffer):
             return None
-        build.saw_registered(buffer)
+        self.build.saw_registered(buffer)
         if buffer.device.type == "meta":
             return None
-        return meta_copy(  # type: ignore[no-any-return]
+        return self._meta_copy(  # type: ignore[no-any-return]
             buffer, lambda tensor: torch.empty_like(tensor, device="meta")
         )
 
+    def _meta_copy(self, tensor: torch.Tensor, make: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+        found = self.on_meta.get(id(tensor))
+        if found is None:
+            found = self.on_meta[id(tensor)] = make(tensor)
+            self.originals.append(tensor)
+        return found
+
+
+@contextmanager
+def _registration_hooks(
+    parameter_hook: Callable[[nn.Module, str, object], nn.Parameter | None],
+    buffer_hook: Callable[[nn.Module, str, object], torch.Tensor | None],
+) -> Iterator[None]:
+    """torch's global parameter and buffer registration hooks, both removed on exit."""
     # torch annotates the hooks as returning None, but documents (and honours) a returned
     # replacement: that is the point of these hooks.
     parameter_handle = torch_module.register_module_parameter_registration_hook(
-        meta_parameter  # type: ignore[arg-type]
+        parameter_hook  # type: ignore[arg-type]
     )
     try:
         buffer_handle = torch_module.register_module_buffer_registration_hook(
-            meta_buffer  # type: ignore[arg-type]
+            buffer_hook  # type: ignore[arg-type]
         )
     except BaseException:
         parameter_handle.remove()
         raise
     try:
-        with build:
-            yield build
+        yield
     finally:
         parameter_handle.remove()
         buffer_handle.remove()
