@@ -222,3 +222,38 @@ def test_a_conftest_facet_reaches_the_golden_the_failure_and_the_report(
     )
     report = pytester.path.joinpath("report.html").read_text()
     assert "positive outputs changed at 3 calls" in report
+
+
+GOLDEN_WITH_A_PLUGIN_FACT = """# pytest-fwdorder trace (format 2)
+# model: Sequential
+# calls: 2
+Sequential (f32[1,4]) -> f32[1,8]
+  0: Linear (f32[1,4]) -> f32[1,8]
+    | settings: in_features=4, out_features=8, bias=True
+    | quantization: int8
+"""
+
+
+def test_a_module_fact_from_a_plugin_that_changed_is_said_in_its_own_words() -> None:
+    # `pytest_fwdorder_module_facts` writes `| quantization: ...`; nothing reads it back, so
+    # the diff compares its text: before, the golden failed while the diff said no differences.
+    new = GOLDEN_WITH_A_PLUGIN_FACT.replace("int8", "int4")
+    difference = diff_golden(GOLDEN_WITH_A_PLUGIN_FACT, new)
+    assert difference.summary().splitlines() == [
+        "2 calls before, 2 after: 1 call quantization changed",
+        "quantization changed at 1 call: 0 (Linear): int8 -> int4",
+    ]
+
+
+def test_a_fact_whose_facet_is_not_registered_here_still_shows_its_change() -> None:
+    # A golden written with a conftest's facet, compared where that conftest is not loaded
+    # (`fwdorder diff` on the command line): the fact's text is compared as it is.
+    old = GOLDEN_WITH_A_PLUGIN_FACT.replace("| quantization: int8", "| positive outputs: 8")
+    new = old.replace(": 8\n", ": 0\n")
+    assert diff_golden(old, new).summary().splitlines()[1] == (
+        "positive outputs changed at 1 call: 0 (Linear): 8 -> 0"
+    )
+    dropped = old.replace("    | positive outputs: 8\n", "")
+    assert diff_golden(old, dropped).summary().splitlines()[1] == (
+        "positive outputs changed at 1 call: 0 (Linear): 8 -> none"
+    )

@@ -19,7 +19,7 @@ from pytest_fwdorder.diff.change_details import (
 )
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
 from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
-from pytest_fwdorder.diff.facet_changes import facet_changes
+from pytest_fwdorder.diff.facet_changes import facet_changes, unread_fact_changes
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
@@ -376,8 +376,18 @@ def _compare_pair(
     if old_line.operations != new_line.operations:
         found += _operation_changes(old_line.operations, new_line.operations)
     changes = [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+    return changes + _plugin_fact_changes(old_line, new_line, position)
+
+
+def _plugin_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
+    """What the plugins' facets and module facts say changed, each in its own words."""
+    changes = []
     if old_line.facet_values or new_line.facet_values:
         changes += facet_changes(old_line, new_line, position)
+    if old_line.facts != new_line.facts and (
+        (old_line.facts and new_line.facts) or (is_first_call(old_line) and is_first_call(new_line))
+    ):
+        changes += unread_fact_changes(old_line, new_line, position)
     return changes
 
 

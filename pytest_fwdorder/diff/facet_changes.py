@@ -4,7 +4,7 @@ values and words the difference (facets/protocol.py). Pure, no torch, no facet n
 from __future__ import annotations
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.golden.format import GoldenLine
+from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 
 
 def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
@@ -24,11 +24,41 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
                 continue
             detail = facet.describe_change(old[1], new[1])
         elif new is not None:
-            facet, detail = new[0], f"now {new[0].render(new[1])}"
+            facet, detail = new[0], f"none -> {new[0].render(new[1])}"
         elif old is not None:
-            facet, detail = old[0], f"was {old[0].render(old[1])}, now none"
+            facet, detail = old[0], f"{old[0].render(old[1])} -> none"
         else:
             continue
         change = Change(ChangeKind.FACET_CHANGED, old_line, new_line, detail, position)
         changes.append(change.with_words(facet.change_words))
     return changes
+
+
+def unread_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
+    """One change per fact that nothing here reads back and whose text differs: a plugin's
+    module fact (`pytest_fwdorder_module_facts`), or a facet's whose plugin is not loaded.
+
+    Compared as text, in the fact's own words: `quantization changed ... int8 -> int4`.
+    """
+    read = {*FACT_TITLES, *(facet.title for facet, _ in old_line.facet_values)}
+    read.update(facet.title for facet, _ in new_line.facet_values)
+    old_facts, new_facts = _unread(old_line, read), _unread(new_line, read)
+    changes = []
+    for title in dict.fromkeys([*old_facts, *new_facts]):
+        old, new = old_facts.get(title, "none"), new_facts.get(title, "none")
+        if old != new:
+            change = Change(
+                ChangeKind.FACET_CHANGED, old_line, new_line, f"{old} -> {new}", position
+            )
+            changes.append(change.with_words(f"{title} changed"))
+    return changes
+
+
+def _unread(line: GoldenLine, read: set[str]) -> dict[str, str]:
+    """The line's facts that no reader takes, by title."""
+    facts = {}
+    for fact in line.facts:
+        title, _, text = fact.partition(": ")
+        if title not in read:
+            facts[title] = text
+    return facts
