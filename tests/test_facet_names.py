@@ -37,10 +37,7 @@ NAMED_TODAY = {
     "recording/recorder.py": {"initialization"},
     "recording/tracing.py": {"backward", "devices", "graph_breaks", "initialization", "local_shapes"},
     "golden/folding.py": {"backward", "operations"},
-    "golden/format.py": {
-        "backward", "costs", "devices", "graph_breaks", "initialization", "local_shapes",
-        "operations", "values",
-    },
+    "golden/format.py": {"backward", "costs", "devices", "local_shapes", "operations"},
     "golden/parse.py": {"backward", "operations"},
     "golden/render.py": {
         "backward", "costs", "devices", "graph_breaks", "initialization", "local_shapes",

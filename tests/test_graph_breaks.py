@@ -36,7 +36,11 @@ from pytest_fwdorder import (
     record,
     trace_forward,
 )
-from pytest_fwdorder.golden.format import graph_break_counts, graph_break_items, recompilation_items
+from pytest_fwdorder.facets.graph_breaks_text import (
+    graph_break_counts,
+    graph_break_items,
+    recompilation_items,
+)
 
 BRANCH = "data-dependent branch on a tensor's value"
 

@@ -19,9 +19,6 @@ FUNCTION_LINES = 60
 
 # Module (path below the package) -> why it is still over 600 lines.
 MODULES_OVER = {
-    # The golden text's one writer and reader: every facet's lines are parsed here until
-    # each facet module reads its own lines (issue 32, "a facet is one module").
-    "golden/format.py": "the golden format's reader of every facet's lines",
     # Settings, parameters, buffers and tied tensors of each module: one facet, read per trace.
     "facets/module_facts.py": "the module facts facet, read on the recorder's path",
 }

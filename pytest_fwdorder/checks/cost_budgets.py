@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pytest_fwdorder.calls import TraceRecords
-from pytest_fwdorder.golden.format import human_bytes, human_count
+from pytest_fwdorder.facets.costs_text import (
+    human_bytes,
+    human_count,
+)
 
 # How many of the most expensive calls a failed budget names.
 _SPENDERS_SHOWN = 5

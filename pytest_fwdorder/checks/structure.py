@@ -10,6 +10,12 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.facets.costs_text import render_trace_costs
+from pytest_fwdorder.facets.initialization_text import render_initialization
+from pytest_fwdorder.facets.values_text import (
+    fingerprints_of,
+    values_line,
+)
 from pytest_fwdorder.facets.values_tolerance import (
     DEFAULT_TOLERANCE,
     Tolerance,
@@ -23,12 +29,8 @@ from pytest_fwdorder.golden.format import (
     VALUES_FACT,
     GoldenLine,
     fact_title,
-    fingerprints_of,
     make_line,
     mode_line,
-    render_initialization,
-    render_trace_costs,
-    values_line,
 )
 from pytest_fwdorder.golden.render import backward_lines, golden_lines
 

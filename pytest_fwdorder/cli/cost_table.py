@@ -10,7 +10,10 @@ from typing import Literal
 
 from pytest_fwdorder.calls import Call, TraceRecords
 from pytest_fwdorder.facet_records import CallCosts
-from pytest_fwdorder.golden.format import human_bytes, human_count
+from pytest_fwdorder.facets.costs_text import (
+    human_bytes,
+    human_count,
+)
 
 CostOrder = Literal["flops", "own-flops"]
 COST_ORDERS: tuple[CostOrder, ...] = ("flops", "own-flops")

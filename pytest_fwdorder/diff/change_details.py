@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import difflib
 
+from pytest_fwdorder.facets.costs_text import human_count
+from pytest_fwdorder.facets.initialization_text import initialization_step_parts
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
-    human_count,
-    initialization_step_parts,
     named_items,
     operation_parts,
     tensor_fact_flags,

@@ -24,23 +24,25 @@ from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
+from pytest_fwdorder.facets.costs_text import (
+    flops_of,
+    uncounted_operations,
+)
+from pytest_fwdorder.facets.initialization_text import initialization_steps
+from pytest_fwdorder.facets.values_text import fingerprints_of
 from pytest_fwdorder.facets.values_tolerance import moved_statistics
 from pytest_fwdorder.golden.format import (
     FORMAT_LINE,
     GoldenLine,
     backward_section,
     facts_by_title,
-    fingerprints_of,
-    flops_of,
     forward_runs,
-    initialization_steps,
     is_first_call,
     mode_of,
     odd_block_items,
     operation_parts,
     render_forward_run,
     render_odd_block,
-    uncounted_operations,
 )
 
 if TYPE_CHECKING:

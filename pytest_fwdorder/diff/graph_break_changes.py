@@ -8,7 +8,11 @@ removed, each recompilation added or removed, in words. Pure, no torch.
 from __future__ import annotations
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.golden.format import graph_break_counts, graph_break_items, recompilation_items
+from pytest_fwdorder.facets.graph_breaks_text import (
+    graph_break_counts,
+    graph_break_items,
+    recompilation_items,
+)
 
 
 def graph_break_changes(old_header: list[str], new_header: list[str]) -> list[Change]:

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import difflib
 
-from pytest_fwdorder.golden.format import FACT_PREFIX, VALUES_FACT, parse_fingerprints
+from pytest_fwdorder.facets.values_text import parse_fingerprints
+from pytest_fwdorder.golden.format import (
+    FACT_PREFIX,
+    VALUES_FACT,
+)
 from pytest_fwdorder.options import VALUES_ABSOLUTE_TOLERANCE, VALUES_RELATIVE_TOLERANCE
 
 _VALUES_FACT_START = f"{FACT_PREFIX}{VALUES_FACT}: "

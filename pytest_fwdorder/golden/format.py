@@ -20,27 +20,13 @@ others as `name=value`, in the signature's order, leaving out a None whose defau
 nothing). No running index numbers, ids, addresses or timings: inserting one call changes
 one line (and its facts).
 
-With `costs=True` every call gets a `costs:` fact (after its module's facts at a first
-call), and the header the totals and the operations without a FLOP formula:
-
-    | costs: 32,768 FLOPs (32.8 k), output 4,096 B (4.00 KiB), parameters and buffers 1,088 B (1.06 KiB)
-    # costs: 108,544 FLOPs (109 k), parameters and buffers 43,880 B (42.9 KiB), saved for backward 8,960 B (8.75 KiB)
-    # uncounted operations (1):
-    #   aten.relu x1
-
-With `values=True` every call whose output holds tensors gets a `values:` fact (after its
-costs), one fingerprint per output tensor (`[0] ...; [1] ...` for several), and the header
-says the seed; with `initialization=True` the header ends with the initialization steps:
-
-    | values: mean 0.023451, std 0.41215, absmax 2.0316
-    # values: each call's output, the forward run with seed 0
-    # initialization (3 steps, 544 random draws, seed 0):
-    #   fc.weight kaiming_uniform_(a=2.236) 512 draws
-    #   fc.bias uniform_(a=-0.1768, b=0.1768) 32 draws
+The facets' lines (`costs:` and `values:` facts, the initialization and graph breaks
+sections) are spelled in their facets' text modules (`facets/costs_text.py`, ...), a
+plugin facet's in `golden/facet_facts.py`.
 
 Every reader of golden text (diff, compare, view, report, the command line, the snapshot
-extension) reads a fact or header line here, next to its writer, so a change to one kind of
-line is made in one module; `golden.parse` cuts a whole golden into its header and call
+extension) reads a line where it is written, so a change to one kind of line is made in one
+module; `golden.parse` cuts a whole golden into its header and call
 lines with the call line's spelling from here.
 """
 
@@ -53,14 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.calls import ModuleFacts, TensorFact
 from pytest_fwdorder.facet_records import (
-    CallCosts,
-    CompileRecords,
     ForwardRun,
-    InitializationRecords,
     OddBlock,
     Operation,
-    TensorFingerprint,
-    TraceCosts,
 )
 from pytest_fwdorder.value_descriptions import (
     LiteralDescription,
@@ -127,29 +108,9 @@ ODD_CLASS_MEMBERS_SECTION = "modules whose dtypes differ from their class"
 _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
 _SECTION_ITEM = "#   "
 COSTS_FACT = "costs"
-COSTS_PREFIX = "# costs: "
-UNCOUNTED_SECTION = "uncounted operations"
-_FLOPS = re.compile(r"([0-9,]+) FLOPs")
 VALUES_FACT = "values"
 # The titles of the golden's own facts: a plugin's facet (facets/protocol.py) takes another.
 FACT_TITLES = ("settings", "parameters", "buffers", COSTS_FACT, VALUES_FACT)
-VALUES_PREFIX = "# values: "
-# Significant digits of a fingerprint's statistics: finer than any tolerance worth using, so
-# rounding never decides a comparison, and short enough to read.
-_FINGERPRINT_DIGITS = 5
-# One fingerprint's statistics as `render_fingerprint` writes them.
-_STATISTIC = re.compile(r"(mean|std|absmax|nan|inf) ([-+0-9.e,a-z]+)")
-INITIALIZATION_SECTION = "initialization"
-INITIALIZATION_PREFIX = f"# {INITIALIZATION_SECTION} ("
-_DRAWS = re.compile(r" ([0-9,]+) draws?$")
-GRAPH_BREAKS_SECTION = "graph breaks"
-RECOMPILATIONS_SECTION = "recompilations on a second call"
-# `# graph breaks (1 break, 2 graphs, backend eager):`
-_GRAPH_BREAKS_TITLE = re.compile(
-    rf"# {GRAPH_BREAKS_SECTION} \((?P<breaks>[0-9]+) breaks?, (?P<graphs>[0-9]+) graphs?, "
-)
-_COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
-_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 # Not `frozen=True`: a frozen dataclass sets each of its 16 fields through
@@ -371,225 +332,6 @@ def render_facts(
                 lines.append(f"{title}: {items}")
     lines.extend(f"{name}: {text}" for name, text in facts.extra)
     return tuple(lines)
-
-
-def human_count(count: int) -> str:
-    """A count to three significant digits with an SI prefix: `231 M`, `1.85 G`, `512`."""
-    return _human(count, 1000, _COUNT_UNITS)
-
-
-def human_bytes(count: int) -> str:
-    """Bytes to three significant digits in binary units: `784 KiB`, `44.6 MiB`, `12 B`."""
-    return _human(count, 1024, _BYTE_UNITS)
-
-
-def _human(count: int, base: int, units: tuple[str, ...]) -> str:
-    value, unit = float(count), 0
-    while abs(value) >= 999.5 and unit < len(units) - 1:  # 999.7 k would round to 1000 k
-        value, unit = value / base, unit + 1
-    if unit == 0:
-        return f"{count} {units[0]}".rstrip()
-    digits = 2 if abs(value) < 9.995 else 1 if abs(value) < 99.95 else 0
-    return f"{value:.{digits}f} {units[unit]}"
-
-
-def _amount(count: int, unit: str, human: str) -> str:
-    """`802,816 B (784 KiB)`: the exact figure, and the human form where it differs."""
-    exact = f"{count:,} {unit}"
-    return exact if human in (f"{count} {unit}", str(count)) else f"{exact} ({human})"
-
-
-def render_call_costs(costs: CallCosts, parameters: bool = True) -> str:
-    """A call's costs fact: `costs: 1,024 FLOPs (1.02 k), output 64 B`, then its module's
-    own parameter and buffer bytes at its first call (unless parameters are hidden)."""
-    text = (
-        f"{COSTS_FACT}: {_amount(costs.flops, 'FLOPs', human_count(costs.flops))}, "
-        f"output {_amount(costs.output_bytes, 'B', human_bytes(costs.output_bytes))}"
-    )
-    if parameters and costs.tensor_bytes:
-        text += (
-            ", parameters and buffers "
-            f"{_amount(costs.tensor_bytes, 'B', human_bytes(costs.tensor_bytes))}"
-        )
-    return text
-
-
-def render_trace_costs(costs: TraceCosts, parameters: bool = True) -> list[str]:
-    """The header's costs: the totals line, then the operations without a FLOP formula."""
-    parts = [_amount(costs.flops, "FLOPs", human_count(costs.flops))]
-    if parameters:
-        parts.append(
-            f"parameters and buffers {_amount(costs.tensor_bytes, 'B', human_bytes(costs.tensor_bytes))}"
-        )
-    if costs.saved_bytes is None:
-        parts.append("saved for backward: none (grad disabled)")
-    else:
-        parts.append(
-            f"saved for backward {_amount(costs.saved_bytes, 'B', human_bytes(costs.saved_bytes))}"
-        )
-    return [
-        COSTS_PREFIX + ", ".join(parts),
-        *render_section(UNCOUNTED_SECTION, [f"{name} x{count}" for name, count in costs.uncounted]),
-    ]
-
-
-def flops_of(line: GoldenLine) -> int | None:
-    """The FLOPs a call line's costs fact gives, or None when it has none."""
-    for fact in line.facts:
-        if fact_title(fact) == COSTS_FACT:
-            match = _FLOPS.search(fact)
-            return int(match.group(1).replace(",", "")) if match else None
-    return None
-
-
-def uncounted_operations(header: list[str]) -> dict[str, int] | None:
-    """Operation name -> count from the header's uncounted section; None without costs."""
-    if not any(line.startswith(COSTS_PREFIX) for line in header):
-        return None
-    found: dict[str, int] = {}
-    for item in header_sections(header).get(UNCOUNTED_SECTION, []):
-        name, _, count = item.rpartition(" x")
-        if name and count.isdigit():
-            found[name] = int(count)
-    return found
-
-
-def render_fingerprints(fingerprints: tuple[TensorFingerprint, ...]) -> str:
-    """A call's values fact: `values: mean 0.1, std 1, absmax 3.2`, numbered `[0] ...; [1]
-    ...` when the output holds several tensors."""
-    parts = [render_fingerprint(fingerprint) for fingerprint in fingerprints]
-    if len(parts) == 1:
-        return f"{VALUES_FACT}: {parts[0]}"
-    return f"{VALUES_FACT}: " + "; ".join(f"[{number}] {part}" for number, part in enumerate(parts))
-
-
-def render_fingerprint(fingerprint: TensorFingerprint) -> str:
-    """`mean 0.023451, std 0.41215, absmax 2.0316`, with `nan N` and `inf N` when there are any."""
-    if fingerprint.mean is None or fingerprint.std is None or fingerprint.absmax is None:
-        text = "empty" if fingerprint.elements == 0 else "no finite values"
-    else:
-        text = (
-            f"mean {_significant(fingerprint.mean)}, std {_significant(fingerprint.std)}, "
-            f"absmax {_significant(fingerprint.absmax)}"
-        )
-    if fingerprint.nan:
-        text += f", nan {fingerprint.nan:,}"
-    if fingerprint.inf:
-        text += f", inf {fingerprint.inf:,}"
-    return text
-
-
-def _significant(value: float) -> str:
-    text = f"{value:.{_FINGERPRINT_DIGITS}g}"
-    return "0" if text == "-0" else text
-
-
-def values_line(seed: int) -> str:
-    """The header line of a golden with fingerprints."""
-    return f"{VALUES_PREFIX}each call's output, the forward run with seed {seed}"
-
-
-def fingerprints_of(line: GoldenLine) -> str | None:
-    """The text of a call line's values fact (after `values: `), or None when it has none."""
-    for fact in line.facts:
-        if fact_title(fact) == VALUES_FACT:
-            return fact[len(VALUES_FACT) + 2 :]
-    return None
-
-
-def parse_fingerprints(text: str) -> list[dict[str, float]]:
-    """A values fact's text as one dict of statistics per tensor: {'mean': 0.1, 'std': 1.0,
-    'absmax': 3.2, 'nan': 0, 'inf': 0}; a tensor without finite values has no mean, std or
-    absmax."""
-    found: list[dict[str, float]] = []
-    for part in text.split("; "):
-        statistics: dict[str, float] = {"nan": 0.0, "inf": 0.0}
-        for name, number in _STATISTIC.findall(part):
-            try:
-                statistics[name] = float(number.replace(",", ""))
-            except ValueError:
-                continue
-        found.append(statistics)
-    return found
-
-
-def render_initialization(records: InitializationRecords) -> list[str]:
-    """The header's initialization section: a title with the totals, then one step a line."""
-    count = len(records.steps)
-    seed = f", seed {records.seed}" if records.seed is not None else ""
-    title = (
-        f"{INITIALIZATION_PREFIX}{count} step{'s' if count != 1 else ''}, "
-        f"{records.draws:,} random draw{'s' if records.draws != 1 else ''}{seed})"
-    )
-    lines = [title + (":" if records.steps else "")]
-    for step in records.steps:
-        draws = f" {step.draws:,} draw{'s' if step.draws != 1 else ''}" if step.draws else ""
-        lines.append(f"{_SECTION_ITEM}{step.target} {' '.join(step.operations)}{draws}")
-    return lines
-
-
-def initialization_steps(header: list[str]) -> list[str] | None:
-    """The initialization section's step lines (without `#   `), or None without a section."""
-    return header_sections(header).get(INITIALIZATION_SECTION)
-
-
-def initialization_step_parts(step: str) -> tuple[str, str, int]:
-    """A step line as (target, operations, draws): `fc.weight`, `kaiming_uniform_(a=2.236)`, 512."""
-    match = _DRAWS.search(step)
-    draws = int(match.group(1).replace(",", "")) if match else 0
-    body = step[: match.start()] if match else step
-    if body.startswith("(temporary "):  # `(temporary f32[3,3]) randn(3, 3)`
-        end = body.index(")") + 1
-        return body[:end], body[end:].strip(), draws
-    target, _, operations = body.partition(" ")
-    return target, operations, draws
-
-
-def render_compiled(records: CompileRecords) -> list[str]:
-    """The header's compile sections (`graph_breaks=True`): the graph breaks, each with the
-    module call, the reason and the user's line, then what a second call compiled again.
-
-        # graph breaks (1 break, 2 graphs, backend eager):
-        #   block.1 (call 1): data-dependent branch on a tensor's value at model.py:42
-        # recompilations on a second call (0)
-    """
-    count, graphs = len(records.breaks), records.graphs
-    title = (
-        f"# {GRAPH_BREAKS_SECTION} ({count} break{'s' if count != 1 else ''}, "
-        f"{graphs} graph{'s' if graphs != 1 else ''}, backend {records.backend})"
-    )
-    lines = [title + (":" if records.breaks else "")]
-    lines += [
-        f"{_SECTION_ITEM}{found.module_path} (call {found.call_number}): {found.reason} at "
-        f"{found.source}"
-        for found in records.breaks
-    ]
-    return lines + render_section(
-        RECOMPILATIONS_SECTION,
-        [
-            f"{again.module_path}: {again.source} after the guard {again.guard} failed"
-            for again in records.recompilations
-        ],
-    )
-
-
-def graph_break_counts(header: list[str]) -> tuple[int, int] | None:
-    """(graph breaks, graphs) from the header's graph breaks title; None without one."""
-    for line in header:
-        match = _GRAPH_BREAKS_TITLE.match(line)
-        if match:
-            return int(match.group("breaks")), int(match.group("graphs"))
-    return None
-
-
-def graph_break_items(header: list[str]) -> list[str]:
-    """The graph breaks section's items, `block.1 (call 1): ... at model.py:42`."""
-    return header_sections(header).get(GRAPH_BREAKS_SECTION, [])
-
-
-def recompilation_items(header: list[str]) -> list[str]:
-    """The recompilations section's items, `<root>: model.py:10 after the guard ... failed`."""
-    return header_sections(header).get(RECOMPILATIONS_SECTION, [])
 
 
 def render_settings(settings: tuple[tuple[str, str], ...]) -> str:

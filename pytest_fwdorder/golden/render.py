@@ -15,6 +15,16 @@ from functools import partial
 
 from pytest_fwdorder.calls import Call, ForwardParameters, ModuleFacts, TraceRecords
 from pytest_fwdorder.facet_records import ParameterUse
+from pytest_fwdorder.facets.costs_text import (
+    render_call_costs,
+    render_trace_costs,
+)
+from pytest_fwdorder.facets.graph_breaks_text import render_compiled
+from pytest_fwdorder.facets.initialization_text import render_initialization
+from pytest_fwdorder.facets.values_text import (
+    render_fingerprints,
+    values_line,
+)
 from pytest_fwdorder.golden.facet_facts import render_facet_fact
 from pytest_fwdorder.golden.format import (
     ALIASED_SECTION,
@@ -39,19 +49,13 @@ from pytest_fwdorder.golden.format import (
     folded_mark,
     make_line,
     mode_line,
-    render_call_costs,
-    render_compiled,
     render_facts,
-    render_fingerprints,
     render_forward_run,
-    render_initialization,
     render_odd_block,
     render_operation,
     render_section,
     render_tensor_fact,
-    render_trace_costs,
     render_value,
-    values_line,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members

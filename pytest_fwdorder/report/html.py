@@ -14,17 +14,21 @@ from pytest_fwdorder.diff.changes import ChangeKind, DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.diff.explanation import plural, rows_to_show
-from pytest_fwdorder.golden.format import (
+from pytest_fwdorder.facets.costs_text import (
     COSTS_PREFIX,
-    FACT_PREFIX,
+    flops_of,
+    human_count,
+)
+from pytest_fwdorder.facets.graph_breaks_text import (
     GRAPH_BREAKS_SECTION,
-    NEVER_CALLED_SECTION,
     RECOMPILATIONS_SECTION,
+)
+from pytest_fwdorder.golden.format import (
+    FACT_PREFIX,
+    NEVER_CALLED_SECTION,
     UNREGISTERED_SECTION,
     GoldenLine,
-    flops_of,
     header_sections,
-    human_count,
     model_of,
 )
 from pytest_fwdorder.golden.parse import format_problem, parse_golden
