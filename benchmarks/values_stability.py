@@ -44,7 +44,7 @@ from cpu_stability import (
 )
 from version_matrix import REPOSITORY, quiet_warnings
 
-from pytest_fwdorder.facets.values_text import parse_fingerprints
+from pytest_fwdorder.golden.values_lines import parse_fingerprints
 from pytest_fwdorder.golden.format import (
     FACT_PREFIX,
     VALUES_FACT,

@@ -58,8 +58,7 @@ if TYPE_CHECKING:
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
-    from pytest_fwdorder.facet_records import ForwardRun, OddBlock
-    from pytest_fwdorder.facets.protocol import Facet
+    from pytest_fwdorder.facet_records import Facet, ForwardRun, OddBlock
     from pytest_fwdorder.golden.render import render_trace
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
@@ -97,7 +96,7 @@ _HOMES = {
     "OddBlock": "facet_records",
     "Picture": "picture.svg",
     "EmptyTraceError": "errors",
-    "Facet": "facets.protocol",
+    "Facet": "facet_records",
     "EquivalenceReport": "checks.equivalence",
     "FwdOrderWarning": "errors",
     "MetaTraceError": "errors",

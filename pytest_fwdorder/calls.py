@@ -11,12 +11,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 from pytest_fwdorder.facet_records import (
     BackwardRecords,
     CallCosts,
     CompileRecords,
+    Facet,
     ForwardRun,
     InitializationRecords,
     Operation,
@@ -25,9 +26,6 @@ from pytest_fwdorder.facet_records import (
     TraceCosts,
 )
 from pytest_fwdorder.value_descriptions import TensorDescription, ValueDescription, tensors_in
-
-if TYPE_CHECKING:
-    from pytest_fwdorder.facets.protocol import Facet
 
 Setting = tuple[str, str]
 TensorKind = Literal["parameter", "buffer"]
@@ -302,7 +300,7 @@ class TraceRecords(Sequence[Call]):
     # Each registered module's path -> its class's qualified name
     # (`peft.tuners.lora.layer.Linear`): what `coverage` tells same-named classes apart by.
     module_classes: dict[str, str] = field(default_factory=dict)
-    # The plugins' facets (facets/protocol.py) this trace recorded, and each one's values by
+    # The plugins' facets (facet_records.py) this trace recorded, and each one's values by
     # title, then by call index (a call without a value has none).
     facets: tuple[Facet, ...] = ()
     facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)

@@ -32,7 +32,7 @@ import pluggy
 if TYPE_CHECKING:
     from torch import nn
 
-    from pytest_fwdorder.facets.protocol import Facet
+    from pytest_fwdorder.facet_records import Facet
     from pytest_fwdorder.value_descriptions import (
         LiteralDescription,
         ObjectDescription,
@@ -286,7 +286,7 @@ def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
     `taken_titles` are the fact titles the golden's own facts use. Raises TypeError or
     ValueError for an offered object that is not a facet or whose title is taken.
     """
-    from pytest_fwdorder.facets.protocol import checked_facets
+    from pytest_fwdorder.facet_records import checked_facets
 
     answers = plugin_manager().hook.pytest_fwdorder_facets()
     return checked_facets((facet for answer in answers for facet in answer or ()), taken_titles)

@@ -13,7 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import TensorSpec, assert_same_structure, trace_forward
 from pytest_fwdorder.checks.cost_budgets import assert_costs
-from pytest_fwdorder.facets.costs_text import (
+from pytest_fwdorder.golden.costs_lines import (
     human_bytes,
     human_count,
 )

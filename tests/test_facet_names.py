@@ -1,5 +1,5 @@
 """The core names no facet: recording, golden, diff, picture, report and cli iterate over
-facets (facets/protocol.py) instead of branching on costs, values, backward, ...
+facets (`Facet`, facet_records.py) instead of branching on costs, values, backward, ...
 
 Where a core module names a built-in facet today is listed below: each is a place that facet
 has not yet moved into its own module. The map must equal what the modules name, so a new
@@ -36,6 +36,12 @@ NAMED_TODAY = {
     "recording/model_state.py": {"initialization"},
     "recording/recorder.py": {"initialization"},
     "recording/tracing.py": {"backward", "devices", "graph_breaks", "initialization", "local_shapes"},
+    # A facet's own golden lines, torch-free, beside the format they extend (each names its
+    # facet by design; "operations" here are the words of uncounted and initialization ones).
+    "golden/costs_lines.py": {"costs", "operations"},
+    "golden/graph_breaks_lines.py": {"graph_breaks"},
+    "golden/initialization_lines.py": {"initialization", "operations"},
+    "golden/values_lines.py": {"values"},
     "golden/folding.py": {"backward", "operations"},
     "golden/format.py": {"backward", "costs", "devices", "local_shapes", "operations"},
     "golden/parse.py": {"backward", "operations"},
@@ -105,7 +111,7 @@ def test_the_core_names_no_facet_but_where_listed() -> None:
     new = {path: found for path, found in new.items() if found}
     assert not new, (
         f"core modules name facets they did not before: {new}; iterate over the facets "
-        "(facets/protocol.py) instead of naming one"
+        "(Facet, facet_records.py) instead of naming one"
     )
     gone = {
         path: sorted(listed - named.get(path, set()))
@@ -121,6 +127,15 @@ def test_the_scan_finds_a_facet_named_in_code_and_not_in_words() -> None:
     assert facets_named('"""costs and backward, in prose only"""\n# fingerprints\n') == set()
 
 
-def test_the_modules_that_carry_plugin_facets_name_no_facet() -> None:
-    for module in ("diff/facet_changes.py", "facets/protocol.py", "golden/facet_facts.py"):
+def test_the_code_that_carries_plugin_facets_names_no_facet() -> None:
+    for module in ("diff/facet_changes.py", "golden/facet_facts.py"):
         assert facets_named((PACKAGE / module).read_text(encoding="utf-8")) == set()
+    records = (PACKAGE / "facet_records.py").read_text(encoding="utf-8")
+    protocol = [
+        ast.get_source_segment(records, node)
+        for node in ast.parse(records).body
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef))
+        and node.name in ("Facet", "checked_facets")
+    ]
+    assert len(protocol) == 2
+    assert facets_named("\n\n".join(filter(None, protocol))) == set()

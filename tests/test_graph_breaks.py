@@ -36,7 +36,7 @@ from pytest_fwdorder import (
     record,
     trace_forward,
 )
-from pytest_fwdorder.facets.graph_breaks_text import (
+from pytest_fwdorder.golden.graph_breaks_lines import (
     graph_break_counts,
     graph_break_items,
     recompilation_items,

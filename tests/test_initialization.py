@@ -12,7 +12,7 @@ from torch import nn
 from pytest_fwdorder import record, trace_forward
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.facet_records import InitializationRecords
-from pytest_fwdorder.facets.initialization_text import initialization_steps
+from pytest_fwdorder.golden.initialization_lines import initialization_steps
 from pytest_fwdorder.golden.parse import parse_golden
 
 

@@ -104,8 +104,7 @@ def test_the_package_has_no_import_circle() -> None:
     assert cycle_in(edges) is None
 
 
-# The plain records, and the protocol a plugin's facet meets (calls name it as a type).
-RECORDS = {"calls", "facet_records", "facets.protocol", "value_descriptions"}
+RECORDS = {"calls", "facet_records", "value_descriptions"}
 
 
 def test_the_records_at_the_bottom_import_nothing_of_the_package_but_each_other() -> None:

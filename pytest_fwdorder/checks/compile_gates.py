@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from pytest_fwdorder.facet_records import CompileRecords
-from pytest_fwdorder.facets.graph_breaks_text import render_compiled
+from pytest_fwdorder.golden.graph_breaks_lines import render_compiled
 
 
 def assert_no_graph_breaks(

@@ -10,17 +10,12 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.facets.costs_text import render_trace_costs
-from pytest_fwdorder.facets.initialization_text import render_initialization
-from pytest_fwdorder.facets.values_text import (
-    fingerprints_of,
-    values_line,
-)
 from pytest_fwdorder.facets.values_tolerance import (
     DEFAULT_TOLERANCE,
     Tolerance,
     fingerprints_match,
 )
+from pytest_fwdorder.golden.costs_lines import render_trace_costs
 from pytest_fwdorder.golden.format import (
     COSTS_FACT,
     FROZEN_FLAG,
@@ -32,7 +27,12 @@ from pytest_fwdorder.golden.format import (
     make_line,
     mode_line,
 )
+from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.render import backward_lines, golden_lines
+from pytest_fwdorder.golden.values_lines import (
+    fingerprints_of,
+    values_line,
+)
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls import TraceRecords

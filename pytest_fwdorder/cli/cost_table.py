@@ -10,7 +10,7 @@ from typing import Literal
 
 from pytest_fwdorder.calls import Call, TraceRecords
 from pytest_fwdorder.facet_records import CallCosts
-from pytest_fwdorder.facets.costs_text import (
+from pytest_fwdorder.golden.costs_lines import (
     human_bytes,
     human_count,
 )

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from pytest_fwdorder.facets.costs_text import human_count
-from pytest_fwdorder.facets.initialization_text import initialization_step_parts
+from pytest_fwdorder.golden.costs_lines import human_count
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     named_items,
@@ -19,6 +18,7 @@ from pytest_fwdorder.golden.format import (
     tensor_fact_items,
     tensor_fact_shape,
 )
+from pytest_fwdorder.golden.initialization_lines import initialization_step_parts
 from pytest_fwdorder.golden.parse import split_values, tensor_shapes
 
 

@@ -24,13 +24,11 @@ from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
-from pytest_fwdorder.facets.costs_text import (
+from pytest_fwdorder.facets.values_tolerance import moved_statistics
+from pytest_fwdorder.golden.costs_lines import (
     flops_of,
     uncounted_operations,
 )
-from pytest_fwdorder.facets.initialization_text import initialization_steps
-from pytest_fwdorder.facets.values_text import fingerprints_of
-from pytest_fwdorder.facets.values_tolerance import moved_statistics
 from pytest_fwdorder.golden.format import (
     FORMAT_LINE,
     GoldenLine,
@@ -44,6 +42,8 @@ from pytest_fwdorder.golden.format import (
     render_forward_run,
     render_odd_block,
 )
+from pytest_fwdorder.golden.initialization_lines import initialization_steps
+from pytest_fwdorder.golden.values_lines import fingerprints_of
 
 if TYPE_CHECKING:
     from pytest_fwdorder.picture.svg import Picture
@@ -468,32 +468,27 @@ def _initialization_changes(old_header: list[str], new_header: list[str]) -> lis
 def _finding_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
     """Odd blocks and forwards run without a call that appear in the header or leave it, by
     the position or module they are about (a changed count or label is the header's)."""
-    changes: list[Change] = []
-    old_blocks = {item.path: item for item in odd_block_items(old_header)}
-    new_blocks = {item.path: item for item in odd_block_items(new_header)}
-    changes += [
-        Change(ChangeKind.ODD_BLOCK_FOUND, None, None, render_odd_block(item))
-        for path, item in new_blocks.items()
-        if path not in old_blocks
+    blocks = _appeared_and_gone(
+        {item.path: render_odd_block(item) for item in odd_block_items(old_header)},
+        {item.path: render_odd_block(item) for item in odd_block_items(new_header)},
+        (ChangeKind.ODD_BLOCK_FOUND, ChangeKind.ODD_BLOCK_GONE),
+    )
+    return blocks + _appeared_and_gone(
+        {run.path: render_forward_run(run) for run in forward_runs(old_header)},
+        {run.path: render_forward_run(run) for run in forward_runs(new_header)},
+        (ChangeKind.FORWARD_RUN_FOUND, ChangeKind.FORWARD_RUN_GONE),
+    )
+
+
+def _appeared_and_gone(
+    old: dict[str, str], new: dict[str, str], kinds: tuple[ChangeKind, ChangeKind]
+) -> list[Change]:
+    """A change of the first kind per item only `new` holds, then of the second per item
+    only `old` holds, each detailed by the item's text."""
+    found, gone = kinds
+    return [Change(found, None, None, text) for path, text in new.items() if path not in old] + [
+        Change(gone, None, None, text) for path, text in old.items() if path not in new
     ]
-    changes += [
-        Change(ChangeKind.ODD_BLOCK_GONE, None, None, render_odd_block(item))
-        for path, item in old_blocks.items()
-        if path not in new_blocks
-    ]
-    old_runs = {run.path: run for run in forward_runs(old_header)}
-    new_runs = {run.path: run for run in forward_runs(new_header)}
-    changes += [
-        Change(ChangeKind.FORWARD_RUN_FOUND, None, None, render_forward_run(run))
-        for path, run in new_runs.items()
-        if path not in old_runs
-    ]
-    changes += [
-        Change(ChangeKind.FORWARD_RUN_GONE, None, None, render_forward_run(run))
-        for path, run in old_runs.items()
-        if path not in new_runs
-    ]
-    return changes
 
 
 def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[ChangeKind, str]]:

@@ -19,7 +19,7 @@ from pytest_fwdorder.diff.places import (
     subtree_end,
 )
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
-from pytest_fwdorder.facets.costs_text import flops_of
+from pytest_fwdorder.golden.costs_lines import flops_of
 from pytest_fwdorder.golden.format import GoldenLine
 
 # Order of the summary: what a reviewer should read first comes first.

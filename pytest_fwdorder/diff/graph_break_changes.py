@@ -8,7 +8,7 @@ removed, each recompilation added or removed, in words. Pure, no torch.
 from __future__ import annotations
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.facets.graph_breaks_text import (
+from pytest_fwdorder.golden.graph_breaks_lines import (
     graph_break_counts,
     graph_break_items,
     recompilation_items,

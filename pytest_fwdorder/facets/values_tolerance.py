@@ -13,13 +13,12 @@ Inf counts, and a tensor without finite values, must be equal.
 
 from __future__ import annotations
 
-import difflib
-
-from pytest_fwdorder.facets.values_text import parse_fingerprints
+from pytest_fwdorder.golden.facet_facts import facts_put_back
 from pytest_fwdorder.golden.format import (
     FACT_PREFIX,
     VALUES_FACT,
 )
+from pytest_fwdorder.golden.values_lines import parse_fingerprints
 from pytest_fwdorder.options import VALUES_ABSOLUTE_TOLERANCE, VALUES_RELATIVE_TOLERANCE
 
 _VALUES_FACT_START = f"{FACT_PREFIX}{VALUES_FACT}: "
@@ -39,28 +38,12 @@ def within_tolerance(old_text: str, new_text: str, tolerance: Tolerance) -> str:
     """
     if _VALUES_FACT_START not in new_text or _VALUES_FACT_START not in old_text:
         return new_text
-    old_lines = old_text.splitlines(keepends=True)
-    new_lines = new_text.splitlines(keepends=True)
-    old_keys, new_keys = _keys(old_lines), _keys(new_lines)
-    if old_keys == new_keys:
-        pairs: list[tuple[int, int]] = [(number, number) for number in range(len(new_lines))]
-    else:
-        matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
-        pairs = [
-            (block.a + offset, block.b + offset)
-            for block in matcher.get_matching_blocks()
-            for offset in range(block.size)
-        ]
-    for old_number, new_number in pairs:
-        old_line, new_line = old_lines[old_number], new_lines[new_number]
-        if (
-            old_line != new_line
-            and _is_values_fact(new_line)
-            and _is_values_fact(old_line)
-            and fingerprints_match(_fact_text(old_line), _fact_text(new_line), tolerance)
-        ):
-            new_lines[new_number] = old_line
-    return "".join(new_lines)
+    return facts_put_back(
+        old_text,
+        new_text,
+        lambda line: _VALUES_FACT_START if _is_values_fact(line) else None,
+        lambda _start, old, new: fingerprints_match(old, new, tolerance),
+    )
 
 
 def fingerprints_match(old: str, new: str, tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
@@ -112,17 +95,5 @@ def _number(value: float | None) -> str:
     return str(int(value)) if value == int(value) and abs(value) < 1e15 else f"{value:.5g}"
 
 
-def _keys(lines: list[str]) -> list[str]:
-    """Each line, with a values fact's numbers left out: what pairs the facts."""
-    return [
-        line.split(_VALUES_FACT_START, 1)[0] + _VALUES_FACT_START if _is_values_fact(line) else line
-        for line in lines
-    ]
-
-
 def _is_values_fact(line: str) -> bool:
     return line.lstrip(" ").startswith(_VALUES_FACT_START)
-
-
-def _fact_text(line: str) -> str:
-    return line.split(_VALUES_FACT_START, 1)[1].rstrip("\n")

@@ -1,4 +1,4 @@
-"""A plugin facet's facts in golden text (facets/protocol.py): written, read back into the
+"""A plugin facet's facts in golden text (facet_records.py): written, read back into the
 facet's typed values once, and put back where the facet calls two goldens' values the same.
 No torch, and no facet named: each facet's own `render`, `parse` and `same` decide.
 """
@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from pytest_fwdorder.golden.format import FACT_PREFIX, escape_line_breaks
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-    from pytest_fwdorder.facets.protocol import Facet
+    from pytest_fwdorder.facet_records import Facet
 
 
 def render_facet_fact(facet: Facet, value: object) -> str:
@@ -36,17 +36,39 @@ def read_facet_values(
 
 def within_facets(old_text: str, new_text: str, facets: Sequence[Facet]) -> str:
     """`new_text` with each facet fact that its facet calls the `same` as the golden's put
-    back to the golden's own text, so that only values that differ by the facet's rule do.
-
-    Facts are paired through the lines around them (the calls they belong to), as
-    fingerprints are, so a golden that also differs in structure keeps its matching facts.
-    """
+    back to the golden's own text, so that only values that differ by the facet's rule do."""
     starts = {f"{FACT_PREFIX}{facet.title}: ": facet for facet in facets}
     if not any(start in new_text for start in starts):
         return new_text
+
+    def start_of(line: str) -> str | None:
+        stripped = line.lstrip(" ")
+        return next((start for start in starts if stripped.startswith(start)), None)
+
+    def same(start: str, old: str, new: str) -> bool:
+        facet = starts[start]
+        return bool(facet.same(facet.parse(old), facet.parse(new)))
+
+    return facts_put_back(old_text, new_text, start_of, same)
+
+
+def facts_put_back(
+    old_text: str,
+    new_text: str,
+    start_of: Callable[[str], str | None],
+    same: Callable[[str, str, str], bool],
+) -> str:
+    """`new_text` with each fact line that `same` calls equal to its golden's put back to the
+    golden's text: how a tolerance (values, a plugin facet's) keeps a golden holding.
+
+    `start_of(line)` gives a compared fact line's start (`| values: `), None for any other
+    line; `same(start, old, new)` compares two facts' texts after it. Facts are paired
+    through the lines around them (the calls they belong to), so a golden that also
+    differs in structure keeps its matching facts.
+    """
     old_lines = old_text.splitlines(keepends=True)
     new_lines = new_text.splitlines(keepends=True)
-    old_keys, new_keys = _keys(old_lines, starts), _keys(new_lines, starts)
+    old_keys, new_keys = _keys(old_lines, start_of), _keys(new_lines, start_of)
     if old_keys == new_keys:
         pairs: list[tuple[int, int]] = [(number, number) for number in range(len(new_lines))]
     else:
@@ -58,22 +80,19 @@ def within_facets(old_text: str, new_text: str, facets: Sequence[Facet]) -> str:
         ]
     for old_number, new_number in pairs:
         old_line, new_line = old_lines[old_number], new_lines[new_number]
-        start = new_keys[new_number].lstrip(" ")
-        facet = starts.get(start)
-        if old_line == new_line or facet is None:
+        start = start_of(new_line)
+        if old_line == new_line or start is None:
             continue
-        old_value = facet.parse(old_line.split(start, 1)[1].rstrip("\n"))
-        new_value = facet.parse(new_line.split(start, 1)[1].rstrip("\n"))
-        if facet.same(old_value, new_value):
+        old_fact = old_line.split(start, 1)[1].rstrip("\n")
+        if same(start, old_fact, new_line.split(start, 1)[1].rstrip("\n")):
             new_lines[new_number] = old_line
     return "".join(new_lines)
 
 
-def _keys(lines: list[str], starts: dict[str, Facet]) -> list[str]:
-    """Each line, with a facet fact's text left out: what pairs the facts."""
+def _keys(lines: list[str], start_of: Callable[[str], str | None]) -> list[str]:
+    """Each line, with a compared fact's text left out: what pairs the facts."""
     keys = []
     for line in lines:
-        stripped = line.lstrip(" ")
-        start = next((start for start in starts if stripped.startswith(start)), None)
-        keys.append(line if start is None else line[: len(line) - len(stripped)] + start)
+        start = start_of(line)
+        keys.append(line if start is None else line.split(start, 1)[0] + start)
     return keys

@@ -21,7 +21,7 @@ nothing). No running index numbers, ids, addresses or timings: inserting one cal
 one line (and its facts).
 
 The facets' lines (`costs:` and `values:` facts, the initialization and graph breaks
-sections) are spelled in their facets' text modules (`facets/costs_text.py`, ...), a
+sections) are spelled in their facets' text modules (`golden/costs_lines.py`, ...), a
 plugin facet's in `golden/facet_facts.py`.
 
 Every reader of golden text (diff, compare, view, report, the command line, the snapshot
@@ -53,7 +53,7 @@ from pytest_fwdorder.value_descriptions import (
 )
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.facets.protocol import Facet
+    from pytest_fwdorder.facet_records import Facet
 
 FORMAT_VERSION = 2
 FORMAT_LINE = f"# pytest-fwdorder trace (format {FORMAT_VERSION})"
@@ -109,7 +109,7 @@ _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)
 _SECTION_ITEM = "#   "
 COSTS_FACT = "costs"
 VALUES_FACT = "values"
-# The titles of the golden's own facts: a plugin's facet (facets/protocol.py) takes another.
+# The titles of the golden's own facts: a plugin's facet (facet_records.py) takes another.
 FACT_TITLES = ("settings", "parameters", "buffers", COSTS_FACT, VALUES_FACT)
 
 
@@ -140,7 +140,7 @@ class GoldenLine:
     direct: bool = False  # recorded from `module.forward(...)`: marked `[direct]`
     # The call's index in its trace (-1 for a line read from text): not part of equality.
     index: int = field(default=-1, compare=False)
-    # The plugins' facets' values (facets/protocol.py), each with its facet, typed as the
+    # The plugins' facets' values (facet_records.py), each with its facet, typed as the
     # facet reads them: their text is among `facts`, which equality compares.
     facet_values: tuple[tuple[Facet, Any], ...] = field(default=(), compare=False)
 

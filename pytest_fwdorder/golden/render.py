@@ -15,15 +15,9 @@ from functools import partial
 
 from pytest_fwdorder.calls import Call, ForwardParameters, ModuleFacts, TraceRecords
 from pytest_fwdorder.facet_records import ParameterUse
-from pytest_fwdorder.facets.costs_text import (
+from pytest_fwdorder.golden.costs_lines import (
     render_call_costs,
     render_trace_costs,
-)
-from pytest_fwdorder.facets.graph_breaks_text import render_compiled
-from pytest_fwdorder.facets.initialization_text import render_initialization
-from pytest_fwdorder.facets.values_text import (
-    render_fingerprints,
-    values_line,
 )
 from pytest_fwdorder.golden.facet_facts import render_facet_fact
 from pytest_fwdorder.golden.format import (
@@ -58,7 +52,13 @@ from pytest_fwdorder.golden.format import (
     render_value,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
+from pytest_fwdorder.golden.graph_breaks_lines import render_compiled
+from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
+from pytest_fwdorder.golden.values_lines import (
+    render_fingerprints,
+    values_line,
+)
 from pytest_fwdorder.value_descriptions import LiteralDescription, ValueDescription
 
 # What render owns, and the golden format's names it had before they moved to their own
