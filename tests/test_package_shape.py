@@ -25,8 +25,6 @@ MODULES_OVER = {
 
 # "path:function" -> why it is still over 60 lines.
 FUNCTIONS_OVER = {
-    # Branches on each of the 22 change kinds; goes when each facet words its own changes.
-    "diff/explanation.py:_describe_kind": "a branch per change kind",
     # Runs for every torch-level operation under ops=True: a hot path that keeps its locals.
     "facets/operations.py:__torch_function__": "the per-operation hot path of ops=True",
     # Walks every parameter and buffer once per trace, on the recorder's path.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
@@ -311,127 +312,185 @@ def plural(count: int, noun: str) -> str:
 
 
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
-    changes = diff.of_kind(kind)
-    count = len(changes)
-    if kind is ChangeKind.FACET_CHANGED:
-        return _describe_facet_changes(changes)
-    if kind in _FINDINGS:
-        return f"{plural(count, _FINDINGS[kind])} {kind.value}: " + _examples(
-            [c.detail for c in changes], separator="; "
-        )
-    if kind is ChangeKind.TYPE_CHANGED:
-        groups: dict[str, int] = {}
-        for change in changes:
-            groups[change.detail] = groups.get(change.detail, 0) + 1
-        parts = [detail if len(groups) == 1 else f"{detail} ({n})" for detail, n in groups.items()]
-        only = changes[0].new if count == 1 else None
-        where = only.name if only is not None else plural(count, "call")
-        return f"type changed at {where}: {', '.join(parts)}"
-    if kind in (ChangeKind.INSERTED, ChangeKind.REMOVED, ChangeKind.MOVED):
-        return _describe_subtrees(diff, changes, kind)
-    if kind is ChangeKind.RENAMED:
-        items = [f"{called(c.old)} -> {c.new.name}" for c in changes if c.old and c.new]
-        return f"{plural(count, 'call')} renamed: " + _examples(items)
-    if kind in (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED):
-        side = "input" if kind is ChangeKind.INPUT_CHANGED else "output"
-        items = [
-            f"{called(c.new)} {side} {c.detail}"
-            + _passed_on(side, diff.followers.get((kind, c.position or 0), []))
-            for c in changes
-            if c.new is not None
-        ]
-        return f"{side} changed at {plural(count, 'call')}: " + _examples(items, separator="; ")
-    if kind is ChangeKind.REUSE_CHANGED:
-        return "reuse count changed: " + _examples([c.detail for c in changes])
-    if kind is ChangeKind.OPERATION_CHANGED:
-        items = [f"in {c.new.name} ({c.detail.replace(': ', '): ', 1)}" for c in changes if c.new]
-        if count == 1:
-            return f"operation changed {items[0]}"
-        return f"{count} operations changed: " + _examples(items, separator="; ")
-    if kind in (ChangeKind.OPERATION_INSERTED, ChangeKind.OPERATION_REMOVED):
-        by_call: dict[str, list[str]] = {}
-        for change in changes:
-            if change.new is not None:
-                by_call.setdefault(change.new.name, []).append(change.detail)
-        verb = kind.value.removeprefix("operation ")
-        per_call = [
-            f"{plural(len(details), 'operation')} {verb} in {name}: {', '.join(details)}"
-            for name, details in by_call.items()
-        ]
-        return _examples(per_call, separator="; ")
-    if kind is ChangeKind.BACKWARD_CHANGED:
-        return "backward order changed: " + _examples([c.detail for c in changes], separator="; ")
-    if kind is ChangeKind.FLOPS_CHANGED:
-        return f"FLOPs changed at {plural(count, 'call')}: " + _examples(
-            [f"{called(c.new)} {c.detail}" for c in _biggest_first(changes) if c.new is not None]
-        )
-    if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED:
-        return "operations without a FLOP formula, counted as 0: " + _examples(
-            [c.detail for c in changes]
-        )
-    if kind in (ChangeKind.INITIALIZATION_CHANGED, ChangeKind.GRAPH_BREAKS_CHANGED):
-        return "; ".join(c.detail for c in changes)
-    if kind is ChangeKind.VALUES_CHANGED:
-        # In the order the calls ended: a parent's output moves because a child's did, so
-        # the first call to end with moved values is where the numbers first diverged.
-        ended = _end_order(diff.new_lines)
-        in_end_order = sorted(
-            changes, key=lambda c: ended[c.position] if c.position is not None else 0
-        )
-        moved = [f"{called(c.new)}: {c.detail}" for c in in_end_order if c.new is not None]
-        later = f"; later: {_examples(moved[1:], separator='; ')}" if len(moved) > 1 else ""
-        return (
-            f"values moved beyond the tolerance at {plural(count, 'call')}, first at "
-            f"{moved[0] if moved else '?'}{later}"
-        )
-    if kind is ChangeKind.SETTINGS_CHANGED:
-        # One sentence per call: its settings, and the parameters that follow from them.
-        parameters = {
-            c.position: c for c in diff.of_kind(ChangeKind.PARAMETERS_CHANGED) if c.new is not None
-        }
-        items = []
-        for c in changes:
-            if c.new is None:
-                continue
-            item = f"{c.new.name} ({c.new.module_type}): {c.detail}"
-            along = parameters.get(c.position)
-            if along is not None:
-                item += f" ({_without_prefix(along.detail, c.new.path)})"
-            items.append(item)
-        return f"settings changed at {plural(count, 'call')}: " + _examples(items, separator="; ")
-    if kind is ChangeKind.PARAMETERS_CHANGED:
-        with_settings = {c.position for c in diff.of_kind(ChangeKind.SETTINGS_CHANGED)}
-        changes = [c for c in changes if c.position not in with_settings or c.new is None]
-        if not changes:
-            return ""  # each was said with its call's settings
-        said = count - len(changes)
-        items = [
-            f"{c.new.name} ({c.new.module_type}): {c.detail}"
-            if c.new is not None
-            else f"the model: {c.detail}"
-            for c in changes
-        ]
-        with_them = f" ({said} with the settings above)" if said else ""
-        return f"parameters changed at {plural(count, 'call')}{with_them}: " + _examples(
-            items, separator="; "
-        )
-    if kind in (
-        ChangeKind.SETTINGS_CHANGED,
-        ChangeKind.PARAMETERS_CHANGED,
-        ChangeKind.MODE_CHANGED,
-    ):
-        items = [
-            f"{c.new.name} ({c.new.module_type}): {c.detail}"
-            if c.new is not None
-            else f"the model: {c.detail}"
-            for c in changes
-        ]
-        return (
-            f"{kind.value} at {plural(count, 'call' if kind is not ChangeKind.MODE_CHANGED else 'place')}: "
-            + _examples(items, separator="; ")
-        )
+    """The summary's line for the changes of one kind (empty when another line said them)."""
+    describe = _DESCRIBERS.get(kind, _describe_per_call)
+    return describe(diff, kind, diff.of_kind(kind))
+
+
+def _describe_findings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return f"{plural(len(changes), _FINDINGS[kind])} {kind.value}: " + _examples(
+        [c.detail for c in changes], separator="; "
+    )
+
+
+def _describe_types(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    groups: dict[str, int] = {}
+    for change in changes:
+        groups[change.detail] = groups.get(change.detail, 0) + 1
+    parts = [detail if len(groups) == 1 else f"{detail} ({n})" for detail, n in groups.items()]
+    only = changes[0].new if len(changes) == 1 else None
+    where = only.name if only is not None else plural(len(changes), "call")
+    return f"type changed at {where}: {', '.join(parts)}"
+
+
+def _describe_renames(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    items = [f"{called(c.old)} -> {c.new.name}" for c in changes if c.old and c.new]
+    return f"{plural(len(changes), 'call')} renamed: " + _examples(items)
+
+
+def _describe_values_passed(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    side = "input" if kind is ChangeKind.INPUT_CHANGED else "output"
+    items = [
+        f"{called(c.new)} {side} {c.detail}"
+        + _passed_on(side, diff.followers.get((kind, c.position or 0), []))
+        for c in changes
+        if c.new is not None
+    ]
+    return f"{side} changed at {plural(len(changes), 'call')}: " + _examples(items, separator="; ")
+
+
+def _describe_reuse(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return "reuse count changed: " + _examples([c.detail for c in changes])
+
+
+def _describe_operations(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    items = [f"in {c.new.name} ({c.detail.replace(': ', '): ', 1)}" for c in changes if c.new]
+    if len(changes) == 1:
+        return f"operation changed {items[0]}"
+    return f"{len(changes)} operations changed: " + _examples(items, separator="; ")
+
+
+def _describe_operations_in_calls(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    by_call: dict[str, list[str]] = {}
+    for change in changes:
+        if change.new is not None:
+            by_call.setdefault(change.new.name, []).append(change.detail)
+    verb = kind.value.removeprefix("operation ")
+    per_call = [
+        f"{plural(len(details), 'operation')} {verb} in {name}: {', '.join(details)}"
+        for name, details in by_call.items()
+    ]
+    return _examples(per_call, separator="; ")
+
+
+def _describe_backward(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return "backward order changed: " + _examples([c.detail for c in changes], separator="; ")
+
+
+def _describe_flops(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return f"FLOPs changed at {plural(len(changes), 'call')}: " + _examples(
+        [f"{called(c.new)} {c.detail}" for c in _biggest_first(changes) if c.new is not None]
+    )
+
+
+def _describe_uncounted(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return "operations without a FLOP formula, counted as 0: " + _examples(
+        [c.detail for c in changes]
+    )
+
+
+def _describe_header_sections(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return "; ".join(c.detail for c in changes)
+
+
+def _describe_values(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    # In the order the calls ended: a parent's output moves because a child's did, so
+    # the first call to end with moved values is where the numbers first diverged.
+    ended = _end_order(diff.new_lines)
+    in_end_order = sorted(changes, key=lambda c: ended[c.position] if c.position is not None else 0)
+    moved = [f"{called(c.new)}: {c.detail}" for c in in_end_order if c.new is not None]
+    later = f"; later: {_examples(moved[1:], separator='; ')}" if len(moved) > 1 else ""
+    return (
+        f"values moved beyond the tolerance at {plural(len(changes), 'call')}, first at "
+        f"{moved[0] if moved else '?'}{later}"
+    )
+
+
+def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    # One sentence per call: its settings, and the parameters that follow from them.
+    parameters = {
+        c.position: c for c in diff.of_kind(ChangeKind.PARAMETERS_CHANGED) if c.new is not None
+    }
+    items = []
+    for c in changes:
+        if c.new is None:
+            continue
+        item = f"{c.new.name} ({c.new.module_type}): {c.detail}"
+        along = parameters.get(c.position)
+        if along is not None:
+            item += f" ({_without_prefix(along.detail, c.new.path)})"
+        items.append(item)
+    return f"settings changed at {plural(len(changes), 'call')}: " + _examples(
+        items, separator="; "
+    )
+
+
+def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    with_settings = {c.position for c in diff.of_kind(ChangeKind.SETTINGS_CHANGED)}
+    left = [c for c in changes if c.position not in with_settings or c.new is None]
+    if not left:
+        return ""  # each was said with its call's settings
+    said = len(changes) - len(left)
+    with_them = f" ({said} with the settings above)" if said else ""
+    return f"parameters changed at {plural(len(changes), 'call')}{with_them}: " + _examples(
+        _at_calls(left), separator="; "
+    )
+
+
+def _describe_modes(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return f"{kind.value} at {plural(len(changes), 'place')}: " + _examples(
+        _at_calls(changes), separator="; "
+    )
+
+
+def _at_calls(changes: list[Change]) -> list[str]:
+    """`conv1 (Conv2d): detail` per change, `the model: detail` for one about no call."""
+    return [
+        f"{c.new.name} ({c.new.module_type}): {c.detail}"
+        if c.new is not None
+        else f"the model: {c.detail}"
+        for c in changes
+    ]
+
+
+def _describe_per_call(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
     items = [f"{called(c.new)} {c.detail}" for c in changes if c.new is not None]
-    return f"{kind.value} at {plural(count, 'call')}: " + _examples(items)
+    return f"{kind.value} at {plural(len(changes), 'call')}: " + _examples(items)
+
+
+def _describe_subtree_kind(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return _describe_subtrees(diff, changes, kind)
+
+
+def _describe_facets(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
+    return _describe_facet_changes(changes)
+
+
+# How the summary words each kind; a kind not listed reads `kind at N calls: ...`.
+_DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str]] = {
+    **dict.fromkeys(_FINDINGS, _describe_findings),
+    ChangeKind.FACET_CHANGED: _describe_facets,
+    ChangeKind.TYPE_CHANGED: _describe_types,
+    ChangeKind.INSERTED: _describe_subtree_kind,
+    ChangeKind.REMOVED: _describe_subtree_kind,
+    ChangeKind.MOVED: _describe_subtree_kind,
+    ChangeKind.RENAMED: _describe_renames,
+    ChangeKind.INPUT_CHANGED: _describe_values_passed,
+    ChangeKind.OUTPUT_CHANGED: _describe_values_passed,
+    ChangeKind.REUSE_CHANGED: _describe_reuse,
+    ChangeKind.OPERATION_CHANGED: _describe_operations,
+    ChangeKind.OPERATION_INSERTED: _describe_operations_in_calls,
+    ChangeKind.OPERATION_REMOVED: _describe_operations_in_calls,
+    ChangeKind.BACKWARD_CHANGED: _describe_backward,
+    ChangeKind.FLOPS_CHANGED: _describe_flops,
+    ChangeKind.UNCOUNTED_OPERATION_ADDED: _describe_uncounted,
+    ChangeKind.INITIALIZATION_CHANGED: _describe_header_sections,
+    ChangeKind.GRAPH_BREAKS_CHANGED: _describe_header_sections,
+    ChangeKind.VALUES_CHANGED: _describe_values,
+    ChangeKind.SETTINGS_CHANGED: _describe_settings,
+    ChangeKind.PARAMETERS_CHANGED: _describe_parameters,
+    ChangeKind.MODE_CHANGED: _describe_modes,
+}
 
 
 def _passed_on(side: str, followers: list[GoldenLine]) -> str:
