@@ -257,3 +257,37 @@ def test_a_fact_whose_facet_is_not_registered_here_still_shows_its_change() -> N
     assert diff_golden(old, dropped).summary().splitlines()[1] == (
         "positive outputs changed at 1 call: 0 (Linear): 8 -> none"
     )
+
+
+class _Failing:
+    title = "failing"
+    change_words = "failing changed"
+
+    def observe(self, output: object) -> object:
+        raise ZeroDivisionError("the facet's own bug")
+
+    def render(self, value: object) -> str:
+        return str(value)
+
+    def parse(self, text: str) -> object:
+        return text
+
+    def same(self, old: object, new: object) -> bool:
+        return old == new
+
+    def describe_change(self, old: object, new: object) -> str:
+        return f"{old} -> {new}"
+
+
+def test_a_facet_that_raises_keeps_its_error_with_a_note_naming_it(
+    request: pytest.FixtureRequest,
+) -> None:
+    plugin = _Plugin(_Failing())
+    request.config.pluginmanager.register(plugin)
+    try:
+        with pytest.raises(ZeroDivisionError, match="the facet's own bug") as raised:
+            trace_forward(signed_model(1.0), torch.ones(1, 4))
+    finally:
+        request.config.pluginmanager.unregister(plugin)
+    assert any("raised by the facet 'failing'" in note for note in raised.value.__notes__)
+    assert trace_forward(signed_model(1.0), torch.ones(1, 4)).render()  # nothing left behind

@@ -104,13 +104,21 @@ def _fingerprints_taken(recorder: Any, fingerprints: FingerprintCollector) -> It
 def _plugin_facets_observed(recorder: Any, recording: FacetRecording) -> Iterator[None]:
     """Give each call's output to every plugin facet as the call ends, keeping what it returns."""
     observers = [
-        (facet.observe, recording.plugin_values.setdefault(facet.title, {}))
+        (facet, recording.plugin_values.setdefault(facet.title, {}))
         for facet in recording.plugin_facets
     ]
 
     def observe(number: int, output: object) -> None:
-        for facet_observe, values in observers:
-            value = facet_observe(output)
+        for facet, values in observers:
+            try:
+                value = facet.observe(output)
+            except Exception as error:
+                error.add_note(
+                    f"pytest-fwdorder: raised by the facet {facet.title!r} ({facet!r}) as it "
+                    f"observed the output of call {number}: fix its observe, or return None "
+                    "for outputs it does not handle"
+                )
+                raise
             if value is not None:
                 values[number] = value
 
