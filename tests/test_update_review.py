@@ -390,3 +390,24 @@ def test_update_only_leaves_a_golden_it_does_not_match_untouched(
 
     result.assert_outcomes(passed=1, failed=1)
     assert (golden.stat().st_mtime_ns, golden.read_bytes()) == before
+
+
+def test_update_only_under_xdist_says_nothing_of_patterns_when_a_worker_crashed(
+    changed: pytest.Pytester,
+) -> None:
+    # The crashed worker sent none of the goldens it compared, so whether a pattern matched
+    # one is unknown: the line would be a guess.
+    changed.makepyfile(
+        test_crash="import os\n\n\ndef test_crash():\n    os._exit(1)\n",
+    )
+
+    result = run_in_subprocess(
+        changed,
+        "--snapshot-update",
+        "--fwdorder-update-only=test_decoder",
+        "-n",
+        "2",
+    )
+
+    assert any("crashed" in line or "worker" in line for line in result.outlines)
+    assert not [line for line in result.outlines if "matched no golden" in line]
