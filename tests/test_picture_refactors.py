@@ -10,7 +10,10 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 from picture_geometry import SVG, Frame, enclosing, frame, frames, overlapping_siblings
+from refactor_corpus import REFACTORS
 from refactor_pictures import CHECKED, pictured
+
+from pytest_fwdorder import diff_picture, structure_diff, trace_forward
 
 
 def drawn_in(found: list[Frame], path: str, *, old: bool) -> Frame | None:
@@ -225,3 +228,42 @@ def test_every_other_box_tooltip_starts_with_the_path_of_its_call(name: str) -> 
             wrong.append(tooltip.splitlines()[0])
 
     assert wrong == []
+
+
+def name_free_picture(name: str) -> str:
+    """The picture of one pictured refactor compared without paths (`structure_diff`)."""
+    refactor = next(refactor for refactor in REFACTORS if refactor.name == CHECKED[name])
+    before = trace_forward(refactor.before(), *refactor.example())
+    after = trace_forward(refactor.after(), *(refactor.example_after or refactor.example)())
+    return diff_picture(structure_diff(before, after, ignore=("paths",))).svg
+
+
+def boxes_with(svg: str, css_class: str) -> list[ElementTree.Element]:
+    return [
+        group
+        for group in ElementTree.fromstring(svg).iter(f"{SVG}g")
+        if {"fo-box", css_class} <= set(group.get("class", "").split())
+    ]
+
+
+def test_a_name_free_picture_names_a_removed_look_alike_as_its_summary_does() -> None:
+    svg = name_free_picture("delete")
+
+    removal = next(line for line in summary_lines(svg) if "removed: one of " in line)
+    assert "19 calls removed: one of features.10, features.11 (" in removal
+    removed = boxes_with(svg, "fo-removed")[0]
+
+    assert header_of(removed) == "one of features.10, features.11: InvertedResidual"
+
+
+def test_a_name_free_picture_says_where_a_module_moved_as_its_summary_does() -> None:
+    svg = name_free_picture("move")
+
+    assert "enc.2 (LayerNorm) moved to dec.0" in summary_lines(svg)
+    old_place = boxes_with(svg, "fo-old-place")
+    new_place = [
+        box for box in boxes_with(svg, "fo-moved") if "fo-old-place" not in box.get("class", "")
+    ]
+
+    assert [header_of(box) for box in old_place] == ["LayerNorm moved to dec.0"]
+    assert [header_of(box) for box in new_place] == ["LayerNorm moved from enc.2"]

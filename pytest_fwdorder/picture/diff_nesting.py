@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.places import alike_siblings, subtree_end
@@ -181,18 +182,25 @@ def _words(name: str, note: str, status: str) -> tuple[str, str, str]:
     return status, name, note
 
 
-def place_words(
-    marks: CallMarks,
-    changes: list[Change],
-    tree_changes: list[TreeChange],
-    lines: tuple[list[GoldenLine], list[GoldenLine]],
-    pairs: list[tuple[int, int]],
-) -> PlaceWords:
+class _Diff(Protocol):
+    """What the words are made from: a `TraceDiff` (as `layout.AlignedDiff`)."""
+
+    old_lines: list[GoldenLine]
+    new_lines: list[GoldenLine]
+    changes: list[Change]
+    pairs: list[tuple[int, int]]
+    tree_changes: list[TreeChange]
+
+
+def place_words(marks: CallMarks, difference: _Diff) -> PlaceWords:
     """The words of a diff's removed or inserted look-alikes and of its moves to another
-    parent; `lines` are the old and the new trace's."""
-    old_lines, new_lines = lines
-    kept = unexplained(changes, tree_changes)
-    old_notes, new_notes = _move_notes(marks.moved_old, old_lines, new_lines, dict(pairs))
+    parent, with the names its summary gives them."""
+    # A name-free diff aligns lines without paths; it keeps the named ones beside them.
+    old_lines = getattr(difference, "old_names", None) or difference.old_lines
+    new_lines = getattr(difference, "new_names", None) or difference.new_lines
+    kept = unexplained(difference.changes, difference.tree_changes)
+    pairs = dict(difference.pairs)
+    old_notes, new_notes = _move_notes(marks.moved_old, old_lines, new_lines, pairs)
     return PlaceWords(
         _look_alike_names(kept, ChangeKind.REMOVED, old_lines),
         _look_alike_names(kept, ChangeKind.INSERTED, new_lines),

@@ -243,8 +243,7 @@ def diff_calls(difference: AlignedDiff) -> list[PictureCall]:
     was; each marked inserted, removed, changed, moved or unchanged, from the diff's own
     aligned rows."""
     marks = call_marks(difference.changes, difference.tree_changes, difference.pairs)
-    lines = (difference.old_lines, difference.new_lines)
-    words = place_words(marks, difference.changes, difference.tree_changes, lines, difference.pairs)
+    words = place_words(marks, difference)
     regrouped_new = {new: old for old, new in marks.regrouped.items()}
     calls: list[PictureCall] = []
     drawn_rows: list[tuple[int | None, int | None]] = []
