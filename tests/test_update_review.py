@@ -411,3 +411,35 @@ def test_update_only_under_xdist_says_nothing_of_patterns_when_a_worker_crashed(
 
     assert any("crashed" in line or "worker" in line for line in result.outlines)
     assert not [line for line in result.outlines if "matched no golden" in line]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_an_update_with_an_erroring_test_still_deletes_an_obsolete_golden(
+    accepted: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    other = "import torch\nfrom torch import nn\n\n\ndef test_{}(forward_trace, snapshot):\n"
+    other += "    assert forward_trace(nn.ReLU(), torch.randn(2)) == snapshot\n"
+    accepted.makepyfile(test_other=other.format("old"))
+    accepted.runpytest("--snapshot-update", "test_other.py").assert_outcomes(passed=1)
+    accepted.makepyfile(
+        test_other=other.format("new"),
+        test_review_encoder=ENCODER_TEST.replace(
+            "def test_head(forward_trace, snapshot):\n",
+            "def test_head(forward_trace, snapshot):\n    raise RuntimeError('broken')\n",
+        ),
+    )
+    head = accepted.path / HEAD_GOLDEN
+    before = (head.stat().st_mtime_ns, head.read_bytes())
+    time.sleep(0.01)
+
+    result = run_in_subprocess(accepted, "--snapshot-update", *workers)
+
+    result.assert_outcomes(passed=2, failed=1)
+    assert not (accepted.path / "__snapshots__/test_other/test_old.fwdorder.txt").exists()
+    assert (head.stat().st_mtime_ns, head.read_bytes()) == before
+    result.stdout.fnmatch_lines(
+        [
+            "fwdorder: deleted 1 obsolete golden file(s) no test asserted:",
+            "  __snapshots__/test_other/test_old.fwdorder.txt",
+        ]
+    )
