@@ -29,6 +29,8 @@ from pytest_fwdorder.snapshot.held_goldens import (
     held_goldens_message,
     hold_unfinished_goldens,
     put_back_held_goldens,
+    receive_held_goldens,
+    send_held_goldens,
     unsafe_session_reason,
 )
 from pytest_fwdorder.snapshot.kept_comparisons import (
@@ -46,6 +48,8 @@ from pytest_fwdorder.snapshot.update_summary import (
     UpdateReview,
     configure_update_only,
     obsolete_goldens_message,
+    receive_seen_goldens,
+    send_seen_goldens,
 )
 from pytest_fwdorder.trace import Trace
 
@@ -336,14 +340,18 @@ def pytest_runtest_makereport(
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
+    # A worker that crashed has no output: each receiver decides what that means.
+    worker_output = getattr(node, "workeroutput", None) or {}
     kept = node.config.stash.get(COMPARISONS_KEY, None)
-    sent = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
+    sent = worker_output.get(WORKER_OUTPUT_KEY)
     if kept is not None and sent:
         kept.extend(from_worker_output(sent))
     parity = node.config.stash.get(PARITY_FAILURES_KEY, None)
-    sent_parity = getattr(node, "workeroutput", {}).get(PARITY_WORKER_OUTPUT_KEY)
+    sent_parity = worker_output.get(PARITY_WORKER_OUTPUT_KEY)
     if parity is not None and sent_parity:
         parity.extend(ParityFailure(**failure) for failure in sent_parity)
+    receive_held_goldens(node.config, worker_output)
+    receive_seen_goldens(node.config, worker_output)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -353,6 +361,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
         session, exitstatus, collection_failed=_collection_failed(session)
     )
     yield
+    send_held_goldens(session.config, held)  # in a pytest-xdist worker, to the controller
+    send_seen_goldens(session.config)
     message = None
     if held is not None:
         message = held_goldens_message(session, held, put_back_held_goldens(held, session))

@@ -5,11 +5,15 @@ models' own module trees (`named_modules`), not against the layout code."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 
 import pytest
 from picture_geometry import SVG, Frame, enclosing, frame, frames, overlapping_siblings
+from refactor_corpus import REFACTORS
 from refactor_pictures import CHECKED, pictured
+
+from pytest_fwdorder import diff_picture, structure_diff, trace_forward
 
 
 def drawn_in(found: list[Frame], path: str, *, old: bool) -> Frame | None:
@@ -138,3 +142,128 @@ def test_a_subtree_renamed_by_a_deleted_block_is_drawn_unchanged_as_the_summary_
     assert all(path == "features.11" or path.startswith("features.11.") for path in removed)
     assert len([path for path in old_parents if path.startswith("features.11.")]) == 18
     assert [(f.path, f.status) for f in found if f.status not in ("same", "removed")] == []
+
+
+def box_group(svg: str, path: str, position: int) -> ElementTree.Element:
+    """The `position`-th box group (document order) whose data-path is `path`."""
+    groups = [
+        group
+        for group in ElementTree.fromstring(svg).iter(f"{SVG}g")
+        if "fo-box" in group.get("class", "").split() and group.get("data-path") == path
+    ]
+    return groups[position]
+
+
+def header_of(group: ElementTree.Element) -> str:
+    """A box's first line as it reads in the picture: its header's text, tspans joined."""
+    header = next(text for text in group.findall(f"{SVG}text") if text.get("class") == "fo-header")
+    return "".join(header.itertext())
+
+
+def summary_lines(svg: str) -> list[str]:
+    return [
+        "".join(text.itertext())
+        for text in ElementTree.fromstring(svg).iter(f"{SVG}text")
+        if text.get("class") == "fo-summary"
+    ]
+
+
+def test_a_moved_norm_says_at_each_of_its_places_where_it_went_as_the_summary_does() -> None:
+    svg = pictured("move")[0]
+    # The summary's own sentence names both places: `enc.2 (LayerNorm) moved to dec.0`.
+    sentence = next(line for line in summary_lines(svg) if " moved to " in line)
+    match = re.fullmatch(r"(\S+) \((\w+)\) moved to (\S+)", sentence)
+    assert match is not None, sentence
+    old_path, module_type, new_path = match.groups()
+
+    old_place, new_place = box_group(svg, old_path, 0), box_group(svg, new_path, 0)
+
+    assert header_of(old_place) == f"2: {module_type} moved to {new_path}"
+    assert header_of(new_place) == f"0: {module_type} moved from {old_path}"
+
+
+def test_the_place_a_module_moved_away_from_is_drawn_faded_and_dashed() -> None:
+    svg = pictured("move")[0]
+
+    old_place, new_place = box_group(svg, "enc.2", 0), box_group(svg, "dec.0", 0)
+
+    def frame_rect(group: ElementTree.Element) -> ElementTree.Element:
+        return next(r for r in group.findall(f"{SVG}rect") if r.get("class") == "fo-frame")
+
+    assert "fo-old-place" in old_place.get("class", "").split()
+    assert frame_rect(old_place).get("stroke-dasharray")
+    assert float(old_place.get("opacity", "1")) < 1
+    assert "fo-old-place" not in new_place.get("class", "").split()
+    assert frame_rect(new_place).get("stroke-dasharray") is None
+    assert new_place.get("opacity") is None
+
+
+def test_a_deleted_look_alike_block_is_labelled_as_the_summary_names_it() -> None:
+    svg = pictured("delete")[0]
+    # The summary cannot tell the look-alikes apart: `one of features.10, features.11 (...`.
+    removal = next(line for line in summary_lines(svg) if "removed: one of " in line)
+    named = re.search(r"removed: (one of [^(]+) \((\w+) look-alikes", removal)
+    assert named is not None, removal
+    words, module_type = named.group(1), named.group(2)
+
+    block = box_group(svg, "features.11", 0)
+
+    assert block.get("class", "").split()[1] == "fo-removed"
+    assert header_of(block) == f"{words}: {module_type}"
+    tooltip = block.findtext(f"{SVG}title") or ""
+    assert tooltip.startswith(f"{words}: {module_type} ")
+    assert not tooltip.startswith("features.11")
+
+
+@pytest.mark.parametrize("name", list(CHECKED))
+def test_every_other_box_tooltip_starts_with_the_path_of_its_call(name: str) -> None:
+    svg = pictured(name)[0]
+
+    wrong = []
+    for group in ElementTree.fromstring(svg).iter(f"{SVG}g"):
+        if "fo-box" not in group.get("class", "").split():
+            continue
+        tooltip = group.findtext(f"{SVG}title") or ""
+        if not tooltip.startswith(("one of ", f"{group.get('data-path')}: ")):
+            wrong.append(tooltip.splitlines()[0])
+
+    assert wrong == []
+
+
+def name_free_picture(name: str) -> str:
+    """The picture of one pictured refactor compared without paths (`structure_diff`)."""
+    refactor = next(refactor for refactor in REFACTORS if refactor.name == CHECKED[name])
+    before = trace_forward(refactor.before(), *refactor.example())
+    after = trace_forward(refactor.after(), *(refactor.example_after or refactor.example)())
+    return diff_picture(structure_diff(before, after, ignore=("paths",))).svg
+
+
+def boxes_with(svg: str, css_class: str) -> list[ElementTree.Element]:
+    return [
+        group
+        for group in ElementTree.fromstring(svg).iter(f"{SVG}g")
+        if {"fo-box", css_class} <= set(group.get("class", "").split())
+    ]
+
+
+def test_a_name_free_picture_names_a_removed_look_alike_as_its_summary_does() -> None:
+    svg = name_free_picture("delete")
+
+    removal = next(line for line in summary_lines(svg) if "removed: one of " in line)
+    assert "19 calls removed: one of features.10, features.11 (" in removal
+    removed = boxes_with(svg, "fo-removed")[0]
+
+    assert header_of(removed) == "one of features.10, features.11: InvertedResidual"
+
+
+def test_a_name_free_picture_says_where_a_module_moved_as_its_summary_does() -> None:
+    svg = name_free_picture("move")
+
+    assert "enc.2 (LayerNorm) moved to dec.0" in summary_lines(svg)
+    old_place = boxes_with(svg, "fo-old-place")
+    new_place = [
+        box for box in boxes_with(svg, "fo-moved") if "fo-old-place" not in box.get("class", "")
+    ]
+
+    assert [header_of(box) for box in old_place] == ["LayerNorm moved to dec.0"]
+    assert [header_of(box) for box in new_place] == ["LayerNorm moved from enc.2"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,147 @@ def test_update_only_takes_a_bare_test_name_as_the_golden_of_that_test(
     assert b"Dropout" in (changed.path / ENCODER_GOLDEN).read_bytes()
     assert (changed.path / HEAD_GOLDEN).read_bytes() == head_before
     assert not [line for line in result.outlines if "matched no golden" in line]
+
+
+# Under pytest-xdist the workers compare the goldens; the controller prints the summary.
+WORKERS = [pytest.param((), id="one process"), pytest.param(("-n", "2"), id="xdist")]
+
+
+def run_in_subprocess(pytester: pytest.Pytester, *arguments: str) -> pytest.RunResult:
+    """Run pytest in a fresh process, with pytest-xdist's workers where `-n` asks for them."""
+    if "-n" in arguments:
+        pytest.importorskip("xdist", reason="pytest-xdist is not installed")
+    return pytester.runpytest_subprocess(*arguments, "-p", "no:randomly")
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_update_only_says_once_that_a_pattern_matched_no_golden_also_under_xdist(
+    changed: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    result = run_in_subprocess(
+        changed,
+        "--snapshot-update",
+        "--fwdorder-update-only=*/test_encoder.*",
+        "--fwdorder-update-only=test_decoder",
+        *workers,
+    )
+
+    result.assert_outcomes(passed=1, failed=1)
+    lines = [line for line in result.outlines if "matched no golden" in line]
+    assert lines == [
+        "fwdorder: --fwdorder-update-only pattern 'test_decoder' matched no golden this run "
+        "compared, so it wrote nothing; a pattern is a glob on the golden's path relative to "
+        f"the rootdir, like '{ENCODER_GOLDEN}', or a bare test name like 'test_encoder'"
+    ]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_update_only_under_xdist_is_silent_about_a_pattern_one_worker_matched(
+    changed: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    result = run_in_subprocess(
+        changed,
+        "--snapshot-update",
+        "--fwdorder-update-only=test_encoder",
+        "--fwdorder-update-only=test_head",
+        *workers,
+    )
+
+    result.assert_outcomes(passed=2)
+    assert not [line for line in result.outlines if "matched no golden" in line]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_the_golden_of_an_erroring_test_is_left_untouched_by_an_update(
+    accepted: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    accepted.makepyfile(
+        test_review_encoder=ENCODER_TEST.replace(
+            "def test_head(forward_trace, snapshot):\n",
+            "def test_head(forward_trace, snapshot):\n    raise RuntimeError('broken')\n",
+        )
+    )
+    golden = accepted.path / HEAD_GOLDEN
+    before = (golden.stat().st_mtime_ns, golden.read_bytes())
+    time.sleep(0.01)  # so that a rewrite would show in the modification time
+
+    result = run_in_subprocess(accepted, "--snapshot-update", *workers)
+
+    result.assert_outcomes(passed=1, failed=1)
+    assert golden.is_file()
+    assert (golden.stat().st_mtime_ns, golden.read_bytes()) == before
+    assert (
+        "fwdorder: kept 1 golden file(s) whose test failed, errored or was skipped before "
+        "asserting them; they are deleted only when their test passes without asserting them"
+    ) in result.outlines
+    assert not [line for line in result.outlines if "obsolete golden" in line]
+    assert not [line for line in result.outlines if "Deleted" in line]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_update_only_leaves_a_golden_it_does_not_match_untouched(
+    changed: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    golden = changed.path / HEAD_GOLDEN
+    before = (golden.stat().st_mtime_ns, golden.read_bytes())
+    time.sleep(0.01)
+
+    result = run_in_subprocess(
+        changed, "--snapshot-update", "--fwdorder-update-only=test_encoder", *workers
+    )
+
+    result.assert_outcomes(passed=1, failed=1)
+    assert (golden.stat().st_mtime_ns, golden.read_bytes()) == before
+
+
+def test_update_only_under_xdist_says_nothing_of_patterns_when_a_worker_crashed(
+    changed: pytest.Pytester,
+) -> None:
+    # The crashed worker sent none of the goldens it compared, so whether a pattern matched
+    # one is unknown: the line would be a guess.
+    changed.makepyfile(
+        test_crash="import os\n\n\ndef test_crash():\n    os._exit(1)\n",
+    )
+
+    result = run_in_subprocess(
+        changed,
+        "--snapshot-update",
+        "--fwdorder-update-only=test_decoder",
+        "-n",
+        "2",
+    )
+
+    assert any("crashed" in line or "worker" in line for line in result.outlines)
+    assert not [line for line in result.outlines if "matched no golden" in line]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_an_update_with_an_erroring_test_still_deletes_an_obsolete_golden(
+    accepted: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    other = "import torch\nfrom torch import nn\n\n\ndef test_{}(forward_trace, snapshot):\n"
+    other += "    assert forward_trace(nn.ReLU(), torch.randn(2)) == snapshot\n"
+    accepted.makepyfile(test_other=other.format("old"))
+    accepted.runpytest("--snapshot-update", "test_other.py").assert_outcomes(passed=1)
+    accepted.makepyfile(
+        test_other=other.format("new"),
+        test_review_encoder=ENCODER_TEST.replace(
+            "def test_head(forward_trace, snapshot):\n",
+            "def test_head(forward_trace, snapshot):\n    raise RuntimeError('broken')\n",
+        ),
+    )
+    head = accepted.path / HEAD_GOLDEN
+    before = (head.stat().st_mtime_ns, head.read_bytes())
+    time.sleep(0.01)
+
+    result = run_in_subprocess(accepted, "--snapshot-update", *workers)
+
+    result.assert_outcomes(passed=2, failed=1)
+    assert not (accepted.path / "__snapshots__/test_other/test_old.fwdorder.txt").exists()
+    assert (head.stat().st_mtime_ns, head.read_bytes()) == before
+    result.stdout.fnmatch_lines(
+        [
+            "fwdorder: deleted 1 obsolete golden file(s) no test asserted:",
+            "  __snapshots__/test_other/test_old.fwdorder.txt",
+        ]
+    )

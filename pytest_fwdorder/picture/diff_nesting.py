@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.places import alike_siblings, subtree_end
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -150,3 +152,104 @@ _NESTING_KINDS = (ChangeKind.RENAMED, ChangeKind.NESTING_CHANGED)
 _AT_OLD_CALLS = (ChangeKind.REMOVED, ChangeKind.MOVED)
 # The changes to the nesting that put calls in another parent without moving them.
 _WRAP_KINDS = (ChangeKind.WRAPPED, ChangeKind.UNWRAPPED)
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceWords:
+    """What a diff picture writes on a box where the path alone would mislead, in the
+    summary's words: a look-alike's `one of features.10, features.11` in place of its path,
+    a moved module's `moved to dec.0` at its old place and `moved from enc.2` at its new."""
+
+    old_names: dict[int, str]  # old call -> the name its box shows instead of its path
+    new_names: dict[int, str]  # new call -> the same
+    old_notes: dict[int, str]  # old call -> the words after its class
+    new_notes: dict[int, str]
+
+    def of_old(self, index: int, status: str) -> tuple[str, str, str]:
+        """The tooltip's detail, the name and the note of an old call drawn with `status`."""
+        return _words(self.old_names.get(index, ""), self.old_notes.get(index, ""), status)
+
+    def of_new(self, index: int, status: str) -> tuple[str, str, str]:
+        """The same for a new call."""
+        return _words(self.new_names.get(index, ""), self.new_notes.get(index, ""), status)
+
+
+def _words(name: str, note: str, status: str) -> tuple[str, str, str]:
+    if note:
+        return note, name, note
+    if name:  # the tooltip says `(removed: the trace cannot tell which look-alike it was)`
+        return f"{status}: the trace cannot tell which look-alike it was", name, note
+    return status, name, note
+
+
+class _Diff(Protocol):
+    """What the words are made from: a `TraceDiff` (as `layout.AlignedDiff`)."""
+
+    old_lines: list[GoldenLine]
+    new_lines: list[GoldenLine]
+    changes: list[Change]
+    pairs: list[tuple[int, int]]
+    tree_changes: list[TreeChange]
+
+
+def place_words(marks: CallMarks, difference: _Diff) -> PlaceWords:
+    """The words of a diff's removed or inserted look-alikes and of its moves to another
+    parent, with the names its summary gives them."""
+    # A name-free diff aligns lines without paths; it keeps the named ones beside them.
+    old_lines = getattr(difference, "old_names", None) or difference.old_lines
+    new_lines = getattr(difference, "new_names", None) or difference.new_lines
+    kept = unexplained(difference.changes, difference.tree_changes)
+    pairs = dict(difference.pairs)
+    old_notes, new_notes = _move_notes(marks.moved_old, old_lines, new_lines, pairs)
+    return PlaceWords(
+        _look_alike_names(kept, ChangeKind.REMOVED, old_lines),
+        _look_alike_names(kept, ChangeKind.INSERTED, new_lines),
+        old_notes,
+        new_notes,
+    )
+
+
+def _look_alike_names(
+    changes: list[Change], kind: ChangeKind, lines: list[GoldenLine]
+) -> dict[int, str]:
+    """`one of features.10, features.11` for each outermost call removed (or inserted) next
+    to siblings alike to it but for their names: the trace cannot tell which one it was, so
+    the summary names them all, and so does its box."""
+    changed: set[int | None] = {change.position for change in changes if change.kind is kind}
+    names: dict[int, str] = {}
+    nested_until = -1
+    for position in sorted(position for position in changed if position is not None):
+        if position < nested_until:
+            continue  # inside a call changed with it: the outer box says it
+        nested_until = subtree_end(lines, position)
+        alike = alike_siblings(lines, position, changed)
+        if len(alike) > 1:
+            names[position] = "one of " + ", ".join(lines[index].name for index in alike)
+    return names
+
+
+def _move_notes(
+    moved_old: frozenset[int],
+    old_lines: Sequence[GoldenLine],
+    new_lines: Sequence[GoldenLine],
+    partners: dict[int, int],
+) -> tuple[dict[int, str], dict[int, str]]:
+    """At each place of a call moved to another parent, where it went or came from, as the
+    summary's `enc.2 (LayerNorm) moved to dec.0`; on the outermost moved call only."""
+    old_parent, new_parent = parents(old_lines), parents(new_lines)
+    at_old: dict[int, str] = {}
+    at_new: dict[int, str] = {}
+    for old in sorted(moved_old):
+        new = partners.get(old)
+        if new is None or old_parent[old] in moved_old:
+            continue
+        if partners.get(old_parent[old], -1) == new_parent[new]:
+            continue  # the same parent: a reorder, which no place note explains
+        before, after = old_lines[old], new_lines[new]
+        if before.path != after.path:
+            at_old[old], at_new[new] = f"moved to {after.name}", f"moved from {before.name}"
+        else:  # the same path under another parent: say the parents
+            into, was = new_parent[new], old_parent[old]
+            at_old[old] = f"moved into {new_lines[into].name}" if into >= 0 else "moved to the top"
+            at_new[new] = f"moved from {old_lines[was].name}" if was >= 0 else "moved from the top"
+    return at_old, at_new

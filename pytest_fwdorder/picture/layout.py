@@ -35,7 +35,7 @@ from pytest_fwdorder.golden.format import (
     operation_parts,
     split_top_level,
 )
-from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths
+from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths, place_words
 
 # What a box says about a diff: unchanged, or how the call changed.
 Status = Literal["same", "inserted", "removed", "changed", "moved"]
@@ -85,6 +85,9 @@ class PictureCall:
     line: GoldenLine
     status: Status = "same"
     detail: str = ""  # the kinds of change, `settings changed, output changed`
+    name: str = ""  # shown instead of its path: `one of features.10, features.11`
+    note: str = ""  # after its class: `moved to dec.0`
+    old_place: bool = False  # where a moved call was: drawn faded
 
 
 @dataclass(slots=True)
@@ -117,6 +120,7 @@ class Box:
     hidden_calls: int = 0  # calls folded into it (depth limit, `fold`, unchanged in a diff)
     shared_colour: int = -1  # the tag colour of a module called more than once, else -1
     container: bool = False  # children or operations drawn inside it
+    call: PictureCall | None = None  # in a diff, with its words (`moved to dec.0`, ...)
     parent: int = -1  # index of the enclosing box, -1 at the top
     operations: list[Operation] = field(default_factory=list)
 
@@ -239,6 +243,7 @@ def diff_calls(difference: AlignedDiff) -> list[PictureCall]:
     was; each marked inserted, removed, changed, moved or unchanged, from the diff's own
     aligned rows."""
     marks = call_marks(difference.changes, difference.tree_changes, difference.pairs)
+    words = place_words(marks, difference)
     regrouped_new = {new: old for old, new in marks.regrouped.items()}
     calls: list[PictureCall] = []
     drawn_rows: list[tuple[int | None, int | None]] = []
@@ -247,7 +252,9 @@ def diff_calls(difference: AlignedDiff) -> list[PictureCall]:
             if row.old is None or row.old in marks.regrouped:
                 continue  # nothing, or a call drawn in its new place only
             status: Status = "moved" if row.old in marks.moved_old else "removed"
-            calls.append(PictureCall(difference.old_lines[row.old], status, status))
+            detail, name, note = words.of_old(row.old, status)
+            old_line = difference.old_lines[row.old]
+            calls.append(PictureCall(old_line, status, detail, name, note, old_place=bool(note)))
             drawn_rows.append((row.old, None))
             continue
         old = regrouped_new.get(row.new, row.old)
@@ -255,9 +262,10 @@ def diff_calls(difference: AlignedDiff) -> list[PictureCall]:
         line = difference.new_lines[row.new]
         detail = ", ".join(dict.fromkeys(marks.kinds.get(row.new, [])))
         if row.new in marks.moved_new:
-            calls.append(PictureCall(line, "moved", detail or "moved"))
+            note = words.of_new(row.new, "moved")[2]
+            calls.append(PictureCall(line, "moved", detail or note or "moved", note=note))
         elif old is None:
-            calls.append(PictureCall(line, "inserted", "inserted"))
+            calls.append(PictureCall(line, "inserted", *words.of_new(row.new, "inserted")))
         elif row.old is None and detail:  # regrouped by a wrap, and changed besides
             calls.append(PictureCall(line, "changed", detail))
         elif row.old is not None and row.differs and (detail or row.new not in marks.explained):
@@ -341,6 +349,7 @@ def _sign(node: _Node, signatures: dict[tuple[object, ...], int], operations: bo
         line.operations if operations else (),
         node.call.status,
         node.call.detail,
+        node.call.note,
         node.hidden_calls,
         children,
     )
@@ -386,7 +395,7 @@ def _header(node: _Node, parent: _Node | None) -> tuple[str, str]:
     """A box's first line in two parts: the name, and the class with `#nth` and marks."""
     line = node.call.line
     parent_path = parent.call.line.path if parent is not None else ""
-    name = _shown_path(line.path, parent_path)
+    name = node.call.name or _shown_path(line.path, parent_path)
     if node.last is not None:
         name = f"{name} {ELLIPSIS} {_shown_path(node.last.path, parent_path)}"
     rest = line.module_type
@@ -424,7 +433,8 @@ def _measure(node: _Node, parent: _Node | None, operations: bool) -> None:
     for child in node.children:
         _measure(child, node, operations)
     box_badges = _badge_width(node)
-    width = TEXT_INSET + text_width(header_text(*_header(node, parent))) + box_badges + TEXT_INSET
+    header = header_text(*_header(node, parent)) + (f" {node.call.note}" if node.call.note else "")
+    width = TEXT_INSET + text_width(header) + box_badges + TEXT_INSET
     height = HEADER_HEIGHT
     shown_operations = node.call.line.operations if operations else ()
     if node.children:
@@ -549,6 +559,7 @@ class _Placer:
             shared_colour=zlib.crc32(line.path.encode()) % SHARED_COLOURS if line.reused else -1,
             parent=parent_index,
             container=bool(node.children),
+            call=node.call,
         )
         self.boxes.append(box)
         bottom = y + HEADER_HEIGHT

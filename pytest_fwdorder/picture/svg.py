@@ -42,6 +42,7 @@ LEGEND_HEIGHT = 22
 INK = "#1f2328"
 MUTED = "#57606a"
 TYPE_INK = "#0550ae"
+OLD_PLACE_OPACITY = 0.55  # the place a module moved away from, drawn faded
 # (fill, border) of a box by its diff status; unchanged boxes are shaded by nesting level.
 STATUS_COLOURS: dict[Status, tuple[str, str]] = {
     "inserted": ("#dafbe1", "#1a7f37"),
@@ -244,6 +245,7 @@ def _boxes(boxes: list[Box]) -> list[str]:
 def _box_open(box: Box) -> str:
     """A box's group up to its children: tooltip, rectangle, header, badges, operations."""
     fill, border = _colours(box)
+    old_place = box.call is not None and box.call.old_place
     classes = " ".join(
         [
             "fo-box",
@@ -251,12 +253,14 @@ def _box_open(box: Box) -> str:
             *(["fo-container"] if box.container else []),
             *(["fo-rolled"] if box.repeat > 1 else []),
             *(["fo-shared"] if box.shared_colour >= 0 else []),
+            *(["fo-old-place"] if old_place else []),
         ]
     )
     parts = [
         f'<g class="{classes}" data-path="{xml_text(box.line.path)}" '
         f'data-type="{xml_text(box.line.module_type)}"'
         + (f' data-repeat="{box.repeat}"' if box.repeat > 1 else "")
+        + (f' opacity="{OLD_PLACE_OPACITY}"' if old_place else "")
         + ">",
         f"<title>{xml_text(_tooltip(box))}</title>",
     ]
@@ -269,14 +273,21 @@ def _box_open(box: Box) -> str:
         f'<rect class="fo-frame" x="{box.x}" y="{box.y}" width="{box.width}" '
         f'height="{box.height}" rx="4" fill="{fill}" stroke="{border}"'
         + (' stroke-width="2"' if box.status != "same" else "")
+        + (' stroke-dasharray="5 3"' if old_place else "")
         + "/>"
     )
     struck = ' text-decoration="line-through"' if box.status == "removed" else ""
     weight = ' font-weight="bold"' if box.container else ""
     name = f'<tspan fill="{INK}">{xml_text(box.name)}: </tspan>' if box.name else ""
+    words = box.call.note if box.call is not None else ""
+    note = (
+        f'<tspan class="fo-note" fill="{MUTED}" font-style="italic"> {xml_text(words)}</tspan>'
+        if words
+        else ""
+    )
     parts.append(
         f'<text class="fo-header" x="{box.x + TEXT_INSET}" y="{box.y + 16}"{weight}{struck}>'
-        f'{name}<tspan fill="{TYPE_INK}">{xml_text(box.kind)}</tspan></text>'
+        f'{name}<tspan fill="{TYPE_INK}">{xml_text(box.kind)}</tspan>{note}</text>'
     )
     parts += _badges(box)
     for operation in box.operations:
@@ -301,7 +312,10 @@ def _colours(box: Box) -> tuple[str, str]:
 def _tooltip(box: Box) -> str:
     """What hovering a box shows: its golden line and facts, a rolled run's last line, and
     in a diff what changed."""
-    lines = [box.line.text.strip(), *(f"| {fact}" for fact in box.line.facts)]
+    first = box.line.text.strip()
+    if box.call is not None and box.call.name:  # `one of features.10, ...`, not one path
+        first = box.call.name + first.removeprefix(box.line.path)
+    lines = [first, *(f"| {fact}" for fact in box.line.facts)]
     if box.last_line is not None:
         lines += [
             f"… {box.repeat - 2} more like it …" if box.repeat > 2 else "",

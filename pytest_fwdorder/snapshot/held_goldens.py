@@ -3,7 +3,7 @@ assertion, and all of them in a session that stopped early."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,10 @@ from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
 
 # `--snapshot-update` deletes the goldens no test asserted. A test that stopped before its
 # assertion did not assert its golden either, so syrupy would delete it: hold those back.
+# Under pytest-xdist the controller deletes, but only the workers know which goldens are
+# whose: each worker sends the goldens it holds, by path with their bytes.
+HELD_WORKER_OUTPUT_KEY = "fwdorder_held_goldens"
+_FROM_WORKERS_KEY = pytest.StashKey[dict[Path, bytes]]()
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class HeldGoldens:
     # The unfinished tests' golden texts, put back where syrupy deleted one anyway: it
     # matches skipped tests to goldens by unescaped name, so `test[a%2Fb]` is not matched.
     saved: dict[Path, bytes]
+    # The held goldens syrupy was about to delete and did not, filled in by its clean-up.
+    kept_from_deletion: set[Path] = field(default_factory=set)
 
 
 def hold_unfinished_goldens(
@@ -47,10 +53,67 @@ def hold_unfinished_goldens(
         option.no_cleanup = True  # syrupy's own --snapshot-no-cleanup, for this session
         return HeldGoldens(reason, (), {})
     statuses: dict[str, ItemStatus] = syrupy_session._selected_items
-    unfinished = tuple(nodeid for nodeid, status in statuses.items() if status != ItemStatus.PASSED)
+    # A worker sees the tests other workers ran as not run: those are theirs to hold.
+    worker = hasattr(session.config, "workerinput")
+    unfinished = tuple(
+        nodeid
+        for nodeid, status in statuses.items()
+        if status != ItemStatus.PASSED and not (worker and status == ItemStatus.NOT_RUN)
+    )
     for nodeid in unfinished:
         statuses[nodeid] = ItemStatus.SKIPPED  # syrupy keeps the goldens of skipped tests
-    return HeldGoldens(None, unfinished, _golden_texts(session, unfinished))
+    saved = _golden_texts(session, unfinished) | session.config.stash.get(_FROM_WORKERS_KEY, {})
+    held = HeldGoldens(None, unfinished, saved)
+    _keep_from_deletion(syrupy_session, held)
+    return held
+
+
+def _keep_from_deletion(syrupy_session: Any, held: HeldGoldens) -> None:
+    """Let syrupy's clean-up of this session delete no held golden, so each stays untouched
+    (same bytes, same modification time) and leaves syrupy's report.
+
+    Marking a test skipped does not keep a single-file golden from syrupy 7's deletion,
+    so the one method that deletes is wrapped, for this session only. Should syrupy
+    rename it, `put_back_held_goldens` still writes the deleted goldens back.
+    """
+    remove = getattr(syrupy_session, "remove_unused_snapshots", None)
+    if remove is None or not held.saved:
+        return
+    held_paths = {path.resolve() for path in held.saved}
+
+    def remove_all_but_held(
+        unused_snapshot_collections: SnapshotCollections,
+        used_snapshot_collections: SnapshotCollections,
+    ) -> None:
+        unused = SnapshotCollections()
+        for collection in unused_snapshot_collections:
+            path = Path(collection.location).resolve()
+            if path in held_paths:
+                held.kept_from_deletion.add(path)
+            else:
+                unused.add(collection)
+        if syrupy_session.report is not None:
+            _leave_out_of_report(syrupy_session.report, held.kept_from_deletion)
+        remove(
+            unused_snapshot_collections=unused, used_snapshot_collections=used_snapshot_collections
+        )
+
+    syrupy_session.remove_unused_snapshots = remove_all_but_held
+
+
+def send_held_goldens(config: pytest.Config, held: HeldGoldens | None) -> None:
+    """In a pytest-xdist worker: send the controller, which deletes, the goldens held."""
+    output = getattr(config, "workeroutput", None)
+    if output is not None and held is not None and held.saved:
+        output[HELD_WORKER_OUTPUT_KEY] = {str(path): text for path, text in held.saved.items()}
+
+
+def receive_held_goldens(config: pytest.Config, worker_output: dict[str, Any]) -> None:
+    """On the pytest-xdist controller, as a worker goes down: keep the goldens it held."""
+    sent = worker_output.get(HELD_WORKER_OUTPUT_KEY)
+    if sent:
+        received = config.stash.setdefault(_FROM_WORKERS_KEY, {})
+        received.update({Path(path): text for path, text in sent.items()})
 
 
 def _golden_texts(session: pytest.Session, nodeids: tuple[str, ...]) -> dict[Path, bytes]:
@@ -134,7 +197,11 @@ def held_goldens_message(
             f"fwdorder: kept {count} unused golden file(s): {held.reason}; run `pytest "
             "--snapshot-update` again once every test collects and runs to delete them"
         )
-    count = _count_goldens_of(session, held.unfinished, report) + put_back
+    count = (
+        _count_goldens_of(session, held.unfinished, report, held.kept_from_deletion)
+        + len(held.kept_from_deletion)
+        + put_back
+    )
     if not count:
         return None
     return (
@@ -144,12 +211,17 @@ def held_goldens_message(
     )
 
 
-def _count_goldens_of(session: pytest.Session, nodeids: tuple[str, ...], report: Any) -> int:
-    """How many discovered goldens no assertion used belong to the tests `nodeids`."""
+def _count_goldens_of(
+    session: pytest.Session, nodeids: tuple[str, ...], report: Any, counted: set[Path]
+) -> int:
+    """How many discovered goldens no assertion used belong to the tests `nodeids`, leaving
+    out those `counted` already."""
     collected = session.config._syrupy._collected_items  # type: ignore[attr-defined]
     locations = [PyTestLocation(collected[nodeid]) for nodeid in nodeids if nodeid in collected]
     count = 0
     for collection in report.discovered:
+        if Path(collection.location).resolve() in counted:
+            continue
         used = report.used.get(collection.location)
         # A single-file golden is a collection without named snapshots: its file is the unit.
         names = [snapshot.name for snapshot in collection] or [Path(collection.location).stem]

@@ -19,6 +19,9 @@ from pytest_fwdorder.snapshot.kept_comparisons import golden_outcomes, relative_
 UPDATE_ONLY_OPTION = "--fwdorder-update-only"
 # The patterns of --fwdorder-update-only, once checked; absent when it was not given.
 _UPDATE_ONLY_KEY = pytest.StashKey[tuple[str, ...]]()
+# What a pytest-xdist worker sends the controller: the goldens it compared, the patterns
+# that matched one.
+UPDATE_ONLY_WORKER_OUTPUT_KEY = "fwdorder_update_only"
 
 
 @dataclass
@@ -28,6 +31,9 @@ class _SeenGoldens:
 
     goldens: set[str] = field(default_factory=set)
     matched: set[str] = field(default_factory=set)
+    # False once a pytest-xdist worker went down without sending its goldens (it crashed):
+    # the patterns it matched are unknown, so no pattern is said to have matched nothing.
+    complete: bool = True
 
 
 _SEEN_KEY = pytest.StashKey[_SeenGoldens]()
@@ -79,13 +85,40 @@ def may_rewrite(config: pytest.Config, snapshot: Any) -> bool:
     return bool(matching)
 
 
+def send_seen_goldens(config: pytest.Config) -> None:
+    """In a pytest-xdist worker, at the end of its session: send the controller the goldens
+    it compared under `--fwdorder-update-only` and the patterns that matched one."""
+    output = getattr(config, "workeroutput", None)
+    seen = config.stash.get(_SEEN_KEY, None)
+    if output is not None and seen is not None:
+        output[UPDATE_ONLY_WORKER_OUTPUT_KEY] = {
+            "goldens": sorted(seen.goldens),
+            "matched": sorted(seen.matched),
+        }
+
+
+def receive_seen_goldens(config: pytest.Config, worker_output: dict[str, Any]) -> None:
+    """On the pytest-xdist controller, as a worker goes down: add what it sent (its
+    `config.workeroutput`) to the goldens seen, for `unmatched_patterns_line`."""
+    seen = config.stash.get(_SEEN_KEY, None)
+    if seen is None:
+        return
+    sent = worker_output.get(UPDATE_ONLY_WORKER_OUTPUT_KEY)
+    if sent is None:
+        seen.complete = False
+        return
+    seen.goldens.update(sent["goldens"])
+    seen.matched.update(sent["matched"])
+
+
 def unmatched_patterns_line(config: pytest.Config) -> str | None:
     """The summary line naming the `--fwdorder-update-only` patterns that matched no golden
-    this run compared, or None. Silent under pytest-xdist, whose workers do the matching."""
+    this run compared, or None. Under pytest-xdist the workers match and send what they
+    saw (`send_seen_goldens`); the controller says it once for all of them."""
     patterns = config.stash.get(_UPDATE_ONLY_KEY, ())
-    if not patterns or config.pluginmanager.has_plugin("dsession"):
+    seen = config.stash.get(_SEEN_KEY, None)
+    if not patterns or seen is None or not seen.complete:
         return None
-    seen = config.stash[_SEEN_KEY]
     unmatched = [pattern for pattern in dict.fromkeys(patterns) if pattern not in seen.matched]
     if not unmatched:
         return None
