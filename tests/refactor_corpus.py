@@ -131,14 +131,18 @@ MLP_TANH = (L8, nn.ReLU(), L16, nn.Tanh(), L16B, nn.ReLU(), L4)
 
 
 class EncoderDecoder(nn.Module):
-    def __init__(self, norm_in_decoder: bool) -> None:
+    def __init__(self, norm_in_decoder: bool, norm_block: bool = False) -> None:
         super().__init__()
         torch.manual_seed(0)
         encoder: list[nn.Module] = [nn.Linear(8, 16), nn.ReLU()]
         decoder: list[nn.Module] = [nn.Linear(16, 16), nn.ReLU()]
-        (decoder if norm_in_decoder else encoder).insert(
-            0 if norm_in_decoder else 2, nn.LayerNorm(16)
+        # The module that moves: a norm, or a block of three calls ending in one.
+        norm: nn.Module = (
+            nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.LayerNorm(16))
+            if norm_block
+            else nn.LayerNorm(16)
         )
+        (decoder if norm_in_decoder else encoder).insert(0 if norm_in_decoder else 2, norm)
         self.enc = nn.Sequential(*encoder)
         self.dec = nn.Sequential(*decoder)
 
@@ -644,6 +648,17 @@ def _cases() -> list[Refactor]:
             features,
             {"moved": 1, "renamed": 2},
             ("enc.2 (LayerNorm) moved to dec.0",),
+            keeps_structure=False,
+        ),
+        Refactor(
+            # Before, the block's new parent drew the old one to it: `enc and dec
+            # (Sequential) swapped`, a change nobody made.
+            "move a block to another parent",
+            lambda: EncoderDecoder(norm_in_decoder=False, norm_block=True).eval(),
+            lambda: EncoderDecoder(norm_in_decoder=True, norm_block=True).eval(),
+            features,
+            {"moved": 1, "renamed": 2},
+            ("enc.2 (Sequential, with 3 nested calls) moved to dec.0",),
             keeps_structure=False,
         ),
         # A GPT-shaped decoder

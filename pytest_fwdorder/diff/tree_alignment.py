@@ -67,6 +67,7 @@ def align_trees(
     matcher.recover()
     matcher.match_across_parents()
     matcher.recover()
+    matcher.leave_moves_out_of_order()
     partners = matcher.old_to_new
     # Pairs the matcher found out of order stay out, so a tie cannot keep them in order
     # and push out the calls around them instead.
@@ -161,6 +162,7 @@ class _Matcher:
     def match_containers(self) -> None:
         """Bottom-up: unpaired calls with nested calls, children first (GumTree's Dice)."""
         old_tree, new_tree = self.old_tree, self.new_tree
+        named = {_identity_and_number(line): index for index, line in enumerate(new_tree.lines)}
         for old_index in range(len(old_tree.lines) - 1, -1, -1):
             if old_index in self.old_to_new or not old_tree.children[old_index]:
                 continue
@@ -183,7 +185,41 @@ class _Matcher:
                 if dice >= _DICE_ENOUGH and (best is None or key > best):
                     best = key
             if best is not None:
-                self.pair(old_index, -best[2])
+                self.pair(old_index, self._stays_by_name(old_index, -best[2], named))
+
+    def _stays_by_name(
+        self, old_index: int, best: int, named: dict[tuple[str, str, int], int]
+    ) -> int:
+        """`best`, or the unpaired new call of the old one's path and class where more of the
+        old call's own children are there than under `best`.
+
+        A child moved whole to another parent (`enc.2`, now `dec.0`) votes with all its
+        nested calls for its new parent; the children that stayed are single calls that
+        pair later, by name. Without this, the parent that received the child would pair
+        with the old parent, and two unchanged containers read as swapped. A new call that
+        holds `best` is a wrapper, and never preferred.
+        """
+        if not self.match_paths:
+            return best
+        same = named.get(_identity_and_number(self.old_tree.lines[old_index]))
+        if (
+            same is None
+            or same == best
+            or same in self.new_to_old
+            or same in self.new_tree.ancestors(best)
+        ):
+            return best
+        to_same = to_best = 0
+        for child in self.old_tree.children[old_index]:
+            partner = self.old_to_new.get(child)
+            if partner is None:
+                partner = named.get(_identity_and_number(self.old_tree.lines[child]))
+                if partner is None or partner in self.new_to_old:
+                    continue
+            parent = self.new_tree.parents[partner]
+            to_same += parent == same
+            to_best += parent == best
+        return same if to_same > to_best else best
 
     def recover(self) -> None:
         """Align the children of every paired parent (and the top-level calls), top-down."""
@@ -345,6 +381,22 @@ class _Matcher:
                 self.pair(i, j)
                 self.out_of_order.add(i)
 
+    def leave_moves_out_of_order(self) -> None:
+        """Mark each subtree paired into another parent out of order, whole.
+
+        A block moved from the end of `enc` to the start of `dec` is a move, explained as
+        one; left among the calls kept in order, its nested calls would outnumber `dec`'s
+        own call and push it out as a second, false move. A call whose new parent has no
+        partner (a wrapper) is not moved: it is wrapped.
+        """
+        old_tree, new_tree = self.old_tree, self.new_tree
+        for old_index, new_index in list(self.old_to_new.items()):
+            old_parent, new_parent = old_tree.parents[old_index], new_tree.parents[new_index]
+            if old_parent == NO_PARENT or new_parent not in self.new_to_old:
+                continue
+            if self.old_to_new.get(old_parent) != new_parent:
+                self.out_of_order.update(range(old_index, old_tree.ends[old_index]))
+
     def _same_parent(self, old_index: int, new_index: int) -> bool:
         old_parent = self.old_tree.parents[old_index]
         new_parent = self.new_tree.parents[new_index]
@@ -482,6 +534,11 @@ def _same_rewrite(old_root: str, new_root: str, old_path: str, new_path: str) ->
         and new_path.startswith(new_prefix)
         and old_path[len(old_prefix) :] == new_path[len(new_prefix) :]
     )
+
+
+def _identity_and_number(line: GoldenLine) -> tuple[str, str, int]:
+    """Which call of which module a line is, by name and class: `enc.0`, Linear, 1."""
+    return (line.path, line.module_type, line.nth)
 
 
 def _identity(line: GoldenLine) -> tuple[str, str]:
