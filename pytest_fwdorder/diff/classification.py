@@ -21,8 +21,9 @@ from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kin
 from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
 from pytest_fwdorder.diff.facet_changes import facet_changes, unread_fact_changes
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
+from pytest_fwdorder.diff.ordered_pairing import AlignedPair
 from pytest_fwdorder.diff.places import describe_place, describe_where
-from pytest_fwdorder.diff.tree_alignment import AlignedPair, TreeAlignment
+from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
 from pytest_fwdorder.facets.values_tolerance import moved_statistics
 from pytest_fwdorder.golden.costs_lines import (

@@ -23,16 +23,21 @@ pass over the calls or a longest increasing subsequence, so 100,000 calls pair i
 from __future__ import annotations
 
 import bisect
-import difflib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
+from pytest_fwdorder.diff.ordered_pairing import (
+    AlignedPair,
+    common_subsequence,
+    interleave,
+    longest_increasing,
+    match_in_order,
+    occurrences,
+    only_unique,
+)
 from pytest_fwdorder.golden.format import GoldenLine
-
-# One aligned row: an old and a new line index, either None for a call on one side only.
-AlignedPair = tuple[int | None, int | None]
 
 _SMALLEST_SUBTREE = 2  # a single call pairs only inside a paired parent or by its path
 _DICE_ENOUGH = 0.5
@@ -72,10 +77,10 @@ def align_trees(
     # Pairs the matcher found out of order stay out, so a tie cannot keep them in order
     # and push out the calls around them instead.
     candidates = [(o, n) for o, n in partners.items() if o not in matcher.out_of_order]
-    in_order = _longest_increasing(sorted(candidates, key=_second))
+    in_order = longest_increasing(sorted(candidates, key=_second))
     kept = set(in_order)
     moved = {o: n for o, n in partners.items() if (o, n) not in kept}
-    rows = _interleave(len(old), len(new), in_order)
+    rows = interleave(len(old), len(new), in_order)
     return TreeAlignment(old_tree, new_tree, partners, moved, rows)
 
 
@@ -440,11 +445,13 @@ def _pairs_between(
             old_keys = [key(old_lines[i]) for i in between_old]
             new_keys = [key(new_lines[j]) for j in between_new]
             if unique_only:
-                in_order, out_of_order = _match(*_only_unique(old_keys, new_keys))
+                in_order, out_of_order = match_in_order(*only_unique(old_keys, new_keys))
             elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
-                in_order, out_of_order = _common_subsequence(old_keys, new_keys), []
+                in_order, out_of_order = common_subsequence(old_keys, new_keys), []
             else:  # a long stretch: occurrences in order, in O(n log n)
-                in_order, out_of_order = _match(_occurrences(old_keys), _occurrences(new_keys))
+                in_order, out_of_order = match_in_order(
+                    occurrences(old_keys), occurrences(new_keys)
+                )
             result += [(between_old[i], between_new[j]) for i, j in in_order]
             if unique_only:
                 crossed += [(between_old[i], between_new[j]) for i, j in out_of_order]
@@ -452,34 +459,6 @@ def _pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
-
-
-def _common_subsequence(
-    old_keys: list[Hashable], new_keys: list[Hashable]
-) -> list[tuple[int, int]]:
-    """Positions of a longest common subsequence of two key lists (no junk heuristic: a
-    ReLU called often is no less a call)."""
-    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
-    return [
-        (block.a + offset, block.b + offset)
-        for block in matcher.get_matching_blocks()
-        for offset in range(block.size)
-    ]
-
-
-def _only_unique(
-    old_keys: list[Hashable], new_keys: list[Hashable]
-) -> tuple[list[Hashable], list[Hashable]]:
-    """The keys found once on each side; every other key made unpairable."""
-    old_counts, new_counts = Counter(old_keys), Counter(new_keys)
-
-    def kept(keys: list[Hashable], side: str) -> list[Hashable]:
-        return [
-            key if old_counts[key] == 1 and new_counts[key] == 1 else (side, position)
-            for position, key in enumerate(keys)
-        ]
-
-    return kept(old_keys, "old"), kept(new_keys, "new")
 
 
 def _first_alike(
@@ -558,64 +537,3 @@ def _structure(line: GoldenLine) -> Hashable:
 
 def _look(line: GoldenLine) -> Hashable:
     return (line.module_type, line.inputs, line.outputs, line.facts)
-
-
-def _occurrences(keys: list[Hashable]) -> list[Hashable]:
-    """Each key with how many times it came before: `[(k, 0), (k, 1), (m, 0)]`."""
-    seen: Counter[Hashable] = Counter()
-    unique: list[Hashable] = []
-    for key in keys:
-        unique.append((key, seen[key]))
-        seen[key] += 1
-    return unique
-
-
-def _match(
-    old_keys: list[Hashable], new_keys: list[Hashable]
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Positions of the unique keys both lists have: the longest in-order pairing, and the
-    pairs left out of it because they cross it."""
-    old_positions = {key: index for index, key in enumerate(old_keys)}
-    common = [
-        (old_positions[key], new_index)
-        for new_index, key in enumerate(new_keys)
-        if key in old_positions
-    ]
-    in_order = _longest_increasing(common)
-    kept = set(in_order)
-    return in_order, [pair for pair in common if pair not in kept]
-
-
-def _interleave(old_count: int, new_count: int, pairs: list[tuple[int, int]]) -> list[AlignedPair]:
-    """Rows for all calls: each pair, preceded by the unpaired calls before it."""
-    rows: list[AlignedPair] = []
-    old_next = new_next = 0
-    for old_index, new_index in [*pairs, (old_count, new_count)]:
-        rows += [(index, None) for index in range(old_next, old_index)]
-        rows += [(None, index) for index in range(new_next, new_index)]
-        rows.append((old_index, new_index))
-        old_next, new_next = old_index + 1, new_index + 1
-    rows.pop()  # the end, not a pair
-    return rows
-
-
-def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest subsequence of pairs (sorted by second item) increasing in the first item."""
-    tails: list[int] = []
-    tail_index: list[int] = []
-    previous = [-1] * len(pairs)
-    for position, (first, _) in enumerate(pairs):
-        slot = bisect.bisect_left(tails, first)
-        if slot == len(tails):
-            tails.append(first)
-            tail_index.append(position)
-        else:
-            tails[slot] = first
-            tail_index[slot] = position
-        previous[position] = tail_index[slot - 1] if slot else -1
-    result = []
-    position = tail_index[-1] if tail_index else -1
-    while position >= 0:
-        result.append(pairs[position])
-        position = previous[position]
-    return result[::-1]

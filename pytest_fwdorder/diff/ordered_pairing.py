@@ -1,0 +1,99 @@
+"""Two sequences of keys -> the pairs kept in order: a longest common subsequence, unique
+keys first, a longest increasing pairing, and the rows that show them. Pure, no torch."""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+from collections import Counter
+from collections.abc import Hashable
+
+# One aligned row: an old and a new line index, either None for a call on one side only.
+AlignedPair = tuple[int | None, int | None]
+
+
+def common_subsequence(old_keys: list[Hashable], new_keys: list[Hashable]) -> list[tuple[int, int]]:
+    """Positions of a longest common subsequence of two key lists (no junk heuristic: a
+    ReLU called often is no less a call)."""
+    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+    return [
+        (block.a + offset, block.b + offset)
+        for block in matcher.get_matching_blocks()
+        for offset in range(block.size)
+    ]
+
+
+def only_unique(
+    old_keys: list[Hashable], new_keys: list[Hashable]
+) -> tuple[list[Hashable], list[Hashable]]:
+    """The keys found once on each side; every other key made unpairable."""
+    old_counts, new_counts = Counter(old_keys), Counter(new_keys)
+
+    def kept(keys: list[Hashable], side: str) -> list[Hashable]:
+        return [
+            key if old_counts[key] == 1 and new_counts[key] == 1 else (side, position)
+            for position, key in enumerate(keys)
+        ]
+
+    return kept(old_keys, "old"), kept(new_keys, "new")
+
+
+def occurrences(keys: list[Hashable]) -> list[Hashable]:
+    """Each key with how many times it came before: `[(k, 0), (k, 1), (m, 0)]`."""
+    seen: Counter[Hashable] = Counter()
+    unique: list[Hashable] = []
+    for key in keys:
+        unique.append((key, seen[key]))
+        seen[key] += 1
+    return unique
+
+
+def match_in_order(
+    old_keys: list[Hashable], new_keys: list[Hashable]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Positions of the unique keys both lists have: the longest in-order pairing, and the
+    pairs left out of it because they cross it."""
+    old_positions = {key: index for index, key in enumerate(old_keys)}
+    common = [
+        (old_positions[key], new_index)
+        for new_index, key in enumerate(new_keys)
+        if key in old_positions
+    ]
+    in_order = longest_increasing(common)
+    kept = set(in_order)
+    return in_order, [pair for pair in common if pair not in kept]
+
+
+def interleave(old_count: int, new_count: int, pairs: list[tuple[int, int]]) -> list[AlignedPair]:
+    """Rows for all calls: each pair, preceded by the unpaired calls before it."""
+    rows: list[AlignedPair] = []
+    old_next = new_next = 0
+    for old_index, new_index in [*pairs, (old_count, new_count)]:
+        rows += [(index, None) for index in range(old_next, old_index)]
+        rows += [(None, index) for index in range(new_next, new_index)]
+        rows.append((old_index, new_index))
+        old_next, new_next = old_index + 1, new_index + 1
+    rows.pop()  # the end, not a pair
+    return rows
+
+
+def longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of pairs (sorted by second item) increasing in the first item."""
+    tails: list[int] = []
+    tail_index: list[int] = []
+    previous = [-1] * len(pairs)
+    for position, (first, _) in enumerate(pairs):
+        slot = bisect.bisect_left(tails, first)
+        if slot == len(tails):
+            tails.append(first)
+            tail_index.append(position)
+        else:
+            tails[slot] = first
+            tail_index[slot] = position
+        previous[position] = tail_index[slot - 1] if slot else -1
+    result = []
+    position = tail_index[-1] if tail_index else -1
+    while position >= 0:
+        result.append(pairs[position])
+        position = previous[position]
+    return result[::-1]
