@@ -392,14 +392,15 @@ class _Matcher:
         A block moved from the end of `enc` to the start of `dec` is a move, explained as
         one; left among the calls kept in order, its nested calls would outnumber `dec`'s
         own call and push it out as a second, false move. A call whose new parent has no
-        partner (a wrapper) is not moved: it is wrapped.
+        partner (a wrapper) is not moved but wrapped, and one whose old parent has none (a
+        wrapper removed) unwrapped.
         """
         old_tree, new_tree = self.old_tree, self.new_tree
         for old_index, new_index in list(self.old_to_new.items()):
             old_parent, new_parent = old_tree.parents[old_index], new_tree.parents[new_index]
-            if old_parent == NO_PARENT or new_parent not in self.new_to_old:
+            if old_parent not in self.old_to_new or new_parent not in self.new_to_old:
                 continue
-            if self.old_to_new.get(old_parent) != new_parent:
+            if self.old_to_new[old_parent] != new_parent:
                 self.out_of_order.update(range(old_index, old_tree.ends[old_index]))
 
     def _same_parent(self, old_index: int, new_index: int) -> bool:
