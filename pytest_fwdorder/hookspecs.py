@@ -1,7 +1,7 @@
 """Hook specifications, and the plugin manager that calls them inside and outside pytest.
 
-Three hooks let a project fix what pytest-fwdorder cannot know about its types, without
-forking it. Implement them in a `conftest.py` or an installed plugin, with or without the
+Four hooks let a project fix what pytest-fwdorder cannot know about its types, and add
+facets of its own, without forking it. Implement them in a `conftest.py` or an installed plugin, with or without the
 `hookimpl` marker (`pytest.hookimpl` is the same marker):
 
     import pytest
