@@ -65,7 +65,8 @@ class Trace(TraceRecords):
 
     def headline(self) -> str:
         """`<Trace of ResNet: 183 calls>`: how one-line messages (assertions) name a trace."""
-        return f"<Trace of {self.root_type}: {len(self.calls)} calls>"
+        count = len(self.calls)
+        return f"<Trace of {self.root_type}: {count} call{'s' if count != 1 else ''}>"
 
     def __repr__(self) -> str:
         """The headline, the counts a reader checks first, and the first call lines."""

@@ -395,3 +395,12 @@ def test_a_diff_shows_in_a_notebook_as_escaped_text() -> None:
     assert html.startswith('<pre class="fwdorder-diff">3 calls before, 3 after')
     assert "-   1: ReLU (f32[1,4]) -&gt; f32[1,4]" in html
     assert html.endswith("</pre>")
+
+
+def test_a_one_call_model_is_counted_in_the_singular() -> None:
+    # Before: "1 calls before, 1 after" and "<Trace of Linear: 1 calls>".
+    torch.manual_seed(0)
+    before = trace_forward(nn.Linear(4, 8), torch.randn(1, 4))
+    after = trace_forward(nn.Linear(4, 9), torch.randn(1, 4))
+    assert before.headline() == "<Trace of Linear: 1 call>"
+    assert before.diff(after).summary().startswith("1 call before, 1 after: ")

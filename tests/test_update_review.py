@@ -204,7 +204,7 @@ def test_update_only_says_why_a_golden_was_not_written(changed: pytest.Pytester)
 
     result.stdout.fnmatch_lines(
         [
-            "E       AssertionError: assert <Trace of Linear: 1 calls> == snapshot 'test_head'",
+            "E       AssertionError: assert <Trace of Linear: 1 call> == snapshot 'test_head'",
             f"E         Not written: '{HEAD_GOLDEN}' matches no --fwdorder-update-only pattern "
             "('*/test_encoder.*'); add a pattern that matches it to accept it.",
         ]

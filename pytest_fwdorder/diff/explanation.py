@@ -114,7 +114,7 @@ def summarize(
     ]
     totals += [f"{plural(count, 'call')} {words}" for words, count in facet_counts.items()]
     lines = [
-        f"{len(old_lines)} calls before, {len(new_lines)} after: "
+        f"{plural(len(old_lines), 'call')} before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
     ]
     for kind, nouns in _NESTING_NOUNS.items():
