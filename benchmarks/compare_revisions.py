@@ -32,8 +32,6 @@ def worker_cases(smoke: bool) -> dict[str, tuple[object, object]]:
     """The models of the overhead rows, with their inputs, built in a worker process."""
     import torch
     import torchvision
-
-    sys.path.insert(0, str(HERE))
     from models import TinyGPT2, tiny_modules
 
     torch.manual_seed(0)
@@ -62,11 +60,12 @@ def worker(smoke: bool) -> None:
     """Answer `round CASE` with one timing of each candidate, as a JSON line on stdout."""
     import torch
 
-    sys.path.insert(0, str(HERE))
-    from run import global_noop_hooks
-
     import pytest_fwdorder
     from pytest_fwdorder import trace_forward
+
+    # The revision's own benchmark helpers (models, the floor), next to its package.
+    sys.path.insert(0, str(Path(pytest_fwdorder.__file__).resolve().parents[1] / "benchmarks"))
+    from run import global_noop_hooks
 
     cases = worker_cases(smoke)
     candidates: dict[str, dict[str, Callable[[], object]]] = {}
@@ -126,8 +125,13 @@ def start_worker(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
     )
     assert process.stdout is not None
-    header = json.loads(process.stdout.readline())
-    return process, header
+    line = process.stdout.readline()
+    if not line:
+        raise RuntimeError(
+            f"the worker for {package_root} exited before it was ready (its error is above): "
+            "a baseline too old for this script, or a broken tree"
+        )
+    return process, json.loads(line)
 
 
 def ask_round(process: subprocess.Popen[str], case: str) -> dict[str, float]:
