@@ -56,9 +56,17 @@ def worker_cases(smoke: bool) -> dict[str, tuple[object, object]]:
     }
 
 
-def worker(smoke: bool) -> None:
+# Wall time, or the process's CPU time: on a shared machine the second leaves out the time
+# other processes held the cores, which wall time counts for whichever revision was running.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def worker(smoke: bool, clock: str, threads: int | None) -> None:
     """Answer `round CASE` with one timing of each candidate, as a JSON line on stdout."""
     import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     import pytest_fwdorder
     from pytest_fwdorder import trace_forward
@@ -96,9 +104,9 @@ def worker(smoke: bool) -> None:
         timings = {}
         order = list(candidates[case].items())
         for candidate, run in order if round_index % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
+            start = CLOCKS[clock]()
             run()
-            timings[candidate] = time.perf_counter() - start
+            timings[candidate] = CLOCKS[clock]() - start
         print(json.dumps(timings), flush=True)
 
 
@@ -115,10 +123,10 @@ def export_revision(revision: str, into: Path) -> Path:
 
 
 def start_worker(
-    package_root: Path, smoke: bool
+    package_root: Path, smoke: bool, options: list[str]
 ) -> tuple[subprocess.Popen[str], dict[str, object]]:
     environment = {**os.environ, "PYTHONPATH": str(package_root)}
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker"]
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", *options]
     if smoke:
         command.append("--smoke")
     process = subprocess.Popen(
@@ -142,10 +150,13 @@ def ask_round(process: subprocess.Popen[str], case: str) -> dict[str, float]:
     return json.loads(process.stdout.readline())  # type: ignore[no-any-return]
 
 
-def compare(baseline: str, rounds: int, smoke: bool) -> None:
+def compare(baseline: str, rounds: int, smoke: bool, options: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="fwdorder-baseline-") as folder:
         old_root = export_revision(baseline, Path(folder))
-        workers = {"old": start_worker(old_root, smoke), "new": start_worker(ROOT, smoke)}
+        workers = {
+            "old": start_worker(old_root, smoke, options),
+            "new": start_worker(ROOT, smoke, options),
+        }
         for label, (_, header) in workers.items():
             print(f"{label}: {header['package']}")
         calls: dict[str, int] = workers["new"][1]["calls"]  # type: ignore[assignment]
@@ -202,12 +213,20 @@ def main() -> None:
     parser.add_argument("baseline", nargs="?", default="main", help="git revision to compare with")
     parser.add_argument("--rounds", type=int, default=31, help="interleaved rounds per case")
     parser.add_argument("--smoke", action="store_true", help="tiny models, for a quick check")
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall", help="what a timing measures"
+    )
+    parser.add_argument("--threads", type=int, help="torch's intra-op threads in the workers")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.worker:
-        worker(arguments.smoke)
+        worker(arguments.smoke, arguments.clock, arguments.threads)
         return
-    compare(arguments.baseline, arguments.rounds, arguments.smoke)
+    options = ["--clock", arguments.clock]
+    if arguments.threads is not None:
+        options += ["--threads", str(arguments.threads)]
+    print(f"clock: {arguments.clock}, torch threads: {arguments.threads or 'default'}")
+    compare(arguments.baseline, arguments.rounds, arguments.smoke, options)
 
 
 if __name__ == "__main__":
