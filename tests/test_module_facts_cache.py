@@ -123,3 +123,12 @@ def test_an_unchanged_module_is_served_from_what_was_remembered(
     monkeypatch.setattr(module_facts_module, "_raw_facts", refuse)
 
     assert trace_forward(model, inputs).render() == first
+
+
+def test_a_module_without_torchs_non_persistent_set_is_traced_twice() -> None:
+    """Modules built around nn.Module.__init__ may lack it; facts read it only for buffers."""
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    del vars(model[1])["_non_persistent_buffers_set"]
+    first = trace_forward(model, torch.ones(1, 2)).render()
+
+    assert trace_forward(model, torch.ones(1, 2)).render() == first

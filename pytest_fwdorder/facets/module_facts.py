@@ -162,7 +162,7 @@ def _remember(module: nn.Module, facts: ModuleFacts) -> None:
         plan,
         tuple([attributes.get(attribute, _MISSING) for attribute in plan.attribute_names]),
         _tensor_states(module),
-        frozenset(module._non_persistent_buffers_set),
+        frozenset(attributes.get("_non_persistent_buffers_set", ())),
         facts,
     )
 
@@ -184,7 +184,7 @@ class _Remembered:
     plan: _SettingsPlan
     values: tuple[object, ...]
     tensors: list[object]  # _tensor_states
-    non_persistent: frozenset[str]
+    non_persistent: frozenset[str]  # compared whole, not only for the buffers present
     facts: ModuleFacts
 
     def hold_for(self, module: nn.Module) -> bool:
@@ -204,12 +204,12 @@ class _Remembered:
                     self.values,
                 )
             )
-            or module._non_persistent_buffers_set != self.non_persistent
+            or attributes.get("_non_persistent_buffers_set", _NO_NAMES) != self.non_persistent
         ):
             return False
         try:
             return _tensor_states(module) == self.tensors
-        except (AttributeError, RuntimeError):  # a tensor now None, or now lazy (no shape)
+        except (AttributeError, RuntimeError):  # not a tensor now, or a lazy one (no shape)
             return False
 
 
@@ -237,6 +237,7 @@ def _tensor_states(module: nn.Module) -> list[object]:
     ]
 
 
+_NO_NAMES: frozenset[str] = frozenset()
 # Each module's facts while they hold, by the module's id (see _Remembered).
 _REMEMBERED: dict[int, _Remembered] = {}
 
