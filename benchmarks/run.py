@@ -49,7 +49,7 @@ from pytest_fwdorder.calls import Call
 from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.facets.module_facts import module_facts
 from pytest_fwdorder.golden.parse import parse_golden
-from pytest_fwdorder.recording import model_index, model_state
+from pytest_fwdorder.recording import model_index, model_state, numpy_random
 from pytest_fwdorder.recording import recorder as recorder_module
 from pytest_fwdorder.trace import Trace
 from pytest_fwdorder.value_descriptions import LiteralDescription, TensorDescription
@@ -460,16 +460,15 @@ def guarantee_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bo
         return state
 
     def random_states() -> object:  # saved and put back, as every trace does
-        numpy_random = sys.modules.get("numpy.random")
+        # numpy's is set again only if it moved (recording/numpy_random.py): here it never does.
         saved = (
             torch.random.get_rng_state(),
             random.getstate(),
-            numpy_random.get_state() if numpy_random is not None else None,
+            numpy_random.save_numpy_random(),
         )
         torch.random.set_rng_state(saved[0])
         random.setstate(saved[1])
-        if numpy_random is not None:
-            numpy_random.set_state(saved[2])
+        numpy_random.restore_numpy_random(saved[2])
         return saved
 
     index = model_index.index_model(model)

@@ -350,6 +350,33 @@ def test_a_compiled_submodule_is_put_back_after_the_trace() -> None:
     assert model[2] is compiled
 
 
+class SharedBlockStack(nn.Module):
+    """One block registered twice, its compiled-to-be Linear three registries down."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        block = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.ReLU(), nn.Linear(8, 8)))
+        self.first = block
+        self.parts = nn.ModuleDict({"act": nn.ReLU()})
+        self.second = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.parts["act"](self.first(x)))
+
+
+@dynamo_reads_grad
+def test_a_compiled_module_deep_under_a_shared_block_gives_the_eager_golden() -> None:
+    model = SharedBlockStack()
+    compiled = model.first[1][1] = torch.compile(model.first[1][1], backend="eager")
+    model(torch.randn(2, 8))
+
+    traced = trace_forward(model, torch.randn(2, 8))
+
+    assert traced == trace_forward(SharedBlockStack(), torch.randn(2, 8))
+    assert model.second[1][1] is compiled
+
+
 @dynamo_reads_grad
 def test_a_model_compiled_in_place_gives_the_eager_golden() -> None:
     model = build_stack()

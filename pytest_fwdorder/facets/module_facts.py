@@ -18,7 +18,7 @@ import types
 import weakref
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
-from itertools import chain
+from itertools import chain, repeat
 
 import torch
 from torch import nn
@@ -118,11 +118,15 @@ def module_facts(module: nn.Module, *, ask_plugins: bool = True) -> ModuleFacts:
 def _shared_module_facts(module: nn.Module) -> ModuleFacts:
     """Settings, own tensors and forward's parameters of a module, in one call.
 
-    Equal facts are one shared object, found from what the module holds (its setting
-    values, its tensors' names, dtypes, shapes and flags) before any text is made: a model
-    repeats a few kinds of module many times, and the recorder reads the facts of every
-    module in every trace.
+    A module's facts are remembered, and given again while nothing they are made from has
+    changed (`_Remembered.hold_for`). Equal facts are one shared object, found from what
+    the module holds (its setting values, its tensors' names, dtypes, shapes and flags)
+    before any text is made: a model repeats a few kinds of module many times, and the
+    recorder reads the facts of every module in every trace.
     """
+    remembered = _REMEMBERED.get(id(module))
+    if remembered is not None and remembered.hold_for(module):
+        return remembered.facts
     key = _raw_facts(module)
     try:
         facts = _MODULE_FACTS.get(key) if key is not None else None
@@ -139,7 +143,103 @@ def _shared_module_facts(module: nn.Module) -> ModuleFacts:
             module_settings(module), module_tensors(module), forward_parameters(module)
         )
         _MODULE_FACTS[key] = facts
+    _remember(module, facts)
     return facts
+
+
+def _remember(module: nn.Module, facts: ModuleFacts) -> None:
+    """Keep `facts` as `module`'s until something they are made from changes."""
+    module_class = type(module)
+    plan = _SETTINGS_PLANS.get(module_class)
+    if plan is None:  # the plans were cleared at their bound meanwhile: next time
+        return
+    if len(_REMEMBERED) >= _MOST_TENSOR_FACTS:
+        _REMEMBERED.clear()
+    attributes = module.__dict__
+    _REMEMBERED[id(module)] = _Remembered(
+        module_class,
+        module_class.forward,
+        plan,
+        tuple([attributes.get(attribute, _MISSING) for attribute in plan.attribute_names]),
+        _tensor_states(module),
+        frozenset(attributes.get("_non_persistent_buffers_set", ())),
+        facts,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Remembered:
+    """A module's facts, with what they were made from: its class, settings and tensors.
+
+    Setting values are compared by identity, which costs less than the types and hashes of
+    the shared facts' key and never takes a changed value for the old one (`stride = (2, 2)`
+    is a new tuple; `True` and `1` are other objects). Tensors are read again each time,
+    since `.half()` and `requires_grad_` change a parameter without replacing it. Keyed by
+    the module's id, with no reference to it nor to its tensors: another module later given
+    the same id is served only if all of this holds for it too, and then its facts are these.
+    """
+
+    module_class: type[nn.Module]
+    forward: object
+    plan: _SettingsPlan
+    values: tuple[object, ...]
+    tensors: list[object]  # _tensor_states
+    non_persistent: frozenset[str]  # compared whole, not only for the buffers present
+    facts: ModuleFacts
+
+    def hold_for(self, module: nn.Module) -> bool:
+        """Whether these facts are still `module`'s: nothing they are made from changed."""
+        module_class = type(module)
+        attributes = module.__dict__
+        plan = self.plan
+        if (
+            module_class is not self.module_class
+            or module_class.forward is not self.forward
+            or _SETTINGS_PLANS.get(module_class) is not plan
+            or "forward" in attributes
+            or not all(
+                map(
+                    operator.is_,
+                    map(attributes.get, plan.attribute_names, repeat(_MISSING)),
+                    self.values,
+                )
+            )
+            or attributes.get("_non_persistent_buffers_set", _NO_NAMES) != self.non_persistent
+        ):
+            return False
+        try:
+            return _tensor_states(module) == self.tensors
+        except (AttributeError, RuntimeError):  # not a tensor now, or a lazy one (no shape)
+            return False
+
+
+def _tensor_states(module: nn.Module) -> list[object]:
+    """A module's own tensors as its facts see them, flat, read in C: how many parameters,
+    the parameters' and buffers' names and types, and each tensor's dtype, shape and flag."""
+    parameters = module._parameters
+    buffers = module._buffers
+    if not buffers:
+        if not parameters:
+            return []  # an activation, a container
+        return [
+            -1,  # no buffers
+            *parameters,
+            *map(type, parameters.values()),
+            *map(_TENSOR_KEY, filter(_IS_NOT_NONE, parameters.values())),
+        ]
+    values = [*parameters.values(), *buffers.values()]
+    return [
+        len(parameters),
+        *parameters,
+        *buffers,
+        *map(type, values),
+        *map(_TENSOR_KEY, filter(_IS_NOT_NONE, values)),
+    ]
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+# Each module's facts while they hold, by the module's id (see _Remembered).
+_REMEMBERED: dict[int, _Remembered] = {}
 
 
 def _raw_facts(module: nn.Module) -> Hashable | None:

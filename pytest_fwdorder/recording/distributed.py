@@ -18,9 +18,12 @@ checks are a dictionary lookup and an `isinstance`.
 
 from __future__ import annotations
 
+import functools
+import operator
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from itertools import chain, compress
 
 import torch
 from torch import nn
@@ -173,27 +176,71 @@ def compiled_code_run_eagerly(root: nn.Module) -> Iterator[None]:
     replaced: list[tuple[dict[str, nn.Module | None], str, nn.Module]] = []
     with ExitStack() as stack:
         stack.callback(_put_back_compiled, replaced)
-        # A walk over the registries, not `modules()`: this runs for every trace once
-        # torchvision has imported dynamo, and a type check per child is all it needs.
-        pending = [root]
-        seen: set[int] = set()
-        while pending:
-            registry = pending.pop()._modules
-            for name, child in list(registry.items()):
-                if child is None or id(child) in seen:
-                    continue
-                seen.add(id(child))
-                if isinstance(child, compiled_class):
-                    inner = _compiled_inner(child)
-                    if inner is not None:
-                        replaced.append((registry, name, child))
-                        registry[name] = child = inner
-                pending.append(child)
+        if _holds_compiled_modules(root, compiled_class):
+            _replace_compiled_modules(root, compiled_class, replaced)
         # set_stance came with torch 2.6; before it, compiled code runs as it would.
         set_stance = getattr(torch.compiler, "set_stance", None)
         if set_stance is not None:
             stack.enter_context(set_stance("force_eager"))
         yield
+
+
+def _holds_compiled_modules(root: nn.Module, compiled_class: type) -> bool:
+    """Whether a module of this class is anywhere under `root`: the classes of all of them,
+    gathered registry level by registry level in C.
+
+    Every trace asks, once torchvision has imported dynamo; the model is rarely compiled,
+    and then the walk that replaces (`_replace_compiled_modules`) is not needed.
+    """
+    seen = {id(root)}
+    parents = [root]
+    classes: set[type] = set()
+    while parents:
+        try:
+            children = list(
+                filter(
+                    _IS_NOT_NONE,
+                    chain.from_iterable(map(dict.values, map(_MODULES_OF, parents))),
+                )
+            )
+        except TypeError:  # a registry that is not a dict (TorchScript's): the slow walk
+            return True
+        classes.update(map(type, children))
+        # Only modules with children are walked on (most are leaves), each once: a module
+        # registered twice, or inside itself, is met again.
+        parents = list(compress(children, map(_MODULES_OF, children)))
+        unique = dict(zip(map(id, parents), parents, strict=True))
+        for met_already in seen.intersection(unique):
+            del unique[met_already]
+        seen.update(unique)
+        parents = list(unique.values())
+    return any(issubclass(module_class, compiled_class) for module_class in classes)
+
+
+def _replace_compiled_modules(
+    root: nn.Module,
+    compiled_class: type,
+    replaced: list[tuple[dict[str, nn.Module | None], str, nn.Module]],
+) -> None:
+    """Put each compiled module's eager module in its place, noting it in `replaced`."""
+    pending = [root]
+    seen: set[int] = set()
+    while pending:
+        registry = pending.pop()._modules
+        for name, child in list(registry.items()):
+            if child is None or id(child) in seen:
+                continue
+            seen.add(id(child))
+            if isinstance(child, compiled_class):
+                inner = _compiled_inner(child)
+                if inner is not None:
+                    replaced.append((registry, name, child))
+                    registry[name] = child = inner
+            pending.append(child)
+
+
+_MODULES_OF = operator.attrgetter("_modules")
+_IS_NOT_NONE = functools.partial(operator.is_not, None)
 
 
 def _compiled_inner(module: nn.Module | None) -> nn.Module | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import operator
 import random
-import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate, chain, compress, repeat
@@ -25,6 +24,7 @@ from pytest_fwdorder.errors import warn_at_caller
 from pytest_fwdorder.facets.module_facts import buffers_of, is_uninitialized, parameters_of
 from pytest_fwdorder.recording.direct_forwards import is_watching_forward
 from pytest_fwdorder.recording.model_index import ModelIndex
+from pytest_fwdorder.recording.numpy_random import restore_numpy_random, save_numpy_random
 
 
 class ModelState:
@@ -81,11 +81,7 @@ class ModelState:
             else None
         )
         self.python_rng = random.getstate()
-        # Models draw from numpy's global generator too (Wav2Vec2's SpecAugment masks). Saving
-        # and setting it costs about 170 us: only if `numpy.random` was imported, since a
-        # forward that imports it first gets a generator seeded afresh anyway.
-        numpy_random = sys.modules.get("numpy.random")
-        self.numpy_rng: object = numpy_random.get_state() if numpy_random is not None else None
+        self.numpy_rng = save_numpy_random()
 
     def add_modules(self, modules: Sequence[nn.Module], paths: Sequence[str]) -> None:
         """Capture these modules' own state (not their children's).
@@ -320,9 +316,7 @@ def _restore_process_state(state: ModelState) -> None:
     if state.cuda_rng is not None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
     random.setstate(state.python_rng)
-    numpy_random = sys.modules.get("numpy.random")
-    if numpy_random is not None and state.numpy_rng is not None:
-        numpy_random.set_state(state.numpy_rng)
+    restore_numpy_random(state.numpy_rng)
 
 
 def _restore_parameter_flags(state: ModelState) -> list[str]:
