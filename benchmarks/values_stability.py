@@ -44,11 +44,11 @@ from cpu_stability import (
 )
 from version_matrix import REPOSITORY, quiet_warnings
 
-from pytest_fwdorder.golden.values_lines import parse_fingerprints
 from pytest_fwdorder.golden.format import (
     FACT_PREFIX,
     VALUES_FACT,
 )
+from pytest_fwdorder.golden.values_lines import parse_fingerprints
 from pytest_fwdorder.options import VALUES_ABSOLUTE_TOLERANCE, VALUES_RELATIVE_TOLERANCE
 
 _VALUES_FACT_START = f"{FACT_PREFIX}{VALUES_FACT}: "

@@ -14,16 +14,19 @@ from torch import nn
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.calls import ForwardParameters, TensorFact
 from pytest_fwdorder.facets import module_facts as facts
+from pytest_fwdorder.facets import module_settings as settings_module
 from pytest_fwdorder.facets.module_facts import (
-    EXTRA_REPR_SETTING,
     forward_parameters,
     index_tensors,
     module_facts,
-    module_settings,
     module_tensors,
     state_dict_keys,
     tensor_totals,
     tied_tensors,
+)
+from pytest_fwdorder.facets.module_settings import (
+    EXTRA_REPR_SETTING,
+    module_settings,
 )
 
 
@@ -446,7 +449,7 @@ def test_hostile_module_settings_do_not_raise(monkeypatch: pytest.MonkeyPatch) -
     def refuse(module_class: type) -> None:
         raise RuntimeError("cannot plan")
 
-    monkeypatch.setattr(facts, "_plan_settings", refuse)
+    monkeypatch.setattr(settings_module, "_plan_settings", refuse)
 
     class Fresh(nn.Module):
         pass

@@ -13,7 +13,6 @@ import functools
 import inspect
 import math
 import operator
-import re
 import types
 import weakref
 from collections.abc import Hashable, Iterable
@@ -27,36 +26,22 @@ from pytest_fwdorder.calls import (
     ForwardParameters,
     ModuleFacts,
     ModuleTensors,
-    Setting,
     TensorFact,
     TensorKind,
     TensorTotals,
 )
+from pytest_fwdorder.facets.module_settings import (
+    MISSING,
+    SETTINGS_PLANS,
+    SettingsPlan,
+    module_settings,
+)
 from pytest_fwdorder.hookspecs import module_facts_from_plugins
 from pytest_fwdorder.recording.describe import dtype_name
 
-# The setting shown for a user module that overrides `extra_repr`.
-EXTRA_REPR_SETTING = "extra_repr"
-# Constructor arguments that say where a module was built, not what it computes.
-_PLACEMENT_ARGUMENTS = frozenset({"device", "dtype"})
-# Constructor arguments torch stores under another name: (setting, attribute) pairs whose
-# setting is True when the attribute holds a parameter.
-_STORED_ELSEWHERE: dict[type[nn.Module], tuple[tuple[str, str], ...]] = {
-    nn.MultiheadAttention: (("bias", "in_proj_bias"), ("add_bias_kv", "bias_k")),
-}
-# Nesting deeper than this in a setting's value is not plain configuration.
-_DEEPEST_SETTING = 4
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
-# Quantized modules show the scale and zero point their observers computed from data. Those
-# differ in their last digits between machines (CPU kernels, observer arithmetic), so a
-# golden says where they come from instead of their value.
-_OBSERVED_QUANTIZATION = re.compile(r"\b(scale|zero_point)=(?:tensor\([^()]*\)|[-+0-9.e]+)")
-_QUANTIZED_PACKAGES = ("torch.ao.nn.", "torch.nn.quantized.", "torch.nn.intrinsic.")
-_MISSING = object()
 # Lazy modules' tensors. Checked with issubclass(type(...)): isinstance goes through
 # Parameter's metaclass hook, which costs a Python call per tensor.
 _UNINITIALIZED = (nn.UninitializedParameter, nn.UninitializedBuffer)
-_PLAIN_TYPES: frozenset[type] = frozenset({bool, int, float, str, type(None)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,23 +57,6 @@ class TensorIndex:
     totals: TensorTotals
 
 
-@dataclass(frozen=True, slots=True)
-class _SettingsPlan:
-    """Where a class keeps its settings: (setting, attribute, read as presence) triples."""
-
-    sources: tuple[tuple[str, str, bool], ...]
-    uses_extra_repr: bool
-    # A quantized module's extra_repr: its observed scale and zero point are not written.
-    hides_observed_values: bool = False
-    # The attributes read, and those read as presence: what the facts cache key is made of.
-    attribute_names: tuple[str, ...] = ()
-    presence_names: tuple[str, ...] = ()
-
-
-# A plain dict: a WeakKeyDictionary lookup makes a weak reference, per module of every trace.
-# It keeps classes alive (fx's GraphModule makes one per graph), so it is cleared at a bound.
-_SETTINGS_PLANS: dict[type[nn.Module], _SettingsPlan] = {}
-MOST_CACHED_CLASSES = 10_000
 # Equal facts are built once (a frozen dataclass costs more to build than to look up).
 _TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
 _MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
@@ -150,7 +118,7 @@ def _shared_module_facts(module: nn.Module) -> ModuleFacts:
 def _remember(module: nn.Module, facts: ModuleFacts) -> None:
     """Keep `facts` as `module`'s until something they are made from changes."""
     module_class = type(module)
-    plan = _SETTINGS_PLANS.get(module_class)
+    plan = SETTINGS_PLANS.get(module_class)
     if plan is None:  # the plans were cleared at their bound meanwhile: next time
         return
     if len(_REMEMBERED) >= _MOST_TENSOR_FACTS:
@@ -160,7 +128,7 @@ def _remember(module: nn.Module, facts: ModuleFacts) -> None:
         module_class,
         module_class.forward,
         plan,
-        tuple([attributes.get(attribute, _MISSING) for attribute in plan.attribute_names]),
+        tuple([attributes.get(attribute, MISSING) for attribute in plan.attribute_names]),
         _tensor_states(module),
         frozenset(attributes.get("_non_persistent_buffers_set", ())),
         facts,
@@ -181,7 +149,7 @@ class _Remembered:
 
     module_class: type[nn.Module]
     forward: object
-    plan: _SettingsPlan
+    plan: SettingsPlan
     values: tuple[object, ...]
     tensors: list[object]  # _tensor_states
     non_persistent: frozenset[str]  # compared whole, not only for the buffers present
@@ -195,12 +163,12 @@ class _Remembered:
         if (
             module_class is not self.module_class
             or module_class.forward is not self.forward
-            or _SETTINGS_PLANS.get(module_class) is not plan
+            or SETTINGS_PLANS.get(module_class) is not plan
             or "forward" in attributes
             or not all(
                 map(
                     operator.is_,
-                    map(attributes.get, plan.attribute_names, repeat(_MISSING)),
+                    map(attributes.get, plan.attribute_names, repeat(MISSING)),
                     self.values,
                 )
             )
@@ -250,12 +218,12 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
     and `0.0 == 0` must not share a text, and a None parameter must not look like another.
     """
     module_class = type(module)
-    plan = _SETTINGS_PLANS.get(module_class)
+    plan = SETTINGS_PLANS.get(module_class)
     attributes = module.__dict__
     if plan is None or plan.uses_extra_repr or "forward" in attributes:
         return None  # extra_repr() text can depend on anything: read it every time
     get_attribute = attributes.get
-    values = tuple([get_attribute(attribute, _MISSING) for attribute in plan.attribute_names])
+    values = tuple([get_attribute(attribute, MISSING) for attribute in plan.attribute_names])
     value_types: tuple[object, ...] = tuple(map(type, values))
     if tuple in value_types:
         value_types = tuple([_value_types(value) for value in values])
@@ -296,137 +264,6 @@ def _value_types(value: object) -> object:
             return (tuple, *[_value_types(item) for item in value])
         return (tuple, *item_types)
     return type(value)
-
-
-def module_settings(module: nn.Module) -> tuple[Setting, ...]:
-    """The settings that decide what a module computes, as (name, text) in a stable order.
-
-    torch.nn modules: their constructor arguments read back from the attributes that hold
-    them (`kernel_size=(3, 3)`, `eps=1e-05`; floats exactly, by repr), `bias=True/False`
-    from whether the bias parameter exists, never `device` or `dtype`. Classes whose
-    `__init__` takes `*args`/`**kwargs` (LSTM, GRU) add their `__constants__`. Other modules:
-    their `extra_repr()` text as one `extra_repr` setting when they have one (hexadecimal
-    addresses replaced; a quantized module's observed `scale` and `zero_point` written as
-    `<from data>`, since their digits differ between machines), else nothing. Never raises: an unreadable setting reads as a
-    placeholder naming the exception type.
-    """
-    try:
-        module_class = type(module)
-        plan = _SETTINGS_PLANS.get(module_class)
-        if plan is None:
-            if len(_SETTINGS_PLANS) >= MOST_CACHED_CLASSES:
-                _SETTINGS_PLANS.clear()
-            plan = _SETTINGS_PLANS[module_class] = _plan_settings(module_class)
-        if plan.uses_extra_repr:
-            return _extra_repr_setting(module, plan.hides_observed_values)
-        return _read_settings(module, plan)
-    except Exception as error:  # a hostile __getattr__ or class must not break the user's test
-        return (("settings", f"<not readable: {type(error).__name__}>"),)
-
-
-def _plan_settings(module_class: type[nn.Module]) -> _SettingsPlan:
-    if not _defined_in_torch_nn(module_class):
-        return _SettingsPlan(
-            (),
-            module_class.extra_repr is not nn.Module.extra_repr,
-            hides_observed_values=(module_class.__module__ or "").startswith(_QUANTIZED_PACKAGES),
-        )
-    names: list[str] = []
-    takes_anything = False
-    try:
-        signature = inspect.signature(module_class.__init__)
-    except (TypeError, ValueError):
-        takes_anything = True
-    else:
-        for parameter in list(signature.parameters.values())[1:]:
-            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                takes_anything = True
-            else:
-                names.append(parameter.name)
-    if takes_anything:
-        names.extend(getattr(module_class, "__constants__", ()))
-    elsewhere: dict[str, str] = {}
-    for base in reversed(module_class.__mro__):
-        elsewhere.update(_STORED_ELSEWHERE.get(base, ()))
-    sources: list[tuple[str, str, bool]] = []
-    for name in dict.fromkeys(names):  # in order, once each
-        if name.startswith("_") or name in _PLACEMENT_ARGUMENTS:
-            continue
-        attribute = elsewhere.get(name)
-        sources.append((name, name, False) if attribute is None else (name, attribute, True))
-    return _SettingsPlan(
-        tuple(sources),
-        uses_extra_repr=False,
-        attribute_names=tuple(attribute for _, attribute, _ in sources),
-        presence_names=tuple(attribute for _, attribute, as_presence in sources if as_presence),
-    )
-
-
-def _defined_in_torch_nn(module_class: type) -> bool:
-    module_name = module_class.__module__ or ""
-    return module_name == "torch.nn" or module_name.startswith("torch.nn.")
-
-
-def _read_settings(module: nn.Module, plan: _SettingsPlan) -> tuple[Setting, ...]:
-    attributes = vars(module)  # plain attributes only: never a method or property
-    parameters = module._parameters
-    settings: list[Setting] = []
-    for setting_name, attribute, as_presence in plan.sources:
-        value = attributes.get(attribute, _MISSING)
-        if as_presence:
-            if value is _MISSING:
-                value = parameters.get(attribute)
-            settings.append((setting_name, repr(value is not None)))
-        elif value is not _MISSING:
-            value_type = type(value)
-            if value_type in _PLAIN_TYPES or (
-                value_type is tuple and _PLAIN_TYPES.issuperset(map(type, value))
-            ):
-                text: str | None = repr(value)  # kernel_size=(3, 3): repr writes it as wanted
-            else:
-                text = _config_text(value, 0)
-            if text is not None:
-                settings.append((setting_name, text))
-        elif attribute in parameters:  # a bool argument kept as a parameter or None: bias
-            settings.append((setting_name, repr(parameters[attribute] is not None)))
-    return tuple(settings)
-
-
-def _config_text(value: object, depth: int) -> str | None:
-    """Text for a plain configuration value, or None for anything else (tensors, modules)."""
-    value_type = type(value)
-    if value_type in _PLAIN_TYPES:
-        return repr(value)
-    if (value_type is tuple or value_type is list) and _PLAIN_TYPES.issuperset(map(type, value)):  # type: ignore[call-overload]
-        return repr(value)
-    if isinstance(value, torch.dtype):
-        return dtype_name(value)
-    if isinstance(value, (tuple, list)) and depth < _DEEPEST_SETTING:
-        parts = [_config_text(item, depth + 1) for item in value]
-        if any(part is None for part in parts):
-            return None
-        text = ", ".join(part for part in parts if part is not None)
-        if isinstance(value, list):
-            return f"[{text}]"
-        return f"({text},)" if len(parts) == 1 else f"({text})"
-    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
-        return f"<function {value.__qualname__}>"  # TransformerEncoderLayer's activation
-    return None
-
-
-def _extra_repr_setting(module: nn.Module, hides_observed_values: bool) -> tuple[Setting, ...]:
-    try:
-        text = module.extra_repr()
-    except Exception as error:
-        return ((EXTRA_REPR_SETTING, f"<extra_repr raised {type(error).__name__}>"),)
-    if not isinstance(text, str):
-        return ((EXTRA_REPR_SETTING, f"<extra_repr returned {type(text).__name__}>"),)
-    if not text:
-        return ()
-    text = _ADDRESS.sub("<address>", text)
-    if hides_observed_values:
-        text = _OBSERVED_QUANTIZATION.sub(r"\1=<from data>", text)
-    return ((EXTRA_REPR_SETTING, text),)
 
 
 def is_uninitialized(tensor: torch.Tensor) -> bool:
@@ -618,10 +455,10 @@ def forward_parameters(module: nn.Module) -> ForwardParameters | None:
     module_class = type(module)
     forward = module_class.forward
     try:
-        found = _FORWARD_PARAMETERS.get(forward, _MISSING)
+        found = _FORWARD_PARAMETERS.get(forward, MISSING)
     except TypeError:  # not weak-referenceable (a builtin): read it every time
         return _read_forward_parameters(module_class)
-    if found is _MISSING:
+    if found is MISSING:
         found = _FORWARD_PARAMETERS[forward] = _read_forward_parameters(module_class)
     return found if isinstance(found, ForwardParameters) else None
 

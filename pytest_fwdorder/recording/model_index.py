@@ -13,12 +13,12 @@ from torch import nn
 
 from pytest_fwdorder.calls import ModuleFacts, ModuleTensors
 from pytest_fwdorder.facets.module_facts import (
-    MOST_CACHED_CLASSES,
     TensorIndex,
     index_tensors,
     module_facts,
     reads_training,
 )
+from pytest_fwdorder.facets.module_settings import MOST_CACHED_CLASSES
 from pytest_fwdorder.hookspecs import module_facts_hooks_exist
 from pytest_fwdorder.recording.distributed import user_class
 

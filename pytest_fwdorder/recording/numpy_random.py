@@ -27,11 +27,11 @@ class SavedNumpyRandom:
     module: ModuleType  # numpy.random
     state: object  # numpy.random.get_state()
     # What tells whether forward moved it; None where only setting the state back is sure.
-    fingerprint: _Fingerprint | None
+    raw_copy: _RawState | None
 
 
 @dataclass(frozen=True, slots=True)
-class _Fingerprint:
+class _RawState:
     bit_generator: object
     address: int
     raw_state: bytes
@@ -43,24 +43,24 @@ def save_numpy_random() -> SavedNumpyRandom | None:
     if numpy_random is None:
         return None
     state = numpy_random.get_state()
-    return SavedNumpyRandom(numpy_random, state, _fingerprint(numpy_random, state))
+    return SavedNumpyRandom(numpy_random, state, _raw_copy(numpy_random, state))
 
 
 def restore_numpy_random(saved: SavedNumpyRandom | None) -> None:
     """Set numpy's global generator back to `saved`, unless forward left it as it was."""
     if saved is None:
         return
-    fingerprint = saved.fingerprint
+    raw_copy = saved.raw_copy
     if (
-        fingerprint is not None
-        and saved.module.get_bit_generator() is fingerprint.bit_generator
-        and ctypes.string_at(fingerprint.address, _STATE_BYTES) == fingerprint.raw_state
+        raw_copy is not None
+        and saved.module.get_bit_generator() is raw_copy.bit_generator
+        and ctypes.string_at(raw_copy.address, _STATE_BYTES) == raw_copy.raw_state
     ):
         return
     saved.module.set_state(saved.state)
 
 
-def _fingerprint(numpy_random: ModuleType, state: object) -> _Fingerprint | None:
+def _raw_copy(numpy_random: ModuleType, state: object) -> _RawState | None:
     """The generator's raw key and position, where they are the whole of `state`.
 
     None, so the state is always set back, where that cannot be told cheaply: a numpy
@@ -80,4 +80,4 @@ def _fingerprint(numpy_random: ModuleType, state: object) -> _Fingerprint | None
     expected = key.tobytes() + int(position).to_bytes(4, sys.byteorder, signed=True)
     if raw_state != expected:
         return None
-    return _Fingerprint(bit_generator, address, raw_state)
+    return _RawState(bit_generator, address, raw_state)
