@@ -220,7 +220,12 @@ def test_ci_reports_shows_why_a_golden_was_not_written(
     (shown,) = [line for line in result.outlines if SUMMARY.search(line) and "E  " in line]
     summary = "1 call before, 1 after: 1 call output changed, 1 call settings changed, 1 call parameters changed"
     assert shown == f"E         {summary}"
-    assert shown in page.splitlines()
+    example = page.split("```text\nE       AssertionError", 1)[1].split("```", 1)[0]
+    example_lines = f"E       AssertionError{example}".splitlines()
+    assert shown in example_lines
+    assert [line for line in example_lines if line != "..."] == [
+        line for line in example_lines if line in result.outlines
+    ]
 
 
 # The guard: no summary line in the docs that no test asserts.
