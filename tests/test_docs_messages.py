@@ -1,14 +1,16 @@
 """The failure messages the docs show are the ones a real run prints.
 
-Each test rebuilds the scenario a page describes, runs the comparison, and reads the
-expected text from the page itself: the page and the code cannot drift apart again. A last
-test checks that every summary line in README.md and docs/*.md is asserted by some test.
+Each test rebuilds the scenario a page describes (gating-refactors, costs, numbers,
+compile-and-export, ci-reports, pictures), runs it, and reads the expected text from the page
+itself: the page and the code cannot drift apart again. The guard checks that every summary
+line in README.md and docs/*.md is asserted by some test under tests/.
 """
 
 from __future__ import annotations
 
 import re
 import runpy
+import sys
 from itertools import takewhile
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from refactors import (
 from torch import nn
 
 from pytest_fwdorder import diff_traces, trace_forward
+from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_SAME, main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -250,10 +253,70 @@ def test_every_summary_in_the_docs_is_asserted_by_a_test() -> None:
 def test_the_guard_names_a_summary_no_test_asserts(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("```text\n7 calls before, 9 after: 2 calls inserted\n```\n")
-    asserted = "7 calls before, 8 after: 1 call inserted"
-    assert unasserted_summaries([page], asserted) == [
-        "page.md: 7 calls before, 9 after: 2 calls inserted"
-    ]
-    assert (
-        unasserted_summaries([page], asserted.replace("8", "9").replace("1 call", "2 calls")) == []
+
+    missing = unasserted_summaries([page], "7 calls before, 8 after: 1 call inserted")
+
+    assert missing == ["page.md: 7 calls before, 9 after: 2 calls inserted"]
+
+
+def test_the_guard_passes_a_summary_a_test_asserts_within_its_surrounding_text(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "wrote the picture of the diff (7 calls before, 9 after: 2 calls inserted) to diff.svg\n"
+        "<summary>7 calls before, 9 after: 2 calls inserted</summary>\n"
     )
+
+    assert unasserted_summaries([page], '"7 calls before, 9 after: 2 calls inserted"') == []
+
+
+MY_MODELS = """
+import torchvision
+from torch import nn
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Conv2d(channels, channels, 1)
+        self.gate = nn.Sigmoid()
+
+    def forward(self, x):
+        return x * self.gate(self.fc(self.pool(x)))
+
+
+def build():
+    model = torchvision.models.resnet50(weights=None)
+    model.layer2.add_module("se", SqueezeExcite(512))
+    return model.eval()
+"""
+
+
+def test_pictures_shows_the_line_a_diff_picture_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page's `fwdorder diff ... --svg diff.svg`, with getting-started's refactor (a
+    squeeze-and-excite block added to layer2) as `mymodels:build`. Traced on meta, which
+    records the same calls as the page's CPU run, in a fraction of the time."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "mymodels.py").write_text(MY_MODELS)
+    golden = Path("tests/__snapshots__/test_model/test_resnet50.fwdorder.txt")
+    golden.parent.mkdir(parents=True)
+    model = ["--input", "1x3x224x224", "--device", "meta"]
+    assert main(["show", "torchvision.models:resnet50", *model]) == EXIT_SAME
+    golden.write_text(capsys.readouterr().out)
+
+    try:
+        status = main(["diff", str(golden), "mymodels:build", *model, "--svg", "diff.svg"])
+    finally:
+        sys.modules.pop("mymodels", None)
+
+    printed = capsys.readouterr().out.removesuffix("\n")
+    summary = "183 calls before, 187 after: 4 calls inserted"
+    assert status == EXIT_DIFFERENT
+    assert Path("diff.svg").read_text().startswith("<svg")
+    assert printed == f"fwdorder: wrote the picture of the diff ({summary}) to diff.svg"
+    assert printed in (DOCS / "pictures.md").read_text()
