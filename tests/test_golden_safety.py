@@ -162,6 +162,35 @@ def test_an_update_after_a_test_errors_reports_its_golden_kept_not_deleted(
     result.stdout.fnmatch_lines(["1 snapshot passed."])
 
 
+def test_an_update_after_a_test_errors_still_deletes_an_obsolete_golden_beside_its_own(
+    pytester: pytest.Pytester,
+) -> None:
+    # syrupy matches a test that is not parametrized to every file in its module's folder,
+    # so the erroring test held back the obsolete golden beside its own and counted it.
+    three = TWO_TESTS + (
+        "\n\ndef test_gone(forward_trace, snapshot):\n"
+        "    assert forward_trace(nn.Tanh(), torch.randn(1, 2)) == snapshot\n"
+    )
+    pytester.makepyfile(test_other=three)
+    pytester.runpytest("--snapshot-update").assert_outcomes(passed=3)
+    folder = pytester.path / "__snapshots__/test_other"
+    erroring = (folder / "test_other.fwdorder.txt").read_bytes()
+    pytester.makepyfile(test_other=TWO_TESTS.replace("pass  # breaks", "raise RuntimeError"))
+
+    result = pytester.runpytest("--snapshot-update")
+
+    result.assert_outcomes(passed=1, failed=1)
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "test_net.fwdorder.txt",
+        "test_other.fwdorder.txt",
+    ]
+    assert (folder / "test_other.fwdorder.txt").read_bytes() == erroring
+    assert [line for line in result.outlines if line.startswith("fwdorder: kept")] == [
+        "fwdorder: kept 1 golden file(s) whose test failed, errored or was skipped before "
+        "asserting them; they are deleted only when their test passes without asserting them"
+    ]
+
+
 def test_an_update_keeps_the_escaped_golden_of_a_test_that_errors_before_its_assertion(
     pytester: pytest.Pytester,
 ) -> None:

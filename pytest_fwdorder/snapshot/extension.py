@@ -117,6 +117,30 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
         return stem == cls._file_stem(expected) or stem.startswith((f"{expected}.", f"{expected}["))
 
     @classmethod
+    def writes_golden(cls, *, test_location: PyTestLocation, snapshot_location: str) -> bool:
+        """Whether the test writes the golden at `snapshot_location`: one of its own names.
+
+        Narrower than `matches_test_location`, which syrupy asks to find a test's goldens
+        and which takes every file of the module's folder for a test that is not
+        parametrized: a golden held back for such a test must be its own (`test_head`, or
+        `test_head.1` for its second assertion), not an obsolete one beside it.
+        """
+        if not cls.matches_test_location(
+            test_location=test_location, snapshot_location=snapshot_location
+        ):
+            return False
+        if test_location.is_item_parametrized:
+            return True
+        name = Path(snapshot_location).name
+        stem = name.removesuffix(f".{cls.file_extension}")
+        expected = _escape_file_name(test_location.snapshot_name)
+        if stem == cls._file_stem(expected) or stem.startswith(f"{expected}."):
+            return True
+        # A name cut to fit (`_file_stem`) keeps its start: hold any golden cut from it.
+        cut = _LONGEST_FILE_NAME - len(f".{cls.file_extension}") - _HASH_LENGTH - 1
+        return len(name) == _LONGEST_FILE_NAME and stem.startswith(expected[:cut])
+
+    @classmethod
     def _file_stem(cls, escaped_name: str) -> str:
         """The escaped name, cut to fit a file name with a hash of all of it at the end, so
         that two long names that differ only past the cut keep two files."""

@@ -130,7 +130,7 @@ def _golden_texts(session: pytest.Session, nodeids: tuple[str, ...]) -> dict[Pat
             / location.basename
         )
         for path in directory.glob(f"*.{TraceSnapshotExtension.file_extension}"):
-            if TraceSnapshotExtension.matches_test_location(
+            if TraceSnapshotExtension.writes_golden(
                 test_location=location, snapshot_location=str(path)
             ):
                 texts[path] = path.read_bytes()
