@@ -157,6 +157,10 @@ def run_line(command: str, cwd: Path, environment_folder: Path) -> subprocess.Co
     }
     environment["VIRTUAL_ENV"] = str(environment_folder)
     environment["PATH"] = f"{environment_folder / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    # uv caches a git source by its URL, and the scratch folder's path repeats between runs
+    # (pytest numbers its temporary folders anew once they are deleted): a cache shared with
+    # an earlier run resolved its old tag's tree. Each scratch folder gets a cache of its own.
+    environment["UV_CACHE_DIR"] = str(cwd / "uv-cache")
     return subprocess.run(
         ["bash", "-c", line],
         cwd=cwd,
