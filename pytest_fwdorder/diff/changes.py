@@ -7,7 +7,7 @@ records, `explanation` puts them in words, and the report draws its rows from th
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -70,10 +70,6 @@ class Change:
     position: int | None = None
     # For a plugin facet's change, the facet's own words for it (`output elements changed`).
     words: str = ""
-
-    def with_words(self, words: str) -> Change:
-        """This change named by a facet's words instead of its kind's."""
-        return replace(self, words=words)
 
     @property
     def kind_words(self) -> str:

@@ -4,7 +4,7 @@ values and words the difference (facet_records.py). Pure, no torch, no facet nam
 from __future__ import annotations
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
+from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
 
 
 def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
@@ -17,6 +17,7 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
     new_values = {facet.title: (facet, value) for facet, value in new_line.facet_values}
     changes = []
     for title in dict.fromkeys([*old_values, *new_values]):
+        # Every title comes from one side or both, so a side missing here has the other.
         old, new = old_values.get(title), new_values.get(title)
         if old is not None and new is not None:
             facet = new[0]
@@ -25,12 +26,19 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
             detail = facet.describe_change(old[1], new[1])
         elif new is not None:
             facet, detail = new[0], f"none -> {new[0].render(new[1])}"
-        elif old is not None:
-            facet, detail = old[0], f"{old[0].render(old[1])} -> none"
         else:
-            continue
-        change = Change(ChangeKind.FACET_CHANGED, old_line, new_line, detail, position)
-        changes.append(change.with_words(facet.change_words))
+            facet, value = old_values[title]
+            detail = f"{facet.render(value)} -> none"
+        changes.append(
+            Change(
+                ChangeKind.FACET_CHANGED,
+                old_line,
+                new_line,
+                detail,
+                position,
+                words=facet.change_words,
+            )
+        )
     return changes
 
 
@@ -42,23 +50,21 @@ def unread_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: in
     """
     read = {*FACT_TITLES, *(facet.title for facet, _ in old_line.facet_values)}
     read.update(facet.title for facet, _ in new_line.facet_values)
-    old_facts, new_facts = _unread(old_line, read), _unread(new_line, read)
+    old_facts, new_facts = facts_by_title(old_line), facts_by_title(new_line)
     changes = []
     for title in dict.fromkeys([*old_facts, *new_facts]):
+        if title in read:
+            continue
         old, new = old_facts.get(title, "none"), new_facts.get(title, "none")
         if old != new:
-            change = Change(
-                ChangeKind.FACET_CHANGED, old_line, new_line, f"{old} -> {new}", position
+            changes.append(
+                Change(
+                    ChangeKind.FACET_CHANGED,
+                    old_line,
+                    new_line,
+                    f"{old} -> {new}",
+                    position,
+                    words=f"{title} changed",
+                )
             )
-            changes.append(change.with_words(f"{title} changed"))
     return changes
-
-
-def _unread(line: GoldenLine, read: set[str]) -> dict[str, str]:
-    """The line's facts that no reader takes, by title."""
-    facts = {}
-    for fact in line.facts:
-        title, _, text = fact.partition(": ")
-        if title not in read:
-            facts[title] = text
-    return facts
