@@ -25,11 +25,13 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
+    from pluggy import HookImpl
     from torch import nn
 
     from pytest_fwdorder.facet_records import Facet
@@ -115,7 +117,9 @@ class HookSpecifications:
     def pytest_fwdorder_facets(self) -> Sequence[Facet] | None:
         """Facets every trace records besides the built-in ones (`pytest_fwdorder.Facet`).
 
-        Called once per trace, before the model runs. Return facets or None; every
+        Called when a trace, diff or golden comparison first needs the facets, and again
+        only when the plugins implementing it change: until then its answer serves them
+        all, so return the same facets each time. Return facets or None; every
         plugin's facets are recorded, in the order the plugins answer, and each writes a
         `| title: text` fact under the calls it has a value for. A golden written without a
         facet differs from one written with it, as with any option.
@@ -213,6 +217,10 @@ def use_plugin_manager(manager: pluggy.PluginManager) -> None:
 def stop_using_plugin_manager(manager: pluggy.PluginManager) -> None:
     if manager in _ACTIVE:
         _ACTIVE.remove(manager)
+    # A finished session's plugins are not kept alive by the facets resolved for them.
+    _RESOLVED_FACETS[:] = [
+        resolved for resolved in _RESOLVED_FACETS if resolved.manager is not manager
+    ]
 
 
 def describe_with_plugins(value: object, describe: Describer) -> ValueDescription | str | None:
@@ -280,13 +288,45 @@ def call_views_from_plugins(
     return tuple(views)
 
 
+@dataclass(frozen=True)
+class _ResolvedFacets:
+    """The facets checked for one manager's implementations of `pytest_fwdorder_facets`."""
+
+    manager: pluggy.PluginManager
+    # Held, not just their ids: an id cannot be reused while the record lives.
+    implementations: tuple[HookImpl, ...]
+    taken_titles: tuple[str, ...]
+    facets: tuple[Facet, ...]
+
+
+# The last facets resolved. Every trace, diff and golden comparison asks; the answer stays
+# the same until a plugin that offers facets is registered or unregistered.
+_RESOLVED_FACETS: list[_ResolvedFacets] = []
+
+
 def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
     """The facets the plugins offer now (`pytest_fwdorder_facets`), checked, in their order.
 
     `taken_titles` are the fact titles the golden's own facts use. Raises TypeError or
     ValueError for an offered object that is not a facet or whose title is taken.
+
+    The hook is called again only when the plugins implementing it changed since the last
+    call (a conftest loaded, `plugin_manager().register(...)`); a refusal is not kept, so a
+    bad facet raises every time.
     """
     from pytest_fwdorder.facet_records import checked_facets
 
-    answers = plugin_manager().hook.pytest_fwdorder_facets()
-    return checked_facets((facet for answer in answers for facet in answer or ()), taken_titles)
+    manager = plugin_manager()
+    caller = manager.hook.pytest_fwdorder_facets
+    implementations, titles = tuple(caller.get_hookimpls()), tuple(taken_titles)
+    for resolved in _RESOLVED_FACETS:
+        if (
+            resolved.manager is manager
+            and resolved.implementations == implementations
+            and resolved.taken_titles == titles
+        ):
+            return resolved.facets
+    answers = caller()
+    facets = checked_facets((facet for answer in answers for facet in answer or ()), titles)
+    _RESOLVED_FACETS[:] = [_ResolvedFacets(manager, implementations, titles, facets)]
+    return facets

@@ -17,6 +17,7 @@ from torch import nn
 
 from pytest_fwdorder import Facet, diff_golden, trace_forward
 from pytest_fwdorder.facet_records import checked_facets
+from pytest_fwdorder.hookspecs import plugin_manager
 from pytest_fwdorder.snapshot.policy import golden_holds
 
 pytest_plugins = ["pytester"]
@@ -291,3 +292,79 @@ def test_a_facet_that_raises_keeps_its_error_with_a_note_naming_it(
         request.config.pluginmanager.unregister(plugin)
     assert any("raised by the facet 'failing'" in note for note in raised.value.__notes__)
     assert trace_forward(signed_model(1.0), torch.ones(1, 4)).render()  # nothing left behind
+
+
+class _CountingPlugin:
+    """Offers one facet and counts how often it is asked for its facets."""
+
+    def __init__(self, facet: object) -> None:
+        self.facet = facet
+        self.asked = 0
+
+    def pytest_fwdorder_facets(self) -> list[object]:
+        self.asked += 1
+        return [self.facet]
+
+
+def test_the_facets_are_asked_for_once_while_the_plugins_stay_the_same(
+    request: pytest.FixtureRequest,
+) -> None:
+    plugin = _CountingPlugin(PositiveOutputs())
+    request.config.pluginmanager.register(plugin)
+    try:
+        old = trace_forward(signed_model(1.0), torch.ones(1, 4))
+        new = trace_forward(signed_model(-1.0), torch.ones(1, 4))
+        diff_golden(old.render(), new.render())
+        golden_holds(old.render(), new.render())
+        assert plugin.asked == 1  # two traces, a diff and a comparison
+        request.config.pluginmanager.register(unrelated := object())  # offers no facets
+        trace_forward(signed_model(1.0), torch.ones(1, 4))
+        assert plugin.asked == 1
+        request.config.pluginmanager.unregister(unrelated)
+        twice = PositiveOutputs()
+        twice.title = "positive outputs again"
+        second = _Plugin(twice)  # another plugin that offers facets changes the answer
+        request.config.pluginmanager.register(second)
+        golden = trace_forward(signed_model(1.0), torch.ones(1, 4)).render()
+        assert golden.count("| positive outputs again: 8") == 3
+        assert plugin.asked == 2
+        request.config.pluginmanager.unregister(second)
+        assert "again" not in trace_forward(signed_model(1.0), torch.ones(1, 4)).render()
+        assert plugin.asked == 3
+    finally:
+        request.config.pluginmanager.unregister(plugin)
+
+
+def test_a_facet_registered_after_a_trace_is_in_the_next_and_gone_once_unregistered(
+    request: pytest.FixtureRequest,
+) -> None:
+    model, inputs = signed_model(1.0), torch.ones(1, 4)
+    assert "positive outputs" not in trace_forward(model, inputs).render()
+    plugin = _Plugin(PositiveOutputs())
+    plugin_manager().register(plugin)  # the same manager as the session's, inside pytest
+    try:
+        assert trace_forward(model, inputs).render().count("| positive outputs: 8") == 3
+    finally:
+        plugin_manager().unregister(plugin)
+    assert "positive outputs" not in trace_forward(model, inputs).render()
+
+
+def test_a_facet_that_cannot_be_written_is_refused_at_every_trace(
+    request: pytest.FixtureRequest,
+) -> None:
+    model, inputs = signed_model(1.0), torch.ones(1, 4)
+    trace_forward(model, inputs)  # facets resolved once before the bad one comes
+    taken = PositiveOutputs()
+    taken.title = "settings"
+    plugin = _CountingPlugin(taken)
+    request.config.pluginmanager.register(plugin)
+    try:
+        for _ in range(2):
+            with pytest.raises(ValueError, match=r"title 'settings', which another fact"):
+                trace_forward(model, inputs)
+        with pytest.raises(ValueError, match=r"title 'settings', which another fact"):
+            diff_golden(GOLDEN_WITH_A_PLUGIN_FACT, GOLDEN_WITH_A_PLUGIN_FACT)
+    finally:
+        request.config.pluginmanager.unregister(plugin)
+    assert plugin.asked == 3  # a refusal is not kept: each ask checks again
+    assert "positive outputs" not in trace_forward(model, inputs).render()
