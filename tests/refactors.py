@@ -45,6 +45,21 @@ def with_se_after_layer2(model: nn.Module) -> nn.Module:
     return keep_mode(model)
 
 
+# The squeeze-and-excite block README.md and docs/getting-started.md add to ResNet-50's
+# layer2, as a user's own file defines it: for the tests that write out a user's project.
+SQUEEZE_EXCITE_SOURCE = """
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Conv2d(channels, channels, 1)
+        self.gate = nn.Sigmoid()
+
+    def forward(self, x):
+        return x * self.gate(self.fc(self.pool(x)))
+"""
+
+
 def with_one_input_channel(model: nn.Module) -> nn.Module:
     """A 1-channel first conv started from the average of the RGB filters."""
     rgb = model.conv1

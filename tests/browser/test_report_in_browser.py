@@ -12,44 +12,41 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from refactors import SQUEEZE_EXCITE_SOURCE
 from separate_runs import run_pytest
 
 pytestmark = pytest.mark.browser
 
 SE_PATHS = ["layer2.se", "layer2.se.pool", "layer2.se.fc", "layer2.se.gate"]
 INSERTED_GREEN = "rgba(218, 251, 225, 1)"
-PROJECT_TEST = textwrap.dedent(
-    """
-    import os
+PROJECT_TEST = (
+    textwrap.dedent(
+        """
+        import os
 
-    import torchvision
-    from torch import nn
+        import torchvision
+        from torch import nn
 
-    from pytest_fwdorder import TensorSpec
+        from pytest_fwdorder import TensorSpec
 
+        """
+    )
+    + SQUEEZE_EXCITE_SOURCE
+    + textwrap.dedent(
+        """
 
-    class SqueezeExcite(nn.Module):
-        def __init__(self, channels):
-            super().__init__()
-            self.pool = nn.AdaptiveAvgPool2d(1)
-            self.fc = nn.Conv2d(channels, channels, 1)
-            self.gate = nn.Sigmoid()
-
-        def forward(self, x):
-            return x * self.gate(self.fc(self.pool(x)))
-
-
-    def build_model():
-        model = torchvision.models.resnet50(weights=None)
-        if os.environ.get("INSERT_SE"):
-            model.layer2.add_module("se", SqueezeExcite(512))
-        return model.eval()
+        def build_model():
+            model = torchvision.models.resnet50(weights=None)
+            if os.environ.get("INSERT_SE"):
+                model.layer2.add_module("se", SqueezeExcite(512))
+            return model.eval()
 
 
-    def test_resnet50(forward_trace, snapshot):
-        trace = forward_trace(build_model, TensorSpec((1, 3, 224, 224)), device="meta")
-        assert trace == snapshot
-    """
+        def test_resnet50(forward_trace, snapshot):
+            trace = forward_trace(build_model, TensorSpec((1, 3, 224, 224)), device="meta")
+            assert trace == snapshot
+        """
+    )
 )
 
 
