@@ -7,8 +7,7 @@ changes together into a summary.
 
 from __future__ import annotations
 
-import difflib
-
+from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.costs_lines import human_count
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
@@ -61,16 +60,15 @@ def _other_value_changes(old_text: str, new_text: str) -> list[str]:
     old_values, new_values = split_values(old_text), split_values(new_text)
     old_keys = [TENSOR_PATTERN.sub("T", value) for value in old_values]
     new_keys = [TENSOR_PATTERN.sub("T", value) for value in new_values]
-    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
     changes = []
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+    for tag, old_start, old_end, new_start, new_end in changed_runs(old_keys, new_keys):
         before = ", ".join(old_values[old_start:old_end])
         after = ", ".join(new_values[new_start:new_end])
         if tag == "replace":
             changes.append(f"{before} -> {after}")
         elif tag == "insert":
             changes.append(f"added {after}")
-        elif tag == "delete":
+        else:
             changes.append(f"dropped {before}")
     return changes
 

@@ -4,7 +4,6 @@ TraceDiff that holds them with the aligned rows. Pure, no torch.
 
 from __future__ import annotations
 
-import difflib
 import html
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -21,7 +20,7 @@ from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kin
 from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
 from pytest_fwdorder.diff.facet_changes import facet_changes, unread_fact_changes
 from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
-from pytest_fwdorder.diff.ordered_pairing import AlignedPair
+from pytest_fwdorder.diff.ordered_pairing import AlignedPair, changed_runs
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
@@ -401,10 +400,7 @@ def _operation_changes(old: tuple[str, ...], new: tuple[str, ...]) -> list[tuple
     one for a removed operation).
     """
     found: list[tuple[ChangeKind, str]] = []
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
-        if tag == "equal":
-            continue
+    for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
         paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
         for offset in range(paired):
             where = f"op {new_start + offset + 1} of {len(new)}"
@@ -428,10 +424,7 @@ def _backward_changes(old_header: list[str], new_header: list[str]) -> list[Chan
     if old_steps is None or new_steps is None or old_steps == new_steps:
         return []
     changes: list[Change] = []
-    matcher = difflib.SequenceMatcher(a=old_steps, b=new_steps, autojunk=False)
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
-        if tag == "equal":
-            continue
+    for _, old_start, old_end, new_start, new_end in changed_runs(old_steps, new_steps):
         before = " / ".join(line.strip() for line in old_steps[old_start:old_end]) or "nothing"
         after = " / ".join(line.strip() for line in new_steps[new_start:new_end]) or "nothing"
         where = f"step {new_start + 1} of {len(new_steps)}"
@@ -548,10 +541,7 @@ def _header_changes(old_header: list[str], new_header: list[str]) -> list[str]:
     if old_header == new_header:
         return []
     lines: list[str] = []
-    matcher = difflib.SequenceMatcher(a=old_header, b=new_header, autojunk=False)
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
-        if tag == "equal":
-            continue
+    for _, old_start, old_end, new_start, new_end in changed_runs(old_header, new_header):
         lines.extend(f"- {line}" for line in old_header[old_start:old_end])
         lines.extend(f"+ {line}" for line in new_header[new_start:new_end])
     return lines

@@ -6,12 +6,12 @@ one line per kind of change with examples, then the calls with context (`-` old,
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
+from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.diff.places import (
     alike_siblings,
     called,
@@ -272,11 +272,10 @@ def _block_diff(old_block: list[str], new_block: list[str]) -> list[str]:
     else:
         lines = [f"- {old_block[0]}", f"+ {new_block[0]}"]
     old_facts, new_facts = old_block[1:], new_block[1:]
-    matcher = difflib.SequenceMatcher(a=old_facts, b=new_facts, autojunk=False)
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
-        if tag != "equal":  # facts both sides share would only push changes out of view
-            lines += [f"- {text}" for text in old_facts[old_start:old_end]]
-            lines += [f"+ {text}" for text in new_facts[new_start:new_end]]
+    # Only the runs that differ: facts both sides share would push changes out of view.
+    for _, old_start, old_end, new_start, new_end in changed_runs(old_facts, new_facts):
+        lines += [f"- {text}" for text in old_facts[old_start:old_end]]
+        lines += [f"+ {text}" for text in new_facts[new_start:new_end]]
     return lines
 
 

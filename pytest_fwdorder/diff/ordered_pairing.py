@@ -1,12 +1,14 @@
 """Two sequences of keys -> the pairs kept in order: a longest common subsequence, unique
-keys first, a longest increasing pairing, and the rows that show them. Pure, no torch."""
+keys first, a longest increasing pairing, and the rows that show them; or the runs where
+they differ. Pure, no torch."""
 
 from __future__ import annotations
 
 import bisect
 import difflib
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple
 
 # One aligned row: an old and a new line index, either None for a call on one side only.
 AlignedPair = tuple[int | None, int | None]
@@ -21,6 +23,24 @@ def common_subsequence(old_keys: list[Hashable], new_keys: list[Hashable]) -> li
         for block in matcher.get_matching_blocks()
         for offset in range(block.size)
     ]
+
+
+class ChangedRun(NamedTuple):
+    """A run two sequences do not share: `old[old_start:old_end]` became
+    `new[new_start:new_end]`; `tag` is "replace", "delete" (nothing new) or "insert"."""
+
+    tag: str
+    old_start: int
+    old_end: int
+    new_start: int
+    new_end: int
+
+
+def changed_runs(old: Sequence[Hashable], new: Sequence[Hashable]) -> list[ChangedRun]:
+    """The runs where two sequences differ, in order, with no junk heuristic (as
+    `common_subsequence`): what a line diff of them would show."""
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    return [ChangedRun(*opcode) for opcode in matcher.get_opcodes() if opcode[0] != "equal"]
 
 
 def only_unique(
