@@ -22,12 +22,7 @@ class ReferenceSnapshotExtension(SingleFileSnapshotExtension):
     _write_mode = WriteMode.BINARY
 
     def serialize(self, data: Any, **_: Any) -> bytes:
-        if not isinstance(data, Reference):
-            raise TypeError(
-                f"ReferenceSnapshotExtension stores a Reference, got {type(data).__name__!r}: "
-                "pass what record_reference returns"
-            )
-        return data.to_bytes()
+        return _stored_reference(self, data).to_bytes()
 
 
 class ReferenceTextSnapshotExtension(SingleFileSnapshotExtension):
@@ -37,11 +32,18 @@ class ReferenceTextSnapshotExtension(SingleFileSnapshotExtension):
     _write_mode = WriteMode.TEXT
 
     def serialize(self, data: Any, **_: Any) -> str:
-        if not isinstance(data, Reference):
-            raise TypeError(
-                f"ReferenceTextSnapshotExtension stores a Reference, got {type(data).__name__!r}"
-            )
-        return data.text()
+        return _stored_reference(self, data).text()
+
+
+def _stored_reference(extension: SingleFileSnapshotExtension, data: Any) -> Reference:
+    """`data`, which an extension of a reference's files stores; TypeError when it is not
+    a `Reference`, naming the extension."""
+    if not isinstance(data, Reference):
+        raise TypeError(
+            f"{type(extension).__name__} stores a Reference, got {type(data).__name__!r}: "
+            "pass what record_reference returns"
+        )
+    return data
 
 
 def reference_snapshot(snapshot: SnapshotAssertion, record: Callable[[], Reference]) -> Reference:
