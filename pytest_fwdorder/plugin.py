@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from pytest_fwdorder.calls import TraceRecords
-from pytest_fwdorder.diff.diffing import diff_traces
 from pytest_fwdorder.errors import ReferenceMismatchError
 from pytest_fwdorder.options import OPTION_NAMES, OPTIONS, TraceOptions, check_option_values
 from pytest_fwdorder.snapshot.extension import (
@@ -51,7 +50,6 @@ from pytest_fwdorder.snapshot.update_summary import (
     receive_seen_goldens,
     send_seen_goldens,
 )
-from pytest_fwdorder.trace import Trace
 
 _MARKER = "fwdorder"
 
@@ -130,12 +128,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _configure_ci_reports(config: pytest.Config) -> None:
     """Show failed and accepted goldens in the reports this run writes, if any."""
-    from pytest_fwdorder.report.ci import CiReports, ci_targets
+    from pytest_fwdorder.report.ci_targets import ci_targets
 
     configure_update_only(config)
     targets = ci_targets(config)
     if not targets:
         return
+    from pytest_fwdorder.report.ci import CiReports  # holds the diff: only when a report shows it
+
     config.stash[KEEP_PER_TEST_KEY] = True
     config.pluginmanager.register(CiReports(targets), "fwdorder-ci-reports")
     if targets.update:
@@ -304,9 +304,15 @@ def pytest_assertrepr_compare(
     # Not a firstresult hook: every implementation's explanation comes back in a list, and
     # pytest shows the first non-empty one. Ours goes first, ahead of syrupy's generic diff.
     explanations = yield
-    if op == "==" and isinstance(right, Trace) and not isinstance(left, TraceRecords):
+    if op != "==" or "pytest_fwdorder.trace" not in sys.modules:
+        return explanations  # no trace was ever made: the diff is not even imported
+    from pytest_fwdorder.calls import TraceRecords
+    from pytest_fwdorder.diff.diffing import diff_traces
+    from pytest_fwdorder.trace import Trace
+
+    if isinstance(right, Trace) and not isinstance(left, TraceRecords):
         left, right = right, left  # `snapshot == trace` is explained as `trace == snapshot`
-    if op != "==" or not isinstance(left, Trace):
+    if not isinstance(left, Trace):
         return explanations
     if isinstance(right, TraceRecords):
         ours: list[str] | None = [

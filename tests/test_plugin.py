@@ -364,6 +364,34 @@ def test_a_suite_that_never_traces_does_not_import_torch(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*torch imported: False*"])
 
 
+def test_pytest_start_up_imports_neither_the_diff_nor_the_golden_writer(
+    pytester: pytest.Pytester,
+) -> None:
+    # The diff and the golden writer are needed only when a test traces or a golden
+    # fails: every pytest run, also one that never traces, would pay their import.
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = sorted(
+                name for name in sys.modules
+                if name.startswith(("pytest_fwdorder.diff.", "pytest_fwdorder.golden.render"))
+                or name == "pytest_fwdorder.trace"
+            )
+            print("plugin loaded:", "pytest_fwdorder.plugin" in sys.modules)
+            print("loaded at start-up:", ", ".join(loaded) or "nothing")
+        """
+    )
+    pytester.makepyfile(test_nothing="def test_nothing(): pass")
+
+    result = pytester.runpytest_subprocess("-s", "-p", "fwdorder")
+
+    result.assert_outcomes(passed=1)
+    # The oracle can fail: the plugin itself is seen loaded in the same line-up.
+    result.stdout.fnmatch_lines(["*plugin loaded: True*", "*loaded at start-up: nothing"])
+
+
 def test_a_bad_device_in_the_ini_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nfwdorder_device = gpu0\n")
     pytester.makepyfile(test_nothing="def test_nothing(): pass")

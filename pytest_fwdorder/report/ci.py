@@ -7,9 +7,7 @@ No torch, and nothing of pytest-html is imported unless `--html` is given.
 from __future__ import annotations
 
 import html
-import os
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -19,6 +17,7 @@ from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.diff.explanation import plural, rows_to_show
 from pytest_fwdorder.golden.parse import parse_golden
+from pytest_fwdorder.report.ci_targets import CiTargets
 from pytest_fwdorder.snapshot.kept_comparisons import (
     GOLDENS_ATTRIBUTE,
     Comparison,
@@ -36,30 +35,6 @@ _CONTEXT = 2  # unchanged calls shown around each change in the side-by-side row
 _MOST_ROWS = 200
 _CELL = "padding:0 8px;font:12px/1.45 ui-monospace,Menlo,monospace;white-space:pre;"
 _ROW_COLOURS = {"inserted": "#dafbe1", "removed": "#ffebe9", "changed": "#fff8c5"}
-
-
-@dataclass(frozen=True)
-class CiTargets:
-    """Which reports of this run show goldens."""
-
-    html: bool
-    junit: bool
-    github: bool
-    update: bool
-
-    def __bool__(self) -> bool:
-        return self.html or self.junit or self.github or self.update
-
-
-def ci_targets(config: pytest.Config) -> CiTargets:
-    """The reports this run writes that show goldens: pytest-html with `--html`, JUnit XML
-    with `--junitxml`, annotations under `GITHUB_ACTIONS=true`, and `--snapshot-update`."""
-    return CiTargets(
-        html=bool(config.getoption("htmlpath", None)) and config.pluginmanager.hasplugin("html"),
-        junit=bool(getattr(config.option, "xmlpath", None)),
-        github=os.environ.get("GITHUB_ACTIONS") == "true",
-        update=bool(getattr(config.option, "update_snapshots", False)),
-    )
 
 
 def change_summary(old_text: str, new_text: str) -> str:

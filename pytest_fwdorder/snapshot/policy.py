@@ -5,7 +5,6 @@ CI reports alike. Pure functions on text, no torch and no syrupy.
 
 from __future__ import annotations
 
-from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.facets.values_tolerance import DEFAULT_TOLERANCE, Tolerance, within_tolerance
 from pytest_fwdorder.golden.facet_facts import within_facets
 from pytest_fwdorder.golden.format import FACT_TITLES
@@ -48,6 +47,9 @@ def explain_mismatch(
     old_text, new_text = comparable_texts(old_text, new_text, upgrades, tolerance=tolerance)
     problem = golden_problem(old_text, new_text)
     if problem is None:
+        # Imported here: a session whose goldens all hold never needs the diff.
+        from pytest_fwdorder.diff.diffing import diff_golden
+
         return [*upgrades.notes(), *diff_golden(old_text, new_text).explanation()]
     named = f"the golden file {golden_name!r}" if golden_name else "the golden file"
     return [f"{named} {problem}"]
