@@ -23,13 +23,14 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
+from torch.utils._pytree import tree_map
+from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
 
 from pytest_fwdorder.calls import TensorFact, TraceRecords
 from pytest_fwdorder.facet_records import CallCosts, TraceCosts
@@ -84,6 +85,90 @@ def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Calla
     return {**fused_kernel_formulas(), **registry}
 
 
+class _OperationPlan(NamedTuple):
+    """What the mode does with one operation overload, worked out at its first run."""
+
+    formula: Callable[..., int] | None  # its FLOP formula, None if it has none
+    takes_shapes: bool  # the formula wants shapes for tensors (torch's `shape_wrapper`)
+    decomposes: bool  # no formula, but a decomposition whose operations may have some
+    uncounted: str | None  # the name it is counted by under "uncounted", None if it is not
+    unused_statistics: bool  # its outputs after the first are left out of the saved bytes
+
+
+# The code of the wrapper torch's `register_flop_formula` puts around a formula that takes
+# shapes: a formula made by it is called unwrapped, with shapes from `shapes_of`.
+_SHAPE_WRAPPER_CODE = getattr(shape_wrapper(int), "__code__", None)  # type: ignore[no-untyped-call]
+
+
+def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]) -> _OperationPlan:
+    """How `CostMode` counts an aten operation: its formula, or what it does without one."""
+    packet = operation._overloadpacket
+    formula = formulas.get(packet)
+    unused_statistics = packet.__name__ in _UNUSED_STATISTICS
+    if formula is not None:
+        wrapped = getattr(formula, "__wrapped__", None)
+        if wrapped is not None and getattr(formula, "__code__", None) is _SHAPE_WRAPPER_CODE:
+            return _OperationPlan(wrapped, True, False, None, unused_statistics)
+        return _OperationPlan(formula, False, False, None, unused_statistics)
+    uncounted = str(packet) if computes_something(operation) else None
+    return _OperationPlan(None, False, decomposes(operation), uncounted, unused_statistics)
+
+
+def decomposes(operation: torch._ops.OpOverload) -> bool:
+    """Whether `operation.decompose` would run a decomposition rather than say NotImplemented.
+
+    FlopCounterMode counts an operation without a formula through its decomposition;
+    asking once per overload saves entering the mode again for each one that has none.
+    """
+    if operation is torch.ops.prim.device.default:
+        return False
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    return key in operation.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(
+        operation.name(),  # type: ignore[no-untyped-call]
+        key,
+    )
+
+
+def shapes_of(value: Any) -> Any:
+    """`value` with each tensor replaced by its shape, as torch's `shape_wrapper` gives it.
+
+    Containers without tensors are passed on as they are (formulas only read them); types
+    other than plain tuples, lists and dicts go through torch's own `tree_map`.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    kind = type(value)
+    if kind is tuple or kind is list:
+        if any(isinstance(item, (torch.Tensor, tuple, list, dict)) for item in value):
+            return kind(shapes_of(item) for item in value)
+        return value
+    if kind is dict:
+        return {key: shapes_of(item) for key, item in value.items()}
+    if isinstance(value, (tuple, list, dict)):
+        return tree_map(get_shape, value)
+    return value
+
+
+def shape_key(value: Any) -> Any:
+    """`value` as part of a dictionary key for `shapes_of(value)`: tensors by their shapes.
+
+    Lists become tuples to be hashable; within one operation overload each position holds
+    one kind of value, so a tensor's shape and a tuple of integers never meet.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return tuple(map(shape_key, value))
+    if kind is dict:
+        return tuple((key, shape_key(item)) for key, item in value.items())
+    if isinstance(value, (tuple, list, dict)) and kind is not torch.Size:
+        # A named tuple or other container would be keyed by its tensors' ids, which a later
+        # tensor of another shape may reuse: such an operation is not cached.
+        raise TypeError(f"not cached: {kind.__name__}")
+    return value
+
+
 class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """The dispatch mode that adds each operation's FLOPs to the open call of a `Recorder`.
 
@@ -101,11 +186,15 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Fused CPU kernels torch has no formula for are counted as their decompositions are
         # on meta (fused_kernel_flops.py); torch's own formula wins where it has one.
         self.formulas = cost_formulas(flop_registry)
+        # Operation overload -> what to do with it, worked out at its first run.
+        self.plans: dict[Any, _OperationPlan] = {}
+        # (formula, argument shapes and values, output shapes) -> its FLOPs, for the formulas
+        # that see shapes alone: the same shapes give the same figure.
+        self.flops_by_shapes: dict[tuple[Any, ...], int] = {}
         # Call record number -> the FLOPs of its own forward (outside its children).
         self.own_flops: dict[int, int] = {}
         # Operation name -> how many times it ran without a formula, inside a call.
         self.uncounted: dict[str, int] = {}
-        self.counts_uncounted: dict[Any, bool] = {}
 
     def __torch_dispatch__(
         self,
@@ -114,10 +203,12 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func._overloadpacket
-        formula = self.formulas.get(packet)
-        if formula is None and func is not torch.ops.prim.device.default:
+        plan = self.plans.get(func)
+        if plan is None:
+            plan = self.plans[func] = operation_plan(func, self.formulas)
+        if kwargs is None:
+            kwargs = {}
+        if plan.decomposes:
             # What FlopCounterMode does: an operation that has a decomposition is counted
             # through the operations it decomposes into, which may have formulas.
             with self:
@@ -125,24 +216,57 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if decomposed is not NotImplemented:
                 return decomposed
         output = func(*args, **kwargs)
-        if packet.__name__ in _UNUSED_STATISTICS:
+        if plan.unused_statistics:
             self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
+        if plan.formula is not None or plan.uncounted is not None:
+            self._count(plan, args, kwargs, output)
+        return output
+
+    def _count(
+        self, plan: _OperationPlan, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
+        """Add an operation's FLOPs to the innermost open call, or count it as uncounted."""
         open_calls = self.open_calls
         if not open_calls or threading.get_ident() != self.thread_id:
-            return output
-        if formula is not None:
-            number = open_calls[-1].number
-            self.own_flops[number] = self.own_flops.get(number, 0) + int(
-                formula(*args, **kwargs, out_val=output)
-            )
-            return output
-        counted = self.counts_uncounted.get(func)
-        if counted is None:
-            counted = self.counts_uncounted[func] = computes_something(func)
-        if counted:
-            name = str(packet)
-            self.uncounted[name] = self.uncounted.get(name, 0) + 1
-        return output
+            return
+        formula, takes_shapes, _, uncounted, _ = plan
+        if uncounted is not None:
+            self.uncounted[uncounted] = self.uncounted.get(uncounted, 0) + 1
+            return
+        if formula is None:
+            return
+        if takes_shapes:
+            flops = self._shape_flops(formula, args, kwargs, output)
+        else:
+            flops = int(formula(*args, **kwargs, out_val=output))
+        number = open_calls[-1].number
+        own_flops = self.own_flops
+        own_flops[number] = own_flops.get(number, 0) + flops
+
+    def _shape_flops(
+        self,
+        formula: Callable[..., int],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        output: Any,
+    ) -> int:
+        """A formula that sees shapes alone, worked out once per trace for each set of shapes.
+
+        torch's formulas for fused products call other wrapped formulas (`addmm` calls
+        `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
+        an operation, where a model repeats the same few shapes.
+        """
+        try:
+            key: tuple[Any, ...] = (formula, tuple(map(shape_key, args)), shape_key(output))
+            if kwargs:
+                key += (shape_key(kwargs),)
+            flops = self.flops_by_shapes.get(key)
+        except TypeError:  # an unhashable argument, a symbolic size: no cache, same figure
+            return int(formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs)))
+        if flops is None:
+            flops = int(formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs)))
+            self.flops_by_shapes[key] = flops
+        return flops
 
 
 class SavedTensors:
