@@ -36,6 +36,7 @@ from pytest_fwdorder.calls import TensorFact, TraceRecords
 from pytest_fwdorder.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 from pytest_fwdorder.recording.describe import dtype_name
+from pytest_fwdorder.value_descriptions import TensorDescription, ValueDescription, tensors_in
 
 if TYPE_CHECKING:
     from pytest_fwdorder.recording.recorder import CallRecord, Recorder
@@ -317,7 +318,7 @@ def model_storages(root: nn.Module) -> dict[int, int]:
     lazy tensors, which have no elements yet, are left out.
     """
     storages: dict[int, int] = {}
-    for module in root.modules():
+    for module in modules_in_order(root):
         for tensors in (module._parameters, module._buffers):
             for tensor in tensors.values():
                 if tensor is None or is_lazy(tensor):
@@ -326,6 +327,26 @@ def model_storages(root: nn.Module) -> dict[int, int]:
                     continue
                 storages.setdefault(storage_key(tensor), tensor.numel() * tensor.element_size())
     return storages
+
+
+def modules_in_order(root: nn.Module) -> list[nn.Module]:
+    """`root.modules()`, each once and in its order, without a generator per module.
+
+    `named_modules` recurses through one generator per level and builds every path; for a
+    model of many small modules that walk was most of what counting its storages took.
+    """
+    found: list[nn.Module] = []
+    seen: set[int] = set()
+    pending = [root]
+    while pending:
+        module = pending.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        found.append(module)
+        children = [child for child in module._modules.values() if child is not None]
+        pending.extend(reversed(children))
+    return found
 
 
 class CostCounters:
@@ -366,15 +387,15 @@ def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
         if call.parent is not None:
             totals[call.parent.index] += totals[call.index]
     for call in calls:
+        index = call.index
+        facts = call.facts
         call._costs = CallCosts(  # type: ignore[attr-defined]
-            flops=totals[call.index],
-            own_flops=own.get(call.index, 0),
-            output_bytes=sum(
-                tensor_bytes(tensor.dtype, tensor.shape) for tensor in call.output_tensors
-            ),
+            flops=totals[index],
+            own_flops=own.get(index, 0),
+            output_bytes=output_bytes(call.output),
             tensor_bytes=(
-                own_tensor_bytes(call.facts.tensors.tensors)
-                if call.nth == 1 and call.facts is not None
+                own_tensor_bytes(facts.tensors.tensors)
+                if call.nth == 1 and facts is not None
                 else None
             ),
         )
@@ -390,9 +411,21 @@ def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
 
 def own_tensor_bytes(facts: tuple[TensorFact, ...]) -> int | None:
     """The bytes of a module's own parameters and buffers; None if one is lazy."""
-    if any(fact.shape is None for fact in facts):
-        return None
-    return sum(tensor_bytes(fact.dtype, fact.shape or ()) for fact in facts)
+    total = 0
+    for fact in facts:
+        if fact.shape is None:
+            return None
+        total += math.prod(fact.shape) * _ITEM_SIZES.get(fact.dtype, 0)
+    return total
+
+
+def output_bytes(output: ValueDescription | None) -> int:
+    """The bytes of every tensor in a call's described output (0 while none is known)."""
+    if output is None:
+        return 0
+    if type(output) is TensorDescription:  # most outputs: one tensor, nothing to walk
+        return math.prod(output.shape) * _ITEM_SIZES.get(output.dtype, 0)
+    return sum(tensor_bytes(tensor.dtype, tensor.shape) for tensor in tensors_in(output))
 
 
 def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
