@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode, get_shape, register_flop_formula
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.facets.costs import shape_key, shapes_of
+from pytest_fwdorder.facets.costs import CostMode, shape_key, shapes_of
 
 torch.library.define("fwdorder_costs_shapes::tally", "(Tensor x) -> Tensor")
 # The shapes the formula below was called with, in order: how often it was worked out.
@@ -98,3 +99,18 @@ def test_repeated_and_changing_shapes_count_as_flop_counter_mode_counts_them() -
         assert trace.costs.flops == counter.get_total_flops()
         found = per_module(trace)
         assert {name: found[name] for name in expected} == expected
+
+
+def test_an_unhashable_argument_is_worked_out_at_every_run_with_the_same_figure() -> None:
+    mode = CostMode(SimpleNamespace(open_calls=[]), set())  # type: ignore[arg-type]
+    calls: list[object] = []
+
+    def formula(x_shape: torch.Size, options: object, *, out_shape: object = None) -> int:
+        calls.append(options)
+        return 2 * x_shape.numel()
+
+    tensor = torch.zeros(2, 3)
+    for _ in range(2):
+        assert mode._shape_flops(formula, (tensor, {"unhashable"}), {}, tensor) == 12
+        assert mode._shape_flops(formula, (tensor, ("hashable",)), {}, tensor) == 12
+    assert calls == [{"unhashable"}, ("hashable",), {"unhashable"}]

@@ -108,7 +108,8 @@ def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]
     unused_statistics = packet.__name__ in _UNUSED_STATISTICS
     if formula is not None:
         wrapped = getattr(formula, "__wrapped__", None)
-        if wrapped is not None and getattr(formula, "__code__", None) is _SHAPE_WRAPPER_CODE:
+        code = getattr(formula, "__code__", None)
+        if wrapped is not None and code is not None and code is _SHAPE_WRAPPER_CODE:
             return _OperationPlan(wrapped, True, False, None, unused_statistics)
         return _OperationPlan(formula, False, False, None, unused_statistics)
     uncounted = str(packet) if computes_something(operation) else None
@@ -133,8 +134,8 @@ def decomposes(operation: torch._ops.OpOverload) -> bool:
 def shapes_of(value: Any) -> Any:
     """`value` with each tensor replaced by its shape, as torch's `shape_wrapper` gives it.
 
-    Containers without tensors are passed on as they are (formulas only read them); types
-    other than plain tuples, lists and dicts go through torch's own `tree_map`.
+    Containers without tensors are passed on as they are (formulas only read them); other
+    tuple, list and dict types (named tuples) go through torch's own `tree_map`.
     """
     if isinstance(value, torch.Tensor):
         return value.shape
@@ -257,16 +258,18 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
         an operation, where a model repeats the same few shapes.
         """
+        key: tuple[Any, ...] | None
         try:
-            key: tuple[Any, ...] = (formula, tuple(map(shape_key, args)), shape_key(output))
+            key = (formula, tuple(map(shape_key, args)), shape_key(output))
             if kwargs:
                 key += (shape_key(kwargs),)
             flops = self.flops_by_shapes.get(key)
         except TypeError:  # an unhashable argument, a symbolic size: no cache, same figure
-            return int(formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs)))
+            key, flops = None, None
         if flops is None:
             flops = int(formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs)))
-            self.flops_by_shapes[key] = flops
+            if key is not None:
+                self.flops_by_shapes[key] = flops
         return flops
 
 
