@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import TensorSpec, assert_same_structure, trace_forward
 from pytest_fwdorder.checks.cost_budgets import assert_costs
+from pytest_fwdorder.facets.costs import modules_in_order
 from pytest_fwdorder.golden.costs_lines import (
     human_bytes,
     human_count,
@@ -277,3 +278,14 @@ def test_a_structure_comparison_leaves_costs_out() -> None:
     without_costs = trace_forward(model, torch.randn(2, 4))
 
     assert_same_structure(with_costs, without_costs)
+
+
+def test_the_storage_walk_meets_modules_as_torchs_modules_does() -> None:
+    # The oracle is `nn.Module.modules()`: pre-order, each shared module once, None skipped.
+    shared = nn.Linear(2, 2)
+    model = nn.Sequential(
+        nn.Sequential(shared, nn.ReLU()), shared, nn.ModuleList([nn.Identity(), shared])
+    )
+    model.register_module("absent", None)
+    model.add_module("last", torchvision.models.resnet18(weights=None).layer1)
+    assert modules_in_order(model) == list(model.modules())

@@ -23,18 +23,20 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
+from torch.utils._pytree import tree_map
+from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
 
 from pytest_fwdorder.calls import TensorFact, TraceRecords
 from pytest_fwdorder.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 from pytest_fwdorder.recording.describe import dtype_name
+from pytest_fwdorder.value_descriptions import TensorDescription, ValueDescription, tensors_in
 
 if TYPE_CHECKING:
     from pytest_fwdorder.recording.recorder import CallRecord, Recorder
@@ -84,6 +86,91 @@ def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Calla
     return {**fused_kernel_formulas(), **registry}
 
 
+class _OperationPlan(NamedTuple):
+    """What the mode does with one operation overload, worked out at its first run."""
+
+    formula: Callable[..., int] | None  # its FLOP formula, None if it has none
+    takes_shapes: bool  # the formula wants shapes for tensors (torch's `shape_wrapper`)
+    decomposes: bool  # no formula, but a decomposition whose operations may have some
+    uncounted: str | None  # the name it is counted by under "uncounted", None if it is not
+    unused_statistics: bool  # its outputs after the first are left out of the saved bytes
+
+
+# The code of the wrapper torch's `register_flop_formula` puts around a formula that takes
+# shapes: a formula made by it is called unwrapped, with shapes from `shapes_of`.
+_SHAPE_WRAPPER_CODE = getattr(shape_wrapper(int), "__code__", None)  # type: ignore[no-untyped-call]
+
+
+def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]) -> _OperationPlan:
+    """How `CostMode` counts an aten operation: its formula, or what it does without one."""
+    packet = operation._overloadpacket
+    formula = formulas.get(packet)
+    unused_statistics = packet.__name__ in _UNUSED_STATISTICS
+    if formula is not None:
+        wrapped = getattr(formula, "__wrapped__", None)
+        code = getattr(formula, "__code__", None)
+        if wrapped is not None and code is not None and code is _SHAPE_WRAPPER_CODE:
+            return _OperationPlan(wrapped, True, False, None, unused_statistics)
+        return _OperationPlan(formula, False, False, None, unused_statistics)
+    uncounted = str(packet) if computes_something(operation) else None
+    return _OperationPlan(None, False, decomposes(operation), uncounted, unused_statistics)
+
+
+def decomposes(operation: torch._ops.OpOverload) -> bool:
+    """Whether `operation.decompose` would run a decomposition rather than say NotImplemented.
+
+    FlopCounterMode counts an operation without a formula through its decomposition;
+    asking once per overload saves entering the mode again for each one that has none.
+    """
+    if operation is torch.ops.prim.device.default:
+        return False
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    return key in operation.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(
+        operation.name(),  # type: ignore[no-untyped-call]
+        key,
+    )
+
+
+def shapes_of(value: Any) -> Any:
+    """`value` with each tensor replaced by its shape, as torch's `shape_wrapper` gives it.
+
+    Containers without tensors are passed on as they are (formulas only read them); other
+    tuple, list and dict types (named tuples) go through torch's own `tree_map`.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    kind = type(value)
+    if kind is tuple or kind is list:
+        if any(isinstance(item, (torch.Tensor, tuple, list, dict)) for item in value):
+            return kind(shapes_of(item) for item in value)
+        return value
+    if kind is dict:
+        return {key: shapes_of(item) for key, item in value.items()}
+    if isinstance(value, (tuple, list, dict)):
+        return tree_map(get_shape, value)
+    return value
+
+
+def shape_key(value: Any) -> Any:
+    """`value` as part of a dictionary key for `shapes_of(value)`: tensors by their shapes.
+
+    Lists become tuples to be hashable; within one operation overload each position holds
+    one kind of value, so a tensor's shape and a tuple of integers never meet.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return tuple(map(shape_key, value))
+    if kind is dict:
+        return tuple((key, shape_key(item)) for key, item in value.items())
+    if isinstance(value, (tuple, list, dict)) and kind is not torch.Size:
+        # A named tuple or other container would be keyed by its tensors' ids, which a later
+        # tensor of another shape may reuse: such an operation is not cached.
+        raise TypeError(f"not cached: {kind.__name__}")
+    return value
+
+
 class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """The dispatch mode that adds each operation's FLOPs to the open call of a `Recorder`.
 
@@ -101,11 +188,15 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Fused CPU kernels torch has no formula for are counted as their decompositions are
         # on meta (fused_kernel_flops.py); torch's own formula wins where it has one.
         self.formulas = cost_formulas(flop_registry)
+        # Operation overload -> what to do with it, worked out at its first run.
+        self.plans: dict[Any, _OperationPlan] = {}
+        # (formula, argument shapes and values, output shapes) -> its FLOPs, for the formulas
+        # that see shapes alone: the same shapes give the same figure.
+        self.flops_by_shapes: dict[tuple[Any, ...], int] = {}
         # Call record number -> the FLOPs of its own forward (outside its children).
         self.own_flops: dict[int, int] = {}
         # Operation name -> how many times it ran without a formula, inside a call.
         self.uncounted: dict[str, int] = {}
-        self.counts_uncounted: dict[Any, bool] = {}
 
     def __torch_dispatch__(
         self,
@@ -114,10 +205,12 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        kwargs = kwargs or {}
-        packet = func._overloadpacket
-        formula = self.formulas.get(packet)
-        if formula is None and func is not torch.ops.prim.device.default:
+        plan = self.plans.get(func)
+        if plan is None:
+            plan = self.plans[func] = operation_plan(func, self.formulas)
+        if kwargs is None:
+            kwargs = {}
+        if plan.decomposes:
             # What FlopCounterMode does: an operation that has a decomposition is counted
             # through the operations it decomposes into, which may have formulas.
             with self:
@@ -125,24 +218,59 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if decomposed is not NotImplemented:
                 return decomposed
         output = func(*args, **kwargs)
-        if packet.__name__ in _UNUSED_STATISTICS:
+        if plan.unused_statistics:
             self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
+        if plan.formula is not None or plan.uncounted is not None:
+            self._count(plan, args, kwargs, output)
+        return output
+
+    def _count(
+        self, plan: _OperationPlan, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
+        """Add an operation's FLOPs to the innermost open call, or count it as uncounted."""
         open_calls = self.open_calls
         if not open_calls or threading.get_ident() != self.thread_id:
-            return output
-        if formula is not None:
-            number = open_calls[-1].number
-            self.own_flops[number] = self.own_flops.get(number, 0) + int(
-                formula(*args, **kwargs, out_val=output)
-            )
-            return output
-        counted = self.counts_uncounted.get(func)
-        if counted is None:
-            counted = self.counts_uncounted[func] = computes_something(func)
-        if counted:
-            name = str(packet)
-            self.uncounted[name] = self.uncounted.get(name, 0) + 1
-        return output
+            return
+        formula, takes_shapes, _, uncounted, _ = plan
+        if uncounted is not None:
+            self.uncounted[uncounted] = self.uncounted.get(uncounted, 0) + 1
+            return
+        if formula is None:
+            return
+        if takes_shapes:
+            flops = self._shape_flops(formula, args, kwargs, output)
+        else:
+            flops = int(formula(*args, **kwargs, out_val=output))
+        number = open_calls[-1].number
+        own_flops = self.own_flops
+        own_flops[number] = own_flops.get(number, 0) + flops
+
+    def _shape_flops(
+        self,
+        formula: Callable[..., int],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        output: Any,
+    ) -> int:
+        """A formula that sees shapes alone, worked out once per trace for each set of shapes.
+
+        torch's formulas for fused products call other wrapped formulas (`addmm` calls
+        `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
+        an operation, where a model repeats the same few shapes.
+        """
+        key: tuple[Any, ...] | None
+        try:
+            key = (formula, tuple(map(shape_key, args)), shape_key(output))
+            if kwargs:
+                key += (shape_key(kwargs),)
+            flops = self.flops_by_shapes.get(key)
+        except TypeError:  # an unhashable argument, a symbolic size: no cache, same figure
+            key, flops = None, None
+        if flops is None:
+            flops = int(formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs)))
+            if key is not None:
+                self.flops_by_shapes[key] = flops
+        return flops
 
 
 class SavedTensors:
@@ -193,7 +321,7 @@ def model_storages(root: nn.Module) -> dict[int, int]:
     lazy tensors, which have no elements yet, are left out.
     """
     storages: dict[int, int] = {}
-    for module in root.modules():
+    for module in modules_in_order(root):
         for tensors in (module._parameters, module._buffers):
             for tensor in tensors.values():
                 if tensor is None or is_lazy(tensor):
@@ -202,6 +330,26 @@ def model_storages(root: nn.Module) -> dict[int, int]:
                     continue
                 storages.setdefault(storage_key(tensor), tensor.numel() * tensor.element_size())
     return storages
+
+
+def modules_in_order(root: nn.Module) -> list[nn.Module]:
+    """`root.modules()`, each once and in its order, without a generator per module.
+
+    `named_modules` recurses through one generator per level and builds every path; for a
+    model of many small modules that walk was most of what counting its storages took.
+    """
+    found: list[nn.Module] = []
+    seen: set[int] = set()
+    pending = [root]
+    while pending:
+        module = pending.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        found.append(module)
+        children = [child for child in module._modules.values() if child is not None]
+        pending.extend(reversed(children))
+    return found
 
 
 class CostCounters:
@@ -242,15 +390,15 @@ def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
         if call.parent is not None:
             totals[call.parent.index] += totals[call.index]
     for call in calls:
+        index = call.index
+        facts = call.facts
         call._costs = CallCosts(  # type: ignore[attr-defined]
-            flops=totals[call.index],
-            own_flops=own.get(call.index, 0),
-            output_bytes=sum(
-                tensor_bytes(tensor.dtype, tensor.shape) for tensor in call.output_tensors
-            ),
+            flops=totals[index],
+            own_flops=own.get(index, 0),
+            output_bytes=output_bytes(call.output),
             tensor_bytes=(
-                own_tensor_bytes(call.facts.tensors.tensors)
-                if call.nth == 1 and call.facts is not None
+                own_tensor_bytes(facts.tensors.tensors)
+                if call.nth == 1 and facts is not None
                 else None
             ),
         )
@@ -266,9 +414,21 @@ def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
 
 def own_tensor_bytes(facts: tuple[TensorFact, ...]) -> int | None:
     """The bytes of a module's own parameters and buffers; None if one is lazy."""
-    if any(fact.shape is None for fact in facts):
-        return None
-    return sum(tensor_bytes(fact.dtype, fact.shape or ()) for fact in facts)
+    total = 0
+    for fact in facts:
+        if fact.shape is None:
+            return None
+        total += math.prod(fact.shape) * _ITEM_SIZES.get(fact.dtype, 0)
+    return total
+
+
+def output_bytes(output: ValueDescription | None) -> int:
+    """The bytes of every tensor in a call's described output (0 while none is known)."""
+    if output is None:
+        return 0
+    if type(output) is TensorDescription:  # most outputs: one tensor, nothing to walk
+        return math.prod(output.shape) * _ITEM_SIZES.get(output.dtype, 0)
+    return sum(tensor_bytes(tensor.dtype, tensor.shape) for tensor in tensors_in(output))
 
 
 def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
