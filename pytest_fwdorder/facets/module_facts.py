@@ -35,8 +35,10 @@ from pytest_fwdorder.facets.module_settings import (
     SETTINGS_PLANS,
     SettingsPlan,
     module_settings,
+    settings_plan,
 )
 from pytest_fwdorder.hookspecs import module_facts_from_plugins
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.describe import dtype_name
 
 # Lazy modules' tensors. Checked with issubclass(type(...)): isinstance goes through
@@ -58,10 +60,12 @@ class TensorIndex:
 
 
 # Equal facts are built once (a frozen dataclass costs more to build than to look up).
-_TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
-_MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
-_MODULE_FACTS: dict[Hashable, ModuleFacts] = {}
 _MOST_TENSOR_FACTS = 100_000
+_TENSOR_FACTS: BoundedCache[tuple[object, ...], TensorFact] = BoundedCache(_MOST_TENSOR_FACTS)
+_MODULE_TENSORS: BoundedCache[tuple[TensorFact, ...], ModuleTensors] = BoundedCache(
+    _MOST_TENSOR_FACTS
+)
+_MODULE_FACTS: BoundedCache[Hashable, ModuleFacts] = BoundedCache(_MOST_TENSOR_FACTS)
 # Keyed by the class's forward function, not the class: patching `Block.forward` (as
 # mocker.patch.object does) must change the names, whatever ran first.
 _FORWARD_PARAMETERS: weakref.WeakKeyDictionary[object, ForwardParameters | None] = (
@@ -105,12 +109,12 @@ def _shared_module_facts(module: nn.Module) -> ModuleFacts:
             module_settings(module), module_tensors(module), forward_parameters(module)
         )
     if facts is None:
-        if len(_MODULE_FACTS) >= _MOST_TENSOR_FACTS:
-            _MODULE_FACTS.clear()
-        facts = ModuleFacts(
-            module_settings(module), module_tensors(module), forward_parameters(module)
+        facts = _MODULE_FACTS.keep(
+            key,
+            ModuleFacts(
+                module_settings(module), module_tensors(module), forward_parameters(module)
+            ),
         )
-        _MODULE_FACTS[key] = facts
     _remember(module, facts)
     return facts
 
@@ -121,18 +125,29 @@ def _remember(module: nn.Module, facts: ModuleFacts) -> None:
     plan = SETTINGS_PLANS.get(module_class)
     if plan is None:  # the plans were cleared at their bound meanwhile: next time
         return
-    if len(_REMEMBERED) >= _MOST_TENSOR_FACTS:
-        _REMEMBERED.clear()
     attributes = module.__dict__
-    _REMEMBERED[id(module)] = _Remembered(
-        module_class,
-        module_class.forward,
-        plan,
-        tuple([attributes.get(attribute, MISSING) for attribute in plan.attribute_names]),
-        _tensor_states(module),
-        frozenset(attributes.get("_non_persistent_buffers_set", ())),
-        facts,
+    _REMEMBERED.keep(
+        id(module),
+        _Remembered(
+            module_class,
+            module_class.forward,
+            plan,
+            tuple([attributes.get(attribute, MISSING) for attribute in plan.attribute_names]),
+            _tensor_states(module),
+            frozenset(attributes.get("_non_persistent_buffers_set", ())),
+            facts,
+        ),
     )
+
+
+def remember_modules(count: int) -> None:
+    """Make room to remember the facts of `count` modules: a model about to be traced.
+
+    The bound grows with the largest model traced, so a model of more modules than the
+    default bound is served from what its last trace remembered rather than forgotten
+    during every trace.
+    """
+    _REMEMBERED.hold_at_least(count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +222,7 @@ def _tensor_states(module: nn.Module) -> list[object]:
 
 _NO_NAMES: frozenset[str] = frozenset()
 # Each module's facts while they hold, by the module's id (see _Remembered).
-_REMEMBERED: dict[int, _Remembered] = {}
+_REMEMBERED: BoundedCache[int, _Remembered] = BoundedCache(_MOST_TENSOR_FACTS)
 
 
 def _raw_facts(module: nn.Module) -> Hashable | None:
@@ -219,8 +234,13 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
     """
     module_class = type(module)
     plan = SETTINGS_PLANS.get(module_class)
+    if plan is None:  # the class's first module: plan it now, so its facts are remembered
+        try:
+            plan = settings_plan(module_class)
+        except Exception:  # module_settings says why, as a setting
+            return None
     attributes = module.__dict__
-    if plan is None or plan.uses_extra_repr or "forward" in attributes:
+    if plan.uses_extra_repr or "forward" in attributes:
         return None  # extra_repr() text can depend on anything: read it every time
     get_attribute = attributes.get
     values = tuple([get_attribute(attribute, MISSING) for attribute in plan.attribute_names])
@@ -290,9 +310,7 @@ def module_tensors(module: nn.Module) -> ModuleTensors:
     key = tuple(facts)
     tensors = _MODULE_TENSORS.get(key)
     if tensors is None:
-        if len(_MODULE_TENSORS) >= _MOST_TENSOR_FACTS:
-            _MODULE_TENSORS.clear()
-        tensors = _MODULE_TENSORS[key] = ModuleTensors(key)
+        tensors = _MODULE_TENSORS.keep(key, ModuleTensors(key))
     return tensors
 
 
@@ -306,12 +324,12 @@ def _tensor_fact(
     key = (name, kind, tensor.dtype, tensor.shape, requires_grad, persistent)
     fact = _TENSOR_FACTS.get(key)
     if fact is None:
-        if len(_TENSOR_FACTS) >= _MOST_TENSOR_FACTS:
-            _TENSOR_FACTS.clear()
-        fact = TensorFact(
-            name, kind, dtype_name(tensor.dtype), tuple(tensor.shape), requires_grad, persistent
+        fact = _TENSOR_FACTS.keep(
+            key,
+            TensorFact(
+                name, kind, dtype_name(tensor.dtype), tuple(tensor.shape), requires_grad, persistent
+            ),
         )
-        _TENSOR_FACTS[key] = fact
     return fact
 
 

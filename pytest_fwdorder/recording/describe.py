@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.distributed import dtensor_layout
 from pytest_fwdorder.value_descriptions import (
     LiteralDescription,
@@ -87,16 +88,17 @@ def finish_value(raw: object) -> ValueDescription:
             device_name = _DEVICE_NAMES.get(device)
             if device_name is None:
                 device_name = _DEVICE_NAMES[device] = str(device)
-            if len(_TENSOR_DESCRIPTIONS) >= _MOST_TENSOR_DESCRIPTIONS:
-                _TENSOR_DESCRIPTIONS.clear()
-            description = TensorDescription(tuple(shape), dtype_name(dtype), device_name)
-            _TENSOR_DESCRIPTIONS[raw] = description
+            description = _TENSOR_DESCRIPTIONS.keep(
+                raw, TensorDescription(tuple(shape), dtype_name(dtype), device_name)
+            )
         return description
     return raw  # type: ignore[return-value]  # already a description
 
 
-_TENSOR_DESCRIPTIONS: dict[object, TensorDescription] = {}
 _MOST_TENSOR_DESCRIPTIONS = 100_000
+_TENSOR_DESCRIPTIONS: BoundedCache[object, TensorDescription] = BoundedCache(
+    _MOST_TENSOR_DESCRIPTIONS
+)
 
 
 def describe_tensor(tensor: torch.Tensor) -> TensorDescription:
