@@ -65,6 +65,21 @@ def module_entry(
     return ModuleEntry(path, registered, module_type, False, facts, training)
 
 
+def typed_facts(entry: ModuleEntry) -> tuple[str, ModuleFacts]:
+    """An entry's (class name, facts): one shared pair for modules of one class and facts.
+
+    A trace keeps one per module; most modules repeat a few pairs.
+    """
+    key = (entry.module_type, id(entry.facts))  # the pair kept holds the facts alive
+    pair = _TYPED_FACTS.get(key)
+    if pair is None or pair[1] is not entry.facts:
+        pair = _TYPED_FACTS.keep(key, (entry.module_type, entry.facts))
+    return pair
+
+
+_TYPED_FACTS: BoundedCache[tuple[str, int], tuple[str, ModuleFacts]] = BoundedCache(100_000)
+
+
 # Per class: the name the user wrote it under, whether it is TorchScript's, and whether its
 # code reads the mode. Asked for every module of every trace; a plain dict, as for facts'
 # settings plans (why is there).

@@ -38,7 +38,13 @@ from pytest_fwdorder.recording.describe import (
 from pytest_fwdorder.recording.direct_forwards import forwards_watched
 from pytest_fwdorder.recording.distributed import qualified_class_name
 from pytest_fwdorder.recording.meta.kernels import meta_kernel_cache
-from pytest_fwdorder.recording.model_index import ModelIndex, ModuleEntry, index_model, module_entry
+from pytest_fwdorder.recording.model_index import (
+    ModelIndex,
+    ModuleEntry,
+    index_model,
+    module_entry,
+    typed_facts,
+)
 from pytest_fwdorder.recording.model_state import (
     ModelState,
     capture_state,
@@ -519,7 +525,7 @@ def _empty_trace(root: nn.Module, index: ModelIndex, options: RenderOptions) -> 
         aliases=index.aliases,
         options=options,
         mode="train" if root.training else "eval",
-        modules={entry.path: (entry.module_type, entry.facts) for entry in index.entries.values()},
+        modules={entry.path: typed_facts(entry) for entry in index.entries.values()},
         tied=tensors.tied,
         totals=tensors.totals,
         module_classes={
