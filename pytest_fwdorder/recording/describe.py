@@ -96,7 +96,28 @@ def finish_value(raw: object) -> ValueDescription:
 
 
 _MOST_TENSOR_DESCRIPTIONS = 100_000
+
+
+def finish_arguments(raw_arguments: list[object]) -> tuple[ValueDescription, ...]:
+    """The descriptions of what `raw_value` kept of a call's arguments, as a tuple.
+
+    One tensor's arguments are one shared tuple per tensor description: most calls take
+    one tensor, and a trace keeps its calls' arguments.
+    """
+    if len(raw_arguments) == 1 and type(raw_arguments[0]) is tuple:
+        description = finish_value(raw_arguments[0])
+        arguments = _ONE_TENSOR_ARGUMENTS.get(id(description))
+        if arguments is None or arguments[0] is not description:
+            arguments = _ONE_TENSOR_ARGUMENTS.keep(id(description), (description,))
+        return arguments
+    return tuple([finish_value(value) for value in raw_arguments])
+
+
 _TENSOR_DESCRIPTIONS: BoundedCache[object, TensorDescription] = BoundedCache(
+    _MOST_TENSOR_DESCRIPTIONS
+)
+# Keyed by id: the tuple kept holds its description alive, so the id is not reused.
+_ONE_TENSOR_ARGUMENTS: BoundedCache[int, tuple[ValueDescription]] = BoundedCache(
     _MOST_TENSOR_DESCRIPTIONS
 )
 

@@ -31,6 +31,7 @@ from pytest_fwdorder.calls import Call, RenderOptions
 from pytest_fwdorder.errors import MetaTraceError
 from pytest_fwdorder.recording.describe import (
     describe_keyword_arguments,
+    finish_arguments,
     finish_value,
     raw_value,
     tensors_of,
@@ -331,7 +332,7 @@ class Recorder:
             call.parent = parent
             call.registered = entry.registered
             call.index = len(calls)
-            call.args = tuple([finish_value(value) for value in record.args])
+            call.args = finish_arguments(record.args)
             call.kwargs = kwargs
             call.output = (
                 None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
