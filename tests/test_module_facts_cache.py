@@ -16,6 +16,7 @@ from torch import nn
 
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.facets import module_facts as module_facts_module
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 
 
 class ConvThenHead(nn.Module):
@@ -132,3 +133,37 @@ def test_a_module_without_torchs_non_persistent_set_is_traced_twice() -> None:
     first = trace_forward(model, torch.ones(1, 2)).render()
 
     assert trace_forward(model, torch.ones(1, 2)).render() == first
+
+
+def test_a_model_with_more_modules_than_the_bound_is_served_from_what_was_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: a cache cleared at its bound forgot every module of a bigger model each trace."""
+    monkeypatch.setattr(module_facts_module._REMEMBERED, "most", 8)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(2, 2), nn.ReLU()) for _ in range(10)])
+    inputs = torch.ones(1, 2)
+    first = trace_forward(model, inputs).render()
+    with monkeypatch.context() as patched:
+        patched.setattr(module_facts_module, "_raw_facts", refuse_to_read)
+
+        assert trace_forward(model, inputs).render() == first
+
+    model[9][0].weight.requires_grad_(False)  # a change is still seen past the bound
+    after = trace_forward(model, inputs).render()
+    assert after != first
+    assert after == trace_forward(copy.deepcopy(model), inputs).render()
+
+
+def test_a_bounded_cache_forgets_its_oldest_half_when_full() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(4)
+    for number, key in enumerate("abcd"):
+        cache.keep(key, number)
+    cache.keep("a", 10)  # already there: nothing forgotten
+
+    cache.keep("e", 4)
+
+    assert cache == {"c": 2, "d": 3, "e": 4}
+
+
+def refuse_to_read(module: nn.Module) -> None:
+    raise AssertionError(f"the facts of {type(module).__name__} were read again")

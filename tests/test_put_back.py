@@ -209,6 +209,33 @@ def test_an_attribute_added_in_forward_is_removed_after_the_trace() -> None:
     assert not hasattr(model, "cache")
 
 
+def test_attributes_forward_deletes_reassigns_and_adds_come_back_as_they_were() -> None:
+    """The very objects, under the same names, in the same order, in the same dict."""
+
+    class Rearranges(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = [2.0]
+            self.flag = True
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            del self.scale
+            self.flag = False
+            self.added = 1
+            self.scale = [3.0]  # back under its name, now after `flag`
+            return x
+
+    model = nn.Sequential(nn.Identity(), Rearranges())
+    attributes = vars(model[1])
+    before = list(attributes.items())
+
+    trace_forward(model, torch.ones(1))
+
+    assert vars(model[1]) is attributes
+    assert list(attributes) == [name for name, _ in before]
+    assert all(attributes[name] is value for name, value in before)
+
+
 class ReplacesData(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -35,8 +35,10 @@ from pytest_fwdorder.facets.module_settings import (
     SETTINGS_PLANS,
     SettingsPlan,
     module_settings,
+    settings_plan,
 )
 from pytest_fwdorder.hookspecs import module_facts_from_plugins
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.describe import dtype_name
 
 # Lazy modules' tensors. Checked with issubclass(type(...)): isinstance goes through
@@ -58,10 +60,12 @@ class TensorIndex:
 
 
 # Equal facts are built once (a frozen dataclass costs more to build than to look up).
-_TENSOR_FACTS: dict[tuple[object, ...], TensorFact] = {}
-_MODULE_TENSORS: dict[tuple[TensorFact, ...], ModuleTensors] = {}
-_MODULE_FACTS: dict[Hashable, ModuleFacts] = {}
 _MOST_TENSOR_FACTS = 100_000
+_TENSOR_FACTS: BoundedCache[tuple[object, ...], TensorFact] = BoundedCache(_MOST_TENSOR_FACTS)
+_MODULE_TENSORS: BoundedCache[tuple[TensorFact, ...], ModuleTensors] = BoundedCache(
+    _MOST_TENSOR_FACTS
+)
+_MODULE_FACTS: BoundedCache[Hashable, ModuleFacts] = BoundedCache(_MOST_TENSOR_FACTS)
 # Keyed by the class's forward function, not the class: patching `Block.forward` (as
 # mocker.patch.object does) must change the names, whatever ran first.
 _FORWARD_PARAMETERS: weakref.WeakKeyDictionary[object, ForwardParameters | None] = (
@@ -105,34 +109,59 @@ def _shared_module_facts(module: nn.Module) -> ModuleFacts:
             module_settings(module), module_tensors(module), forward_parameters(module)
         )
     if facts is None:
-        if len(_MODULE_FACTS) >= _MOST_TENSOR_FACTS:
-            _MODULE_FACTS.clear()
-        facts = ModuleFacts(
-            module_settings(module), module_tensors(module), forward_parameters(module)
+        facts = _MODULE_FACTS.keep(
+            key,
+            ModuleFacts(
+                module_settings(module), module_tensors(module), forward_parameters(module)
+            ),
         )
-        _MODULE_FACTS[key] = facts
     _remember(module, facts)
     return facts
 
 
 def _remember(module: nn.Module, facts: ModuleFacts) -> None:
-    """Keep `facts` as `module`'s until something they are made from changes."""
+    """Keep `facts` as `module`'s until something they are made from changes.
+
+    What equal modules share (class, forward, plan, tensors) is one object, and so are
+    their setting values where they are the very same objects: a model repeats a few
+    kinds of module many times, and this is kept for every module of every model traced.
+    """
     module_class = type(module)
     plan = SETTINGS_PLANS.get(module_class)
     if plan is None:  # the plans were cleared at their bound meanwhile: next time
         return
-    if len(_REMEMBERED) >= _MOST_TENSOR_FACTS:
-        _REMEMBERED.clear()
     attributes = module.__dict__
-    _REMEMBERED[id(module)] = _Remembered(
+    non_persistent = attributes.get("_non_persistent_buffers_set")
+    kind = (
         module_class,
         module_class.forward,
         plan,
-        tuple([attributes.get(attribute, MISSING) for attribute in plan.attribute_names]),
+        frozenset(non_persistent) if non_persistent else _NO_NAMES,
         _tensor_states(module),
-        frozenset(attributes.get("_non_persistent_buffers_set", ())),
-        facts,
     )
+    shared_kind = _MODULE_KINDS.get(kind)
+    if shared_kind is None or shared_kind[2] is not plan:  # a plan made again: not equal
+        shared_kind = _MODULE_KINDS.keep(kind, kind)
+    values = tuple([attributes.get(attribute, MISSING) for attribute in plan.attribute_names])
+    try:
+        shared_values = _SETTING_VALUES.get(values)
+    except TypeError:  # a list or other unhashable setting: kept as it is
+        shared_values = values
+    if shared_values is None:
+        shared_values = _SETTING_VALUES.keep(values, values)
+    elif not all(map(operator.is_, shared_values, values)):  # equal, not the same objects
+        shared_values = values
+    _REMEMBERED.keep(id(module), _Remembered(shared_kind, shared_values, facts))
+
+
+def remember_modules(count: int) -> None:
+    """Make room to remember the facts of `count` modules: a model about to be traced.
+
+    The bound grows with the largest model traced, so a model of more modules than the
+    default bound is served from what its last trace remembered rather than forgotten
+    during every trace.
+    """
+    _REMEMBERED.hold_at_least(count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,22 +176,20 @@ class _Remembered:
     the same id is served only if all of this holds for it too, and then its facts are these.
     """
 
-    module_class: type[nn.Module]
-    forward: object
-    plan: SettingsPlan
+    # (class, its forward, its settings plan, non-persistent buffer names, _tensor_states):
+    # one shared tuple for equal modules. Names are compared whole, not only for the
+    # buffers present.
+    kind: tuple[type[nn.Module], object, SettingsPlan, frozenset[str], tuple[object, ...]]
     values: tuple[object, ...]
-    tensors: list[object]  # _tensor_states
-    non_persistent: frozenset[str]  # compared whole, not only for the buffers present
     facts: ModuleFacts
 
     def hold_for(self, module: nn.Module) -> bool:
         """Whether these facts are still `module`'s: nothing they are made from changed."""
-        module_class = type(module)
+        module_class, forward, plan, non_persistent, tensors = self.kind
         attributes = module.__dict__
-        plan = self.plan
         if (
-            module_class is not self.module_class
-            or module_class.forward is not self.forward
+            type(module) is not module_class
+            or module_class.forward is not forward
             or SETTINGS_PLANS.get(module_class) is not plan
             or "forward" in attributes
             or not all(
@@ -172,42 +199,50 @@ class _Remembered:
                     self.values,
                 )
             )
-            or attributes.get("_non_persistent_buffers_set", _NO_NAMES) != self.non_persistent
+            or attributes.get("_non_persistent_buffers_set", _NO_NAMES) != non_persistent
         ):
             return False
         try:
-            return _tensor_states(module) == self.tensors
+            return _tensor_states(module) == tensors
         except (AttributeError, RuntimeError):  # not a tensor now, or a lazy one (no shape)
             return False
 
 
-def _tensor_states(module: nn.Module) -> list[object]:
+def _tensor_states(module: nn.Module) -> tuple[object, ...]:
     """A module's own tensors as its facts see them, flat, read in C: how many parameters,
     the parameters' and buffers' names and types, and each tensor's dtype, shape and flag."""
     parameters = module._parameters
     buffers = module._buffers
     if not buffers:
         if not parameters:
-            return []  # an activation, a container
-        return [
+            return ()  # an activation, a container
+        return (
             -1,  # no buffers
             *parameters,
             *map(type, parameters.values()),
             *map(_TENSOR_KEY, filter(_IS_NOT_NONE, parameters.values())),
-        ]
+        )
     values = [*parameters.values(), *buffers.values()]
-    return [
+    return (
         len(parameters),
         *parameters,
         *buffers,
         *map(type, values),
         *map(_TENSOR_KEY, filter(_IS_NOT_NONE, values)),
-    ]
+    )
 
 
 _NO_NAMES: frozenset[str] = frozenset()
 # Each module's facts while they hold, by the module's id (see _Remembered).
-_REMEMBERED: dict[int, _Remembered] = {}
+_REMEMBERED: BoundedCache[int, _Remembered] = BoundedCache(_MOST_TENSOR_FACTS)
+# What equal remembered modules share, one object each (see _remember).
+_MODULE_KINDS: BoundedCache[
+    tuple[type[nn.Module], object, SettingsPlan, frozenset[str], tuple[object, ...]],
+    tuple[type[nn.Module], object, SettingsPlan, frozenset[str], tuple[object, ...]],
+] = BoundedCache(_MOST_TENSOR_FACTS)
+_SETTING_VALUES: BoundedCache[tuple[object, ...], tuple[object, ...]] = BoundedCache(
+    _MOST_TENSOR_FACTS
+)
 
 
 def _raw_facts(module: nn.Module) -> Hashable | None:
@@ -219,8 +254,13 @@ def _raw_facts(module: nn.Module) -> Hashable | None:
     """
     module_class = type(module)
     plan = SETTINGS_PLANS.get(module_class)
+    if plan is None:  # the class's first module: plan it now, so its facts are remembered
+        try:
+            plan = settings_plan(module_class)
+        except Exception:  # module_settings says why, as a setting
+            return None
     attributes = module.__dict__
-    if plan is None or plan.uses_extra_repr or "forward" in attributes:
+    if plan.uses_extra_repr or "forward" in attributes:
         return None  # extra_repr() text can depend on anything: read it every time
     get_attribute = attributes.get
     values = tuple([get_attribute(attribute, MISSING) for attribute in plan.attribute_names])
@@ -290,9 +330,7 @@ def module_tensors(module: nn.Module) -> ModuleTensors:
     key = tuple(facts)
     tensors = _MODULE_TENSORS.get(key)
     if tensors is None:
-        if len(_MODULE_TENSORS) >= _MOST_TENSOR_FACTS:
-            _MODULE_TENSORS.clear()
-        tensors = _MODULE_TENSORS[key] = ModuleTensors(key)
+        tensors = _MODULE_TENSORS.keep(key, ModuleTensors(key))
     return tensors
 
 
@@ -306,12 +344,12 @@ def _tensor_fact(
     key = (name, kind, tensor.dtype, tensor.shape, requires_grad, persistent)
     fact = _TENSOR_FACTS.get(key)
     if fact is None:
-        if len(_TENSOR_FACTS) >= _MOST_TENSOR_FACTS:
-            _TENSOR_FACTS.clear()
-        fact = TensorFact(
-            name, kind, dtype_name(tensor.dtype), tuple(tensor.shape), requires_grad, persistent
+        fact = _TENSOR_FACTS.keep(
+            key,
+            TensorFact(
+                name, kind, dtype_name(tensor.dtype), tuple(tensor.shape), requires_grad, persistent
+            ),
         )
-        _TENSOR_FACTS[key] = fact
     return fact
 
 

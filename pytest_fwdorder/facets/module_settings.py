@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder.calls import Setting
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.describe import dtype_name
 
 # The setting shown for a user module that overrides `extra_repr`.
@@ -50,11 +51,9 @@ class SettingsPlan:
 
 
 # A plain dict: a WeakKeyDictionary lookup makes a weak reference, per module of every trace.
-# It keeps classes alive (fx's GraphModule makes one per graph), so it is cleared at a bound.
-SETTINGS_PLANS: dict[type[nn.Module], SettingsPlan] = {}
-
-
+# It keeps classes alive (fx's GraphModule makes one per graph), so it is bounded.
 MOST_CACHED_CLASSES = 10_000
+SETTINGS_PLANS: BoundedCache[type[nn.Module], SettingsPlan] = BoundedCache(MOST_CACHED_CLASSES)
 
 
 def module_settings(module: nn.Module) -> tuple[Setting, ...]:
@@ -73,14 +72,20 @@ def module_settings(module: nn.Module) -> tuple[Setting, ...]:
         module_class = type(module)
         plan = SETTINGS_PLANS.get(module_class)
         if plan is None:
-            if len(SETTINGS_PLANS) >= MOST_CACHED_CLASSES:
-                SETTINGS_PLANS.clear()
-            plan = SETTINGS_PLANS[module_class] = _plan_settings(module_class)
+            plan = settings_plan(module_class)
         if plan.uses_extra_repr:
             return _extra_repr_setting(module, plan.hides_observed_values)
         return _read_settings(module, plan)
     except Exception as error:  # a hostile __getattr__ or class must not break the user's test
         return (("settings", f"<not readable: {type(error).__name__}>"),)
+
+
+def settings_plan(module_class: type[nn.Module]) -> SettingsPlan:
+    """Where `module_class` keeps its settings, worked out once per class. Can raise."""
+    plan = SETTINGS_PLANS.get(module_class)
+    if plan is None:
+        plan = SETTINGS_PLANS.keep(module_class, _plan_settings(module_class))
+    return plan
 
 
 def _plan_settings(module_class: type[nn.Module]) -> SettingsPlan:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.distributed import dtensor_layout
 from pytest_fwdorder.value_descriptions import (
     LiteralDescription,
@@ -87,16 +88,38 @@ def finish_value(raw: object) -> ValueDescription:
             device_name = _DEVICE_NAMES.get(device)
             if device_name is None:
                 device_name = _DEVICE_NAMES[device] = str(device)
-            if len(_TENSOR_DESCRIPTIONS) >= _MOST_TENSOR_DESCRIPTIONS:
-                _TENSOR_DESCRIPTIONS.clear()
-            description = TensorDescription(tuple(shape), dtype_name(dtype), device_name)
-            _TENSOR_DESCRIPTIONS[raw] = description
+            description = _TENSOR_DESCRIPTIONS.keep(
+                raw, TensorDescription(tuple(shape), dtype_name(dtype), device_name)
+            )
         return description
     return raw  # type: ignore[return-value]  # already a description
 
 
-_TENSOR_DESCRIPTIONS: dict[object, TensorDescription] = {}
 _MOST_TENSOR_DESCRIPTIONS = 100_000
+
+
+def finish_arguments(raw_arguments: list[object]) -> tuple[ValueDescription, ...]:
+    """The descriptions of what `raw_value` kept of a call's arguments, as a tuple.
+
+    One tensor's arguments are one shared tuple per tensor description: most calls take
+    one tensor, and a trace keeps its calls' arguments.
+    """
+    if len(raw_arguments) == 1 and type(raw_arguments[0]) is tuple:
+        description = finish_value(raw_arguments[0])
+        arguments = _ONE_TENSOR_ARGUMENTS.get(id(description))
+        if arguments is None or arguments[0] is not description:
+            arguments = _ONE_TENSOR_ARGUMENTS.keep(id(description), (description,))
+        return arguments
+    return tuple([finish_value(value) for value in raw_arguments])
+
+
+_TENSOR_DESCRIPTIONS: BoundedCache[object, TensorDescription] = BoundedCache(
+    _MOST_TENSOR_DESCRIPTIONS
+)
+# Keyed by id: the tuple kept holds its description alive, so the id is not reused.
+_ONE_TENSOR_ARGUMENTS: BoundedCache[int, tuple[ValueDescription]] = BoundedCache(
+    _MOST_TENSOR_DESCRIPTIONS
+)
 
 
 def describe_tensor(tensor: torch.Tensor) -> TensorDescription:

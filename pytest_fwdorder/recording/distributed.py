@@ -28,6 +28,8 @@ from itertools import chain, compress
 import torch
 from torch import nn
 
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
+
 # The module that defines `DTensor`, imported by every use of it.
 _DTENSOR_MODULE = "torch.distributed.tensor"
 # Wrappers that swap a module's class for `type(f"{prefix}{name}", (wrapper, cls), ...)`
@@ -95,10 +97,20 @@ def user_class(module_class: type) -> type:
 
 def qualified_class_name(module: nn.Module) -> str:
     """The module's own class with its Python module: `peft.tuners.lora.layer.Linear`."""
-    module_class = user_class(type(module))
-    # A trace keeps one per module (`Trace.module_classes`): interned, the modules of one
-    # class share one string instead of 80 bytes each.
-    return sys.intern(f"{module_class.__module__}.{module_class.__qualname__}")
+    own_class = type(module)
+    name = _QUALIFIED_NAMES.get(own_class)
+    if name is None:
+        module_class = user_class(own_class)
+        # A trace keeps one per module (`Trace.module_classes`): interned, the modules of
+        # one class share one string instead of 80 bytes each.
+        name = _QUALIFIED_NAMES.keep(
+            own_class, sys.intern(f"{module_class.__module__}.{module_class.__qualname__}")
+        )
+    return name
+
+
+# Per class, as the model index keeps its class names: asked for every module of every trace.
+_QUALIFIED_NAMES: BoundedCache[type, str] = BoundedCache(10_000)
 
 
 def user_class_name(module: nn.Module) -> str:

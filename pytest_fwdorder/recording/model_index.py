@@ -17,9 +17,11 @@ from pytest_fwdorder.facets.module_facts import (
     index_tensors,
     module_facts,
     reads_training,
+    remember_modules,
 )
 from pytest_fwdorder.facets.module_settings import MOST_CACHED_CLASSES
 from pytest_fwdorder.hookspecs import module_facts_hooks_exist
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.distributed import user_class
 
 
@@ -63,21 +65,37 @@ def module_entry(
     return ModuleEntry(path, registered, module_type, False, facts, training)
 
 
+def typed_facts(entry: ModuleEntry) -> tuple[str, ModuleFacts]:
+    """An entry's (class name, facts): one shared pair for modules of one class and facts.
+
+    A trace keeps one per module; most modules repeat a few pairs.
+    """
+    key = (entry.module_type, id(entry.facts))  # the pair kept holds the facts alive
+    pair = _TYPED_FACTS.get(key)
+    if pair is None or pair[1] is not entry.facts:
+        pair = _TYPED_FACTS.keep(key, (entry.module_type, entry.facts))
+    return pair
+
+
+_TYPED_FACTS: BoundedCache[tuple[str, int], tuple[str, ModuleFacts]] = BoundedCache(100_000)
+
+
 # Per class: the name the user wrote it under, whether it is TorchScript's, and whether its
 # code reads the mode. Asked for every module of every trace; a plain dict, as for facts'
 # settings plans (why is there).
-_CLASS_FACTS: dict[type, tuple[str, bool, bool]] = {}
+_CLASS_FACTS: BoundedCache[type, tuple[str, bool, bool]] = BoundedCache(MOST_CACHED_CLASSES)
 
 
 def _class_facts(module_class: type) -> tuple[str, bool, bool]:
     found = _CLASS_FACTS.get(module_class)
     if found is None:
-        if len(_CLASS_FACTS) >= MOST_CACHED_CLASSES:
-            _CLASS_FACTS.clear()
-        found = _CLASS_FACTS[module_class] = (
-            user_class(module_class).__name__,
-            issubclass(module_class, torch.jit.ScriptModule),
-            reads_training(module_class),
+        found = _CLASS_FACTS.keep(
+            module_class,
+            (
+                user_class(module_class).__name__,
+                issubclass(module_class, torch.jit.ScriptModule),
+                reads_training(module_class),
+            ),
         )
     return found
 
@@ -104,6 +122,7 @@ def index_model(root: nn.Module) -> ModelIndex:
     callable_paths: list[str] = []
     python_modules: list[nn.Module] = []
     named_modules = list(root.named_modules(remove_duplicate=False))
+    remember_modules(len(named_modules))
     ask_plugins = module_facts_hooks_exist()
     for path, module in named_modules:
         module_id = id(module)

@@ -43,6 +43,12 @@ class ModelState:
         self.paths: list[str] = []
         self.parameter_dicts: list[dict[str, Any]] = []
         self.attribute_dicts: list[dict[str, Any]] = []  # each module's __dict__ object
+        # What each __dict__ held, flat, module after module: its length, names and values.
+        # Three lists rather than a copy per module: the same comparison, without making
+        # (and freeing) a dict for every module of the model.
+        self.attribute_lengths: list[int] = []
+        self.attribute_names: list[str] = []
+        self.attribute_values: list[Any] = []
         # Plain attributes too: a forward that reassigns `self.scale = self.scale.to(device)`
         # would otherwise leave a tensor of the trace's device in the model.
         self.watched: list[dict[str, Any]] = []
@@ -111,8 +117,11 @@ class ModelState:
             map(operator.not_, map(watched_already.__contains__, map(id, containers.dicts))),
         )
         self.attribute_dicts += attribute_dicts
+        self.attribute_lengths += map(len, attribute_dicts)
+        self.attribute_names += names
+        self.attribute_values += values
         self.parameter_dicts += parameter_dicts
-        self._watch_dicts([*attribute_dicts, *parameter_dicts, *buffer_dicts, *other_dicts])
+        self._watch_dicts([*parameter_dicts, *buffer_dicts, *other_dicts])
         parameters = list(
             filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
         )
@@ -279,6 +288,7 @@ def restore_state(state: ModelState) -> None:
         for module in initialized_lazy
         if id(module) not in kept
     ]
+    _restore_attributes(state)
     if not dicts_unchanged(state.watched, state.copies):
         for current, original in zip(state.watched, state.copies, strict=True):
             if not dicts_unchanged([current], [original]):
@@ -307,6 +317,29 @@ def restore_state(state: ModelState) -> None:
             "pytest-fwdorder puts buffers back but does not copy parameters, so these "
             "keep the values forward gave them"
         )
+
+
+def _restore_attributes(state: ModelState) -> None:
+    """Give every module's `__dict__` its names and values back, in place, as captured."""
+    attribute_dicts, lengths = state.attribute_dicts, state.attribute_lengths
+    names, values = state.attribute_names, state.attribute_values
+    if (
+        list(map(len, attribute_dicts)) == lengths
+        and list(chain.from_iterable(attribute_dicts)) == names
+        and all(map(operator.is_, chain.from_iterable(map(dict.values, attribute_dicts)), values))
+    ):
+        return
+    start = 0
+    for attributes, length in zip(attribute_dicts, lengths, strict=True):
+        end = start + length
+        if (
+            len(attributes) != length
+            or list(attributes) != names[start:end]
+            or not all(map(operator.is_, attributes.values(), values[start:end]))
+        ):
+            attributes.clear()
+            attributes.update(zip(names[start:end], values[start:end], strict=True))
+        start = end
 
 
 def _restore_process_state(state: ModelState) -> None:

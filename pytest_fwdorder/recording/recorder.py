@@ -31,6 +31,7 @@ from pytest_fwdorder.calls import Call, RenderOptions
 from pytest_fwdorder.errors import MetaTraceError
 from pytest_fwdorder.recording.describe import (
     describe_keyword_arguments,
+    finish_arguments,
     finish_value,
     raw_value,
     tensors_of,
@@ -38,7 +39,13 @@ from pytest_fwdorder.recording.describe import (
 from pytest_fwdorder.recording.direct_forwards import forwards_watched
 from pytest_fwdorder.recording.distributed import qualified_class_name
 from pytest_fwdorder.recording.meta.kernels import meta_kernel_cache
-from pytest_fwdorder.recording.model_index import ModelIndex, ModuleEntry, index_model, module_entry
+from pytest_fwdorder.recording.model_index import (
+    ModelIndex,
+    ModuleEntry,
+    index_model,
+    module_entry,
+    typed_facts,
+)
 from pytest_fwdorder.recording.model_state import (
     ModelState,
     capture_state,
@@ -325,7 +332,7 @@ class Recorder:
             call.parent = parent
             call.registered = entry.registered
             call.index = len(calls)
-            call.args = tuple([finish_value(value) for value in record.args])
+            call.args = finish_arguments(record.args)
             call.kwargs = kwargs
             call.output = (
                 None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
@@ -519,7 +526,7 @@ def _empty_trace(root: nn.Module, index: ModelIndex, options: RenderOptions) -> 
         aliases=index.aliases,
         options=options,
         mode="train" if root.training else "eval",
-        modules={entry.path: (entry.module_type, entry.facts) for entry in index.entries.values()},
+        modules={entry.path: typed_facts(entry) for entry in index.entries.values()},
         tied=tensors.tied,
         totals=tensors.totals,
         module_classes={
