@@ -52,3 +52,24 @@ def test_find_of_a_path_with_nothing_close_says_where_the_paths_are() -> None:
         r"\(trace\.modules lists every path\)$",
     ):
         trace.find("decoder.layers")
+
+
+def test_each_calls_children_are_the_calls_whose_parent_it_is_in_order() -> None:
+    # The oracle is the parent link each call keeps, read independently of `children`.
+    relu = nn.ReLU()
+    block = nn.Sequential(nn.Linear(4, 4), relu, nn.Sequential(nn.Linear(4, 4), relu))
+    model = nn.Sequential(block, relu, block)
+    with torch.no_grad():
+        trace = trace_forward(model, torch.randn(1, 4))
+
+    for call in trace.calls:
+        expected = [other for other in trace.calls if other.parent is call]
+        assert list(call.children) == expected
+        assert isinstance(call.children, tuple)
+    leaves = [call for call in trace.calls if not call.children]
+    assert len(leaves) == 9  # the oracle can fail: it finds the leaves, not every call
+    assert [call.path for call in trace.calls[0].children] == [
+        "0",
+        "0.1",
+        "0",
+    ]  # relu is called by the name it was first registered under

@@ -316,6 +316,7 @@ class Recorder:
         outputs = self.outputs
         late_kwargs = self.late_kwargs
         new_call = object.__new__
+        children_of: dict[int, list[Call]] = {}
         for record in self.records[len(calls) :]:
             entry = record.entry
             parent = calls[record.parent] if record.parent >= 0 else None
@@ -342,10 +343,18 @@ class Recorder:
             call.scripted = entry.scripted
             call.facts = entry.facts
             call.training = entry.training
-            call.children = []
+            call.children = ()
             calls.append(call)
             if parent is not None:
-                parent.children.append(call)
+                siblings = children_of.get(record.parent)
+                if siblings is None:
+                    children_of[record.parent] = [call]
+                else:
+                    siblings.append(call)
+        for parent_index, children in children_of.items():
+            # `+`: a parent finished in an earlier batch keeps the children it had then.
+            parent = calls[parent_index]
+            parent.children = (*parent.children, *children)
 
     def _enter_unregistered(self, module: nn.Module) -> ModuleEntry:
         parent_record = self.open_calls[-1]
