@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -68,17 +69,13 @@ def odd_blocks(trace: TraceRecords) -> list[OddBlock]:
     groups = _sibling_groups(first_calls)
     if not groups:
         return []
-    hidden = trace.options.hidden
-    classes = trace.module_classes
+    describe = _describer(trace.options.hidden, trace.module_classes)
     inside = _calls_inside({block.path for blocks in groups for block in blocks}, first_calls)
     found: list[OddBlock] = []
-    described: dict[tuple[str, str, int, bool, bool | None], _Position] = {}
     for blocks in groups:
-        positions = [
-            _positions(block, inside.get(block.path, []), hidden, classes, described)
-            for block in blocks
-        ]
-        found += _odd_positions([block.path for block in blocks], positions)
+        found += _odd_positions(
+            [block.path for block in blocks], _columns(blocks, inside, describe)
+        )
     return found
 
 
@@ -168,47 +165,62 @@ def _dtype_label(kind: tuple[str, tuple[str, ...]]) -> str:
 def _sibling_groups(first_calls: list[Call]) -> list[list[Call]]:
     """First calls of modules of one class under one parent, named by numbers, three or
     more, sorted by number; groups in the order their first block was called."""
-    groups: dict[tuple[str, str], list[Call]] = {}
+    groups: dict[tuple[str, str], list[tuple[str, Call]]] = {}
     for call in first_calls:
         parent, _, name = call.path.rpartition(".")
         if name.isdigit() and call.path:
-            groups.setdefault((parent, call.module_type), []).append(call)
-    return [
-        sorted(blocks, key=lambda call: int(call.path.rpartition(".")[2]))
-        for blocks in groups.values()
-        if len(blocks) >= _FEWEST_SIBLINGS
-    ]
+            groups.setdefault((parent, call.module_type), []).append((name, call))
+    return [_by_number(named) for named in groups.values() if len(named) >= _FEWEST_SIBLINGS]
 
 
-def _positions(
-    block: Call,
-    inside: list[Call],
-    hidden: frozenset[str],
-    classes: dict[str, str],
-    described: dict[tuple[str, str, int, bool, bool | None], _Position],
-) -> dict[str, _Position]:
-    """Each position inside a block (`""`, `self_attn.q_proj`) and its first call there."""
-    prefix = f"{block.path}."
-    positions = {"": _describe(block, hidden, classes, described)}
-    for call in inside:
-        positions[call.path[len(prefix) :]] = _describe(call, hidden, classes, described)
-    return positions
+def _by_number(named: list[tuple[str, Call]]) -> list[Call]:
+    """The calls sorted by their names' numbers: most groups are called in order already,
+    and then one pass over the numbers says so."""
+    numbers = [int(name) for name, _ in named]
+    calls = [call for _, call in named]
+    if all(earlier <= later for earlier, later in pairwise(numbers)):
+        return calls
+    return [calls[index] for index in sorted(range(len(calls)), key=numbers.__getitem__)]
 
 
-def _describe(
-    call: Call,
-    hidden: frozenset[str],
-    classes: dict[str, str],
-    described: dict[tuple[str, str, int, bool, bool | None], _Position],
-) -> _Position:
-    """What the module of `call` got; calls alike (class, facts object, flags) share one,
-    kept in `described`, so a 100,001-call trace makes a few, not one per call."""
-    class_name = classes.get(call.path, call.module_type)
-    key = (call.module_type, class_name, id(call.facts), call.frozen, call.training)
-    position = described.get(key)
-    if position is None:
-        position = described[key] = _new_position(call, class_name, hidden)
-    return position
+_Describe = Callable[[Call], "_Position"]
+
+
+def _describer(hidden: frozenset[str], classes: dict[str, str]) -> _Describe:
+    """What the module of a call got, as a function; calls alike (class, facts object,
+    flags) share one `_Position`, so a 100,001-call trace makes a few, not one per call."""
+    described: dict[tuple[str, str, int, bool, bool | None], _Position] = {}
+    class_of = classes.get
+
+    def describe(call: Call) -> _Position:
+        class_name = class_of(call.path, call.module_type)
+        key = (call.module_type, class_name, id(call.facts), call.frozen, call.training)
+        position = described.get(key)
+        if position is None:
+            position = described[key] = _new_position(call, class_name, hidden)
+        return position
+
+    return describe
+
+
+def _columns(
+    blocks: list[Call], inside: dict[str, list[Call]], describe: _Describe
+) -> dict[str, list[_Position | None]]:
+    """Each position inside the blocks (`""`, `self_attn.q_proj`), in the order first met,
+    and what each block has there by its first call (None: no call there)."""
+    columns: dict[str, list[_Position | None]] = {"": [describe(block) for block in blocks]}
+    for index, block in enumerate(blocks):
+        calls = inside.get(block.path)
+        if not calls:
+            continue
+        cut = len(block.path) + 1
+        for call in calls:
+            relative = call.path[cut:]
+            column = columns.get(relative)
+            if column is None:
+                column = columns[relative] = [None] * len(blocks)
+            column[index] = describe(call)
+    return columns
 
 
 def _new_position(call: Call, class_name: str, hidden: frozenset[str]) -> _Position:
@@ -225,17 +237,18 @@ def _new_position(call: Call, class_name: str, hidden: frozenset[str]) -> _Posit
     )
 
 
-def _odd_positions(paths: list[str], inside: list[dict[str, _Position]]) -> list[OddBlock]:
+def _odd_positions(paths: list[str], columns: dict[str, list[_Position | None]]) -> list[OddBlock]:
     """The reported positions of one sibling group, block by block, outermost first."""
-    order = list(dict.fromkeys(relative for positions in inside for relative in positions))
     count = len(paths)
     reported: dict[int, list[OddBlock]] = {}
     reported_at: dict[int, list[str]] = {}
-    for relative in order:
-        values = [positions.get(relative) for positions in inside]
-        norm, agreeing = Counter(values).most_common(1)[0]
+    for relative, values in columns.items():
+        tally = _tally(values)
+        norm, agreeing = tally.most_common(1)[0]
         if norm is None or agreeing * 4 < count * 3:
             continue  # no norm most blocks share: blocks that vary by design
+        if len(tally) - (None in tally) == 1:
+            continue  # every block with a call there has the norm: the usual case
         usual = [index for index, value in enumerate(values) if value == norm]
         odd_values: dict[_Position, list[int]] = {}
         for index, value in enumerate(values):
@@ -256,6 +269,17 @@ def _odd_positions(paths: list[str], inside: list[dict[str, _Position]]) -> list
                     OddBlock(path, _label(value, norm), agreeing, count, _label(norm, value))
                 )
     return [item for index in sorted(reported) for item in reported[index]]
+
+
+def _tally(values: list[_Position | None]) -> Counter[_Position | None]:
+    """`Counter(values)`, in the same order, with the objects counted by identity first:
+    blocks alike share one `_Position`, so few are compared and hashed, not one per block."""
+    by_object = Counter(map(id, values))
+    objects = dict(zip(map(id, values), values, strict=True))
+    tally: Counter[_Position | None] = Counter()
+    for key, times in by_object.items():
+        tally[objects[key]] += times
+    return tally
 
 
 def _a_pattern(indices: list[int]) -> bool:
