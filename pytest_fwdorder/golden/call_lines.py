@@ -33,6 +33,8 @@ def call_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
     """
     shared = _SharedTexts(trace)
     text_of, inputs_of, facts_of = shared.text_of, shared.inputs_of, shared.facts_of
+    # The memos read in the loop itself: a method call per lookup would cost more.
+    texts, single_inputs, module_facts = shared.texts, shared.inputs, shared.facts
     show_frozen = "parameters" not in shared.hidden
     modes = _mode_marks(trace)
     steps = _step_numbers(trace)
@@ -53,12 +55,20 @@ def call_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
             if reused or frozen or mode or not registered or scripted or direct or step
             else ""
         )
-        inputs = inputs_of(call)
-        outputs = RAISED if call.raised else text_of(call.output)
-        facts = call.facts
+        args, facts, output = call.args, call.facts, call.output
+        inputs = (
+            single_inputs.get((id(facts), id(args[0])))
+            if len(args) == 1 and not call.kwargs
+            else None
+        ) or inputs_of(call)
+        outputs = RAISED if call.raised else texts.get(id(output)) or text_of(output)
         display_path = path or "<root>"
         text = call_text(depth, display_path, module_type, marks, inputs, outputs)
-        facts_text = facts_of(facts, path) if nth == 1 and facts is not None else ()
+        facts_text = (
+            (module_facts.get(id(facts)) or facts_of(facts, path))
+            if nth == 1 and facts is not None
+            else ()
+        )
         operations = operations_of(call) if operations_of is not None else ()
         # Positional: sixteen keywords would cost more than the line itself.
         append(GoldenLine(
@@ -98,7 +108,10 @@ class _SharedTexts:
         self.tied = tied_names(trace)
         self.texts: dict[int, str] = {}
         self.inputs: dict[tuple[int, int], str] = {}
-        self.facts: dict[tuple[int, str], tuple[str, ...]] = {}
+        # Without ties equal facts read alike whatever the path, and are kept by identity
+        # alone; with ties the path matters through tied names.
+        self.facts: dict[int, tuple[str, ...]] = {}
+        self.tied_facts: dict[tuple[int, str], tuple[str, ...]] = {}
 
     def text_of(self, value: ValueDescription | None) -> str:
         text = self.texts.get(id(value))
@@ -124,11 +137,15 @@ class _SharedTexts:
         return tuple(render_operation(operation, self.text_of) for operation in call.operations)
 
     def facts_of(self, facts: ModuleFacts, path: str) -> tuple[str, ...]:
-        # The path matters only through tied names; without ties equal facts read alike.
-        key = (id(facts), path if self.tied else "")
-        lines = self.facts.get(key)
+        if not self.tied:
+            lines = self.facts.get(id(facts))
+            if lines is None:
+                lines = self.facts[id(facts)] = render_facts(facts, path, self.hidden)
+            return lines
+        key = (id(facts), path)
+        lines = self.tied_facts.get(key)
         if lines is None:
-            lines = self.facts[key] = render_facts(facts, path, self.hidden, self.tied)
+            lines = self.tied_facts[key] = render_facts(facts, path, self.hidden, self.tied)
         return lines
 
 

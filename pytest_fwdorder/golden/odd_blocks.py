@@ -34,10 +34,11 @@ class's modules, when at most two do: the head a quantization config skipped.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
-from itertools import pairwise
-from typing import NamedTuple
+from itertools import islice, pairwise
+from operator import itemgetter, le
+from typing import NamedTuple, TypeVar
 
 from pytest_fwdorder.calls import Call, ModuleFacts, TraceRecords
 from pytest_fwdorder.facet_records import OddBlock
@@ -49,6 +50,8 @@ _FEWEST_SIBLINGS = 3
 _FEWEST_CLASS_MEMBERS = 4
 _MOST_ODD_CLASS_MEMBERS = 2
 _DTYPE_SETTING = re.compile(r"(?:^|, )dtype=([^,]+)")
+_Value = TypeVar("_Value")
+_Key = TypeVar("_Key")
 
 
 class _Position(NamedTuple):
@@ -104,12 +107,12 @@ def odd_class_members(trace: TraceRecords) -> list[OddBlock]:
         if call.nth == 1 and call.facts is not None:
             by_class.setdefault(call.module_type, []).append(call)
     found: list[OddBlock] = []
-    kinds_by_facts: dict[int, tuple[str, tuple[str, ...]]] = {}
+    kind_of = _dtype_kinds(hidden)
     for module_type, calls in by_class.items():
         if len(calls) < _FEWEST_CLASS_MEMBERS:
             continue
-        kinds = [_dtype_kind(call, hidden, kinds_by_facts) for call in calls]
-        norm, agreeing = Counter(kinds).most_common(1)[0]
+        tally = _tally([call.facts for call in calls], kind_of)
+        norm, agreeing = tally.most_common(1)[0]
         odd = len(calls) - agreeing
         if not 0 < odd <= _MOST_ODD_CLASS_MEMBERS or agreeing * 4 < len(calls) * 3:
             continue
@@ -122,26 +125,29 @@ def odd_class_members(trace: TraceRecords) -> list[OddBlock]:
                 f"{module_type} {_dtype_label(norm)}",
                 peers=f"{module_type} modules",
             )
-            for call, kind in zip(calls, kinds, strict=True)
-            if kind != norm
+            for call in calls
+            if (kind := kind_of(call.facts)) != norm
         ]
     return found
 
 
-def _dtype_kind(
-    call: Call, hidden: frozenset[str], kinds_by_facts: dict[int, tuple[str, tuple[str, ...]]]
-) -> tuple[str, tuple[str, ...]]:
-    """A module's dtypes: its `dtype` setting (a quantized class's), its own tensors'.
+_DtypeKind = tuple[str, tuple[str, ...]]
 
-    Read once per facts object (modules alike share one), kept in `kinds_by_facts` by id.
-    """
-    facts = call.facts
-    if facts is None:
-        return ("", ())
-    kind = kinds_by_facts.get(id(facts))
-    if kind is None:
-        kind = kinds_by_facts[id(facts)] = _facts_dtype_kind(facts, hidden)
-    return kind
+
+def _dtype_kinds(hidden: frozenset[str]) -> Callable[[ModuleFacts | None], _DtypeKind]:
+    """A module's dtypes, from its facts: its `dtype` setting (a quantized class's), its own
+    tensors'. Read once per facts object (modules alike share one), kept by id."""
+    kinds_by_facts: dict[int, _DtypeKind] = {}
+
+    def kind_of(facts: ModuleFacts | None) -> _DtypeKind:
+        if facts is None:
+            return ("", ())
+        kind = kinds_by_facts.get(id(facts))
+        if kind is None:
+            kind = kinds_by_facts[id(facts)] = _facts_dtype_kind(facts, hidden)
+        return kind
+
+    return kind_of
 
 
 def _facts_dtype_kind(facts: ModuleFacts, hidden: frozenset[str]) -> tuple[str, tuple[str, ...]]:
@@ -165,20 +171,21 @@ def _dtype_label(kind: tuple[str, tuple[str, ...]]) -> str:
 def _sibling_groups(first_calls: list[Call]) -> list[list[Call]]:
     """First calls of modules of one class under one parent, named by numbers, three or
     more, sorted by number; groups in the order their first block was called."""
-    groups: dict[tuple[str, str], list[tuple[str, Call]]] = {}
+    groups: defaultdict[tuple[str, str], list[tuple[str, Call]]] = defaultdict(list)
     for call in first_calls:
-        parent, _, name = call.path.rpartition(".")
-        if name.isdigit() and call.path:
-            groups.setdefault((parent, call.module_type), []).append((name, call))
+        path = call.path
+        parent, _, name = path.rpartition(".")
+        if name.isdigit() and path:
+            groups[parent, call.module_type].append((name, call))
     return [_by_number(named) for named in groups.values() if len(named) >= _FEWEST_SIBLINGS]
 
 
 def _by_number(named: list[tuple[str, Call]]) -> list[Call]:
     """The calls sorted by their names' numbers: most groups are called in order already,
-    and then one pass over the numbers says so."""
-    numbers = [int(name) for name, _ in named]
-    calls = [call for _, call in named]
-    if all(earlier <= later for earlier, later in pairwise(numbers)):
+    and then one pass over the numbers says so (C-level maps: a group may be 50,000 long)."""
+    numbers = list(map(int, map(itemgetter(0), named)))
+    calls = list(map(itemgetter(1), named))
+    if all(map(le, numbers, islice(numbers, 1, None))):
         return calls
     return [calls[index] for index in sorted(range(len(calls)), key=numbers.__getitem__)]
 
@@ -243,7 +250,7 @@ def _odd_positions(paths: list[str], columns: dict[str, list[_Position | None]])
     reported: dict[int, list[OddBlock]] = {}
     reported_at: dict[int, list[str]] = {}
     for relative, values in columns.items():
-        tally = _tally(values)
+        tally = _tally(values, _same)
         norm, agreeing = tally.most_common(1)[0]
         if norm is None or agreeing * 4 < count * 3:
             continue  # no norm most blocks share: blocks that vary by design
@@ -271,15 +278,20 @@ def _odd_positions(paths: list[str], columns: dict[str, list[_Position | None]])
     return [item for index in sorted(reported) for item in reported[index]]
 
 
-def _tally(values: list[_Position | None]) -> Counter[_Position | None]:
-    """`Counter(values)`, in the same order, with the objects counted by identity first:
-    blocks alike share one `_Position`, so few are compared and hashed, not one per block."""
+def _tally(values: list[_Value], key: Callable[[_Value], _Key]) -> Counter[_Key]:
+    """`Counter(map(key, values))`, in the same order, with the objects counted by identity
+    first: modules alike share one object, so `key` reads, and the tally hashes, a few of
+    them rather than one per module."""
     by_object = Counter(map(id, values))
     objects = dict(zip(map(id, values), values, strict=True))
-    tally: Counter[_Position | None] = Counter()
-    for key, times in by_object.items():
-        tally[objects[key]] += times
+    tally: Counter[_Key] = Counter()
+    for object_id, times in by_object.items():
+        tally[key(objects[object_id])] += times
     return tally
+
+
+def _same(value: _Value) -> _Value:
+    return value
 
 
 def _a_pattern(indices: list[int]) -> bool:
