@@ -190,7 +190,7 @@ def _by_number(named: list[tuple[str, Call]]) -> list[Call]:
     return [calls[index] for index in sorted(range(len(calls)), key=numbers.__getitem__)]
 
 
-_Describe = Callable[[Call], "_Position"]
+_Describe = Callable[[Call], _Position]
 
 
 def _describer(hidden: frozenset[str], classes: dict[str, str]) -> _Describe:
