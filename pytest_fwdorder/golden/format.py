@@ -191,39 +191,45 @@ def make_line(
 
     `step` marks an outermost call `[step N]` (0: no mark).
     """
-    head = f"{'  ' * depth}{escape_line_breaks(path) + ': ' if path else ''}{module_type}"
-    if reused:
-        head += f" #{nth}"
-    if frozen:
-        head += f" {FROZEN_MARK}"
-    if mode:
-        head += f" [{mode}]"
-    if not registered:
-        head += f" {UNREGISTERED_MARK}"
-    if scripted:
-        head += f" {SCRIPTED_MARK}"
-    if direct:
-        head += f" {DIRECT_MARK}"
-    if step:
-        head += f" [step {step}]"
+    marks = call_marks(nth, reused, frozen, mode, registered, scripted, direct, step)
+    text = call_text(depth, path, module_type, marks, inputs, outputs)
+    # Positional, as a render's loop makes its lines: sixteen keywords cost more than the line.
     return GoldenLine(
-        depth=depth,
-        path=path,
-        module_type=module_type,
-        nth=nth,
-        registered=registered,
-        inputs=inputs,
-        outputs=outputs,
-        text=f"{head} {inputs} -> {outputs}",
-        frozen=frozen,
-        reused=reused,
-        scripted=scripted,
-        mode=mode,
-        facts=facts,
-        operations=operations,
-        direct=direct,
-        index=index,
-    )
+        depth, path, module_type, nth, registered, inputs, outputs, text, frozen, reused,
+        scripted, mode, facts, operations, direct, index,
+    )  # fmt: skip
+
+
+def call_marks(
+    nth: int,
+    reused: bool,
+    frozen: bool,
+    mode: str,
+    registered: bool,
+    scripted: bool,
+    direct: bool,
+    step: int,
+) -> str:
+    """What follows a call's class: ` #2 [frozen] [train] [unregistered]`; "" for most calls."""
+    return "".join((
+        f" #{nth}" if reused else "",
+        f" {FROZEN_MARK}" if frozen else "",
+        f" [{mode}]" if mode else "",
+        "" if registered else f" {UNREGISTERED_MARK}",
+        f" {SCRIPTED_MARK}" if scripted else "",
+        f" {DIRECT_MARK}" if direct else "",
+        f" [step {step}]" if step else "",
+    ))  # fmt: skip
+
+
+def call_text(
+    depth: int, path: str, module_type: str, marks: str, inputs: str, outputs: str
+) -> str:
+    """A call line's text, `  layer1.0.relu: ReLU #2 (f32[2,8]) -> f32[2,8]`, with the
+    `call_marks` given; without a path (a comparison ignoring paths) the class comes first."""
+    # `isprintable` first: a path almost never needs `escape_line_breaks`' Python call.
+    name = (path if path.isprintable() else escape_line_breaks(path)) + ": " if path else ""
+    return f"{'  ' * depth}{name}{module_type}{marks} {inputs} -> {outputs}"
 
 
 def folded_mark(count: int) -> str:

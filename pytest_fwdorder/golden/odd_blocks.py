@@ -34,9 +34,11 @@ class's modules, when at most two do: the head a quantization config skipped.
 from __future__ import annotations
 
 import re
-from collections import Counter
-from itertools import pairwise
-from typing import NamedTuple
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from itertools import islice, pairwise
+from operator import itemgetter, le
+from typing import NamedTuple, TypeVar
 
 from pytest_fwdorder.calls import Call, ModuleFacts, TraceRecords
 from pytest_fwdorder.facet_records import OddBlock
@@ -48,6 +50,8 @@ _FEWEST_SIBLINGS = 3
 _FEWEST_CLASS_MEMBERS = 4
 _MOST_ODD_CLASS_MEMBERS = 2
 _DTYPE_SETTING = re.compile(r"(?:^|, )dtype=([^,]+)")
+_Value = TypeVar("_Value")
+_Key = TypeVar("_Key")
 
 
 class _Position(NamedTuple):
@@ -68,17 +72,13 @@ def odd_blocks(trace: TraceRecords) -> list[OddBlock]:
     groups = _sibling_groups(first_calls)
     if not groups:
         return []
-    hidden = trace.options.hidden
-    classes = trace.module_classes
+    describe = _describer(trace.options.hidden, trace.module_classes)
     inside = _calls_inside({block.path for blocks in groups for block in blocks}, first_calls)
     found: list[OddBlock] = []
-    described: dict[tuple[str, str, int, bool, bool | None], _Position] = {}
     for blocks in groups:
-        positions = [
-            _positions(block, inside.get(block.path, []), hidden, classes, described)
-            for block in blocks
-        ]
-        found += _odd_positions([block.path for block in blocks], positions)
+        found += _odd_positions(
+            [block.path for block in blocks], _columns(blocks, inside, describe)
+        )
     return found
 
 
@@ -107,12 +107,12 @@ def odd_class_members(trace: TraceRecords) -> list[OddBlock]:
         if call.nth == 1 and call.facts is not None:
             by_class.setdefault(call.module_type, []).append(call)
     found: list[OddBlock] = []
-    kinds_by_facts: dict[int, tuple[str, tuple[str, ...]]] = {}
+    kind_of = _dtype_kinds(hidden)
     for module_type, calls in by_class.items():
         if len(calls) < _FEWEST_CLASS_MEMBERS:
             continue
-        kinds = [_dtype_kind(call, hidden, kinds_by_facts) for call in calls]
-        norm, agreeing = Counter(kinds).most_common(1)[0]
+        tally = _tally([call.facts for call in calls], kind_of)
+        norm, agreeing = tally.most_common(1)[0]
         odd = len(calls) - agreeing
         if not 0 < odd <= _MOST_ODD_CLASS_MEMBERS or agreeing * 4 < len(calls) * 3:
             continue
@@ -125,26 +125,29 @@ def odd_class_members(trace: TraceRecords) -> list[OddBlock]:
                 f"{module_type} {_dtype_label(norm)}",
                 peers=f"{module_type} modules",
             )
-            for call, kind in zip(calls, kinds, strict=True)
-            if kind != norm
+            for call in calls
+            if (kind := kind_of(call.facts)) != norm
         ]
     return found
 
 
-def _dtype_kind(
-    call: Call, hidden: frozenset[str], kinds_by_facts: dict[int, tuple[str, tuple[str, ...]]]
-) -> tuple[str, tuple[str, ...]]:
-    """A module's dtypes: its `dtype` setting (a quantized class's), its own tensors'.
+_DtypeKind = tuple[str, tuple[str, ...]]
 
-    Read once per facts object (modules alike share one), kept in `kinds_by_facts` by id.
-    """
-    facts = call.facts
-    if facts is None:
-        return ("", ())
-    kind = kinds_by_facts.get(id(facts))
-    if kind is None:
-        kind = kinds_by_facts[id(facts)] = _facts_dtype_kind(facts, hidden)
-    return kind
+
+def _dtype_kinds(hidden: frozenset[str]) -> Callable[[ModuleFacts | None], _DtypeKind]:
+    """A module's dtypes, from its facts: its `dtype` setting (a quantized class's), its own
+    tensors'. Read once per facts object (modules alike share one), kept by id."""
+    kinds_by_facts: dict[int, _DtypeKind] = {}
+
+    def kind_of(facts: ModuleFacts | None) -> _DtypeKind:
+        if facts is None:
+            return ("", ())
+        kind = kinds_by_facts.get(id(facts))
+        if kind is None:
+            kind = kinds_by_facts[id(facts)] = _facts_dtype_kind(facts, hidden)
+        return kind
+
+    return kind_of
 
 
 def _facts_dtype_kind(facts: ModuleFacts, hidden: frozenset[str]) -> tuple[str, tuple[str, ...]]:
@@ -168,47 +171,63 @@ def _dtype_label(kind: tuple[str, tuple[str, ...]]) -> str:
 def _sibling_groups(first_calls: list[Call]) -> list[list[Call]]:
     """First calls of modules of one class under one parent, named by numbers, three or
     more, sorted by number; groups in the order their first block was called."""
-    groups: dict[tuple[str, str], list[Call]] = {}
+    groups: defaultdict[tuple[str, str], list[tuple[str, Call]]] = defaultdict(list)
     for call in first_calls:
-        parent, _, name = call.path.rpartition(".")
-        if name.isdigit() and call.path:
-            groups.setdefault((parent, call.module_type), []).append(call)
-    return [
-        sorted(blocks, key=lambda call: int(call.path.rpartition(".")[2]))
-        for blocks in groups.values()
-        if len(blocks) >= _FEWEST_SIBLINGS
-    ]
+        path = call.path
+        parent, _, name = path.rpartition(".")
+        if name.isdigit() and path:
+            groups[parent, call.module_type].append((name, call))
+    return [_by_number(named) for named in groups.values() if len(named) >= _FEWEST_SIBLINGS]
 
 
-def _positions(
-    block: Call,
-    inside: list[Call],
-    hidden: frozenset[str],
-    classes: dict[str, str],
-    described: dict[tuple[str, str, int, bool, bool | None], _Position],
-) -> dict[str, _Position]:
-    """Each position inside a block (`""`, `self_attn.q_proj`) and its first call there."""
-    prefix = f"{block.path}."
-    positions = {"": _describe(block, hidden, classes, described)}
-    for call in inside:
-        positions[call.path[len(prefix) :]] = _describe(call, hidden, classes, described)
-    return positions
+def _by_number(named: list[tuple[str, Call]]) -> list[Call]:
+    """The calls sorted by their names' numbers: most groups are called in order already,
+    and then one pass over the numbers says so (C-level maps: a group may be 50,000 long)."""
+    numbers = list(map(int, map(itemgetter(0), named)))
+    calls = list(map(itemgetter(1), named))
+    if all(map(le, numbers, islice(numbers, 1, None))):
+        return calls
+    return [calls[index] for index in sorted(range(len(calls)), key=numbers.__getitem__)]
 
 
-def _describe(
-    call: Call,
-    hidden: frozenset[str],
-    classes: dict[str, str],
-    described: dict[tuple[str, str, int, bool, bool | None], _Position],
-) -> _Position:
-    """What the module of `call` got; calls alike (class, facts object, flags) share one,
-    kept in `described`, so a 100,001-call trace makes a few, not one per call."""
-    class_name = classes.get(call.path, call.module_type)
-    key = (call.module_type, class_name, id(call.facts), call.frozen, call.training)
-    position = described.get(key)
-    if position is None:
-        position = described[key] = _new_position(call, class_name, hidden)
-    return position
+_Describe = Callable[[Call], _Position]
+
+
+def _describer(hidden: frozenset[str], classes: dict[str, str]) -> _Describe:
+    """What the module of a call got, as a function; calls alike (class, facts object,
+    flags) share one `_Position`, so a 100,001-call trace makes a few, not one per call."""
+    described: dict[tuple[str, str, int, bool, bool | None], _Position] = {}
+    class_of = classes.get
+
+    def describe(call: Call) -> _Position:
+        class_name = class_of(call.path, call.module_type)
+        key = (call.module_type, class_name, id(call.facts), call.frozen, call.training)
+        position = described.get(key)
+        if position is None:
+            position = described[key] = _new_position(call, class_name, hidden)
+        return position
+
+    return describe
+
+
+def _columns(
+    blocks: list[Call], inside: dict[str, list[Call]], describe: _Describe
+) -> dict[str, list[_Position | None]]:
+    """Each position inside the blocks (`""`, `self_attn.q_proj`), in the order first met,
+    and what each block has there by its first call (None: no call there)."""
+    columns: dict[str, list[_Position | None]] = {"": [describe(block) for block in blocks]}
+    for index, block in enumerate(blocks):
+        calls = inside.get(block.path)
+        if not calls:
+            continue
+        cut = len(block.path) + 1
+        for call in calls:
+            relative = call.path[cut:]
+            column = columns.get(relative)
+            if column is None:
+                column = columns[relative] = [None] * len(blocks)
+            column[index] = describe(call)
+    return columns
 
 
 def _new_position(call: Call, class_name: str, hidden: frozenset[str]) -> _Position:
@@ -225,17 +244,18 @@ def _new_position(call: Call, class_name: str, hidden: frozenset[str]) -> _Posit
     )
 
 
-def _odd_positions(paths: list[str], inside: list[dict[str, _Position]]) -> list[OddBlock]:
+def _odd_positions(paths: list[str], columns: dict[str, list[_Position | None]]) -> list[OddBlock]:
     """The reported positions of one sibling group, block by block, outermost first."""
-    order = list(dict.fromkeys(relative for positions in inside for relative in positions))
     count = len(paths)
     reported: dict[int, list[OddBlock]] = {}
     reported_at: dict[int, list[str]] = {}
-    for relative in order:
-        values = [positions.get(relative) for positions in inside]
-        norm, agreeing = Counter(values).most_common(1)[0]
+    for relative, values in columns.items():
+        tally = _tally(values, _same)
+        norm, agreeing = tally.most_common(1)[0]
         if norm is None or agreeing * 4 < count * 3:
             continue  # no norm most blocks share: blocks that vary by design
+        if len(tally) - (None in tally) == 1:
+            continue  # every block with a call there has the norm: the usual case
         usual = [index for index, value in enumerate(values) if value == norm]
         odd_values: dict[_Position, list[int]] = {}
         for index, value in enumerate(values):
@@ -256,6 +276,22 @@ def _odd_positions(paths: list[str], inside: list[dict[str, _Position]]) -> list
                     OddBlock(path, _label(value, norm), agreeing, count, _label(norm, value))
                 )
     return [item for index in sorted(reported) for item in reported[index]]
+
+
+def _tally(values: list[_Value], key: Callable[[_Value], _Key]) -> Counter[_Key]:
+    """`Counter(map(key, values))`, in the same order, with the objects counted by identity
+    first: modules alike share one object, so `key` reads, and the tally hashes, a few of
+    them rather than one per module."""
+    by_object = Counter(map(id, values))
+    objects = dict(zip(map(id, values), values, strict=True))
+    tally: Counter[_Key] = Counter()
+    for object_id, times in by_object.items():
+        tally[key(objects[object_id])] += times
+    return tally
+
+
+def _same(value: _Value) -> _Value:
+    return value
 
 
 def _a_pattern(indices: list[int]) -> bool:
