@@ -51,6 +51,7 @@ from pytest_fwdorder.facets.module_facts import module_facts
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.recording import model_index, model_state, numpy_random
 from pytest_fwdorder.recording import recorder as recorder_module
+from pytest_fwdorder.recording.torch_call_frames import WRAPPED_CALL_FRAME_CODE, forget_keyword_flag
 from pytest_fwdorder.trace import Trace
 from pytest_fwdorder.value_descriptions import LiteralDescription, TensorDescription
 
@@ -95,7 +96,7 @@ def hooks_doing(before: Callable[..., None], after: Callable[..., None]):  # typ
         pre.remove()
         post.remove()
         # torch leaves the with_kwargs flag behind; left there, the fast path stays off.
-        recorder_module._forget_keyword_flag(post.id)
+        forget_keyword_flag(post.id)
 
 
 def global_noop_hooks():  # type: ignore[no-untyped-def]
@@ -405,7 +406,7 @@ def guarantee_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bo
     tensor_type = torch.Tensor
     metadata = operator.attrgetter("shape", "dtype", "device")
     get_frame = sys._getframe
-    wrapped_code = recorder_module.WRAPPED_CALL_FRAME_CODE
+    wrapped_code = WRAPPED_CALL_FRAME_CODE
     kept: list[object] = []
 
     def shapes_before(module: nn.Module, args: tuple[object, ...]) -> None:

@@ -49,6 +49,9 @@ NAMED_TODAY = {
         "backward", "costs", "devices", "graph_breaks", "initialization", "local_shapes",
         "operations", "values",
     },
+    # The call lines, split from render.py for speed (one loop per call): the per-call
+    # devices, local shapes and operations lines render.py's header sections also name.
+    "golden/call_lines.py": {"devices", "local_shapes", "operations"},
     "golden/upgrades.py": {"operations"},
     "diff/call_tree.py": {"operations"},
     "diff/change_details.py": {"costs", "initialization", "operations"},

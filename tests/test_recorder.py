@@ -23,6 +23,7 @@ from pytest_fwdorder import (
 )
 from pytest_fwdorder.recording import model_index as model_index_module
 from pytest_fwdorder.recording import recorder as recorder_module
+from pytest_fwdorder.recording import torch_call_frames
 
 
 class SharedActivation(nn.Module):
@@ -353,11 +354,12 @@ def test_keywords_of_a_module_called_through_call_impl_are_described_before_it_r
 def test_this_torch_lays_out_call_impl_as_the_keyword_reader_expects() -> None:
     """Issue 8, defect 6: the frame layout the fix for it reads keywords from."""
     # If this fails, a torch release changed Module._call_impl: the recorder falls back to
-    # per-module pre-hooks (correct, slower). Update _keyword_frame_code for the new layout.
-    assert recorder_module.KEYWORD_FRAME_CODE is not None
+    # per-module pre-hooks (correct, slower). Update torch_call_frames._keyword_frame_code
+    # for the new layout.
+    assert torch_call_frames.KEYWORD_FRAME_CODE is not None
     # The cheaper read, from `module(...)`'s own frame: without it keywords cost about 1 us
     # more per call, read from the frame above.
-    assert recorder_module.WRAPPED_CALL_FRAME_CODE is nn.Module.__call__.__code__
+    assert torch_call_frames.WRAPPED_CALL_FRAME_CODE is nn.Module.__call__.__code__
 
 
 def test_the_fallback_without_the_frame_layout_also_describes_keywords_first(

@@ -16,12 +16,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
-from torch.nn.modules import module as torch_module
 from torch.nn.modules.module import (
     register_module_forward_hook,
     register_module_forward_pre_hook,
@@ -53,12 +52,15 @@ from pytest_fwdorder.recording.model_state import (
 )
 from pytest_fwdorder.recording.module_claims import claim_modules, release_modules
 from pytest_fwdorder.recording.stand_ins import StandIns, check_stand_ins_possible
+from pytest_fwdorder.recording.torch_call_frames import (
+    CALL_FRAME_CODE,
+    KEYWORD_FRAME_CODE,
+    WRAPPED_CALL_FRAME_CODE,
+    forget_keyword_flag,
+)
 from pytest_fwdorder.trace import Trace
 
 __all__ = [
-    "CALL_FRAME_CODE",
-    "KEYWORD_FRAME_CODE",
-    "WRAPPED_CALL_FRAME_CODE",
     "CallRecord",
     "Recorder",
     "recording",
@@ -66,34 +68,6 @@ __all__ = [
 
 # Calls listed in the note added to an exception raised by forward.
 _CALLS_IN_FAILURE_NOTE = 12
-
-
-def _keyword_frame_code() -> CodeType | None:
-    """The code of `Module._call_impl`'s inner function, whose frame holds a call's kwargs.
-
-    torch's global forward pre-hooks receive `(module, args)` only, but they are called from
-    this function, whose `kwargs` is the dict forward will get. Reading it there describes
-    keyword arguments before forward can change them, at no registration cost. None when a
-    torch release lays `_call_impl` out otherwise: the recorder then falls back to per-module
-    pre-hooks with `with_kwargs=True` (correct, slower).
-    """
-    for constant in nn.Module._call_impl.__code__.co_consts:
-        if (
-            isinstance(constant, CodeType)
-            and constant.co_name == "inner"
-            and "kwargs" in constant.co_freevars
-        ):
-            return constant
-    return None
-
-
-KEYWORD_FRAME_CODE = _keyword_frame_code()
-# In `module(...)`, `inner`'s caller is `_call_impl`, called by `_wrapped_call_impl(self,
-# *args, **kwargs)`: a frame of three locals, whose dict Python builds faster than `inner`'s.
-CALL_FRAME_CODE: CodeType = nn.Module._call_impl.__code__
-WRAPPED_CALL_FRAME_CODE: CodeType | None = getattr(
-    getattr(nn.Module, "_wrapped_call_impl", None), "__code__", None
-)
 
 
 class CallRecord(NamedTuple):
@@ -397,7 +371,7 @@ class Recorder:
             post_handle = register_module_forward_hook(
                 after_forward, with_kwargs=True, always_call=True
             )
-            stack.callback(_forget_keyword_flag, post_handle.id)
+            stack.callback(forget_keyword_flag, post_handle.id)
             stack.callback(post_handle.remove)
             if self.state is not None:
                 # Appended after torch's initializing pre-hook, so it sees the initialization.
@@ -445,18 +419,6 @@ class Recorder:
             for call in shown
         )
         return "\n".join(lines)
-
-
-def _forget_keyword_flag(handle_id: int) -> None:
-    """Undo what `RemovableHandle.remove()` leaves behind for a `with_kwargs=True` global hook.
-
-    torch records the hook's id in `_global_forward_hooks_with_kwargs` but the handle does
-    not remove it, so every trace would leave an entry there and `_has_any_global_hook()`
-    would stay true for the rest of the process. Harmless once torch removes it itself.
-    """
-    flags = getattr(torch_module, "_global_forward_hooks_with_kwargs", None)
-    if isinstance(flags, dict):
-        flags.pop(handle_id, None)
 
 
 def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
