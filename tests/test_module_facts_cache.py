@@ -158,11 +158,25 @@ def test_a_bounded_cache_forgets_its_oldest_half_when_full() -> None:
     cache: BoundedCache[str, int] = BoundedCache(4)
     for number, key in enumerate("abcd"):
         cache.keep(key, number)
-    cache.keep("a", 10)  # already there: nothing forgotten
+    cache.keep("d", 10)  # already there: nothing forgotten, and "d" is the newest
 
     cache.keep("e", 4)
 
-    assert cache == {"c": 2, "d": 3, "e": 4}
+    assert cache == {"c": 2, "d": 10, "e": 4}
+
+
+def test_a_key_kept_again_is_the_newest_and_outlives_older_ones() -> None:
+    # Keys are module ids, and a new module often gets a dead one's id: its entry must not
+    # keep the dead module's old place, or the next halving forgets the new module first.
+    cache: BoundedCache[str, int] = BoundedCache(4)
+    for number, key in enumerate("abcd"):
+        cache.keep(key, number)
+    cache.keep("a", 10)  # "a" now belongs to a new module
+
+    cache.keep("e", 4)
+
+    assert cache == {"d": 3, "a": 10, "e": 4}  # "a" once stood first: it went with "b"
+    assert list(cache) == ["d", "a", "e"]
 
 
 def refuse_to_read(module: nn.Module) -> None:

@@ -18,6 +18,8 @@ ValueT = TypeVar("ValueT")
 class BoundedCache(dict[KeyT, ValueT]):
     """A dict that forgets its oldest half when it holds `most` entries and gets another.
 
+    A key kept again counts as the newest.
+
     Reads are plain dict reads (`get`, `in`, `[]`), done in C; only `keep` checks the
     bound, so callers store through `keep`, never through `[]=`.
     """
@@ -30,7 +32,11 @@ class BoundedCache(dict[KeyT, ValueT]):
 
     def keep(self, key: KeyT, value: ValueT) -> ValueT:
         """Store `value` under `key`, forgetting the oldest half first when full; give `value`."""
-        if len(self) >= self.most and key not in self:
+        if key in self:
+            # Kept again: the newest now. Keys are module ids, and a new module often gets a
+            # dead one's id; keeping the dead one's old place would forget the new one first.
+            del self[key]
+        elif len(self) >= self.most:
             # Oldest first: dicts keep insertion order. Amortized, one deletion per keep.
             for old_key in list(islice(self, len(self) // 2 or 1)):
                 del self[old_key]
