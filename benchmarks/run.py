@@ -45,15 +45,15 @@ from scale import linear_time, suite
 from torch.nn.modules import module as torch_module
 
 from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
-from pytest_fwdorder.calls import Call
+from pytest_fwdorder.calls.records import Call
+from pytest_fwdorder.calls.value_descriptions import LiteralDescription, TensorDescription
 from pytest_fwdorder.diff.diffing import diff_lines
-from pytest_fwdorder.facets.module_facts import module_facts
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.recording import model_index, model_state, numpy_random
 from pytest_fwdorder.recording import recorder as recorder_module
+from pytest_fwdorder.recording.module_facts import module_facts
 from pytest_fwdorder.recording.torch_call_frames import WRAPPED_CALL_FRAME_CODE, forget_keyword_flag
 from pytest_fwdorder.trace import Trace
-from pytest_fwdorder.value_descriptions import LiteralDescription, TensorDescription
 
 
 @dataclass

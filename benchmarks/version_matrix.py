@@ -133,7 +133,7 @@ def _example_builders() -> dict[str, Callable[[], str]]:
     from test_finetune_surgery import adapt_resnet18
     from test_sequential import Classifier
 
-    from pytest_fwdorder.recording.tracing import Tracer
+    from pytest_fwdorder.tracing.forward import Tracer
 
     forward_trace = Tracer()  # the fixture without markers or ini options, as the examples run
     return {

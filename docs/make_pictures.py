@@ -65,13 +65,13 @@ def transformer_picture() -> Picture:
 
 def pictures() -> dict[str, Picture]:
     """Each picture by the name of its PNG."""
-    from pytest_fwdorder.picture.svg import golden_picture
+    from pytest_fwdorder import diff_picture, golden_picture
 
     before, after = resnet50_golden(), resnet50_golden(squeeze_excite=True)
     return {
         "picture-resnet50.png": golden_picture(before),
         "picture-transformer.png": transformer_picture(),
-        "picture-diff-se.png": diff_golden(before, after).picture(),
+        "picture-diff-se.png": diff_picture(diff_golden(before, after)),
     }
 
 

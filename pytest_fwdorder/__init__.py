@@ -14,7 +14,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.calls import Call
+    from pytest_fwdorder.calls.facet_records import Facet, ForwardRun, OddBlock
+    from pytest_fwdorder.calls.records import Call
+    from pytest_fwdorder.calls.value_descriptions import TensorDescription
     from pytest_fwdorder.checks.checkpoint import (
         CheckpointReport,
         assert_checkpoint_compatible,
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
         assert_no_graph_breaks,
     )
     from pytest_fwdorder.checks.cost_budgets import assert_costs
-    from pytest_fwdorder.checks.coverage import Coverage, CoverageRow, assert_coverage, coverage
+    from pytest_fwdorder.checks.coverage import assert_coverage
     from pytest_fwdorder.checks.equivalence import (
         EquivalenceReport,
         assert_equivalent,
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     )
     from pytest_fwdorder.checks.parity_pairing import copy_mapped_weights
     from pytest_fwdorder.checks.parity_reference import Reference, load_reference, record_reference
+    from pytest_fwdorder.checks.reference_files import reference_snapshot
     from pytest_fwdorder.checks.structure import assert_same_structure, structure_diff
     from pytest_fwdorder.diff.changes import Change, ChangeKind
     from pytest_fwdorder.diff.classification import TraceDiff
@@ -58,22 +61,20 @@ if TYPE_CHECKING:
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
-    from pytest_fwdorder.facet_records import Facet, ForwardRun, OddBlock
     from pytest_fwdorder.golden.render import render_trace
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
     from pytest_fwdorder.picture.svg import Picture, diff_picture, golden_picture
-    from pytest_fwdorder.recording.tracing import TensorSpec, Tracer, record, trace_forward
+    from pytest_fwdorder.report.coverage_table import Coverage, CoverageRow, coverage
     from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
-    from pytest_fwdorder.snapshot.reference_files import reference_snapshot
     from pytest_fwdorder.trace import Trace
-    from pytest_fwdorder.value_descriptions import TensorDescription
+    from pytest_fwdorder.tracing.forward import TensorSpec, Tracer, record, trace_forward
 
     __version__: str
 
 # Public name -> the module that defines it.
 _HOMES = {
-    "Call": "calls",
+    "Call": "calls.records",
     "Change": "diff.changes",
     "ChangeKind": "diff.changes",
     "CallError": "checks.parity",
@@ -86,31 +87,31 @@ _HOMES = {
     "copy_mapped_weights": "checks.parity_pairing",
     "load_reference": "checks.parity_reference",
     "record_reference": "checks.parity_reference",
-    "reference_snapshot": "snapshot.reference_files",
+    "reference_snapshot": "checks.reference_files",
     "CheckpointMismatchError": "errors",
     "CheckpointReport": "checks.checkpoint",
-    "Coverage": "checks.coverage",
+    "Coverage": "report.coverage_table",
     "CoverageError": "errors",
-    "CoverageRow": "checks.coverage",
-    "ForwardRun": "facet_records",
-    "OddBlock": "facet_records",
+    "CoverageRow": "report.coverage_table",
+    "ForwardRun": "calls.facet_records",
+    "OddBlock": "calls.facet_records",
     "Picture": "picture.svg",
     "EmptyTraceError": "errors",
-    "Facet": "facet_records",
+    "Facet": "calls.facet_records",
     "EquivalenceReport": "checks.equivalence",
     "FwdOrderWarning": "errors",
     "MetaTraceError": "errors",
     "NotEquivalentError": "errors",
     "StructureMismatchError": "errors",
-    "TensorDescription": "value_descriptions",
-    "TensorSpec": "recording.tracing",
+    "TensorDescription": "calls.value_descriptions",
+    "TensorSpec": "tracing.forward",
     "Trace": "trace",
     "TraceDiff": "diff.classification",
     "TraceOptions": "options",
     "TraceSnapshotExtension": "snapshot.extension",
     "UnregisteredModuleError": "errors",
     "UnwrappedModelWarning": "errors",
-    "Tracer": "recording.tracing",
+    "Tracer": "tracing.forward",
     "assert_checkpoint_compatible": "checks.checkpoint",
     "assert_checkpoint_loads": "checks.checkpoint",
     "assert_costs": "checks.cost_budgets",
@@ -125,14 +126,14 @@ _HOMES = {
     "assert_export_matches_eager": "checks.compile_gates",
     "assert_no_graph_breaks": "checks.compile_gates",
     "assert_coverage": "checks.coverage",
-    "coverage": "checks.coverage",
+    "coverage": "report.coverage_table",
     "hookimpl": "hookspecs",
     "plugin_manager": "hookspecs",
-    "record": "recording.tracing",
+    "record": "tracing.forward",
     "remap_state_dict": "checks.checkpoint",
     "render_trace": "golden.render",
     "structure_diff": "checks.structure",
-    "trace_forward": "recording.tracing",
+    "trace_forward": "tracing.forward",
 }
 
 __all__ = [

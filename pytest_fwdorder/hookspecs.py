@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from pluggy import HookImpl
     from torch import nn
 
-    from pytest_fwdorder.facet_records import Facet
-    from pytest_fwdorder.value_descriptions import (
+    from pytest_fwdorder.calls.facet_records import Facet
+    from pytest_fwdorder.calls.value_descriptions import (
         LiteralDescription,
         ObjectDescription,
         ValueDescription,
@@ -314,7 +314,7 @@ def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
     call (a conftest loaded, `plugin_manager().register(...)`); a refusal is not kept, so a
     bad facet raises every time.
     """
-    from pytest_fwdorder.facet_records import checked_facets
+    from pytest_fwdorder.calls.facet_records import checked_facets
 
     manager = plugin_manager()
     caller = manager.hook.pytest_fwdorder_facets

@@ -39,6 +39,8 @@ OPERATION_GROUPS = ("views", "conversions", "torch_modules")
 # hide bf16 autocast, which moves fingerprints only about twice this.
 VALUES_RELATIVE_TOLERANCE = 1e-3
 VALUES_ABSOLUTE_TOLERANCE = 1e-6
+Tolerance = tuple[float, float]  # (relative, absolute)
+DEFAULT_VALUES_TOLERANCE: Tolerance = (VALUES_RELATIVE_TOLERANCE, VALUES_ABSOLUTE_TOLERANCE)
 
 # How an option's value is parsed and checked:
 # "device": a device name or None (a torch.device is taken as its name);

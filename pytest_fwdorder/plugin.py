@@ -252,7 +252,7 @@ def forward_trace(request: pytest.FixtureRequest) -> Iterator[Any]:
     fingerprints (`values=True`) depend on them.
     """
     from pytest_fwdorder.facets.values import seeded
-    from pytest_fwdorder.recording.tracing import Tracer
+    from pytest_fwdorder.tracing.forward import Tracer
 
     values = _ini_options(request.config)
     # Outermost first (module, class, function), so the closest marker's options win while
@@ -306,7 +306,7 @@ def pytest_assertrepr_compare(
     explanations = yield
     if op != "==" or "pytest_fwdorder.trace" not in sys.modules:
         return explanations  # no trace was ever made: the diff is not even imported
-    from pytest_fwdorder.calls import TraceRecords
+    from pytest_fwdorder.calls.records import TraceRecords
     from pytest_fwdorder.diff.diffing import diff_traces
     from pytest_fwdorder.trace import Trace
 

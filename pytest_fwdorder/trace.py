@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.calls import TraceRecords
+from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_traces
 from pytest_fwdorder.golden.render import golden_lines, render_trace
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.checks.coverage import Coverage
     from pytest_fwdorder.picture.svg import Picture
+    from pytest_fwdorder.report.coverage_table import Coverage
 
 # Call lines a repr shows; `render()` gives them all.
 _REPR_LINES = 8
@@ -59,7 +59,7 @@ class Trace(TraceRecords):
         """The classes of the modules whose paths match `pattern` (`layers.*.self_attn.[qv]_proj`),
         with their layer indices: `print(trace.coverage(...))` shows the table. See
         `pytest_fwdorder.assert_coverage` to assert on it."""
-        from pytest_fwdorder.checks.coverage import coverage  # only a coverage query needs it
+        from pytest_fwdorder.report.coverage_table import coverage  # only a coverage query needs it
 
         return coverage(self, pattern)
 
@@ -101,7 +101,7 @@ class Trace(TraceRecords):
         """The trace as an SVG picture, drawn from its golden text: module calls as nested
         boxes in execution order, runs of identical blocks rolled into one `x N` box. A
         notebook shows it; `.svg` is the text, `.save(path)` writes it. The options are
-        `picture_svg.golden_picture`'s."""
+        `golden_picture`'s."""
         from pytest_fwdorder.picture.svg import golden_picture  # only a picture needs it
 
         return golden_picture(

@@ -31,7 +31,7 @@ import torchvision
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.calls import Call
+from pytest_fwdorder.calls.records import Call
 from pytest_fwdorder.trace import Trace
 
 pytest.importorskip("ptflops")

@@ -23,12 +23,12 @@ from torch import nn
 from torch.distributed.tensor import Partial, Replicate, Shard
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.calls import Call
+from pytest_fwdorder.calls.records import Call
+from pytest_fwdorder.calls.value_descriptions import TensorDescription
 from pytest_fwdorder.golden.format import split_top_level
 from pytest_fwdorder.golden.parse import parse_call_line
 from pytest_fwdorder.recording.distributed import placement_text, user_class_name
 from pytest_fwdorder.trace import Trace
-from pytest_fwdorder.value_descriptions import TensorDescription
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 # The worker gives up after 60 s itself; this bounds it if even that hangs.

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import Facet, diff_golden, trace_forward
-from pytest_fwdorder.facet_records import checked_facets
+from pytest_fwdorder.calls.facet_records import checked_facets
 from pytest_fwdorder.hookspecs import plugin_manager
 from pytest_fwdorder.snapshot.policy import golden_holds
 

@@ -12,10 +12,10 @@ import torchvision
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.calls import ForwardParameters, TensorFact
-from pytest_fwdorder.facets import module_facts as facts
-from pytest_fwdorder.facets import module_settings as settings_module
-from pytest_fwdorder.facets.module_facts import (
+from pytest_fwdorder.calls.records import ForwardParameters, TensorFact
+from pytest_fwdorder.recording import module_facts as facts
+from pytest_fwdorder.recording import module_settings as settings_module
+from pytest_fwdorder.recording.module_facts import (
     forward_parameters,
     index_tensors,
     module_facts,
@@ -24,7 +24,7 @@ from pytest_fwdorder.facets.module_facts import (
     tensor_totals,
     tied_tensors,
 )
-from pytest_fwdorder.facets.module_settings import (
+from pytest_fwdorder.recording.module_settings import (
     EXTRA_REPR_SETTING,
     module_settings,
 )

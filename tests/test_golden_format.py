@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_fwdorder.calls import TensorFact
+from pytest_fwdorder.calls.records import TensorFact
 from pytest_fwdorder.golden.format import (
     REUSED_SECTION,
     header_sections,

@@ -10,8 +10,8 @@ import torchvision
 from torch import nn
 
 from pytest_fwdorder import record, trace_forward
+from pytest_fwdorder.calls.facet_records import InitializationRecords
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.facet_records import InitializationRecords
 from pytest_fwdorder.golden.initialization_lines import initialization_steps
 from pytest_fwdorder.golden.parse import parse_golden
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.facets import module_facts as module_facts_module
+from pytest_fwdorder.recording import module_facts as module_facts_module
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
 
 

@@ -15,10 +15,10 @@ from adapters import Decoder, Linear, add_adapters
 from torch import nn
 
 from pytest_fwdorder import CoverageError, assert_coverage, trace_forward
-from pytest_fwdorder.checks.coverage import class_matches, golden_coverage, path_matches
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.format import odd_block_items
 from pytest_fwdorder.golden.parse import parse_golden
+from pytest_fwdorder.report.coverage_table import class_matches, golden_coverage, path_matches
 
 QV = r"layers\.\d+\.self_attn\.[qv]_proj"
 QV_PATTERN = "layers.*.self_attn.[qv]_proj"

@@ -21,7 +21,7 @@ from pytest_fwdorder.options import (
     device_problem,
     take_options,
 )
-from pytest_fwdorder.recording.tracing import Tracer, record, trace_forward
+from pytest_fwdorder.tracing.forward import Tracer, record, trace_forward
 
 # What TakesAnything's forward got, kept outside the model: a trace puts the model's own
 # attributes back as they were.

@@ -25,7 +25,7 @@ FUNCTIONS_OVER = {
     # Runs for every torch-level operation under ops=True: a hot path that keeps its locals.
     "facets/operations.py:__torch_function__": "the per-operation hot path of ops=True",
     # Walks every parameter and buffer once per trace, on the recorder's path.
-    "facets/module_facts.py:index_tensors": "the per-trace tensor index, kept in one loop",
+    "recording/module_facts.py:index_tensors": "the per-trace tensor index, kept in one loop",
 }
 
 

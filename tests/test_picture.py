@@ -424,11 +424,11 @@ def test_unchanged_blocks_of_a_diff_are_folded_and_can_be_drawn_whole() -> None:
     assert "0.1" in [box.get("data-path") for box in boxes(whole)]
 
 
-def test_a_diff_in_a_notebook_shows_its_picture() -> None:
+def test_a_diff_of_two_traces_draws_as_the_diff_of_their_goldens() -> None:
     old = trace_forward(stages().eval(), torch.randn(1, 3, 4, 4))
     new = trace_forward(stages(squeeze_excite=True).eval(), torch.randn(1, 3, 4, 4))
 
-    picture = old.diff(new).picture()
+    picture = diff_picture(old.diff(new))
 
     assert isinstance(picture, Picture)
     assert picture._repr_svg_() == picture.svg

@@ -104,12 +104,67 @@ def test_the_package_has_no_import_circle() -> None:
     assert cycle_in(edges) is None
 
 
-RECORDS = {"calls", "facet_records", "value_descriptions"}
+RECORDS = {"calls.records", "calls.facet_records", "calls.value_descriptions"}
 
 
 def test_the_records_at_the_bottom_import_nothing_of_the_package_but_each_other() -> None:
     imports = package_imports()
     assert {name: imports[name] - RECORDS for name in RECORDS} == {name: set() for name in RECORDS}
+
+
+# The package's stages from the bottom up (docs/architecture.md draws them): a folder or a
+# module at the root imports only from the layers below its own, and from itself.
+LAYERS = (
+    ("calls", "errors"),
+    ("golden", "options", "hookspecs"),
+    ("recording", "diff"),
+    ("facets", "picture", "snapshot"),
+    ("report",),
+    ("trace",),
+    ("tracing",),
+    ("checks", "plugin"),
+    ("__init__",),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def unit_of(module: str) -> str:
+    """The folder a module is in (`recording.meta.build` -> `recording`), or the root module."""
+    return module.split(".")[0]
+
+
+def imports_upward(edges: dict[str, set[str]]) -> list[str]:
+    """Each import of a module from its own layer (another unit) or one above, as `a -> b`."""
+    layer = {unit: number for number, units in enumerate(LAYERS) for unit in units}
+    return [
+        f"{module} -> {target}"
+        for module, targets in sorted(edges.items())
+        for target in sorted(targets)
+        if unit_of(target) != unit_of(module) and layer[unit_of(target)] >= layer[unit_of(module)]
+    ]
+
+
+def test_every_unit_of_the_package_is_on_one_layer() -> None:
+    units = {unit_of(module) for module in package_modules()}
+
+    assert units == {unit for layer in LAYERS for unit in layer}
+
+
+def test_no_module_imports_from_its_own_layer_or_above() -> None:
+    assert imports_upward(package_imports()) == []
+
+
+def test_the_layer_check_finds_an_import_upward_and_one_across() -> None:
+    edges = {
+        "golden.render": {"calls.records", "diff.changes"},  # up
+        "picture.svg": {"snapshot.policy", "picture.layout"},  # across
+    }
+
+    assert imports_upward(edges) == [
+        "golden.render -> diff.changes",
+        "picture.svg -> snapshot.policy",
+    ]
 
 
 def test_the_test_suite_does_not_reach_into_examples() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_fwdorder.snapshot.reference_files import (
+from pytest_fwdorder.checks.reference_files import (
     ReferenceSnapshotExtension,
     ReferenceTextSnapshotExtension,
 )

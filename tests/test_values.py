@@ -13,8 +13,8 @@ from torch import nn
 
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.diff.diffing import diff_golden
+from pytest_fwdorder.diff.values_tolerance import fingerprints_match, within_tolerance
 from pytest_fwdorder.facets.values import fingerprint
-from pytest_fwdorder.facets.values_tolerance import fingerprints_match, within_tolerance
 from pytest_fwdorder.golden.values_lines import parse_fingerprints
 from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from pytest_fwdorder.facet_records import CompileRecords
+from pytest_fwdorder.calls.facet_records import CompileRecords
 from pytest_fwdorder.golden.graph_breaks_lines import render_compiled
 
 
@@ -58,7 +58,7 @@ def assert_export_matches_eager(
         export_program,
         exported_calls,
     )
-    from pytest_fwdorder.recording.tracing import trace_forward
+    from pytest_fwdorder.tracing.forward import trace_forward
 
     trace = trace_forward(model, *args, **kwargs)
     program = export_program(model, args, kwargs, strict=strict)

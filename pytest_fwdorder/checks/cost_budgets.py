@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_fwdorder.calls import TraceRecords
+from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.golden.costs_lines import (
     human_bytes,
     human_count,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import Call, RenderOptions
+from pytest_fwdorder.calls.records import Call, RenderOptions, TraceRecords
 from pytest_fwdorder.diff.diffing import diff_traces
 from pytest_fwdorder.errors import NotEquivalentError
 from pytest_fwdorder.recording.recorder import Recorder, recording
@@ -107,8 +107,9 @@ def assert_equivalent(
         keyword_inputs,
         capture_outputs=True,
     )
-    first_trace, first_outputs = first_run.trace, first_run.captured
-    second_trace, second_outputs = second_run.trace, second_run.captured
+    # _run asks the recorder for Traces
+    first_trace, first_outputs = cast(Trace, first_run.trace), first_run.captured
+    second_trace, second_outputs = cast(Trace, second_run.trace), second_run.captured
     pairs = _pair_calls(first_trace, second_trace)
     second_by_index = {call.index: outputs for call, outputs in second_outputs}
     comparisons = []
@@ -186,12 +187,14 @@ def _run(
 ) -> Recorder:
     """Record one forward of `root` on copies of the inputs: an in-place op in one model must
     not change what the next model is given."""
-    with recording(root, RenderOptions(), capture_outputs=capture_outputs) as recorder:
+    with recording(
+        root, RenderOptions(), capture_outputs=capture_outputs, trace_type=Trace
+    ) as recorder:
         root(*copy.deepcopy(tuple(inputs)), **copy.deepcopy(keyword_inputs))
     return recorder
 
 
-def _pair_calls(first: Trace, second: Trace) -> dict[int, Call]:
+def _pair_calls(first: TraceRecords, second: TraceRecords) -> dict[int, Call]:
     """first call index -> paired call of `second` (in order, renamed or moved), from the diff."""
     return {
         first_index: second[second_index]

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import TraceRecords
+from pytest_fwdorder.calls.records import TraceRecords
 
 
 @dataclass(frozen=True, slots=True)

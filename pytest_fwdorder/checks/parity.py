@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import RenderOptions
+from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.checks.parity_pairing import (
     Pairing,
     PathMap,

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import Call, RenderOptions
+from pytest_fwdorder.calls.records import Call, RenderOptions
 from pytest_fwdorder.errors import did_you_mean
 from pytest_fwdorder.golden.costs_lines import human_bytes
 from pytest_fwdorder.golden.render import render_trace

@@ -9,12 +9,8 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
+from pytest_fwdorder.diff.values_tolerance import fingerprints_match
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.facets.values_tolerance import (
-    DEFAULT_TOLERANCE,
-    Tolerance,
-    fingerprints_match,
-)
 from pytest_fwdorder.golden.costs_lines import render_trace_costs
 from pytest_fwdorder.golden.format import (
     COSTS_FACT,
@@ -33,9 +29,10 @@ from pytest_fwdorder.golden.values_lines import (
     fingerprints_of,
     values_line,
 )
+from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.calls import TraceRecords
+    from pytest_fwdorder.calls.records import TraceRecords
 
 _DIMENSION = re.compile(r"dim:(-?[0-9]+)")
 _NAMES = (
@@ -285,7 +282,7 @@ def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Igno
     expected_lines = _normalize(golden_lines(expected), ignored)
     actual_lines = _normalize(golden_lines(actual), ignored)
     if "values" in ignored.compared:
-        tolerance = expected.values_tolerance or actual.values_tolerance or DEFAULT_TOLERANCE
+        tolerance = expected.values_tolerance or actual.values_tolerance or DEFAULT_VALUES_TOLERANCE
         actual_lines = _values_tolerated(expected_lines, actual_lines, tolerance)
     return diff_lines(
         _header(expected, ignored),

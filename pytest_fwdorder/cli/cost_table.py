@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
-from pytest_fwdorder.calls import Call, TraceRecords
-from pytest_fwdorder.facet_records import CallCosts
+from pytest_fwdorder.calls.facet_records import CallCosts
+from pytest_fwdorder.calls.records import Call, TraceRecords
 from pytest_fwdorder.golden.costs_lines import (
     human_bytes,
     human_count,

@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_fwdorder.checks.coverage import coverage, golden_coverage
 from pytest_fwdorder.cli.cost_table import cost_table
 from pytest_fwdorder.cli.parser import PROGRAM, build_parser
 from pytest_fwdorder.cli.targets import (
@@ -48,6 +47,7 @@ from pytest_fwdorder.cli.targets import (
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.folding import colorize_diff, colorize_golden, fold_golden
 from pytest_fwdorder.picture.svg import Picture, diff_picture, golden_picture
+from pytest_fwdorder.report.coverage_table import coverage, golden_coverage
 from pytest_fwdorder.report.git_review import ReviewError, collect_review, explain_golden
 from pytest_fwdorder.report.review_format import (
     format_golden_text,
@@ -111,7 +111,7 @@ def _show(arguments: argparse.Namespace) -> int:
 def _show_export(arguments: argparse.Namespace) -> int:
     """`show --export`: the exported program's module calls against eager's, in words."""
     from pytest_fwdorder.checks.compile_gates import assert_export_matches_eager
-    from pytest_fwdorder.recording.tracing import TensorSpec
+    from pytest_fwdorder.tracing.forward import TensorSpec
 
     target = arguments.target
     if ":" not in target or Path(target).is_file():

@@ -136,7 +136,7 @@ def trace_text(target: str, factory: Any, arguments: argparse.Namespace) -> str:
 def traced_target(target: str, factory: Any, arguments: argparse.Namespace) -> Trace:
     """Build the model `factory` makes and trace it on the `--input` tensors."""
     from pytest_fwdorder.errors import MetaTraceError
-    from pytest_fwdorder.recording.tracing import TensorSpec, trace_model
+    from pytest_fwdorder.tracing.forward import TensorSpec, trace_model
 
     options = trace_options(arguments)
     inputs = tuple(TensorSpec(shape, dtype) for shape, dtype in input_specs(target, arguments))
@@ -212,7 +212,7 @@ def model_builder(target: str, factory: Any, *, train: bool) -> Callable[[], nn.
                 f"TARGET {target!r} is a {type(factory).__name__}, not a model class, a "
                 "zero-argument function that builds a model, or a model"
             )
-        from pytest_fwdorder.recording.building import required_parameters
+        from pytest_fwdorder.tracing.building import required_parameters
 
         required = required_parameters(factory)
         if required:

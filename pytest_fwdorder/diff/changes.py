@@ -48,7 +48,7 @@ class ChangeKind(str, enum.Enum):
     ODD_BLOCK_GONE = "agreeing with the peers now"
     FORWARD_RUN_FOUND = "running forward without a call now"
     FORWARD_RUN_GONE = "no longer running forward without a call"
-    # A plugin's facet (facet_records.py) whose values differ; `Change.words` say which.
+    # A plugin's facet (calls/facet_records.py) whose values differ; `Change.words` say which.
     FACET_CHANGED = "facet changed"
 
     def __str__(self) -> str:

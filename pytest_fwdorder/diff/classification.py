@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.change_details import (
     describe_flops_change,
@@ -24,7 +23,7 @@ from pytest_fwdorder.diff.ordered_pairing import AlignedPair, changed_runs
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
-from pytest_fwdorder.facets.values_tolerance import moved_statistics
+from pytest_fwdorder.diff.values_tolerance import moved_statistics
 from pytest_fwdorder.golden.costs_lines import (
     flops_of,
     uncounted_operations,
@@ -44,9 +43,6 @@ from pytest_fwdorder.golden.format import (
 )
 from pytest_fwdorder.golden.initialization_lines import initialization_steps
 from pytest_fwdorder.golden.values_lines import fingerprints_of
-
-if TYPE_CHECKING:
-    from pytest_fwdorder.picture.svg import Picture
 
 
 @dataclass(repr=False)
@@ -181,15 +177,6 @@ class TraceDiff:
     def _repr_html_(self) -> str:
         """Jupyter's display: the explanation as preformatted, escaped text."""
         return f'<pre class="fwdorder-diff">{html.escape(self.render())}</pre>'
-
-    def picture(
-        self, *, rolled: bool = True, depth: int | None = None, fold_unchanged: bool = True
-    ) -> Picture:
-        """The diff as an SVG picture: inserted calls green, removed red, changed yellow,
-        under the summary; a notebook shows it. See `picture_svg.diff_picture`."""
-        from pytest_fwdorder.picture.svg import diff_picture  # only a picture needs it
-
-        return diff_picture(self, rolled=rolled, depth=depth, fold_unchanged=fold_unchanged)
 
 
 def classify_diff(

@@ -8,7 +8,7 @@ in words. The golden text both sides are read from is `golden.format`'s.
 
 from __future__ import annotations
 
-from pytest_fwdorder.calls import TraceRecords
+from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.tree_alignment import align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine

@@ -1,5 +1,5 @@
 """The plugins' facets' changes between two paired calls: each facet compares its own typed
-values and words the difference (facet_records.py). Pure, no torch, no facet named."""
+values and words the difference (calls/facet_records.py). Pure, no torch, no facet named."""
 
 from __future__ import annotations
 

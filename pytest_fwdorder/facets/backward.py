@@ -34,8 +34,8 @@ from torch.nn.modules.module import (
     register_module_forward_pre_hook,
 )
 
-from pytest_fwdorder.calls import TraceRecords
-from pytest_fwdorder.facet_records import BackwardRecords, BackwardStep
+from pytest_fwdorder.calls.facet_records import BackwardRecords, BackwardStep
+from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.recording.describe import describe_value, tensors_of
 
 if TYPE_CHECKING:

@@ -32,11 +32,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
 
-from pytest_fwdorder.calls import TensorFact, TraceRecords
-from pytest_fwdorder.facet_records import CallCosts, TraceCosts
+from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
+from pytest_fwdorder.calls.records import TensorFact, TraceRecords
+from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription, tensors_in
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 from pytest_fwdorder.recording.describe import dtype_name
-from pytest_fwdorder.value_descriptions import TensorDescription, ValueDescription, tensors_in
 
 if TYPE_CHECKING:
     from pytest_fwdorder.recording.recorder import CallRecord, Recorder

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytest_fwdorder.facet_records import CompileRecords, GraphBreak, Recompilation
+from pytest_fwdorder.calls.facet_records import CompileRecords, GraphBreak, Recompilation
 from pytest_fwdorder.recording.model_index import index_model
 from pytest_fwdorder.recording.model_state import capture_state, restore_state
 

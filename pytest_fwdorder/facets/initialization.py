@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from pytest_fwdorder.facet_records import InitializationRecords, InitializationStep
+from pytest_fwdorder.calls.facet_records import InitializationRecords, InitializationStep
 from pytest_fwdorder.recording.describe import dtype_name
 
 # Operations that fill their tensor (the first argument) with random numbers.

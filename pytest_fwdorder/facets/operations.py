@@ -32,15 +32,15 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from pytest_fwdorder.calls import TraceRecords
-from pytest_fwdorder.facet_records import Operation, ParameterUse
-from pytest_fwdorder.options import OPERATION_GROUPS  # noqa: F401  (documented above)
-from pytest_fwdorder.recording.describe import finish_value, raw_value
-from pytest_fwdorder.value_descriptions import (
+from pytest_fwdorder.calls.facet_records import Operation, ParameterUse
+from pytest_fwdorder.calls.records import TraceRecords
+from pytest_fwdorder.calls.value_descriptions import (
     LiteralDescription,
     SequenceDescription,
     ValueDescription,
 )
+from pytest_fwdorder.options import OPERATION_GROUPS  # noqa: F401  (documented above)
+from pytest_fwdorder.recording.describe import finish_value, raw_value
 
 if TYPE_CHECKING:
     from pytest_fwdorder.recording.recorder import CallRecord, Recorder

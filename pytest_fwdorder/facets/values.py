@@ -21,8 +21,8 @@ from contextlib import contextmanager
 
 import torch
 
-from pytest_fwdorder.calls import TraceRecords
-from pytest_fwdorder.facet_records import TensorFingerprint
+from pytest_fwdorder.calls.facet_records import TensorFingerprint
+from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.recording.describe import tensors_of
 
 SEED = 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from pytest_fwdorder.calls import Call, ForwardParameters, ModuleFacts, TraceRecords
+from pytest_fwdorder.calls.records import Call, ForwardParameters, ModuleFacts, TraceRecords
+from pytest_fwdorder.calls.value_descriptions import LiteralDescription, ValueDescription
 from pytest_fwdorder.golden.format import (
     RAISED,
     GoldenLine,
@@ -20,7 +21,6 @@ from pytest_fwdorder.golden.format import (
     render_operation,
     render_value,
 )
-from pytest_fwdorder.value_descriptions import LiteralDescription, ValueDescription
 
 __all__ = ["call_lines", "render_inputs", "render_outputs", "tied_names"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_fwdorder.facet_records import CallCosts, TraceCosts
+from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.golden.format import (
     COSTS_FACT,
     GoldenLine,

@@ -1,4 +1,4 @@
-"""A plugin facet's facts in golden text (facet_records.py): written, read back into the
+"""A plugin facet's facts in golden text (calls/facet_records.py): written, read back into the
 facet's typed values once, and put back where the facet calls two goldens' values the same.
 No torch, and no facet named: each facet's own `render`, `parse` and `same` decide.
 """
@@ -13,7 +13,7 @@ from pytest_fwdorder.golden.format import FACT_PREFIX, escape_line_breaks
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from pytest_fwdorder.facet_records import Facet
+    from pytest_fwdorder.calls.facet_records import Facet
 
 
 def render_facet_fact(facet: Facet, value: object) -> str:

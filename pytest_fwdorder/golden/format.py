@@ -37,13 +37,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.calls import ModuleFacts, TensorFact
-from pytest_fwdorder.facet_records import (
+from pytest_fwdorder.calls.facet_records import (
     ForwardRun,
     OddBlock,
     Operation,
 )
-from pytest_fwdorder.value_descriptions import (
+from pytest_fwdorder.calls.records import ModuleFacts, TensorFact
+from pytest_fwdorder.calls.value_descriptions import (
     LiteralDescription,
     MappingDescription,
     ObjectDescription,
@@ -53,7 +53,7 @@ from pytest_fwdorder.value_descriptions import (
 )
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.facet_records import Facet
+    from pytest_fwdorder.calls.facet_records import Facet
 
 FORMAT_VERSION = 2
 FORMAT_LINE = f"# pytest-fwdorder trace (format {FORMAT_VERSION})"
@@ -109,7 +109,7 @@ _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)
 _SECTION_ITEM = "#   "
 COSTS_FACT = "costs"
 VALUES_FACT = "values"
-# The titles of the golden's own facts: a plugin's facet (facet_records.py) takes another.
+# The titles of the golden's own facts: a plugin's facet (calls/facet_records.py) takes another.
 FACT_TITLES = ("settings", "parameters", "buffers", COSTS_FACT, VALUES_FACT)
 
 
@@ -140,7 +140,7 @@ class GoldenLine:
     direct: bool = False  # recorded from `module.forward(...)`: marked `[direct]`
     # The call's index in its trace (-1 for a line read from text): not part of equality.
     index: int = field(default=-1, compare=False)
-    # The plugins' facets' values (facet_records.py), each with its facet, typed as the
+    # The plugins' facets' values (calls/facet_records.py), each with its facet, typed as the
     # facet reads them: their text is among `facts`, which equality compares.
     facet_values: tuple[tuple[Facet, Any], ...] = field(default=(), compare=False)
 

@@ -1,5 +1,5 @@
 """Python's cyclic garbage collector paused while a golden of many calls is written or read
-(and while `trace_forward` runs its one forward: recording/tracing.py says why).
+(and while `trace_forward` runs its one forward: tracing/forward.py says why).
 
 Rendering, parsing and diffing a golden make a few objects per call that all live until the
 end (the lines). Python's collector runs a pass per 700 such objects, and every tenth of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_fwdorder.facet_records import CompileRecords
+from pytest_fwdorder.calls.facet_records import CompileRecords
 from pytest_fwdorder.golden.format import _SECTION_ITEM, header_sections, render_section
 
 GRAPH_BREAKS_SECTION = "graph breaks"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_fwdorder.facet_records import InitializationRecords
+from pytest_fwdorder.calls.facet_records import InitializationRecords
 from pytest_fwdorder.golden.format import _SECTION_ITEM, header_sections
 
 INITIALIZATION_SECTION = "initialization"

@@ -40,8 +40,8 @@ from itertools import islice, pairwise
 from operator import itemgetter, le
 from typing import NamedTuple, TypeVar
 
-from pytest_fwdorder.calls import Call, ModuleFacts, TraceRecords
-from pytest_fwdorder.facet_records import OddBlock
+from pytest_fwdorder.calls.facet_records import OddBlock
+from pytest_fwdorder.calls.records import Call, ModuleFacts, TraceRecords
 from pytest_fwdorder.golden.format import render_settings
 
 __all__ = ["OddBlock", "odd_blocks", "odd_class_members"]

@@ -33,7 +33,7 @@ from pytest_fwdorder.golden.format import (
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.facet_records import Facet
+    from pytest_fwdorder.calls.facet_records import Facet
 
 
 def format_problem(text: str) -> str | None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pytest_fwdorder.calls import TraceRecords
-from pytest_fwdorder.facet_records import ParameterUse
+from pytest_fwdorder.calls.facet_records import ParameterUse
+from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.golden.call_lines import call_lines, tied_names
 from pytest_fwdorder.golden.costs_lines import (
     render_call_costs,

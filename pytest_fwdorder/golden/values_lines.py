@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_fwdorder.facet_records import TensorFingerprint
+from pytest_fwdorder.calls.facet_records import TensorFingerprint
 from pytest_fwdorder.golden.format import VALUES_FACT, GoldenLine, fact_title
 
 VALUES_PREFIX = "# values: "

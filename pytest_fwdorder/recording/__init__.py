@@ -1,1 +1,1 @@
-"""Run a model once under hooks and fill a Trace: the only stage that touches hooks."""
+"""Run a model's forward once under hooks and record every call: the only stage that hooks modules."""

@@ -14,13 +14,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.hookspecs import hookimpl
-from pytest_fwdorder.value_descriptions import (
+from pytest_fwdorder.calls.value_descriptions import (
     LiteralDescription,
     ObjectDescription,
     SequenceDescription,
     ValueDescription,
 )
+from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     import torch

@@ -12,9 +12,7 @@ from typing import Any
 
 import torch
 
-from pytest_fwdorder.recording.bounded_cache import BoundedCache
-from pytest_fwdorder.recording.distributed import dtensor_layout
-from pytest_fwdorder.value_descriptions import (
+from pytest_fwdorder.calls.value_descriptions import (
     LiteralDescription,
     MappingDescription,
     ObjectDescription,
@@ -22,6 +20,8 @@ from pytest_fwdorder.value_descriptions import (
     TensorDescription,
     ValueDescription,
 )
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
+from pytest_fwdorder.recording.distributed import dtensor_layout
 
 # Deeper nesting than this is shown as `...`: a golden line must stay readable, and a
 # pathological value (a list nested 500 deep) must not exhaust the stack.

@@ -34,8 +34,8 @@ from typing import Any
 
 from torch import nn
 
+from pytest_fwdorder.calls.facet_records import ForwardRun
 from pytest_fwdorder.errors import warn_at_caller
-from pytest_fwdorder.facet_records import ForwardRun
 
 __all__ = ["DIRECT_MARK_HOW", "forwards_watched", "is_watching_forward"]
 

@@ -11,18 +11,18 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import ModuleFacts, ModuleTensors
-from pytest_fwdorder.facets.module_facts import (
+from pytest_fwdorder.calls.records import ModuleFacts, ModuleTensors
+from pytest_fwdorder.hookspecs import module_facts_hooks_exist
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
+from pytest_fwdorder.recording.distributed import user_class
+from pytest_fwdorder.recording.module_facts import (
     TensorIndex,
     index_tensors,
     module_facts,
     reads_training,
     remember_modules,
 )
-from pytest_fwdorder.facets.module_settings import MOST_CACHED_CLASSES
-from pytest_fwdorder.hookspecs import module_facts_hooks_exist
-from pytest_fwdorder.recording.bounded_cache import BoundedCache
-from pytest_fwdorder.recording.distributed import user_class
+from pytest_fwdorder.recording.module_settings import MOST_CACHED_CLASSES
 
 
 @dataclass(slots=True)

@@ -21,9 +21,9 @@ from torch import nn
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from pytest_fwdorder.errors import warn_at_caller
-from pytest_fwdorder.facets.module_facts import buffers_of, is_uninitialized, parameters_of
 from pytest_fwdorder.recording.direct_forwards import is_watching_forward
 from pytest_fwdorder.recording.model_index import ModelIndex
+from pytest_fwdorder.recording.module_facts import buffers_of, is_uninitialized, parameters_of
 from pytest_fwdorder.recording.numpy_random import restore_numpy_random, save_numpy_random
 
 

@@ -6,7 +6,7 @@ are not registered under the root too, and never leaves anything in the user's m
 `recording` is that block: it indexes the model (model_index.py), claims its modules
 (module_claims.py), captures its state (model_state.py), swaps in stand-ins for a device
 (stand_ins.py), installs the hooks, and puts everything back at its end. Other modules
-install hooks of their own for what they record: backward.py, operations.py and tracing.py.
+install hooks of their own for what they record: facets/backward.py, facets/operations.py and tracing/forward.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from torch.nn.modules.module import (
     register_module_forward_pre_hook,
 )
 
-from pytest_fwdorder.calls import Call, RenderOptions
+from pytest_fwdorder.calls.records import Call, RenderOptions, TraceRecords
 from pytest_fwdorder.errors import MetaTraceError
 from pytest_fwdorder.recording.describe import (
     describe_keyword_arguments,
@@ -58,7 +58,6 @@ from pytest_fwdorder.recording.torch_call_frames import (
     WRAPPED_CALL_FRAME_CODE,
     forget_keyword_flag,
 )
-from pytest_fwdorder.trace import Trace
 
 __all__ = [
     "CallRecord",
@@ -104,7 +103,7 @@ class Recorder:
     def __init__(
         self,
         index: ModelIndex,
-        trace: Trace,
+        trace: TraceRecords,
         *,
         capture_outputs: bool = False,
         state: ModelState | None = None,
@@ -446,6 +445,7 @@ def recording(
     restore_state: bool = True,
     capture_outputs: bool = False,
     direct_forwards: str = "off",
+    trace_type: type[TraceRecords] = TraceRecords,
 ) -> Iterator[Recorder]:
     """Record every call made in this thread inside the block into `recorder.trace`.
 
@@ -457,13 +457,14 @@ def recording(
     Python, numpy) are put back, also when the block raises. An exception from the block
     gets a note naming the calls recorded. Raises `RuntimeError` if another thread is
     tracing a module of this model right now. `direct_forwards` is the trace option
-    (direct_forwards.py): how forwards run without a module call are found.
+    (direct_forwards.py): how forwards run without a module call are found. `trace_type`
+    is the class `recorder.trace` is made of: the tracing entry asks for a `Trace`.
     """
     index = index_model(root)
     target = torch.device(device) if device is not None else None
     if target is not None:
         check_stand_ins_possible(index, target)
-    trace = _empty_trace(root, index, options)
+    trace = _empty_trace(root, index, options, trace_type)
     recorder = _start_recorder(
         index, trace, target, restore_state=restore_state, capture_outputs=capture_outputs
     )
@@ -487,11 +488,13 @@ def recording(
         _put_back(recorder, in_flight)
 
 
-def _empty_trace(root: nn.Module, index: ModelIndex, options: RenderOptions) -> Trace:
-    """The trace the recorder fills: the model's facts, no calls yet."""
+def _empty_trace(
+    root: nn.Module, index: ModelIndex, options: RenderOptions, trace_type: type[TraceRecords]
+) -> TraceRecords:
+    """The trace the recorder fills, of `trace_type`: the model's facts, no calls yet."""
     root_entry = index.entries[id(root)]
     tensors = index.tensors
-    return Trace(
+    return trace_type(
         root_type=root_entry.module_type,
         callable_paths=index.callable_paths,
         aliases=index.aliases,
@@ -508,7 +511,7 @@ def _empty_trace(root: nn.Module, index: ModelIndex, options: RenderOptions) -> 
 
 def _start_recorder(
     index: ModelIndex,
-    trace: Trace,
+    trace: TraceRecords,
     target: torch.device | None,
     *,
     restore_state: bool,

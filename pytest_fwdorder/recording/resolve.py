@@ -1,7 +1,7 @@
 """The model an entry point was given: check it is a module, unwrap compile and DataParallel.
 
 What `trace_forward`, `record` and the equivalence checks do with their model argument
-before anything is hooked (this moves to tracing.py, the entry points' module).
+before anything is hooked (tracing/forward.py, the entry points' module, asks).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from pytest_fwdorder.errors import MetaTraceError
-from pytest_fwdorder.facets.module_facts import is_uninitialized
 from pytest_fwdorder.recording.model_index import ModelIndex
+from pytest_fwdorder.recording.module_facts import is_uninitialized
 
 
 def check_stand_ins_possible(index: ModelIndex, device: torch.device) -> None:

@@ -15,8 +15,8 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 
-from pytest_fwdorder.facets.values_tolerance import DEFAULT_TOLERANCE, Tolerance
 from pytest_fwdorder.golden.upgrades import with_environment
+from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
 from pytest_fwdorder.snapshot.kept_comparisons import note_comparison
 from pytest_fwdorder.snapshot.policy import explain_mismatch, golden_holds
 from pytest_fwdorder.snapshot.update_summary import may_rewrite, not_rewritten_note
@@ -54,7 +54,7 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
     _write_mode = WriteMode.TEXT
     # How far output fingerprints may move (`values=True`): the trace's own tolerance, kept
     # by `serialize` for the `matches` and `diff_lines` of the same assertion.
-    values_tolerance: Tolerance = DEFAULT_TOLERANCE
+    values_tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE
 
     def serialize(self, data: Any, **_: Any) -> str:
         if isinstance(data, str):

@@ -5,7 +5,6 @@ CI reports alike. Pure functions on text, no torch and no syrupy.
 
 from __future__ import annotations
 
-from pytest_fwdorder.facets.values_tolerance import DEFAULT_TOLERANCE, Tolerance, within_tolerance
 from pytest_fwdorder.golden.facet_facts import within_facets
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.golden.parse import declared_and_written_calls, format_problem
@@ -17,12 +16,18 @@ from pytest_fwdorder.golden.upgrades import (
     without_environment,
 )
 from pytest_fwdorder.hookspecs import plugin_facets
+from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
 
 
-def golden_holds(old_text: str, new_text: str, *, tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
+def golden_holds(
+    old_text: str, new_text: str, *, tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE
+) -> bool:
     """Whether the golden text `old_text` holds the new trace's text, leaving out what an upgrade
     changes alone (the environment line, and torch.nn settings at this torch's defaults:
     golden/upgrades.py) and output fingerprints that moved within `tolerance`."""
+    # Imported here, as the diff is: pytest's start-up needs neither.
+    from pytest_fwdorder.diff.values_tolerance import within_tolerance
+
     new_text = within_facets(old_text, new_text, plugin_facets(FACT_TITLES))
     return same_model(old_text, within_tolerance(old_text, new_text, tolerance))
 
@@ -32,7 +37,7 @@ def explain_mismatch(
     new_text: str,
     golden_name: str | None = None,
     *,
-    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE,
 ) -> list[str]:
     """What changed from the golden text to the new one: summary, changed calls, header.
 
@@ -60,11 +65,13 @@ def comparable_texts(
     new_text: str,
     upgrades: UpgradeDifferences | None = None,
     *,
-    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE,
 ) -> tuple[str, str]:
     """The golden and new texts as `explain_mismatch` diffs them: without the environment
     line, without torch.nn settings at their defaults where those differ, and with the new
     text's fingerprints that match the golden's within `tolerance` written as the golden's."""
+    from pytest_fwdorder.diff.values_tolerance import within_tolerance
+
     new_text = within_tolerance(old_text, new_text, tolerance)
     if upgrades is None:
         upgrades = upgrade_differences(old_text, new_text)

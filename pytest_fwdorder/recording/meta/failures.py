@@ -22,9 +22,8 @@ import torch
 from torch import nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 
-from pytest_fwdorder.calls import Call
+from pytest_fwdorder.calls.records import Call, TraceRecords
 from pytest_fwdorder.errors import MetaTraceError
-from pytest_fwdorder.trace import Trace
 
 # Files of torch and of this package, as imported and resolved: frames there are not the user's.
 TORCH_DIRECTORY = str(Path(torch.__file__).resolve().parent) + os.sep
@@ -80,13 +79,13 @@ def _short_path(filename: str) -> str:
 
 
 @contextmanager
-def meta_failures_explained(device: torch.device | str | None) -> Iterator[list[Trace]]:
+def meta_failures_explained(device: torch.device | str | None) -> Iterator[list[TraceRecords]]:
     """Turn any failure of a forward on the meta device into a `MetaTraceError`.
 
     The block appends its trace to the yielded list so the error can say where forward
     stopped. The original error stays as the cause, with its notes.
     """
-    traces: list[Trace] = []
+    traces: list[TraceRecords] = []
     try:
         yield traces
     except Exception as error:

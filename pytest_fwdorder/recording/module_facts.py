@@ -22,7 +22,7 @@ from itertools import chain, repeat
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import (
+from pytest_fwdorder.calls.records import (
     ForwardParameters,
     ModuleFacts,
     ModuleTensors,
@@ -30,16 +30,16 @@ from pytest_fwdorder.calls import (
     TensorKind,
     TensorTotals,
 )
-from pytest_fwdorder.facets.module_settings import (
+from pytest_fwdorder.hookspecs import module_facts_from_plugins
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
+from pytest_fwdorder.recording.describe import dtype_name
+from pytest_fwdorder.recording.module_settings import (
     MISSING,
     SETTINGS_PLANS,
     SettingsPlan,
     module_settings,
     settings_plan,
 )
-from pytest_fwdorder.hookspecs import module_facts_from_plugins
-from pytest_fwdorder.recording.bounded_cache import BoundedCache
-from pytest_fwdorder.recording.describe import dtype_name
 
 # Lazy modules' tensors. Checked with issubclass(type(...)): isinstance goes through
 # Parameter's metaclass hook, which costs a Python call per tensor.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import Setting
+from pytest_fwdorder.calls.records import Setting
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.describe import dtype_name
 

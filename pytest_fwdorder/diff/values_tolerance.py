@@ -19,14 +19,11 @@ from pytest_fwdorder.golden.format import (
     VALUES_FACT,
 )
 from pytest_fwdorder.golden.values_lines import parse_fingerprints
-from pytest_fwdorder.options import VALUES_ABSOLUTE_TOLERANCE, VALUES_RELATIVE_TOLERANCE
+from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
 
 _VALUES_FACT_START = f"{FACT_PREFIX}{VALUES_FACT}: "
 _STATISTICS = ("mean", "std", "absmax")
 _COUNTS = ("nan", "inf")
-
-Tolerance = tuple[float, float]  # (relative, absolute)
-DEFAULT_TOLERANCE: Tolerance = (VALUES_RELATIVE_TOLERANCE, VALUES_ABSOLUTE_TOLERANCE)
 
 
 def within_tolerance(old_text: str, new_text: str, tolerance: Tolerance) -> str:
@@ -46,7 +43,7 @@ def within_tolerance(old_text: str, new_text: str, tolerance: Tolerance) -> str:
     )
 
 
-def fingerprints_match(old: str, new: str, tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
+def fingerprints_match(old: str, new: str, tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE) -> bool:
     """Whether two values facts' texts (after `values: `) match within `tolerance`."""
     if old == new:
         return True

@@ -1,7 +1,7 @@
 """What the facets add to a call and a trace: operations, backward steps, costs, output
 fingerprints, initialization steps, graph breaks, odd blocks and forwards run without a call.
 
-Plain records like `calls.py`'s, which hold them: nothing here imports torch, and only the
+Plain records like `records.py`'s, which hold them: nothing here imports torch, and only the
 value descriptions of the package.
 
 What a facet is, for a plugin's facet (`Facet`, offered through the `pytest_fwdorder_facets`
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_fwdorder.value_descriptions import ValueDescription
+from pytest_fwdorder.calls.value_descriptions import ValueDescription
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """How a call's arguments and outputs are described: a tensor's shape, dtype and device,
 never its values; plain values by repr; sequences, mappings and dataclasses by their items.
 
-The bottom of the package with `facet_records.py` and `calls.py`: nothing here imports
+The bottom of the package with `facet_records.py` and `records.py`: nothing here imports
 torch or any other module of the package. `recording/describe.py` makes these descriptions.
 """
 

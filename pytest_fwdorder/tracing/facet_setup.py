@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from pytest_fwdorder.facet_records import Facet
+from pytest_fwdorder.calls.facet_records import Facet
 from pytest_fwdorder.facets.backward import BackwardRecorder
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
@@ -34,7 +34,7 @@ class FacetRecording:
     fingerprints: FingerprintCollector | None = None
     operations: list[OperationMode] = field(default_factory=list)
     counters: list[CostCounters] = field(default_factory=list)
-    # The plugins' facets (facet_records.py) and what each observed: title -> call -> value.
+    # The plugins' facets (calls/facet_records.py) and what each observed: title -> call -> value.
     plugin_facets: tuple[Facet, ...] = ()
     plugin_values: dict[str, dict[int, Any]] = field(default_factory=dict)
 

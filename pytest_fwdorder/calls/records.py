@@ -1,8 +1,9 @@
 """Plain records of a forward pass: `Call`, the module facts it holds, and `TraceRecords`.
 
 The bottom of the package with `value_descriptions.py` (what a call's arguments and output
-look like) and `facet_records.py` (what the facets add): nothing here imports torch or any
-other module of the package, so records can be built, rendered and compared anywhere. `Trace` (in `trace.py`) adds the
+look like) and `facet_records.py` (what the facets add), beside it: nothing here imports
+torch or any other module of the package, so records can be built, rendered and compared
+anywhere. `Trace` (in `trace.py`) adds the
 conveniences that need rendering and diffing on top of `TraceRecords`.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
-from pytest_fwdorder.facet_records import (
+from pytest_fwdorder.calls.facet_records import (
     BackwardRecords,
     CallCosts,
     CompileRecords,
@@ -25,7 +26,7 @@ from pytest_fwdorder.facet_records import (
     TensorFingerprint,
     TraceCosts,
 )
-from pytest_fwdorder.value_descriptions import TensorDescription, ValueDescription, tensors_in
+from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription, tensors_in
 
 Setting = tuple[str, str]
 TensorKind = Literal["parameter", "buffer"]
@@ -302,7 +303,7 @@ class TraceRecords(Sequence[Call]):
     # Each registered module's path -> its class's qualified name
     # (`peft.tuners.lora.layer.Linear`): what `coverage` tells same-named classes apart by.
     module_classes: dict[str, str] = field(default_factory=dict)
-    # The plugins' facets (facet_records.py) this trace recorded, and each one's values by
+    # The plugins' facets (calls/facet_records.py) this trace recorded, and each one's values by
     # title, then by call index (a call without a value has none).
     facets: tuple[Facet, ...] = ()
     facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)

@@ -16,28 +16,28 @@ import operator
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls import RenderOptions
+from pytest_fwdorder.calls.facet_records import CompileRecords
+from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
-from pytest_fwdorder.facet_records import CompileRecords
 from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
 from pytest_fwdorder.facets.values import SEED, check_values_device
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
-from pytest_fwdorder.recording.building import model_to_trace
 from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly, process_rank
-from pytest_fwdorder.recording.facet_setup import FacetRecording
 from pytest_fwdorder.recording.meta.failures import autocast_refused, meta_failures_explained
 from pytest_fwdorder.recording.meta.fast_paths import fast_paths_refused
 from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
 from pytest_fwdorder.recording.torch_release import check_torch_release
-from pytest_fwdorder.recording.trace_checks import check_finished_trace
 from pytest_fwdorder.trace import Trace
+from pytest_fwdorder.tracing.building import model_to_trace
+from pytest_fwdorder.tracing.facet_setup import FacetRecording
+from pytest_fwdorder.tracing.trace_checks import check_finished_trace
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def trace_model(
             with torch.enable_grad():
                 output = root(*args, **kwargs)
             facets.backward.run(root, (args, kwargs), output)
-    trace: Trace = recorder.trace
+    trace = cast(Trace, recorder.trace)  # _traced asks the recorder for a Trace
     facets.finish(trace)
     if watched:
         trace.initialization = initialization_records(root, watched[-1], SEED)
@@ -245,8 +245,8 @@ def record_calls(
     _check_recordable(options)
     facets = FacetRecording.for_options(options)
     with _traced(root, options, facets, restore_state=restore_state) as recorder:
-        yield recorder.trace
-    trace: Trace = recorder.trace
+        yield cast(Trace, recorder.trace)
+    trace = cast(Trace, recorder.trace)  # _traced asks the recorder for a Trace
     facets.finish(trace)
     if not trace.calls and not allow_empty:
         raise EmptyTraceError(
@@ -272,6 +272,7 @@ def _traced(
             device=device,
             restore_state=restore_state,
             direct_forwards=options.direct_forwards,
+            trace_type=Trace,
         ) as recorder,
         facets.recorded(recorder, root),
         autocast_refused(device),
