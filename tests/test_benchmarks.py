@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
+
+from pytest_fwdorder import trace_forward
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 RUN = BENCHMARKS / "run.py"
@@ -164,3 +168,23 @@ def test_the_cpu_stability_check_runs_on_two_quantized_models() -> None:
     assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
     assert "2 configurations x 2 models (2 quantized)" in finished.stdout
     assert finished.stdout.rstrip().endswith("all identical"), finished.stdout
+
+
+@pytest.mark.slow
+def test_the_heap_breakdown_counts_each_call_object_at_its_size() -> None:
+    finished = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "heap_breakdown.py"), "--pairs", "25", "--lines", "40"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    rows = finished.stdout.splitlines()
+    call_row = next(row for row in rows if "new_call(Call)" in row)
+    # Oracle: sys.getsizeof of a Call made here, independent of tracemalloc.
+    with torch.no_grad():
+        call = trace_forward(nn.Sequential(nn.ReLU()), torch.zeros(1))[0]
+    assert call_row.split()[:2] == [f"{sys.getsizeof(call):.1f}", "B"], finished.stdout
+    assert call_row.split()[4:5] == ["51"], finished.stdout  # one block a call
+    assert rows[-1].endswith("total, 51 calls"), finished.stdout
