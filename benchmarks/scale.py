@@ -2,7 +2,8 @@
 
 - `linear_time`: a 100,001-call model traced, rendered twice and compared (`trace ==
   other_trace`), side by side with its bare forward and the global-hook floor; then the
-  render, the parse and the comparison of its golden alone, and the heap its trace keeps.
+  render, the parse and the comparison of its golden alone, and the heap its trace keeps
+  (measured in a fresh process, so it does not depend on the rows before it).
 - `suite`: a generated project of ten torchvision models, each test asserting its golden,
   run by pytest in a fresh process, against the same ten models' plain forwards run by pytest
   without the plugin and syrupy; and pytest's start-up in a one-test project with the plugin,
@@ -47,9 +48,10 @@ def linear_time(
     row: Callable[..., Any],
     interleaved_medians: Callable[..., dict[str, float]],
     floor_hooks: Callable[[], Any],
-    trace_heap_bytes: Callable[[int], int],
+    fresh_trace_heap_bytes: Callable[[int], int],
 ) -> list[Any]:
-    """Trace + 2 renders + compare, render, parse and compare alone, at 100,001 calls."""
+    """Trace + 2 renders + compare, render, parse and compare alone, at 100,001 calls; the
+    heap per call from `fresh_trace_heap_bytes`, which measures it in a fresh process."""
     pairs = 250 if smoke else 50_000
     rounds = 1 if smoke else 3
     model = tiny_modules(pairs).eval()
@@ -87,7 +89,7 @@ def linear_time(
         rounds,
     )
     calls = 2 * pairs + 1
-    return linear_rows(calls, medians, alone, trace_heap_bytes(pairs) / calls, row)
+    return linear_rows(calls, medians, alone, fresh_trace_heap_bytes(pairs) / calls, row)
 
 
 def linear_rows(
@@ -133,7 +135,7 @@ def linear_rows(
         ),
         row(
             "linear",
-            f"{calls:,} calls: Python heap the trace keeps, per call",
+            f"{calls:,} calls: Python heap the trace keeps, per call (fresh process)",
             f"{heap:.0f} B",
             "",
             f"<= {TARGETS['bytes per call']} B",

@@ -2,24 +2,56 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
+
+from pytest_fwdorder import trace_forward
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 RUN = BENCHMARKS / "run.py"
 
 
-@pytest.mark.slow
-def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
+@pytest.fixture(scope="module")
+def smoke_table() -> str:
+    """The table `run.py --smoke` prints, run once for the tests that read it."""
     finished = subprocess.run(
         [sys.executable, str(RUN), "--smoke"], capture_output=True, text=True, check=False
     )
-
     assert finished.returncode == 0, finished.stderr[-2000:]
-    table = finished.stdout
+    return finished.stdout
+
+
+def table_rows(table: str) -> dict[str, list[str]]:
+    """Each row of a printed table by its case: [section, case, median, ratio, target, met]."""
+    rows: dict[str, list[str]] = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 6:
+            rows[cells[1]] = cells
+    return rows
+
+
+def fresh_child_heap_bytes(pairs: int) -> int:
+    """The heap a trace of `pairs` Linear+ReLU pairs keeps, as run.py's child measures it."""
+    finished = subprocess.run(
+        [sys.executable, str(RUN), "--child", "trace_heap", "--pairs", str(pairs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    measured: int = json.loads(finished.stdout)["bytes"]
+    return measured
+
+
+@pytest.mark.slow
+def test_every_benchmark_runs_once_at_tiny_sizes(smoke_table: str) -> None:
+    table = smoke_table
     for case in (
         "trace_forward",
         "global no-op hooks (floor)",
@@ -39,7 +71,10 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "tiny modules: torchinfo.summary",
         "GPT-2-shaped decoder: torchview.draw_graph",
         "-call model: trace_forward + render + compare",
-        "trace memory (Python heap kept by the Trace)",
+        "trace memory (Python heap kept by the Trace, fresh process), 51 calls",
+        "trace memory (Python heap kept by the Trace, fresh process), 501 calls",
+        "trace memory per call, 501 calls / 51 calls",
+        "501 calls: Python heap the trace keeps, per call (fresh process)",
         "least: shape, dtype and device of every input and output",
         "least: + keyword arguments read before the module runs",
         "the recorder's hooks, above the floor",
@@ -57,6 +92,44 @@ def test_every_benchmark_runs_once_at_tiny_sizes() -> None:
         "torchvision models (64x64), pytest: each asserts its golden",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"
+
+
+@pytest.mark.slow
+def test_the_heap_rows_read_a_fresh_process_and_show_the_target(smoke_table: str) -> None:
+    rows = table_rows(smoke_table)
+    scale_row = rows["trace memory (Python heap kept by the Trace, fresh process), 501 calls"]
+    linear_row = rows["501 calls: Python heap the trace keeps, per call (fresh process)"]
+    # Oracle: another fresh process, started here, measuring the same 250-pair model.
+    fresh = fresh_child_heap_bytes(250) / 501
+
+    for row, value in ((scale_row, scale_row[3]), (linear_row, linear_row[2])):
+        assert abs(float(value.split()[0]) - fresh) <= 1, (row, fresh)
+        assert row[4].startswith("<= 421 B"), row
+        assert row[5] == ("yes" if float(value.split()[0]) <= 421 else "NO"), row
+
+
+@pytest.mark.slow
+def test_the_heap_a_trace_keeps_depends_on_earlier_traces_in_one_process() -> None:
+    # Why the heap rows run in a fresh child: the same measurement after another trace in
+    # the same process reads otherwise (the oracle above could fail).
+    after_another_trace = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch, run\n"
+            "from models import tiny_modules\n"
+            "from pytest_fwdorder import trace_forward\n"
+            "with torch.no_grad():\n"
+            "    trace_forward(tiny_modules(2500).eval(), torch.randn(1, 16))\n"
+            "print(run.trace_heap_bytes(250))\n",
+        ],
+        cwd=BENCHMARKS,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    assert abs(int(after_another_trace.stdout) - fresh_child_heap_bytes(250)) > 501
 
 
 @pytest.mark.slow
@@ -95,3 +168,23 @@ def test_the_cpu_stability_check_runs_on_two_quantized_models() -> None:
     assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
     assert "2 configurations x 2 models (2 quantized)" in finished.stdout
     assert finished.stdout.rstrip().endswith("all identical"), finished.stdout
+
+
+@pytest.mark.slow
+def test_the_heap_breakdown_counts_each_call_object_at_its_size() -> None:
+    finished = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "heap_breakdown.py"), "--pairs", "25", "--lines", "40"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    rows = finished.stdout.splitlines()
+    call_row = next(row for row in rows if "new_call(Call)" in row)
+    # Oracle: sys.getsizeof of a Call made here, independent of tracemalloc.
+    with torch.no_grad():
+        call = trace_forward(nn.Sequential(nn.ReLU()), torch.zeros(1))[0]
+    assert call_row.split()[:2] == [f"{sys.getsizeof(call):.1f}", "B"], finished.stdout
+    assert call_row.split()[4:5] == ["51"], finished.stdout  # one block a call
+    assert rows[-1].endswith("total, 51 calls"), finished.stdout
