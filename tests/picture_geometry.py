@@ -79,3 +79,15 @@ def overlapping_siblings(found: list[Frame]) -> list[tuple[str, str]]:
         for second in found[index + 1 :]
         if parents[id(first)] is parents[id(second)] and first.overlaps(second)
     ]
+
+
+def legend(svg: str) -> list[tuple[str | None, str | None, str]]:
+    """A picture's legend, left to right: each swatch's fill and border, and its name."""
+    root = ElementTree.fromstring(svg)
+    (group,) = [group for group in root.iter(f"{SVG}g") if group.get("class") == "fo-legend"]
+    swatches, names = group.findall(f"{SVG}rect"), group.findall(f"{SVG}text")
+    assert len(swatches) == len(names)
+    return [
+        (swatch.get("fill"), swatch.get("stroke"), "".join(name.itertext()))
+        for swatch, name in zip(swatches, names, strict=True)
+    ]

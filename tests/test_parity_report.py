@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 import torch
+from picture_geometry import legend
 from test_parity import SMALL_PATH_MAP, _ids, _renamed_with_weights, _small
 from torch import nn
 
@@ -157,6 +158,34 @@ def test_the_picture_colours_the_first_divergence_and_keeps_the_calls_before_it_
         WITHIN_FILL
     ] * 4
     assert fills["blocks.2"] != WITHIN_FILL
+
+
+def test_the_picture_legend_shows_the_colours_error_colour_gives(
+    broken_report: ParityReport,
+) -> None:
+    divergence = broken_report.first_divergence
+    assert divergence is not None
+    rtol = divergence.tolerance.rtol
+    picture = broken_report.picture()
+    # A call within tolerance (see the test above), and the border every box but the first
+    # divergent one is drawn with, read from its box.
+    embed = ElementTree.fromstring(picture.svg).find(
+        ".//svg:g[@data-path='embed']/svg:rect", {"svg": "http://www.w3.org/2000/svg"}
+    )
+    assert embed is not None
+    border = embed.get("stroke")
+
+    assert legend(picture.svg) == [
+        (embed.get("fill"), border, "within tolerance"),
+        (error_colour(dataclasses.replace(divergence, relative_error=rtol)), border, "beyond"),
+        (
+            error_colour(dataclasses.replace(divergence, non_finite="NaN")),
+            border,
+            "1000x beyond, NaN",
+        ),
+        (UNPAIRED_FILL, border, "unpaired"),
+        ("#ffffff", border, "not recorded"),  # white, as the module says
+    ]
 
 
 def test_the_oracle_of_the_picture_test_sees_a_candidate_that_matches() -> None:

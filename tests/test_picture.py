@@ -14,6 +14,7 @@ from torch import nn
 # The SE block the docs' diff picture inserts (docs/make_pictures.py), here in a small model.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs"))
 from make_pictures import SqueezeExcite
+from picture_geometry import legend
 
 from pytest_fwdorder import TensorSpec, trace_forward
 from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
@@ -598,4 +599,35 @@ def test_a_wrap_is_drawn_as_a_new_box_around_the_old_calls_left_unchanged() -> N
         (2, "0.0", "same"),
         (2, "0.1", "same"),
         (1, "1", "inserted"),
+    ]
+
+
+LEGEND_OLD = (
+    f"{HEADER}<root>: Net (f32[2]) -> f32[2]\n  a: Linear (f32[2]) -> f32[2]\n"
+    "  b: ReLU (f32[2]) -> f32[2]\n  e: Sigmoid (f32[2]) -> f32[2]\n  f: Tanh (f32[2]) -> f32[2]\n"
+)
+# a moved, b unchanged, e changed, f removed, g inserted.
+LEGEND_NEW = (
+    f"{HEADER}<root>: Net (f32[2]) -> f32[2]\n  b: ReLU (f32[2]) -> f32[2]\n"
+    "  a: Linear (f32[2]) -> f32[2]\n  e: Sigmoid (f32[2]) -> f32[3]\n  g: GELU (f32[2]) -> f32[2]\n"
+)
+
+
+def test_the_diff_legend_shows_each_status_in_the_colours_of_its_boxes() -> None:
+    svg = diff_picture(diff_golden(LEGEND_OLD, LEGEND_NEW)).svg
+
+    # The oracle: the colours each status's boxes are drawn in, read from the boxes.
+    drawn = {}
+    for box in boxes(svg):
+        if "fo-container" not in box.get("class", ""):
+            frame = box.find(f"{SVG}rect[@class='fo-frame']")
+            assert frame is not None
+            status = box.get("class", "").split()[1].removeprefix("fo-")
+            drawn["unchanged" if status == "same" else status] = (
+                frame.get("fill"),
+                frame.get("stroke"),
+            )
+
+    assert legend(svg) == [
+        (*drawn[name], name) for name in ("inserted", "removed", "changed", "moved", "unchanged")
     ]

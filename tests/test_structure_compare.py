@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from torch import nn
@@ -26,6 +28,20 @@ def test_assert_same_structure_of_models_says_to_trace_them_first() -> None:
         r"trace the model first: trace_forward\(model, \*inputs\)$",
     ):
         assert_same_structure(nn.Linear(2, 2), torch.randn(1, 2))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("function", [structure_diff, assert_same_structure])
+@pytest.mark.parametrize("argument", ["expected", "actual"])
+def test_both_comparisons_refuse_a_non_trace_in_either_place_naming_themselves(
+    function: Callable[..., object], argument: str
+) -> None:
+    trace = trace_forward(nn.Linear(2, 2), torch.randn(1, 2))
+    traces = {"expected": trace, "actual": trace, argument: "a golden"}
+
+    with pytest.raises(
+        TypeError, match=rf"^{function.__name__} expected a trace as `{argument}`, got str: "
+    ):
+        function(traces["expected"], traces["actual"])
 
 
 def test_a_hide_that_is_not_facet_names_is_a_type_error_saying_what_to_write() -> None:

@@ -271,11 +271,24 @@ def structure_diff(
 ) -> TraceDiff:
     """The differences between two traces that remain once `ignore` is applied, the
     measurements `compare` names (`"costs"`, `"values"`, `"initialization"`) included."""
-    check_trace("structure_diff", "expected", expected)
-    check_trace("structure_diff", "actual", actual)
-    ignored = _parse_compare(compare, _parse_ignore(ignore))
-    _check_measured("structure_diff", ignored, expected, actual)
+    ignored = _checked_request("structure_diff", expected, actual, ignore, compare)
     return _structure_diff(expected, actual, ignored)
+
+
+def _checked_request(
+    function: str,
+    expected: TraceRecords,
+    actual: TraceRecords,
+    ignore: Iterable[IgnoreItem],
+    compare: Iterable[str],
+) -> _Ignored:
+    """What a structure comparison was asked to leave out and to compare, once both traces
+    and both requests are checked; errors name `function`."""
+    check_trace(function, "expected", expected)
+    check_trace(function, "actual", actual)
+    ignored = _parse_compare(compare, _parse_ignore(ignore))
+    _check_measured(function, ignored, expected, actual)
+    return ignored
 
 
 def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
@@ -403,10 +416,7 @@ def assert_same_structure(
     Raises `StructureMismatchError`, an AssertionError, with the remaining differences.
     """
     __tracebackhide__ = True  # the message says it all; our frames would only add noise
-    check_trace("assert_same_structure", "expected", expected)
-    check_trace("assert_same_structure", "actual", actual)
-    ignored = _parse_compare(compare, _parse_ignore(ignore))
-    _check_measured("assert_same_structure", ignored, expected, actual)
+    ignored = _checked_request("assert_same_structure", expected, actual, ignore, compare)
     remaining = _structure_diff(expected, actual, ignored)
     if remaining:
         raise StructureMismatchError(

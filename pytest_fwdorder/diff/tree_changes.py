@@ -18,6 +18,7 @@ per-call changes it explains, so a summary states them once.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
@@ -156,17 +157,11 @@ class _Finder:
             ]
             if not wrapped:
                 continue
-            renamed = self.renamed_under(wrapped)
-            olds, news = self.explain_subtrees(wrapped)
-            self.explained_new.add(wrapper)
-            old = ", ".join(self.old_name(self.new_to_old[child]) for child in wrapped)
-            new = ", ".join(self.new_names[child].name for child in wrapped)
             line = self.new_names[wrapper]
-            sentence = f"{line.name} ({line.module_type}) wraps the old {old}"
-            if old != new:
-                sentence += f", now {new}"
-            if renamed:
-                sentence += f" ({_calls(renamed)} renamed under it)"
+            sentence, olds, news = self._regrouped(
+                f"{line.name} ({line.module_type}) wraps", wrapped, now=", now"
+            )
+            self.explained_new.add(wrapper)
             found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | {wrapper}))
         return found
 
@@ -185,20 +180,35 @@ class _Finder:
             ]
             if not kept:
                 continue
-            new_roots = [self.old_to_new[child] for child in kept]
-            renamed = self.renamed_under(new_roots)
-            olds, news = self.explain_subtrees(new_roots)
-            self.explained_old.add(wrapper)
-            old = ", ".join(self.old_name(child) for child in kept)
-            new = ", ".join(self.new_names[root].name for root in new_roots)
             line = self.old_names[wrapper]
-            sentence = f"{line.name} ({line.module_type}) unwrapped: the old {old}"
-            if old != new:
-                sentence += f" is now {new}"
-            if renamed:
-                sentence += f" ({_calls(renamed)} renamed under it)"
+            sentence, olds, news = self._regrouped(
+                f"{line.name} ({line.module_type}) unwrapped:",
+                [self.old_to_new[child] for child in kept],
+                now=" is now",
+            )
+            self.explained_old.add(wrapper)
             found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | {wrapper}, news))
         return found
+
+    def _regrouped(
+        self, head: str, new_roots: list[int], *, now: str
+    ) -> tuple[str, frozenset[int], frozenset[int]]:
+        """The sentence of a wrap or an unwrap whose children are now these new subtrees, and
+        the calls it explains (old, new), marked explained.
+
+        The sentence is `head`, the children's old names, their new names after `now` where
+        they differ, and how many calls were renamed under them.
+        """
+        renamed = self.renamed_under(new_roots)
+        olds, news = self.explain_subtrees(new_roots)
+        old = ", ".join(self.old_name(self.new_to_old[root]) for root in new_roots)
+        new = ", ".join(self.new_names[root].name for root in new_roots)
+        sentence = f"{head} the old {old}"
+        if old != new:
+            sentence += f"{now} {new}"
+        if renamed:
+            sentence += f" ({_calls(renamed)} renamed under it)"
+        return sentence, olds, news
 
     def swaps(self) -> list[TreeChange]:
         """Two children of one parent, each now where the other was in its call order."""
@@ -262,11 +272,16 @@ class _Finder:
             sentence += f" ({_calls(renamed)} renamed under them)"
         return sentence
 
+    def unexplained_pairs(self) -> Iterator[tuple[int, int]]:
+        """Each pair of calls (old, new), in call order, that no change found so far explains
+        (asked again at each step: the change found last may explain the next pair)."""
+        for old_index, new_index in sorted(self.old_to_new.items()):
+            if old_index not in self.explained_old:
+                yield old_index, new_index
+
     def moves(self) -> list[TreeChange]:
         found = []
-        for old_index, new_index in sorted(self.old_to_new.items()):
-            if old_index in self.explained_old:
-                continue
+        for old_index, new_index in self.unexplained_pairs():
             if self.expected_parent(old_index) == self.new_tree.parents[new_index]:
                 continue
             old_line, new_line = self.old_names[old_index], self.new_names[new_index]
@@ -338,9 +353,7 @@ class _Finder:
     def renames(self) -> list[TreeChange]:
         """Calls renamed with the calls under them by one path rewrite, two calls or more."""
         found = []
-        for old_index, new_index in sorted(self.old_to_new.items()):
-            if old_index in self.explained_old:
-                continue
+        for old_index, new_index in self.unexplained_pairs():
             old_path, new_path = self.old_names[old_index].path, self.new_names[new_index].path
             if old_path == new_path or not old_path or not new_path:
                 continue

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -52,20 +53,16 @@ def loss_description(loss: object) -> str:
     return str(name)
 
 
+@dataclass(slots=True)
 class _Waiting:
     """A call whose output's gradient has not arrived yet: where to read it, how to show it."""
 
-    __slots__ = ("depth", "module_type", "nth", "number", "output_number", "path")
-
-    def __init__(
-        self, number: int, output_number: int, path: str, module_type: str, nth: int, depth: int
-    ) -> None:
-        self.number = number
-        self.output_number = output_number
-        self.path = path
-        self.module_type = module_type
-        self.nth = nth
-        self.depth = depth
+    number: int
+    output_number: int
+    path: str
+    module_type: str
+    nth: int
+    depth: int
 
 
 class BackwardRecorder:

@@ -16,7 +16,6 @@ from typing import Protocol
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.picture.layout import (
     MARGIN,
-    SMALL_FONT_SIZE,
     TEXT_INSET,
     Box,
     golden_calls,
@@ -27,9 +26,11 @@ from pytest_fwdorder.picture.svg import (
     BORDER,
     INK,
     LEAF_FILL,
+    LEGEND_HEIGHT,
     SUMMARY_LINE_HEIGHT,
     TYPE_INK,
     Picture,
+    svg_legend,
     svg_opening,
     xml_text,
 )
@@ -115,7 +116,6 @@ DIVERGENCE_BORDER = "#82071e"
 _YELLOW = (0xFF, 0xE0, 0x66)
 _RED = (0xE5, 0x53, 0x4B)
 _WORST_RATIO_DECADES = 3.0
-LEGEND_HEIGHT = 22
 
 
 def error_colour(error: CallErrorLike) -> str:
@@ -152,7 +152,7 @@ def parity_picture(report: ParityReportLike) -> Picture:
     width = max(layout.width, *(text_width(line) + 2 * MARGIN for line in summary), 640)
     height = layout.height + top
     parts = svg_opening(width, height, title, summary, "fwdorder-picture fwdorder-parity")
-    parts.append(_legend(MARGIN + len(summary) * SUMMARY_LINE_HEIGHT + 4))
+    parts.append(svg_legend(_LEGEND, len(summary)))
     parts.append(f'<g class="fo-calls" transform="translate(0,{top})">')
     for box in layout.boxes:
         # The golden names the model itself `<root>`, the recorded calls ``.
@@ -187,26 +187,15 @@ def _box(box: Box, fill: str, state: str, note: str, *, first: bool) -> str:
     )
 
 
-def _legend(y: int) -> str:
-    items = [
-        (WITHIN_FILL, "within tolerance"),
-        (_hex(_YELLOW), "beyond"),
-        (_hex(_RED), "1000x beyond, NaN"),
-        (UNPAIRED_FILL, "unpaired"),
-        (LEAF_FILL, "not recorded"),
-    ]
-    parts = ['<g class="fo-legend">']
-    x = MARGIN
-    for fill, name in items:
-        parts.append(
-            f'<rect x="{x}" y="{y}" width="14" height="14" rx="2" fill="{fill}" stroke="{BORDER}"/>'
-            f'<text x="{x + 19}" y="{y + 11}" font-size="{SMALL_FONT_SIZE + 1}" fill="{INK}">'
-            f"{name}</text>"
-        )
-        x += 19 + text_width(name) + 18
-    parts.append("</g>")
-    return "".join(parts)
-
-
 def _hex(colour: tuple[int, ...]) -> str:
     return "#" + "".join(f"{channel:02x}" for channel in colour)
+
+
+# The legend: (fill, border, name) of each colour a call can have.
+_LEGEND = (
+    (WITHIN_FILL, BORDER, "within tolerance"),
+    (_hex(_YELLOW), BORDER, "beyond"),
+    (_hex(_RED), BORDER, "1000x beyond, NaN"),
+    (UNPAIRED_FILL, BORDER, "unpaired"),
+    (LEAF_FILL, BORDER, "not recorded"),
+)

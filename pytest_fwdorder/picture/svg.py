@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,14 @@ STATUS_COLOURS: dict[Status, tuple[str, str]] = {
 LEVEL_FILLS = ("#f6f8fa", "#eaeef2")
 LEAF_FILL = "#ffffff"
 BORDER = "#8c959f"
+# The diff picture's legend: (fill, border, name) of each status.
+_DIFF_LEGEND = (
+    (*STATUS_COLOURS["inserted"], "inserted"),
+    (*STATUS_COLOURS["removed"], "removed"),
+    (*STATUS_COLOURS["changed"], "changed"),
+    (*STATUS_COLOURS["moved"], "moved"),
+    (LEAF_FILL, BORDER, "unchanged"),
+)
 # The tag of a module called more than once: one colour per module, the same in every box.
 # No blue among them: blue is the `x N` badge of a rolled run.
 SHARED_FILLS = (
@@ -165,7 +174,7 @@ def render_svg(
     height = layout.height + top
     parts = svg_opening(width, height, title, summary)
     if legend:
-        parts.append(_legend(MARGIN + len(summary) * SUMMARY_LINE_HEIGHT + 4))
+        parts.append(svg_legend(_DIFF_LEGEND, len(summary)))
     parts.append(f'<g class="fo-calls" transform="translate(0,{top})">')
     parts += _boxes(layout.boxes)
     parts += [_edge(edge.x, edge.top, edge.bottom, edge.label, edge.solid) for edge in layout.edges]
@@ -203,14 +212,11 @@ def xml_text(text: str) -> str:
     return html.escape(visible, quote=True)
 
 
-def _legend(y: int) -> str:
-    items: list[tuple[str, str, str]] = [
-        (*STATUS_COLOURS["inserted"], "inserted"),
-        (*STATUS_COLOURS["removed"], "removed"),
-        (*STATUS_COLOURS["changed"], "changed"),
-        (*STATUS_COLOURS["moved"], "moved"),
-        (LEAF_FILL, BORDER, "unchanged"),
-    ]
+def svg_legend(items: Sequence[tuple[str, str, str]], summary_lines: int) -> str:
+    """A picture's colour legend, under its `summary_lines` lines of summary: for each
+    (fill, border, name) in `items`, a swatch and its name, left to right, in a row
+    `LEGEND_HEIGHT` high."""
+    y = MARGIN + summary_lines * SUMMARY_LINE_HEIGHT + 4
     parts = ['<g class="fo-legend">']
     x = MARGIN
     for fill, border, name in items:

@@ -165,22 +165,7 @@ def _encoder_layer_fast_path(
         for inner in module.modules()
     ):
         return None  # hooks on the layer (the user's, or a trace's own) make the CPU decline
-    tensors = (
-        source,
-        attention.in_proj_weight,
-        attention.in_proj_bias,
-        attention.out_proj.weight,
-        attention.out_proj.bias,
-        module.norm1.weight,
-        module.norm1.bias,
-        module.norm2.weight,
-        module.norm2.bias,
-        module.linear1.weight,
-        module.linear1.bias,
-        module.linear2.weight,
-        module.linear2.bias,
-    )
-    if _grad_blocks(tensors):
+    if _grad_blocks((source, *_layer_weights(module))):
         return None
     return "torch._transformer_encoder_layer_fwd"
 
@@ -204,25 +189,29 @@ def _encoder_fast_path(
         mask is not None and mask is not _UNSEEN
     ):
         return None
-    attention = first.self_attn
-    tensors = (
-        source,
+    if _grad_blocks((source, *_layer_weights(first))):
+        return None
+    return "torch._nested_tensor_from_mask"
+
+
+def _layer_weights(layer: nn.TransformerEncoderLayer) -> tuple[Any, ...]:
+    """The weights an encoder layer's fused kernel reads: both fast paths decline when one
+    requires grad or overrides `__torch_function__`."""
+    attention = layer.self_attn
+    return (
         attention.in_proj_weight,
         attention.in_proj_bias,
         attention.out_proj.weight,
         attention.out_proj.bias,
-        first.norm1.weight,
-        first.norm1.bias,
-        first.norm2.weight,
-        first.norm2.bias,
-        first.linear1.weight,
-        first.linear1.bias,
-        first.linear2.weight,
-        first.linear2.bias,
+        layer.norm1.weight,
+        layer.norm1.bias,
+        layer.norm2.weight,
+        layer.norm2.bias,
+        layer.linear1.weight,
+        layer.linear1.bias,
+        layer.linear2.weight,
+        layer.linear2.bias,
     )
-    if _grad_blocks(tensors):
-        return None
-    return "torch._nested_tensor_from_mask"
 
 
 def _check_for(module_type: type) -> Any:
