@@ -13,7 +13,7 @@ import operator
 import random
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, chain, compress, filterfalse
 from typing import Any, NamedTuple, cast
 
 import torch
@@ -21,6 +21,12 @@ from torch import nn
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from pytest_fwdorder.errors import warn_at_caller
+from pytest_fwdorder.recording.attribute_layout import (
+    CONTAINERS,
+    MODULE_INTERNALS,
+    attribute_layout,
+    other_dicts,
+)
 from pytest_fwdorder.recording.direct_forwards import is_watching_forward
 from pytest_fwdorder.recording.model_index import ModelIndex
 from pytest_fwdorder.recording.module_facts import buffers_of, is_uninitialized, parameters_of
@@ -102,26 +108,30 @@ class ModelState:
         buffer_dicts = list(map(buffers_of, modules))
         names = list(chain.from_iterable(attribute_dicts))
         values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
-        value_types = list(map(type, values))
-        containers = _Containers.of(values, value_types)
-        self._watch_lists_and_sets(containers.lists, containers.sets)
+        layout = attribute_layout(len(modules), names, list(map(type, values)))
+        self._watch_lists_and_sets(
+            list(compress(values, layout.lists)) if layout.lists else [],
+            list(compress(values, layout.sets)) if layout.sets else [],
+        )
         lazy_types = {kind for kind in set(map(type, modules)) if issubclass(kind, LazyModuleMixin)}
         if lazy_types:
             self.lazy_modules += compress(modules, map(lazy_types.__contains__, map(type, modules)))
-        self.unwatched += _unwatched_containers(
-            attribute_dicts, paths, names, values, value_types, containers.kinds
-        )
-        watched_already = set(map(id, chain(parameter_dicts, buffer_dicts)))
-        other_dicts = compress(
-            containers.dicts,
-            map(operator.not_, map(watched_already.__contains__, map(id, containers.dicts))),
-        )
+        if layout.own_containers:
+            self.unwatched += _unwatched_containers(
+                attribute_dicts, paths, names, values, layout.own_containers
+            )
         self.attribute_dicts += attribute_dicts
         self.attribute_lengths += map(len, attribute_dicts)
         self.attribute_names += names
         self.attribute_values += values
         self.parameter_dicts += parameter_dicts
-        self._watch_dicts([*parameter_dicts, *buffer_dicts, *other_dicts])
+        self._watch_dicts(
+            [
+                *parameter_dicts,
+                *buffer_dicts,
+                *other_dicts(layout, attribute_dicts, values, parameter_dicts, buffer_dicts),
+            ]
+        )
         parameters = list(
             filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
         )
@@ -131,24 +141,22 @@ class ModelState:
 
     def _watch_dicts(self, dicts: list[dict[str, Any]]) -> None:
         """Copy the dicts that hold something; of an empty one, its emptiness is the copy."""
-        lengths = list(map(len, dicts))
-        watched = list(compress(dicts, lengths))
+        # A dict's truth is whether it holds something: each filter is one pass in C.
+        watched = list(filter(None, dicts))
         self.watched += watched
         self.copies += map(dict.copy, watched)
-        self.empty_dicts += compress(dicts, map(operator.not_, lengths))
+        self.empty_dicts += filterfalse(None, dicts)
 
     def _watch_lists_and_sets(self, lists: list[list[Any]], sets: list[set[Any]]) -> None:
         """As `_watch_dicts`, for the plain lists and sets the modules hold."""
-        list_lengths = list(map(len, lists))
-        watched_lists = list(compress(lists, list_lengths))
+        watched_lists = list(filter(None, lists))
         self.watched_lists += watched_lists
         self.list_copies += map(list.copy, watched_lists)
-        self.empty_lists += compress(lists, map(operator.not_, list_lengths))
-        set_lengths = list(map(len, sets))
-        watched_sets = list(compress(sets, set_lengths))
+        self.empty_lists += filterfalse(None, lists)
+        watched_sets = list(filter(None, sets))
         self.watched_sets += watched_sets
         self.set_copies += map(set.copy, watched_sets)
-        self.empty_sets += compress(sets, map(operator.not_, set_lengths))
+        self.empty_sets += filterfalse(None, sets)
 
     def _copy_buffers(self, values: Iterable[torch.Tensor | None]) -> None:
         """Copy each buffer's values, once per buffer object (one registered in two modules
@@ -379,7 +387,7 @@ def _own_attributes(module: nn.Module) -> dict[str, Any]:
     return {
         name: value
         for name, value in vars(module).items()
-        if name not in _MODULE_INTERNALS and not is_watching_forward(value)
+        if name not in MODULE_INTERNALS and not is_watching_forward(value)
     }
 
 
@@ -400,60 +408,21 @@ class _Unwatched(NamedTuple):
     length: int
 
 
-_CONTAINERS = (list, dict, set)
-
-
-class _Containers(NamedTuple):
-    """The containers among the modules' attribute values, found by their types in C."""
-
-    dicts: list[dict[str, Any]]  # of any dict class: each is copied as a plain dict
-    lists: list[list[Any]]  # plain lists and sets only: a subclass may not copy as one
-    sets: list[set[Any]]
-    kinds: frozenset[type]  # the container classes met, subclasses included
-
-    @classmethod
-    def of(cls, values: list[Any], value_types: list[type]) -> _Containers:
-        kinds = frozenset(kind for kind in set(value_types) if issubclass(kind, _CONTAINERS))
-        dict_kinds = {kind for kind in kinds if issubclass(kind, dict)}
-        return cls(
-            list(compress(values, map(dict_kinds.__contains__, value_types))),
-            list(compress(values, map(operator.is_, value_types, repeat(list))))
-            if list in kinds
-            else [],
-            list(compress(values, map(operator.is_, value_types, repeat(set))))
-            if set in kinds
-            else [],
-            kinds,
-        )
-
-
 def _unwatched_containers(
     attribute_dicts: list[dict[str, Any]],
     paths: Sequence[str],
     names: list[str],
     values: list[Any],
-    value_types: list[type],
-    container_kinds: frozenset[type],
+    places: list[int],
 ) -> list[_Unwatched]:
     """Containers below the modules' attributes that the watch does not copy: subclasses of
     list and set among the attributes (dicts of any class are copied), and containers inside
-    the ones it copies. Attributes are given flat, module after module, with their names
-    and types; torch's own (hook dicts, `_modules`) are not looked into."""
-    own_containers = list(
-        compress(
-            range(len(values)),
-            map(
-                operator.and_,
-                map(container_kinds.__contains__, value_types),
-                map(operator.not_, map(_MODULE_INTERNALS.__contains__, names)),
-            ),
-        )
-    )
-    if not own_containers:
-        return []
+    the ones it copies. Attributes are given flat, module after module, with their names;
+    `places` are those of the containers under the user's own names (not torch's hook dicts
+    or `_modules`, which are not looked into)."""
     ends = list(accumulate(map(len, attribute_dicts)))
     found: list[_Unwatched] = []
-    for position in own_containers:
+    for position in places:
         path = paths[bisect_right(ends, position)]
         found += _unwatched_in(f"{path}." if path else "", names[position], values[position])
     return found
@@ -461,7 +430,7 @@ def _unwatched_containers(
 
 def _unwatched_in(prefix: str, name: str, value: Any) -> list[_Unwatched]:
     """What the watch does not copy of one container attribute (see above)."""
-    if not isinstance(value, dict) and type(value) not in _CONTAINERS:
+    if not isinstance(value, dict) and type(value) not in CONTAINERS:
         return [_Unwatched(prefix + name, f"a {type(value).__name__} attribute", value, len(value))]
     items = value.items() if isinstance(value, dict) else enumerate(value)
     kind = type(value).__name__
@@ -473,12 +442,8 @@ def _unwatched_in(prefix: str, name: str, value: Any) -> list[_Unwatched]:
             len(item),
         )
         for key, item in items
-        if isinstance(item, _CONTAINERS)
+        if isinstance(item, CONTAINERS)
     ]
-
-
-# torch's own bookkeeping in a module's __dict__: parameters, buffers, children and hooks.
-_MODULE_INTERNALS = frozenset(vars(nn.Module()))
 
 
 def _warn_about_unwatched(state: ModelState) -> None:
@@ -496,7 +461,7 @@ def _warn_about_unwatched(state: ModelState) -> None:
 
 def _empty_again(containers: Sequence[dict[Any, Any] | list[Any] | set[Any]]) -> None:
     """Empty each container that was empty when the state was captured."""
-    if any(map(len, containers)):
+    if any(containers):  # a container's truth is whether it holds something
         for container in containers:
             if container:
                 container.clear()

@@ -1,0 +1,125 @@
+"""Where the containers sit among a model's attributes: planned once per layout.
+
+A trace watches every dict, list and set its modules hold (model_state.py). Finding them
+means reading the type of every attribute of every module; the plan of where they are
+depends only on the attributes' names and value types, so it is made once and used again
+while those are the same: by the next trace of the model, or of another built alike.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+from itertools import chain, compress, repeat
+from typing import Any, NamedTuple
+
+from torch import nn
+
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
+
+# The containers a trace copies (plain lists and sets, dicts of any class) or names.
+CONTAINERS = (list, dict, set)
+# torch's own bookkeeping in a module's __dict__: parameters, buffers, children and hooks.
+MODULE_INTERNALS = frozenset(vars(nn.Module()))
+
+
+class AttributeLayout(NamedTuple):
+    """What the modules' attributes are, by their place in the flat list of all of them.
+
+    Worked out from the attributes' names and value types alone, so a model traced again,
+    or another built alike, is read with the same plan: each mask says, for every place,
+    whether it holds that kind of value (`compress` applies it in C).
+    """
+
+    names: list[str]
+    value_types: list[type]
+    dicts: bytes  # of any dict class: each is copied as a plain dict
+    # Dicts not named `_parameters` or `_buffers`: where a module's own parameter and buffer
+    # dicts are (watched already), if torch's names hold them.
+    other_dicts: bytes
+    user_dicts: bytes | None  # dicts under names that are not torch's bookkeeping, if any
+    lists: bytes | None  # plain lists and sets only: a subclass may not copy as one
+    sets: bytes | None
+    own_containers: list[int]  # containers (subclasses too) under the user's own names
+
+
+def attribute_layout(
+    module_count: int, names: list[str], value_types: list[type]
+) -> AttributeLayout:
+    """The layout of these modules' attributes, given flat, module after module.
+
+    The one planned last for as many modules and attributes, if its names and value types
+    are these (two comparisons in C); else a new plan, kept in its place.
+    """
+    key = (module_count, len(names))
+    layout = _LAYOUTS.get(key)
+    if layout is None or layout.value_types != value_types or layout.names != names:
+        layout = _LAYOUTS.keep(key, _plan_layout(names, value_types))
+    return layout
+
+
+def _plan_layout(names: list[str], value_types: list[type]) -> AttributeLayout:
+    """Find the containers among attributes by their types, and torch's own by their names."""
+    kinds = frozenset(kind for kind in set(value_types) if issubclass(kind, CONTAINERS))
+    dict_kinds = {kind for kind in kinds if issubclass(kind, dict)}
+    dicts = bytes(map(dict_kinds.__contains__, value_types))
+    not_internal = bytes(map(operator.not_, map(MODULE_INTERNALS.__contains__, names)))
+    parameter_places = bytes(map(operator.eq, names, repeat("_parameters")))
+    buffer_places = bytes(map(operator.eq, names, repeat("_buffers")))
+    other_places = map(operator.not_, map(operator.or_, parameter_places, buffer_places))
+    user_dicts = bytes(map(operator.and_, dicts, not_internal))
+    return AttributeLayout(
+        names,
+        value_types,
+        dicts,
+        bytes(map(operator.and_, dicts, other_places)),
+        user_dicts if any(user_dicts) else None,
+        bytes(map(operator.is_, value_types, repeat(list))) if list in kinds else None,
+        bytes(map(operator.is_, value_types, repeat(set))) if set in kinds else None,
+        list(
+            compress(
+                range(len(names)),
+                map(operator.and_, map(kinds.__contains__, value_types), not_internal),
+            )
+        )
+        if kinds
+        else [],
+    )
+
+
+# A few layouts, by (module count, attribute count): one per model traced lately.
+_LAYOUTS: BoundedCache[tuple[int, int], AttributeLayout] = BoundedCache(8)
+
+
+def other_dicts(
+    layout: AttributeLayout,
+    attribute_dicts: list[dict[str, Any]],
+    values: list[Any],
+    parameter_dicts: list[dict[str, Any]],
+    buffer_dicts: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The dicts among the attributes, but for the modules' parameter and buffer dicts
+    (watched already): by place where those sit under torch's names and not under the
+    user's, else by identity."""
+    if (
+        _same_objects(map(dict.get, attribute_dicts, repeat("_parameters")), parameter_dicts)
+        and _same_objects(map(dict.get, attribute_dicts, repeat("_buffers")), buffer_dicts)
+        and (
+            layout.user_dicts is None
+            or _disjoint(compress(values, layout.user_dicts), parameter_dicts, buffer_dicts)
+        )
+    ):
+        return list(compress(values, layout.other_dicts))
+    watched_already = set(map(id, chain(parameter_dicts, buffer_dicts)))
+    return [value for value in compress(values, layout.dicts) if id(value) not in watched_already]
+
+
+def _disjoint(found: Iterable[Any], *others: list[Any]) -> bool:
+    """Whether no object in `found` is one of `others`'."""
+    return set(map(id, chain(*others))).isdisjoint(map(id, found))
+
+
+def _same_objects(found: Iterable[Any], expected: list[Any]) -> bool:
+    """Whether `found` holds the very objects of `expected`, in its order."""
+    found_list = list(found)
+    return len(found_list) == len(expected) and all(map(operator.is_, found_list, expected))
