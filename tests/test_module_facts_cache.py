@@ -154,6 +154,25 @@ def test_a_model_with_more_modules_than_the_bound_is_served_from_what_was_rememb
     assert after == trace_forward(copy.deepcopy(model), inputs).render()
 
 
+def test_equal_modules_share_what_is_remembered_of_them() -> None:
+    """Issue 37's heap: a model repeats a few kinds of module, each kind remembered once."""
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2), nn.Linear(2, 2), nn.ReLU())
+    inputs = torch.ones(1, 2)
+    trace_forward(model, inputs)
+    trace_forward(model, inputs)
+    remembered = [module_facts_module._REMEMBERED.get(id(module)) for module in model]
+
+    assert remembered[0] is not None
+    assert remembered[0] is remembered[1] is remembered[2]
+    assert remembered[3] is not remembered[0]
+
+    model[1].weight.requires_grad_(False)  # one of them changes: the others keep theirs
+    after = trace_forward(model, inputs).render()
+    assert after == trace_forward(copy.deepcopy(model), inputs).render()
+    assert module_facts_module._REMEMBERED.get(id(model[1])) is not remembered[0]
+    assert module_facts_module._REMEMBERED.get(id(model[0])) is remembered[0]
+
+
 def test_a_bounded_cache_forgets_its_oldest_half_when_full() -> None:
     cache: BoundedCache[str, int] = BoundedCache(4)
     for number, key in enumerate("abcd"):

@@ -14,6 +14,8 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import FwdOrderWarning, trace_forward
+from pytest_fwdorder.recording import attribute_layout as attribute_layout_module
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 
 
 class KeepsAHistory(nn.Module):
@@ -128,3 +130,32 @@ def test_a_parameter_dict_kept_under_a_second_name_is_put_back_once() -> None:
 
     assert list(model._parameters) == ["weight"]
     assert model.same_parameters is model._parameters
+
+
+def test_the_plan_of_a_model_with_more_attributes_than_kept_is_made_each_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37's heap: a plan holds about 400 bytes per module, so a big model's is not kept;
+    its containers are put back all the same."""
+    monkeypatch.setattr(attribute_layout_module, "MOST_KEPT_ATTRIBUTES", 10)
+    monkeypatch.setattr(attribute_layout_module, "_LAYOUTS", BoundedCache(8))
+    model = KeepsAHistory()
+    model.history = []
+
+    trace_forward(model, torch.ones(1, 2))
+    trace_forward(model, torch.ones(1, 2))
+
+    assert model.history == []
+    assert len(attribute_layout_module._LAYOUTS) == 0
+
+
+def test_the_plan_of_a_small_model_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: the same model's plan is kept when it fits."""
+    monkeypatch.setattr(attribute_layout_module, "_LAYOUTS", BoundedCache(8))
+    model = KeepsAHistory()
+    model.history = []
+
+    trace_forward(model, torch.ones(1, 2))
+
+    assert model.history == []
+    assert len(attribute_layout_module._LAYOUTS) == 1

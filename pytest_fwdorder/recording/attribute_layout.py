@@ -51,6 +51,8 @@ def attribute_layout(
     The one planned last for as many modules and attributes, if its names and value types
     are these (two comparisons in C); else a new plan, kept in its place.
     """
+    if len(names) > MOST_KEPT_ATTRIBUTES:
+        return _plan_layout(names, value_types)
     key = (module_count, len(names))
     layout = _LAYOUTS.get(key)
     if layout is None or layout.value_types != value_types or layout.names != names:
@@ -87,7 +89,12 @@ def _plan_layout(names: list[str], value_types: list[type]) -> AttributeLayout:
     )
 
 
-# A few layouts, by (module count, attribute count): one per model traced lately.
+# A few layouts, by (module count, attribute count): one per model traced lately. A layout
+# holds about 21 bytes per attribute (two flat lists, five masks), about 400 per module: the
+# plan of a model of more attributes than this (some 6,000 modules) is made each trace and not
+# kept, so that the process never holds more than about 8 x 2.7 MiB of plans, and a model's
+# trace no more than its calls need (issue 37: 421 bytes per call).
+MOST_KEPT_ATTRIBUTES = 2**17
 _LAYOUTS: BoundedCache[tuple[int, int], AttributeLayout] = BoundedCache(8)
 
 

@@ -151,7 +151,19 @@ def _remember(module: nn.Module, facts: ModuleFacts) -> None:
         shared_values = _SETTING_VALUES.keep(values, values)
     elif not all(map(operator.is_, shared_values, values)):  # equal, not the same objects
         shared_values = values
-    _REMEMBERED.keep(id(module), _Remembered(shared_kind, shared_values, facts))
+    # Equal modules share one _Remembered too (it is frozen): keyed by its facts' id, which
+    # cannot be reused while the entry kept here holds the facts alive.
+    remembered = _SHARED_REMEMBERED.get(id(facts))
+    if (
+        remembered is None
+        or remembered.facts is not facts
+        or remembered.kind is not shared_kind
+        or remembered.values is not shared_values
+    ):
+        remembered = _SHARED_REMEMBERED.keep(
+            id(facts), _Remembered(shared_kind, shared_values, facts)
+        )
+    _REMEMBERED.keep(id(module), remembered)
 
 
 def remember_modules(count: int) -> None:
@@ -235,6 +247,9 @@ def _tensor_states(module: nn.Module) -> tuple[object, ...]:
 _NO_NAMES: frozenset[str] = frozenset()
 # Each module's facts while they hold, by the module's id (see _Remembered).
 _REMEMBERED: BoundedCache[int, _Remembered] = BoundedCache(_MOST_TENSOR_FACTS)
+# Equal modules repeat a few kinds: a small bound keeps them and caps a model of all-different
+# modules at a few hundred kilobytes.
+_SHARED_REMEMBERED: BoundedCache[int, _Remembered] = BoundedCache(1024)
 # What equal remembered modules share, one object each (see _remember).
 _MODULE_KINDS: BoundedCache[
     tuple[type[nn.Module], object, SettingsPlan, frozenset[str], tuple[object, ...]],
