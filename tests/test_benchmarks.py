@@ -103,7 +103,8 @@ def test_the_heap_rows_read_a_fresh_process_and_show_the_target(smoke_table: str
     fresh = fresh_child_heap_bytes(250) / 501
 
     for row, value in ((scale_row, scale_row[3]), (linear_row, linear_row[2])):
-        assert abs(float(value.split()[0]) - fresh) <= 1, (row, fresh)
+        # Two fresh processes differ by a few hundred bytes (hash seeds size dicts apart).
+        assert abs(float(value.split()[0]) - fresh) <= 0.01 * fresh, (row, fresh)
         assert row[4].startswith("<= 421 B"), row
         assert row[5] == ("yes" if float(value.split()[0]) <= 421 else "NO"), row
 

@@ -151,14 +151,11 @@ def _remember(module: nn.Module, facts: ModuleFacts) -> None:
         shared_values = _SETTING_VALUES.keep(values, values)
     elif not all(map(operator.is_, shared_values, values)):  # equal, not the same objects
         shared_values = values
-    # Equal modules share one _Remembered too (it is frozen): keyed by its facts' id, which
-    # cannot be reused while the entry kept here holds the facts alive.
+    # Equal modules share one _Remembered too (it is frozen), keyed by its facts' id: the
+    # entry holds those facts alive, so while it is kept the id names them and no other.
     remembered = _SHARED_REMEMBERED.get(id(facts))
-    if (
-        remembered is None
-        or remembered.facts is not facts
-        or remembered.kind is not shared_kind
-        or remembered.values is not shared_values
+    if remembered is None or not (
+        remembered.kind is shared_kind and remembered.values is shared_values
     ):
         remembered = _SHARED_REMEMBERED.keep(
             id(facts), _Remembered(shared_kind, shared_values, facts)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_fwdorder import diff_golden
+from pytest_fwdorder import diff_golden, diff_picture
 from pytest_fwdorder.picture.svg import STATUS_COLOURS, Picture
 from pytest_fwdorder.report.html import render_report
 from pytest_fwdorder.snapshot.kept_comparisons import Comparison
@@ -137,7 +137,7 @@ def test_a_two_layer_transformer_draws_its_layers_once_marked_x2(
 def test_the_diff_of_an_inserted_se_block_shows_it_green(
     browser: Any, goldens: tuple[str, str], tmp_path: Path
 ) -> None:
-    picture = diff_golden(*goldens).picture()
+    picture = diff_picture(diff_golden(*goldens))
 
     svg = show(browser, picture, tmp_path, "diff-se")
     image = screenshot(browser, svg, tmp_path / "diff-se.png")
