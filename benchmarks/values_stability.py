@@ -14,7 +14,7 @@ accept on this CPU (it runs another one instead) is reported and left out.
 Every configuration's text is compared with the first configuration's, fact by fact: for each
 statistic, the ratio |difference| / allowed, allowed being `absolute + relative x scale`
 (the default tolerance of pytest_fwdorder/options.py, `scale` the larger largest absolute
-value, as fingerprint_tolerance.py compares). A ratio below 1 matches; the margin a default
+value, as pytest_fwdorder/diff/values_tolerance.py compares). A ratio below 1 matches; the margin a default
 needs shows in how far below. The table shows the 10 models with the worst ratio and, per
 model, how many values facts differ at all in text; then the models x configurations the
 snapshot extension does not match (exit status 1 if any), the zoo-wide worst ratio against

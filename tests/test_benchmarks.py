@@ -45,7 +45,9 @@ def fresh_child_heap_bytes(pairs: int) -> int:
         text=True,
         check=True,
     )
-    measured: int = json.loads(finished.stdout)["bytes"]
+    measured: int = json.loads(finished.stdout.strip().splitlines()[-1])[
+        "bytes"
+    ]  # as run.py reads it
     return measured
 
 

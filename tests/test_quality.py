@@ -54,23 +54,39 @@ def package_modules() -> dict[str, Path]:
 def package_imports() -> dict[str, set[str]]:
     """Module -> the package modules it imports, at any level (function-level imports too)."""
     modules = package_modules()
-    edges: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                target = node.module.removeprefix("pytest_fwdorder.")
-                if node.module.startswith("pytest_fwdorder.") and target in modules:
-                    found.add(target)
-                elif node.module == "pytest_fwdorder" or node.module.startswith("pytest_fwdorder."):
-                    # `from pytest_fwdorder.recording import recorder`: the module imported.
-                    found.update(
-                        f"{target}.{alias.name}".removeprefix("pytest_fwdorder.")
-                        for alias in node.names
-                        if f"{target}.{alias.name}".removeprefix("pytest_fwdorder.") in modules
-                    )
-        edges[name] = found - {name}
-    return edges
+    return {
+        name: imports_of_source(path.read_text(), set(modules)) - {name}
+        for name, path in modules.items()
+    }
+
+
+def imports_of_source(source: str, modules: set[str]) -> set[str]:
+    """The package modules `source` imports: `import pytest_fwdorder.golden.render`, `from
+    pytest_fwdorder.recording import recorder` (that module) and `from pytest_fwdorder
+    import trace_forward` (the package's face, `__init__`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(
+                module_named(alias.name, modules)
+                for alias in node.names
+                if alias.name.split(".")[0] == "pytest_fwdorder"
+            )
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] != "pytest_fwdorder":
+                continue
+            for alias in node.names:
+                imported = f"{node.module}.{alias.name}".removeprefix("pytest_fwdorder.")
+                found.add(imported if imported in modules else module_named(node.module, modules))
+    return found
+
+
+def module_named(dotted: str, modules: set[str]) -> str:
+    """The package module an import names (`pytest_fwdorder.golden` -> `golden.__init__`)."""
+    name = dotted.removeprefix("pytest_fwdorder").removeprefix(".")
+    if name in modules:
+        return name
+    return f"{name}.__init__" if f"{name}.__init__" in modules else "__init__"
 
 
 def cycle_in(edges: dict[str, set[str]]) -> list[str] | None:
@@ -155,6 +171,22 @@ def test_no_module_imports_from_its_own_layer_or_above() -> None:
     assert imports_upward(package_imports()) == []
 
 
+def documented_layers() -> tuple[tuple[str, ...], ...]:
+    """The layers docs/architecture.md draws, bottom first (` 8  checks/, plugin.py  ...`)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    layers = {}
+    for line in block.splitlines():
+        number, units = line.split(maxsplit=1)
+        names = re.split(r"\s{2,}", units.strip())[0].split(", ")
+        layers[int(number)] = tuple(name.removesuffix("/").removesuffix(".py") for name in names)
+    return tuple(layers[number] for number in sorted(layers))
+
+
+def test_the_layers_are_the_ones_the_architecture_page_draws() -> None:
+    assert documented_layers() == LAYERS
+
+
 def test_the_layer_check_finds_an_import_upward_and_one_across() -> None:
     edges = {
         "golden.render": {"calls.records", "diff.changes"},  # up
@@ -165,6 +197,23 @@ def test_the_layer_check_finds_an_import_upward_and_one_across() -> None:
         "golden.render -> diff.changes",
         "picture.svg -> snapshot.policy",
     ]
+
+
+def test_the_import_reader_finds_every_form_of_import() -> None:
+    """A plain import, a module by name from its folder, and a public name from the face, at
+    module level or inside a function: each is an arrow the layer check sees."""
+    source = (
+        "import pytest_fwdorder.golden.render\n"
+        "from pytest_fwdorder.recording import recorder\n"
+        "def later():\n"
+        "    from pytest_fwdorder import trace_forward\n"
+        "    import pytest_fwdorder.diff\n"
+        "    import torch\n"
+    )
+
+    found = imports_of_source(source, set(package_modules()))
+
+    assert found == {"golden.render", "recording.recorder", "__init__", "diff.__init__"}
 
 
 def test_the_test_suite_does_not_reach_into_examples() -> None:

@@ -2,9 +2,9 @@
 
 The bottom of the package with `value_descriptions.py` (what a call's arguments and output
 look like) and `facet_records.py` (what the facets add), beside it: nothing here imports
-torch or any other module of the package, so records can be built, rendered and compared
-anywhere. `Trace` (in `trace.py`) adds the
-conveniences that need rendering and diffing on top of `TraceRecords`.
+torch or any module of the package but those two, so records can be built, rendered and
+compared anywhere. `Trace` (in `trace.py`) adds the conveniences that need rendering and
+diffing on top of `TraceRecords`.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def loss_description(loss: object) -> str:
     return str(name)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # waits are told apart by identity
 class _Waiting:
     """A call whose output's gradient has not arrived yet: where to read it, how to show it."""
 

@@ -6,7 +6,7 @@ operation can change it: an in-place activation after a convolution (`ReLU(inpla
 changes the very tensor the convolution returned, and a hook that kept the tensor to look
 at later would see the activation's values. Statistics are over the finite elements; the
 order in which a reduction adds differs between thread counts in the last bits, which the
-comparison's tolerance is far above (fingerprint_tolerance.py).
+comparison's tolerance is far above (diff/values_tolerance.py).
 
 The forward runs under a fixed seed (`SEED`, in `seeded`), restored afterwards: with it,
 dropout and other random operations in train mode draw the same numbers on every run on

@@ -1,5 +1,5 @@
 """Golden call lines -> a picture's layout: boxes, nesting, rolled runs and edges. Pure, no
-torch and no SVG text (`picture_svg` draws what this places).
+torch and no SVG text (`svg.py` draws what this places).
 
 The picture is a top-to-bottom chain in execution order. A call with calls inside is a
 container box, its header at the top and its children stacked inside it; every other call

@@ -1,1 +1,1 @@
-"""Run a model's forward once under hooks and record every call: the only stage that hooks modules."""
+"""Run a model's forward once under hooks and record every call (the recorder's hooks are here)."""

@@ -33,14 +33,22 @@ class AttributeLayout(NamedTuple):
 
     names: list[str]
     value_types: list[type]
-    dicts: bytes  # of any dict class: each is copied as a plain dict
+    dict_places: bytes  # of any dict class: each is copied as a plain dict
     # Dicts not named `_parameters` or `_buffers`: where a module's own parameter and buffer
     # dicts are (watched already), if torch's names hold them.
-    other_dicts: bytes
-    user_dicts: bytes | None  # dicts under names that are not torch's bookkeeping, if any
-    lists: bytes | None  # plain lists and sets only: a subclass may not copy as one
-    sets: bytes | None
-    own_containers: list[int]  # containers (subclasses too) under the user's own names
+    other_dict_places: bytes
+    user_dict_places: bytes | None  # dicts under names not torch's bookkeeping, if any
+    list_places: bytes | None  # plain lists and sets only: a subclass may not copy as one
+    set_places: bytes | None
+    own_container_places: list[int]  # containers (subclasses too) under the user's names
+
+
+# A plan holds about 21 bytes per attribute (400 per module): a model of more attributes
+# (some 6,000 modules) is planned each trace, so that a trace keeps no more than its calls
+# need (issue 37: 421 bytes per call) and the 8 plans kept stay under about 22 MiB.
+MOST_KEPT_ATTRIBUTES = 2**17
+# The plans kept, by (module count, attribute count): one per model traced lately.
+_LAYOUTS: BoundedCache[tuple[int, int], AttributeLayout] = BoundedCache(8)
 
 
 def attribute_layout(
@@ -89,15 +97,6 @@ def _plan_layout(names: list[str], value_types: list[type]) -> AttributeLayout:
     )
 
 
-# A few layouts, by (module count, attribute count): one per model traced lately. A layout
-# holds about 21 bytes per attribute (two flat lists, five masks), about 400 per module: the
-# plan of a model of more attributes than this (some 6,000 modules) is made each trace and not
-# kept, so that the process never holds more than about 8 x 2.7 MiB of plans, and a model's
-# trace no more than its calls need (issue 37: 421 bytes per call).
-MOST_KEPT_ATTRIBUTES = 2**17
-_LAYOUTS: BoundedCache[tuple[int, int], AttributeLayout] = BoundedCache(8)
-
-
 def other_dicts(
     layout: AttributeLayout,
     attribute_dicts: list[dict[str, Any]],
@@ -112,13 +111,15 @@ def other_dicts(
         _same_objects(map(dict.get, attribute_dicts, repeat("_parameters")), parameter_dicts)
         and _same_objects(map(dict.get, attribute_dicts, repeat("_buffers")), buffer_dicts)
         and (
-            layout.user_dicts is None
-            or _disjoint(compress(values, layout.user_dicts), parameter_dicts, buffer_dicts)
+            layout.user_dict_places is None
+            or _disjoint(compress(values, layout.user_dict_places), parameter_dicts, buffer_dicts)
         )
     ):
-        return list(compress(values, layout.other_dicts))
+        return list(compress(values, layout.other_dict_places))
     watched_already = set(map(id, chain(parameter_dicts, buffer_dicts)))
-    return [value for value in compress(values, layout.dicts) if id(value) not in watched_already]
+    return [
+        value for value in compress(values, layout.dict_places) if id(value) not in watched_already
+    ]
 
 
 def _disjoint(found: Iterable[Any], *others: list[Any]) -> bool:

@@ -110,15 +110,15 @@ class ModelState:
         values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
         layout = attribute_layout(len(modules), names, list(map(type, values)))
         self._watch_lists_and_sets(
-            list(compress(values, layout.lists)) if layout.lists else [],
-            list(compress(values, layout.sets)) if layout.sets else [],
+            list(compress(values, layout.list_places)) if layout.list_places else [],
+            list(compress(values, layout.set_places)) if layout.set_places else [],
         )
         lazy_types = {kind for kind in set(map(type, modules)) if issubclass(kind, LazyModuleMixin)}
         if lazy_types:
             self.lazy_modules += compress(modules, map(lazy_types.__contains__, map(type, modules)))
-        if layout.own_containers:
+        if layout.own_container_places:
             self.unwatched += _unwatched_containers(
-                attribute_dicts, paths, names, values, layout.own_containers
+                attribute_dicts, paths, names, values, layout.own_container_places
             )
         self.attribute_dicts += attribute_dicts
         self.attribute_lengths += map(len, attribute_dicts)

@@ -6,7 +6,8 @@ are not registered under the root too, and never leaves anything in the user's m
 `recording` is that block: it indexes the model (model_index.py), claims its modules
 (module_claims.py), captures its state (model_state.py), swaps in stand-ins for a device
 (stand_ins.py), installs the hooks, and puts everything back at its end. Other modules
-install hooks of their own for what they record: facets/backward.py, facets/operations.py and tracing/forward.py.
+install hooks of their own: facets/backward.py (the backward order), meta/failures.py and
+meta/fast_paths.py (refusals on meta) and meta/build.py (a builder's registrations).
 """
 
 from __future__ import annotations

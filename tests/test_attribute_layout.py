@@ -1,4 +1,4 @@
-"""The state a trace puts back is planned once per attribute layout (recording/model_state.py).
+"""The state a trace puts back is planned once per attribute layout (recording/attribute_layout.py).
 
 A model traced again, or another built alike, reuses the plan of where its containers are;
 these tests change the model between two traces so that the plan no longer fits, and check
