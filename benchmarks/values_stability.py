@@ -14,7 +14,7 @@ accept on this CPU (it runs another one instead) is reported and left out.
 Every configuration's text is compared with the first configuration's, fact by fact: for each
 statistic, the ratio |difference| / allowed, allowed being `absolute + relative x scale`
 (the default tolerance of pytest_fwdorder/options.py, `scale` the larger largest absolute
-value, as pytest_fwdorder/diff/values_tolerance.py compares). A ratio below 1 matches; the margin a default
+value, as pytest_fwdorder/facets/values.py compares). A ratio below 1 matches; the margin a default
 needs shows in how far below. The table shows the 10 models with the worst ratio and, per
 model, how many values facts differ at all in text; then the models x configurations the
 snapshot extension does not match (exit status 1 if any), the zoo-wide worst ratio against
@@ -44,14 +44,11 @@ from cpu_stability import (
 )
 from version_matrix import REPOSITORY, quiet_warnings
 
-from pytest_fwdorder.golden.format import (
-    FACT_PREFIX,
-    VALUES_FACT,
-)
-from pytest_fwdorder.golden.values_lines import parse_fingerprints
+from pytest_fwdorder.facets.values import VALUES
+from pytest_fwdorder.golden.format import FACT_PREFIX
 from pytest_fwdorder.options import VALUES_ABSOLUTE_TOLERANCE, VALUES_RELATIVE_TOLERANCE
 
-_VALUES_FACT_START = f"{FACT_PREFIX}{VALUES_FACT}: "
+_VALUES_FACT_START = f"{FACT_PREFIX}{VALUES.title}: "
 _STATISTICS = ("mean", "std", "absmax")
 _COUNTS = ("nan", "inf")
 _SHOWN = 10
@@ -78,26 +75,23 @@ def fingerprint_ratio(
     make them match (another tensor count, another NaN or Inf count)."""
     if old == new:
         return 0.0, ""
-    old_tensors, new_tensors = parse_fingerprints(old), parse_fingerprints(new)
+    old_tensors, new_tensors = VALUES.parse(old), VALUES.parse(new)
     if len(old_tensors) != len(new_tensors):
         return math.inf, f"{len(old_tensors)} tensors -> {len(new_tensors)}"
     worst, where = 0.0, ""
     several = len(new_tensors) > 1
-    for number, (old_statistics, new_statistics) in enumerate(
-        zip(old_tensors, new_tensors, strict=True)
-    ):
+    for number, (before, after) in enumerate(zip(old_tensors, new_tensors, strict=True)):
         prefix = f"[{number}] " if several else ""
         for name in _COUNTS:
-            if old_statistics.get(name) != new_statistics.get(name):
+            if getattr(before, name) != getattr(after, name):
                 return math.inf, f"{prefix}{name} count"
-        if ("absmax" in old_statistics) != ("absmax" in new_statistics):
+        if (before.absmax is None) != (after.absmax is None):
             return math.inf, f"{prefix}finite values"
-        if "absmax" not in old_statistics:
+        if before.absmax is None or after.absmax is None:
             continue
-        scale = max(abs(old_statistics["absmax"]), abs(new_statistics["absmax"]))
-        allowed = absolute + relative * scale
+        allowed = absolute + relative * max(abs(before.absmax), abs(after.absmax))
         for name in _STATISTICS:
-            ratio = abs(old_statistics[name] - new_statistics[name]) / allowed
+            ratio = abs((getattr(before, name) or 0.0) - (getattr(after, name) or 0.0)) / allowed
             if ratio > worst:
                 worst, where = ratio, f"{prefix}{name}"
     return worst, where

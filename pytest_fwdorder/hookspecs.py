@@ -16,8 +16,8 @@ Inside pytest the specifications are added to pytest's own plugin manager
 (`pytest_addhooks`), so conftest files and `pytest11` plugins implement them. Library calls
 and the `fwdorder` command use a `FwdOrderPluginManager` that loads the plugins installed
 under the entry-point group `pytest_fwdorder`; pytest loads that group too, so a plugin
-registered there works in both. The built-in describers (`pytest_fwdorder.recording.builtin_describers`) are
-the first plugin of either manager.
+registered there works in both. The built-in describers (`pytest_fwdorder.recording.builtin_describers`)
+and the built-in facets (`pytest_fwdorder.facets.values`) are the first plugins of either manager.
 """
 
 from __future__ import annotations
@@ -52,7 +52,10 @@ CallView = Literal["fold", "hide"]
 CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 # Our own plugins, imported by name as pytest imports its default plugins: the first
 # answers to the hooks are ours, written as any plugin's are.
-BUILTIN_PLUGINS = ("pytest_fwdorder.recording.builtin_describers",)
+BUILTIN_PLUGINS = (
+    "pytest_fwdorder.recording.builtin_describers",
+    "pytest_fwdorder.facets.values",
+)
 
 
 class Describer(Protocol):

@@ -34,20 +34,19 @@ NAMED_TODAY = {
     "recording/model_state.py": {"initialization"},
     "recording/recorder.py": {"initialization"},
     "tracing/building.py": {"initialization"},
-    "tracing/facet_setup.py": {"backward", "costs", "operations", "values"},
+    "tracing/facet_setup.py": {"backward", "costs", "operations"},
     "tracing/forward.py": {"backward", "devices", "graph_breaks", "initialization", "local_shapes"},
     # A facet's own golden lines, torch-free, beside the format they extend (each names its
     # facet by design; "operations" here are the words of uncounted and initialization ones).
     "golden/costs_lines.py": {"costs", "operations"},
     "golden/graph_breaks_lines.py": {"graph_breaks"},
     "golden/initialization_lines.py": {"initialization", "operations"},
-    "golden/values_lines.py": {"values"},
     "golden/folding.py": {"backward", "operations"},
     "golden/format.py": {"backward", "costs", "devices", "local_shapes", "operations"},
     "golden/parse.py": {"backward", "operations"},
     "golden/render.py": {
         "backward", "costs", "devices", "graph_breaks", "initialization", "local_shapes",
-        "operations", "values",
+        "operations",
     },
     # The call lines, split from render.py for speed (one loop per call): the per-call
     # devices, local shapes and operations lines render.py's header sections also name.
@@ -57,14 +56,11 @@ NAMED_TODAY = {
     "diff/change_details.py": {"costs", "initialization", "operations"},
     "diff/changes.py": {"backward", "costs", "graph_breaks", "initialization", "operations"},
     "diff/classification.py": {
-        "backward", "costs", "graph_breaks", "initialization", "operations", "values",
+        "backward", "costs", "graph_breaks", "initialization", "operations",
     },
     "diff/diffing.py": {"backward"},
     "diff/explanation.py": {"backward", "costs", "graph_breaks", "initialization", "operations"},
     "diff/graph_break_changes.py": {"graph_breaks"},
-    # Moved from facets/ (which is not core) so that the diff and the snapshot need not
-    # reach above the recorder: the values facet's tolerance, torch-free.
-    "diff/values_tolerance.py": {"values"},
     "diff/places.py": {"operations"},
     "picture/layout.py": {"backward", "operations"},
     "picture/parity_picture.py": {"values"},

@@ -133,8 +133,9 @@ def test_the_diff_says_the_facets_change_in_its_words_at_each_call(facet: Any) -
     summary = old.diff(new).summary()
     assert summary.splitlines() == [
         "3 calls before, 3 after: 3 calls positive outputs changed",
-        "positive outputs changed at 3 calls: <root> (Sequential): 8 -> 0; 0 (Linear): 8 -> 0; "
-        "1 (ReLU): 8 -> 0",
+        # In the order the calls ended, as the facet observed them.
+        "positive outputs changed at 3 calls, first at 0 (Linear): 8 -> 0; later: 1 (ReLU): "
+        "8 -> 0; <root> (Sequential): 8 -> 0",
     ]
     assert old.diff(new).explained_counts() == {"positive outputs changed": 3}
     assert diff_golden(old.render(), new.render()).summary() == summary
@@ -218,7 +219,7 @@ def test_a_conftest_facet_reaches_the_golden_the_failure_and_the_report(
     failed.stdout.fnmatch_lines(
         [
             "*3 calls before, 3 after: 3 calls positive outputs changed*",
-            "*positive outputs changed at 3 calls: <root> (Sequential): 8 -> 0; 0 (Linear): 8 -> 0;*",
+            "*positive outputs changed at 3 calls, first at 0 (Linear): 8 -> 0; later: 1 (ReLU)*",
         ]
     )
     report = pytester.path.joinpath("report.html").read_text()

@@ -13,9 +13,9 @@ from torch import nn
 
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.diff.values_tolerance import fingerprints_match, within_tolerance
-from pytest_fwdorder.facets.values import fingerprint
-from pytest_fwdorder.golden.values_lines import parse_fingerprints
+from pytest_fwdorder.facets.values import VALUES, ValuesFacet, fingerprint
+from pytest_fwdorder.golden.facet_facts import within_facets
+from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
 from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
 
 
@@ -34,6 +34,16 @@ class Attention(nn.Module):
         scores = self.query(x) @ self.key(x).transpose(-1, -2)
         scale = self.width if self.divide_by_width else math.sqrt(self.width)
         return self.project((scores / scale).softmax(-1) @ x)
+
+
+def fingerprints_match(old: str, new: str, tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE) -> bool:
+    """Whether two `values:` facts' texts match, as the values facet reads and compares them."""
+    facet = ValuesFacet(tolerance)
+    return facet.same(facet.parse(old), facet.parse(new))
+
+
+def within_tolerance(old_text: str, new_text: str, tolerance: Tolerance) -> str:
+    return within_facets(old_text, new_text, [ValuesFacet(tolerance)])
 
 
 def values_facts(text: str) -> list[str]:
@@ -83,9 +93,8 @@ def test_a_fingerprint_is_taken_before_an_in_place_activation_changes_the_output
     # it to look at later would see no negative values there.
     model = nn.Sequential(nn.Linear(4, 64), nn.ReLU(inplace=True))
     trace = trace_forward(model, torch.randn(8, 4), values=True)
-    linear, relu = trace[1].fingerprints, trace[2].fingerprints
-    assert linear is not None
-    assert relu is not None
+    values = trace.facet_values["values"]
+    linear, relu = values[1], values[2]
     linear_mean, relu_mean = linear[0].mean, relu[0].mean
     assert linear_mean is not None
     assert relu_mean is not None
@@ -192,10 +201,9 @@ def test_fingerprints_within_tolerance_are_left_out_of_a_failures_diff() -> None
         lambda: nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Identity()), x, values=True
     )
     (first_fact, *_) = values_facts(before.render())
-    statistics = parse_fingerprints(first_fact.partition("values: ")[2])[0]
-    nudged = first_fact.replace(
-        first_fact.rpartition("absmax ")[2], f"{statistics['absmax'] * 1.0001:.5g}"
-    )
+    absmax = VALUES.parse(first_fact.partition("values: ")[2])[0].absmax
+    assert absmax is not None
+    nudged = first_fact.replace(first_fact.rpartition("absmax ")[2], f"{absmax * 1.0001:.5g}")
     golden = before.render().replace(first_fact, nudged, 1)
     message = "\n".join(explain_mismatch(golden, after.render()))
     assert "1 call inserted" in message
@@ -206,10 +214,9 @@ def test_a_fingerprint_nudged_in_its_last_digit_matches_through_the_snapshot_ext
     model, x = nn.Linear(4, 4), torch.randn(1, 4)
     text = trace_forward(model, x, values=True).render()
     (fact,) = values_facts(text)
-    statistics = parse_fingerprints(fact.partition("values: ")[2])[0]
-    nudged = fact.replace(
-        f"absmax {fact.split('absmax ')[1]}", f"absmax {statistics['absmax'] * 1.0001:.5g}"
-    )
+    absmax = VALUES.parse(fact.partition("values: ")[2])[0].absmax
+    assert absmax is not None
+    nudged = fact.replace(f"absmax {fact.split('absmax ')[1]}", f"absmax {absmax * 1.0001:.5g}")
     golden = text.replace(fact, nudged)
     assert golden != text
     assert TraceSnapshotExtension().matches(serialized_data=text, snapshot_data=golden)
@@ -262,7 +269,8 @@ def test_the_marker_turns_values_on_and_sets_the_tolerance(pytester: pytest.Pyte
         @pytest.mark.fwdorder(values=True, values_relative_tolerance=0.5)
         def test_values(forward_trace):
             trace = forward_trace(nn.Linear(4, 2), torch.randn(3, 4))
-            assert trace.values_tolerance == (0.5, 1e-06)
+            (facet,) = [facet for facet in trace.facets if facet.title == "values"]
+            assert facet.tolerance == (0.5, 1e-06)
             assert "| values: " in trace.render()
         """
     )
@@ -280,7 +288,8 @@ def test_the_ini_sets_the_tolerance(pytester: pytest.Pytester) -> None:
 
         def test_values(forward_trace):
             trace = forward_trace(nn.Linear(4, 2), torch.randn(3, 4))
-            assert trace.values_tolerance == (0.001, 0.0001)
+            (facet,) = [facet for facet in trace.facets if facet.title == "values"]
+            assert facet.tolerance == (0.001, 0.0001)
         """
     )
     pytester.runpytest().assert_outcomes(passed=1)
@@ -359,7 +368,7 @@ def test_the_report_shows_the_calls_whose_values_moved(pytester: pytest.Pytester
     pytester.runpytest("--fwdorder-report=report.html").assert_outcomes(failed=1)
     page = (pytester.path / "report.html").read_text()
     text_diff = page.partition("Picture of the change")[0]  # the picture marks them too
-    assert text_diff.count("(values changed)") == 3
+    assert text_diff.count("(values moved beyond the tolerance)") == 3
     assert "values moved beyond the tolerance at 3 calls, first at 0 (Linear)" in page
 
 

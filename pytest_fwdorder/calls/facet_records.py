@@ -121,15 +121,15 @@ class TensorFingerprint:
 
     `mean`, `std` (population) and `absmax` are over the finite elements;
     `nan` and `inf` count the others. All three are None for a tensor without finite
-    elements (an empty one included: `elements` says which).
+    elements, an empty one included (`empty` says which).
     """
 
-    elements: int
     mean: float | None
     std: float | None
     absmax: float | None
     nan: int = 0
     inf: int = 0
+    empty: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +279,18 @@ class Facet(Protocol):
 
     writes `| output elements: 4,096` under each call whose output is a tensor, and a
     change reads `output elements changed at 1 call: fc (Linear): 40 -> 80`.
+
+    A facet may also have these members, which the built-in ones use (facets/values.py);
+    the trace, the golden and the comparison look for each and never name a facet:
+
+    - `option`: the name of the `TraceOptions` switch that turns it on (`"values"`);
+      without one, every trace records it.
+    - `configured(options)`: the facet as a trace with these options records and compares
+      it (the values facet takes its tolerance from them); the trace keeps that one.
+    - `check_device(device)`: raises ValueError, saying what to do, for a device it cannot
+      record on (values on meta).
+    - `running()`: a context manager entered around the forward (values: under seed 0).
+    - `header_line()`: one line for the golden's header (`# values: ...`).
     """
 
     title: str

@@ -23,7 +23,6 @@ from pytest_fwdorder.calls.facet_records import (
     InitializationRecords,
     Operation,
     ParameterUse,
-    TensorFingerprint,
     TraceCosts,
 )
 from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription, tensors_in
@@ -134,7 +133,6 @@ class Call:
 
     __slots__ = (
         "_costs",
-        "_fingerprints",
         "_operations",
         "args",
         "children",
@@ -202,12 +200,6 @@ class Call:
     def costs(self) -> CallCosts | None:
         """What this call cost, its children included (None unless `costs=True`)."""
         found: CallCosts | None = getattr(self, "_costs", None)
-        return found
-
-    @property
-    def fingerprints(self) -> tuple[TensorFingerprint, ...] | None:
-        """Fingerprints of the output's tensors, in order (None unless `values=True`)."""
-        found: tuple[TensorFingerprint, ...] | None = getattr(self, "_fingerprints", None)
         return found
 
     @property
@@ -289,11 +281,6 @@ class TraceRecords(Sequence[Call]):
     costs: TraceCosts | None = None
     # With `initialization=True`: how the builder's model initialized itself.
     initialization: InitializationRecords | None = None
-    # With `values=True`: the seed the forward ran under (each call's fingerprints are on
-    # the call); None when values were not recorded.
-    values_seed: int | None = None
-    # With `values=True`: (relative, absolute) tolerance a golden's fingerprints match within.
-    values_tolerance: tuple[float, float] | None = None
     # With `graph_breaks=True`: what torch.compile's dynamo made of the model.
     compiled: CompileRecords | None = None
     # Forwards run without a module call (direct_forwards.py), in the order first seen, and
@@ -303,8 +290,9 @@ class TraceRecords(Sequence[Call]):
     # Each registered module's path -> its class's qualified name
     # (`peft.tuners.lora.layer.Linear`): what `coverage` tells same-named classes apart by.
     module_classes: dict[str, str] = field(default_factory=dict)
-    # The plugins' facets (calls/facet_records.py) this trace recorded, and each one's values by
-    # title, then by call index (a call without a value has none).
+    # The facets (calls/facet_records.py) this trace recorded, the built-in ones its options
+    # switched on (output values) and the plugins', and each one's values by title, then by
+    # call index (a call without a value has none).
     facets: tuple[Facet, ...] = ()
     facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)
 

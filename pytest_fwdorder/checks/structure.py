@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
-from pytest_fwdorder.diff.values_tolerance import fingerprints_match
 from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.facets.values import VALUES
 from pytest_fwdorder.golden.costs_lines import render_trace_costs
+from pytest_fwdorder.golden.facet_facts import facet_header_lines
 from pytest_fwdorder.golden.format import (
     COSTS_FACT,
     FROZEN_FLAG,
     TENSOR_PATTERN,
     TIED_PATTERN,
-    VALUES_FACT,
     GoldenLine,
     fact_title,
     make_line,
@@ -25,11 +25,6 @@ from pytest_fwdorder.golden.format import (
 )
 from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.render import backward_lines, golden_lines
-from pytest_fwdorder.golden.values_lines import (
-    fingerprints_of,
-    values_line,
-)
-from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.records import TraceRecords
@@ -57,14 +52,16 @@ class _Measurement:
 
     name: str
     what: str  # what it needs the traces to have recorded, for the error
-    recorded_as: str  # the trace's field, None when the trace did not record it
+    # The trace's field, None when the trace did not record it; None for a facet's
+    # measurement, which the trace recorded when it has the facet of that title.
+    recorded_as: str | None
     fact_title: str | None = None  # the title of its per-call fact, when it has one
     needs_builder: bool = False
 
 
 _MEASUREMENTS = (
     _Measurement("costs", "what each call costs", "costs", COSTS_FACT),
-    _Measurement("values", "fingerprints of each call's output", "values_seed", VALUES_FACT),
+    _Measurement("values", "fingerprints of each call's output", None, VALUES.title),
     _Measurement(
         "initialization", "how the model initialized itself", "initialization", needs_builder=True
     ),
@@ -170,7 +167,7 @@ def _check_measured(
         missing = [
             argument
             for argument, trace in (("expected", expected), ("actual", actual))
-            if getattr(trace, measurement.recorded_as) is None
+            if not _recorded(measurement, trace)
         ]
         if missing:
             option = measurement.name
@@ -218,6 +215,11 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
             scripted=line.scripted,
             mode="" if ignored.mode else line.mode,
             facts=_normalize_facts(line.facts, ignored, line.module_type in mapped),
+            facet_values=tuple(
+                (facet, value)
+                for facet, value in line.facet_values
+                if _MEASURED_FACTS.get(facet.title, "") in ("", *ignored.compared)
+            ),
             operations=()
             if ignored.operations
             else tuple(TENSOR_PATTERN.sub(tensor, operation) for operation in line.operations),
@@ -294,9 +296,7 @@ def _checked_request(
 def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
     expected_lines = _normalize(golden_lines(expected), ignored)
     actual_lines = _normalize(golden_lines(actual), ignored)
-    if "values" in ignored.compared:
-        tolerance = expected.values_tolerance or actual.values_tolerance or DEFAULT_VALUES_TOLERANCE
-        actual_lines = _values_tolerated(expected_lines, actual_lines, tolerance)
+    actual_lines = _facets_tolerated(expected_lines, actual_lines)
     return diff_lines(
         _header(expected, ignored),
         expected_lines,
@@ -308,33 +308,57 @@ def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Igno
     )
 
 
-def _values_tolerated(
-    expected: list[GoldenLine], actual: list[GoldenLine], tolerance: Tolerance
-) -> list[GoldenLine]:
-    """The actual lines with each values fact that matches its call's expected one within
-    `tolerance` written as the expected one: only fingerprints that moved beyond it differ.
-    Calls are paired by name and call number, or by position when names are ignored."""
-    expected_facts = {
-        (line.path, line.nth) if line.path else (str(number), 0): fingerprints_of(line)
+def _facets_tolerated(expected: list[GoldenLine], actual: list[GoldenLine]) -> list[GoldenLine]:
+    """The actual lines with each facet's value that the expected trace's facet calls the
+    same as its call's expected one (output fingerprints within the expected tolerance)
+    written as the expected one: only values that differ by the facet's rule differ. Calls
+    are paired by name and call number, or by position when names are ignored."""
+    expected_values = {
+        _pairing_key(number, line): line
         for number, line in enumerate(expected)
+        if line.facet_values
     }
     tolerated = []
     for number, line in enumerate(actual):
-        key = (line.path, line.nth) if line.path else (str(number), 0)
-        old, new = expected_facts.get(key), fingerprints_of(line)
-        if (
-            old is not None
-            and new is not None
-            and old != new
-            and fingerprints_match(old, new, tolerance)
-        ):
-            facts = tuple(
-                f"{VALUES_FACT}: {old}" if fact_title(fact) == VALUES_FACT else fact
-                for fact in line.facts
-            )
-            line = replace(line, facts=facts)
+        partner = expected_values.get(_pairing_key(number, line)) if line.facet_values else None
+        if partner is not None:
+            line = _with_same_values(partner, line)
         tolerated.append(line)
     return tolerated
+
+
+def _pairing_key(number: int, line: GoldenLine) -> tuple[str, int]:
+    return (line.path, line.nth) if line.path else (str(number), 0)
+
+
+def _with_same_values(expected: GoldenLine, actual: GoldenLine) -> GoldenLine:
+    """`actual` with the facet values and facts its expected line's facets call the same."""
+    expected_by_title = {facet.title: (facet, value) for facet, value in expected.facet_values}
+    same = {}
+    for facet, value in actual.facet_values:
+        found = expected_by_title.get(facet.title)
+        if found is not None and found[1] != value and found[0].same(found[1], value):
+            same[facet.title] = found
+    if not same:
+        return actual
+    expected_facts = {fact_title(fact): fact for fact in expected.facts}
+    return replace(
+        actual,
+        facts=tuple(
+            expected_facts[title] if (title := fact_title(fact)) in same else fact
+            for fact in actual.facts
+        ),
+        facet_values=tuple(
+            same.get(facet.title, (facet, value)) for facet, value in actual.facet_values
+        ),
+    )
+
+
+def _recorded(measurement: _Measurement, trace: TraceRecords) -> bool:
+    """Whether `trace` recorded what `measurement` compares."""
+    if measurement.recorded_as is None:
+        return any(facet.title == measurement.fact_title for facet in trace.facets)
+    return getattr(trace, measurement.recorded_as) is not None
 
 
 def _header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
@@ -356,8 +380,10 @@ def _measurement_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
     if "costs" in ignored.compared and trace.costs is not None:
         parameters = not ignored.parameters and "parameters" not in trace.options.hidden
         lines += render_trace_costs(trace.costs, parameters)
-    if "values" in ignored.compared and trace.values_seed is not None:
-        lines.append(values_line(trace.values_seed))
+    facets = [facet for facet in trace.facets if _MEASURED_FACTS.get(facet.title) is not None]
+    lines += facet_header_lines(
+        [facet for facet in facets if _MEASURED_FACTS[facet.title] in ignored.compared]
+    )
     if "initialization" in ignored.compared and trace.initialization is not None:
         lines += render_initialization(trace.initialization)
     return lines

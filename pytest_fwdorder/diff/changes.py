@@ -40,7 +40,6 @@ class ChangeKind(str, enum.Enum):
     BACKWARD_CHANGED = "backward changed"
     FLOPS_CHANGED = "FLOPs changed"
     UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
-    VALUES_CHANGED = "values changed"
     INITIALIZATION_CHANGED = "initialization changed"
     GRAPH_BREAKS_CHANGED = "graph breaks changed"
     # Header findings that appear or go (the odd block out, forwards run without a call).
@@ -48,7 +47,7 @@ class ChangeKind(str, enum.Enum):
     ODD_BLOCK_GONE = "agreeing with the peers now"
     FORWARD_RUN_FOUND = "running forward without a call now"
     FORWARD_RUN_GONE = "no longer running forward without a call"
-    # A plugin's facet (calls/facet_records.py) whose values differ; `Change.words` say which.
+    # A facet (calls/facet_records.py) whose values differ; `Change.words` say which.
     FACET_CHANGED = "facet changed"
 
     def __str__(self) -> str:
@@ -68,7 +67,7 @@ class Change:
     new: GoldenLine | None
     detail: str
     position: int | None = None
-    # For a plugin facet's change, the facet's own words for it (`output elements changed`).
+    # For a facet's change, the facet's own words for it (`output elements changed`).
     words: str = ""
 
     @property

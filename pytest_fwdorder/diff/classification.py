@@ -23,7 +23,6 @@ from pytest_fwdorder.diff.ordered_pairing import AlignedPair, changed_runs
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
-from pytest_fwdorder.diff.values_tolerance import moved_statistics
 from pytest_fwdorder.golden.costs_lines import (
     flops_of,
     uncounted_operations,
@@ -42,7 +41,6 @@ from pytest_fwdorder.golden.format import (
     render_odd_block,
 )
 from pytest_fwdorder.golden.initialization_lines import initialization_steps
-from pytest_fwdorder.golden.values_lines import fingerprints_of
 
 
 @dataclass(repr=False)
@@ -357,11 +355,6 @@ def _compare_pair(
     old_flops, new_flops = flops_of(old_line), flops_of(new_line)
     if old_flops is not None and new_flops is not None and old_flops != new_flops:
         found.append((ChangeKind.FLOPS_CHANGED, describe_flops_change(old_flops, new_flops)))
-    old_values, new_values = fingerprints_of(old_line), fingerprints_of(new_line)
-    if old_values is not None and new_values is not None and old_values != new_values:
-        found.append(
-            (ChangeKind.VALUES_CHANGED, ", ".join(moved_statistics(old_values, new_values)))
-        )
     if old_line.operations != new_line.operations:
         found += _operation_changes(old_line.operations, new_line.operations)
     changes = [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
@@ -369,7 +362,7 @@ def _compare_pair(
 
 
 def _plugin_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
-    """What the plugins' facets and module facts say changed, each in its own words."""
+    """What the facets and the plugins' module facts say changed, each in its own words."""
     changes = []
     if old_line.facet_values or new_line.facet_values:
         changes += facet_changes(old_line, new_line, position)

@@ -8,6 +8,9 @@ in words. The golden text both sides are read from is `golden.format`'s.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.tree_alignment import align_trees
@@ -16,6 +19,9 @@ from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import backward_lines, golden_lines, render_header
 from pytest_fwdorder.hookspecs import plugin_facets
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls.facet_records import Facet
 
 __all__ = [
     "check_trace",
@@ -61,10 +67,14 @@ def _short_repr(value: object) -> str:
     return f"{text.splitlines()[0][:77]}..."
 
 
-def diff_golden(old_text: str, new_text: str) -> TraceDiff:
+def diff_golden(
+    old_text: str, new_text: str, *, facets: Sequence[Facet] | None = None
+) -> TraceDiff:
     """What changed from one golden text to another (both as `render_trace` writes them).
 
-    Raises TypeError if either is not a string.
+    `facets` read and compare the facets' facts (the golden's side decides what is the
+    same); by default the registered ones, the built-in facets and the plugins'. Raises
+    TypeError if either text is not a string.
     """
     for argument, value in (("old_text", old_text), ("new_text", new_text)):
         if not isinstance(value, str):
@@ -73,7 +83,8 @@ def diff_golden(old_text: str, new_text: str) -> TraceDiff:
                 f"{type(value).__name__}: {value!r}: pass the text of a golden file "
                 "(path.read_text()), or use diff_traces for two traces"
             )
-    facets = plugin_facets(FACT_TITLES)
+    if facets is None:
+        facets = plugin_facets(FACT_TITLES)
     old_header, old_lines = parse_golden(old_text, facets)
     new_header, new_lines = parse_golden(new_text, facets)
     return diff_lines(old_header, old_lines, new_header, new_lines)

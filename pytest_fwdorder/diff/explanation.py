@@ -46,7 +46,6 @@ _SUMMARY_ORDER = (
     ChangeKind.FLOPS_CHANGED,
     ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.INITIALIZATION_CHANGED,
-    ChangeKind.VALUES_CHANGED,
     ChangeKind.FACET_CHANGED,
     ChangeKind.GRAPH_BREAKS_CHANGED,
     ChangeKind.ODD_BLOCK_FOUND,
@@ -91,7 +90,7 @@ def summarize(
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
-    # A plugin facet's changes are counted and described in the facet's words, one line each.
+    # A facet's changes are counted and described in the facet's words, one line each.
     facet_counts = Counter(c.words for c in changes if c.kind is ChangeKind.FACET_CHANGED)
     totals = [
         f"{nesting_counts[kind]} {_NESTING_NOUNS[kind][nesting_counts[kind] != 1]}"
@@ -392,19 +391,6 @@ def _describe_header_sections(diff: _Changes, kind: ChangeKind, changes: list[Ch
     return "; ".join(c.detail for c in changes)
 
 
-def _describe_values(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    # In the order the calls ended: a parent's output moves because a child's did, so
-    # the first call to end with moved values is where the numbers first diverged.
-    ended = _end_order(diff.new_lines)
-    in_end_order = sorted(changes, key=lambda c: ended[c.position] if c.position is not None else 0)
-    moved = [f"{called(c.new)}: {c.detail}" for c in in_end_order if c.new is not None]
-    later = f"; later: {_examples(moved[1:], separator='; ')}" if len(moved) > 1 else ""
-    return (
-        f"values moved beyond the tolerance at {plural(len(changes), 'call')}, first at "
-        f"{moved[0] if moved else '?'}{later}"
-    )
-
-
 def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
     # One sentence per call: its settings, and the parameters that follow from them.
     parameters = {
@@ -462,7 +448,7 @@ def _describe_subtree_kind(diff: _Changes, kind: ChangeKind, changes: list[Chang
 
 
 def _describe_facets(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return _describe_facet_changes(changes)
+    return _describe_facet_changes(diff, changes)
 
 
 # How the summary words each kind; a kind not listed reads `kind at N calls: ...`.
@@ -485,7 +471,6 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
     ChangeKind.UNCOUNTED_OPERATION_ADDED: _describe_uncounted,
     ChangeKind.INITIALIZATION_CHANGED: _describe_header_sections,
     ChangeKind.GRAPH_BREAKS_CHANGED: _describe_header_sections,
-    ChangeKind.VALUES_CHANGED: _describe_values,
     ChangeKind.SETTINGS_CHANGED: _describe_settings,
     ChangeKind.PARAMETERS_CHANGED: _describe_parameters,
     ChangeKind.MODE_CHANGED: _describe_modes,
@@ -571,13 +556,23 @@ def _examples(items: list[str], separator: str = ", ") -> str:
     return shown
 
 
-def _describe_facet_changes(changes: list[Change]) -> str:
-    """One line per plugin facet: `output elements changed at 1 call: fc (Linear): 40 -> 80`."""
+def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
+    """One line per facet, in its words: `output elements changed at 1 call: fc (Linear): 40
+    -> 80`. Its calls are given in the order they ended: a facet takes a call's value as
+    the call ends, and a parent's output moves because a child's did, so the first to end
+    is where its values first differed (`..., first at project (Linear): ...; later: ...`)."""
+    ended = _end_order(diff.new_lines)
     by_words: dict[str, list[Change]] = {}
     for change in changes:
         by_words.setdefault(change.words, []).append(change)
-    return "\n".join(
-        f"{words} at {plural(len(group), 'call')}: "
-        + _examples([f"{called(c.new)}: {c.detail}" for c in group if c.new], separator="; ")
-        for words, group in by_words.items()
-    )
+    lines = []
+    for words, group in by_words.items():
+        group.sort(key=lambda c: ended[c.position] if c.position is not None else 0)
+        items = [f"{called(c.new)}: {c.detail}" for c in group if c.new]
+        if len(items) == 1:
+            lines.append(f"{words} at 1 call: {items[0]}")
+        else:
+            later = f"; later: {_examples(items[1:], separator='; ')}" if len(items) > 1 else ""
+            first = items[0] if items else "?"
+            lines.append(f"{words} at {plural(len(group), 'call')}, first at {first}{later}")
+    return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""The plugins' facets' changes between two paired calls: each facet compares its own typed
-values and words the difference (calls/facet_records.py). Pure, no torch, no facet named."""
+"""The facets' changes between two paired calls: each facet (a built-in one or a plugin's)
+compares its own typed values and words the difference (calls/facet_records.py). Pure, no
+torch, no facet named."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_titl
 def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
     """One change per facet whose values of two paired calls do not match by its own rule.
 
-    A value on one side only (a facet added or dropped, or a call with nothing to observe)
-    is a change too, in the facet's words.
+    A value on one side only (a plugin's facet added or dropped, or a call with nothing to
+    observe) is a change too, in the facet's words; not for a facet an option switches on
+    (`option`), whose absence on one side is that option, which the header says.
+    The golden's side (`old_line`) decides whether two values are the same: its facet has
+    the tolerance the golden is held to.
     """
     old_values = {facet.title: (facet, value) for facet, value in old_line.facet_values}
     new_values = {facet.title: (facet, value) for facet, value in new_line.facet_values}
@@ -20,7 +24,7 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
         # Every title comes from one side or both, so a side missing here has the other.
         old, new = old_values.get(title), new_values.get(title)
         if old is not None and new is not None:
-            facet = new[0]
+            facet = old[0]
             if facet.same(old[1], new[1]):
                 continue
             detail = facet.describe_change(old[1], new[1])
@@ -29,6 +33,8 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
         else:
             facet, value = old_values[title]
             detail = f"{facet.render(value)} -> none"
+        if (old is None or new is None) and getattr(facet, "option", None) is not None:
+            continue
         changes.append(
             Change(
                 ChangeKind.FACET_CHANGED,

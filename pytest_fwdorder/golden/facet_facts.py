@@ -1,4 +1,4 @@
-"""A plugin facet's facts in golden text (calls/facet_records.py): written, read back into the
+"""A facet's facts in golden text (calls/facet_records.py): written, read back into the
 facet's typed values once, and put back where the facet calls two goldens' values the same.
 No torch, and no facet named: each facet's own `render`, `parse` and `same` decide.
 """
@@ -17,8 +17,23 @@ if TYPE_CHECKING:
 
 
 def render_facet_fact(facet: Facet, value: object) -> str:
-    """A plugin facet's value as a fact line's text: `output elements: 4,096`."""
+    """A facet's value as a fact line's text: `output elements: 4,096`."""
     return f"{facet.title}: {escape_line_breaks(facet.render(value))}"
+
+
+def facet_header_lines(facets: Sequence[Facet]) -> list[str]:
+    """The header lines of the facets that write one (`header_line`), in their order."""
+    lines = []
+    for facet in facets:
+        header_line = getattr(facet, "header_line", None)
+        if header_line is not None:
+            lines.append(str(header_line()))
+    return lines
+
+
+def facets_in_text(text: str, facets: Sequence[Facet]) -> tuple[Facet, ...]:
+    """The facets whose facts `text` holds: reading the others' facts would find nothing."""
+    return tuple(facet for facet in facets if f"{FACT_PREFIX}{facet.title}: " in text)
 
 
 def read_facet_values(

@@ -108,9 +108,9 @@ ODD_CLASS_MEMBERS_SECTION = "modules whose dtypes differ from their class"
 _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
 _SECTION_ITEM = "#   "
 COSTS_FACT = "costs"
-VALUES_FACT = "values"
-# The titles of the golden's own facts: a plugin's facet (calls/facet_records.py) takes another.
-FACT_TITLES = ("settings", "parameters", "buffers", COSTS_FACT, VALUES_FACT)
+# The titles of the facts the golden writes itself; each facet (calls/facet_records.py), a
+# built-in one included, takes a title of its own.
+FACT_TITLES = ("settings", "parameters", "buffers", COSTS_FACT)
 
 
 # Not `frozen=True`: a frozen dataclass sets each of its 16 fields through
@@ -140,8 +140,9 @@ class GoldenLine:
     direct: bool = False  # recorded from `module.forward(...)`: marked `[direct]`
     # The call's index in its trace (-1 for a line read from text): not part of equality.
     index: int = field(default=-1, compare=False)
-    # The plugins' facets' values (calls/facet_records.py), each with its facet, typed as the
-    # facet reads them: their text is among `facts`, which equality compares.
+    # The facets' values (calls/facet_records.py: the built-in ones and the plugins'), each
+    # with its facet, typed as the facet reads them: their text is among `facts`, which
+    # equality compares.
     facet_values: tuple[tuple[Facet, Any], ...] = field(default=(), compare=False)
 
     @property
@@ -186,17 +187,19 @@ def make_line(
     operations: tuple[str, ...] = (),
     index: int = -1,
     direct: bool = False,
+    facet_values: tuple[tuple[Facet, Any], ...] = (),
 ) -> GoldenLine:
     """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path.
 
-    `step` marks an outermost call `[step N]` (0: no mark).
+    `step` marks an outermost call `[step N]` (0: no mark); `facet_values` are the facets'
+    typed values whose text is among `facts`.
     """
     marks = call_marks(nth, reused, frozen, mode, registered, scripted, direct, step)
     text = call_text(depth, path, module_type, marks, inputs, outputs)
     # Positional, as a render's loop makes its lines: sixteen keywords cost more than the line.
     return GoldenLine(
         depth, path, module_type, nth, registered, inputs, outputs, text, frozen, reused,
-        scripted, mode, facts, operations, direct, index,
+        scripted, mode, facts, operations, direct, index, facet_values,
     )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from pytest_fwdorder.golden.facet_facts import read_facet_values
+from pytest_fwdorder.golden.facet_facts import facets_in_text, read_facet_values
 from pytest_fwdorder.golden.format import (
     BACKWARD_LINE,
     CALLS_PREFIX,
@@ -91,7 +91,7 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
     """Split golden text into its header lines and its call lines.
 
     Lines that do not parse as calls (a hand-edited file) are kept as calls of type `?`
-    so that a diff still shows them. The facts of `facets` (the plugins' facets) are read
+    so that a diff still shows them. The facts of `facets` (the built-in ones and the plugins') are read
     into typed values, once, on each line's `facet_values`.
     """
     header: list[str] = []
@@ -130,7 +130,8 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
         _call_line(raw, stripped, tuple(facts.get(number, ())), tuple(operations.get(number, ())))
         for number, (raw, stripped) in enumerate(calls)
     ]
-    if facets and facts:
+    facets = facets_in_text(text, facets) if facets and facts else ()
+    if facets:
         by_title = {facet.title: facet for facet in facets}
         for number in facts:
             found = read_facet_values(lines[number].facts, by_title)

@@ -18,7 +18,7 @@ from pytest_fwdorder.golden.costs_lines import (
     render_call_costs,
     render_trace_costs,
 )
-from pytest_fwdorder.golden.facet_facts import render_facet_fact
+from pytest_fwdorder.golden.facet_facts import facet_header_lines, render_facet_fact
 from pytest_fwdorder.golden.format import (
     ALIASED_SECTION,
     BACKWARD_LINE,
@@ -50,10 +50,6 @@ from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 from pytest_fwdorder.golden.graph_breaks_lines import render_compiled
 from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
-from pytest_fwdorder.golden.values_lines import (
-    render_fingerprints,
-    values_line,
-)
 
 __all__ = ["backward_lines", "golden_lines", "render_header", "render_trace"]
 
@@ -72,12 +68,10 @@ def _golden_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLin
 
 
 def _with_per_call_facts(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
-    """The lines with the facts every call may have, after its module's: costs, values, then
-    the plugins' facets."""
+    """The lines with the facts every call may have, after its module's: costs, then the
+    facets' (the built-in ones first)."""
     if trace.costs is not None:
         lines = _with_costs(trace, lines)
-    if trace.values_seed is not None:
-        lines = _with_fingerprints(trace, lines)
     if trace.facets:
         lines = _with_facets(trace, lines)
     return lines
@@ -94,18 +88,8 @@ def _with_costs(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine
     ]
 
 
-def _with_fingerprints(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
-    """The lines with each call's values fact last among its facts (`values=True`)."""
-    return [
-        line
-        if not call.fingerprints
-        else replace(line, facts=(*line.facts, render_fingerprints(call.fingerprints)))
-        for call, line in zip(trace.calls, lines, strict=True)
-    ]
-
-
 def _with_facets(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
-    """The lines with each plugin facet's value as a fact, last, in the facets' order."""
+    """The lines with each facet's value as a fact, last, in the facets' order."""
     facets = [(facet, trace.facet_values.get(facet.title, {})) for facet in trace.facets]
     made = []
     for call, line in zip(trace.calls, lines, strict=True):
@@ -183,8 +167,7 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
     header += _recorded_lines(trace)
     if trace.costs is not None:
         header += render_trace_costs(trace.costs, parameters)
-    if trace.values_seed is not None:
-        header.append(values_line(trace.values_seed))
+    header += facet_header_lines(trace.facets)
     if trace.initialization is not None:
         header += render_initialization(trace.initialization)
     if trace.compiled is not None:

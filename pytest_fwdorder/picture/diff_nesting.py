@@ -132,7 +132,7 @@ def call_marks(
             and change.old is not None
             and change.position is not None
         ):
-            kinds.setdefault(change.position, []).append(change.kind.value)
+            kinds.setdefault(change.position, []).append(change.kind_words)
     return CallMarks(
         moved_old=frozenset(old for old in moved_old if old is not None),
         moved_new=frozenset(partners[old] for old in moved_old if old in partners),

@@ -509,7 +509,7 @@ def _diff_html(difference: TraceDiff, status: str) -> str:
     kinds: dict[int, list[str]] = {}
     for change in difference.changes:
         if change.kind not in _ONE_SIDED and change.position is not None:
-            kinds.setdefault(change.position, []).append(change.kind.value)
+            kinds.setdefault(change.position, []).append(change.kind_words)
     shown = rows_to_show(rows, _DIFF_CONTEXT)
     table = [
         '<table class="fo-diff"><thead><tr><th>golden file (before)</th>'

@@ -16,13 +16,14 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 
 from pytest_fwdorder.golden.upgrades import with_environment
-from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
 from pytest_fwdorder.snapshot.kept_comparisons import note_comparison
 from pytest_fwdorder.snapshot.policy import explain_mismatch, golden_holds
 from pytest_fwdorder.snapshot.update_summary import may_rewrite, not_rewritten_note
 
 if TYPE_CHECKING:
     from syrupy.types import SnapshotIndex
+
+    from pytest_fwdorder.calls.facet_records import Facet
 
 # What syrupy drops from a file name: characters some file systems refuse, and control
 # characters. Dropping them lets two ids share one file (`a/b` and `ab`); escaping does not.
@@ -52,17 +53,17 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
 
     file_extension = "fwdorder.txt"
     _write_mode = WriteMode.TEXT
-    # How far output fingerprints may move (`values=True`): the trace's own tolerance, kept
-    # by `serialize` for the `matches` and `diff_lines` of the same assertion.
-    values_tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE
+    # The trace's own facets (a values facet with its tolerance), kept by `serialize` for
+    # the `matches` and `diff_lines` of the same assertion; None for the registered ones.
+    facets: tuple[Facet, ...] | None = None
 
     def serialize(self, data: Any, **_: Any) -> str:
         if isinstance(data, str):
             return data
         if isinstance(data, Renderable):
-            tolerance = getattr(data, "values_tolerance", None)
-            if tolerance is not None:
-                self.values_tolerance = tolerance
+            facets = getattr(data, "facets", None)
+            if facets is not None:
+                self.facets = tuple(facets)
             text = data.render()
             if isinstance(text, str):
                 return with_environment(text)
@@ -77,14 +78,10 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
         """Whether the golden holds this trace, by the comparison policy (snapshot/policy.py)."""
-        return golden_holds(
-            str(snapshot_data), str(serialized_data), tolerance=self.values_tolerance
-        )
+        return golden_holds(str(snapshot_data), str(serialized_data), facets=self.facets)
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
-        yield from explain_mismatch(
-            str(snapshot_data), str(serialized_data), tolerance=self.values_tolerance
-        )
+        yield from explain_mismatch(str(snapshot_data), str(serialized_data), facets=self.facets)
 
     @classmethod
     def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
@@ -253,7 +250,10 @@ def explain_snapshot_assertion(
         ]
     new_text = str(result.asserted_data) if result.asserted_data is not None else trace.render()
     lines = explain_mismatch(
-        str(result.recalled_data), new_text, _relative(result.snapshot_location, root)
+        str(result.recalled_data),
+        new_text,
+        _relative(result.snapshot_location, root),
+        facets=getattr(trace, "facets", None),
     )
     if note is not None:  # first, where pytest's shortened message still shows it
         return [head, note, *lines]

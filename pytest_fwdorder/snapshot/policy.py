@@ -5,6 +5,9 @@ CI reports alike. Pure functions on text, no torch and no syrupy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from pytest_fwdorder.golden.facet_facts import within_facets
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.golden.parse import declared_and_written_calls, format_problem
@@ -16,20 +19,33 @@ from pytest_fwdorder.golden.upgrades import (
     without_environment,
 )
 from pytest_fwdorder.hookspecs import plugin_facets
-from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls.facet_records import Facet
 
 
-def golden_holds(
-    old_text: str, new_text: str, *, tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE
-) -> bool:
+def comparison_facets(trace_facets: Sequence[Facet] | None = None) -> tuple[Facet, ...]:
+    """The facets a golden comparison reads and compares with: the registered ones (built-in
+    and the plugins'), each replaced by the trace's own facet of its title where the trace
+    has one: a trace's values facet carries the tolerance its options gave."""
+    registered = plugin_facets(FACT_TITLES)
+    if not trace_facets:
+        return registered
+    own = {facet.title: facet for facet in trace_facets}
+    titles = {facet.title for facet in registered}
+    return (
+        *(own.get(facet.title, facet) for facet in registered),
+        *(facet for facet in trace_facets if facet.title not in titles),
+    )
+
+
+def golden_holds(old_text: str, new_text: str, *, facets: Sequence[Facet] | None = None) -> bool:
     """Whether the golden text `old_text` holds the new trace's text, leaving out what an upgrade
     changes alone (the environment line, and torch.nn settings at this torch's defaults:
-    golden/upgrades.py) and output fingerprints that moved within `tolerance`."""
-    # Imported here, as the diff is: pytest's start-up needs neither.
-    from pytest_fwdorder.diff.values_tolerance import within_tolerance
-
-    new_text = within_facets(old_text, new_text, plugin_facets(FACT_TITLES))
-    return same_model(old_text, within_tolerance(old_text, new_text, tolerance))
+    golden/upgrades.py) and facts a facet calls the same (output fingerprints within their
+    tolerance). `facets`: the trace's own (`comparison_facets`)."""
+    new_text = within_facets(old_text, new_text, comparison_facets(facets))
+    return same_model(old_text, new_text)
 
 
 def explain_mismatch(
@@ -37,7 +53,7 @@ def explain_mismatch(
     new_text: str,
     golden_name: str | None = None,
     *,
-    tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE,
+    facets: Sequence[Facet] | None = None,
 ) -> list[str]:
     """What changed from the golden text to the new one: summary, changed calls, header.
 
@@ -45,17 +61,19 @@ def explain_mismatch(
     cut off, or different only in whitespace) gets one line saying so and what to do.
     `golden_name` names the file in that line. When the golden was written with other
     torch releases, or differs also in what an upgrade changes alone, the first lines say
-    so, and the diff leaves those differences out; so it does for output fingerprints that
-    moved within `tolerance`.
+    so, and the diff leaves those differences out; so it does for facts that `facets` (the
+    trace's own, `comparison_facets`) call the same, output fingerprints within tolerance.
     """
     upgrades = upgrade_differences(old_text, new_text)
-    old_text, new_text = comparable_texts(old_text, new_text, upgrades, tolerance=tolerance)
+    compared = comparison_facets(facets)
+    old_text, new_text = comparable_texts(old_text, new_text, upgrades, facets=compared)
     problem = golden_problem(old_text, new_text)
     if problem is None:
         # Imported here: a session whose goldens all hold never needs the diff.
         from pytest_fwdorder.diff.diffing import diff_golden
 
-        return [*upgrades.notes(), *diff_golden(old_text, new_text).explanation()]
+        difference = diff_golden(old_text, new_text, facets=compared)
+        return [*upgrades.notes(), *difference.explanation()]
     named = f"the golden file {golden_name!r}" if golden_name else "the golden file"
     return [f"{named} {problem}"]
 
@@ -65,14 +83,13 @@ def comparable_texts(
     new_text: str,
     upgrades: UpgradeDifferences | None = None,
     *,
-    tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE,
+    facets: Sequence[Facet] | None = None,
 ) -> tuple[str, str]:
     """The golden and new texts as `explain_mismatch` diffs them: without the environment
     line, without torch.nn settings at their defaults where those differ, and with the new
-    text's fingerprints that match the golden's within `tolerance` written as the golden's."""
-    from pytest_fwdorder.diff.values_tolerance import within_tolerance
-
-    new_text = within_tolerance(old_text, new_text, tolerance)
+    text's facts that a facet calls the same as the golden's (output fingerprints within
+    tolerance) written as the golden's."""
+    new_text = within_facets(old_text, new_text, comparison_facets(facets))
     if upgrades is None:
         upgrades = upgrade_differences(old_text, new_text)
     if upgrades.settings_lines:

@@ -1,8 +1,10 @@
 """The facets a trace records besides the calls: set up around a traced run, attached after.
 
-`trace_forward` and `record` both go through `FacetRecording`: operations, costs, output
-fingerprints and backward each enter their own context manager (which removes its hooks
-or mode on exit) only when the options ask for them.
+`trace_forward` and `record` both go through `FacetRecording`: operations, costs and backward
+each enter their own context manager (which removes its hooks or mode on exit) only when the
+options ask for them. The facets behind the protocol (calls/facet_records.py: output values,
+the plugins') are not named here: each one's option, device check, run context and observer
+are looked up on it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pytest_fwdorder.calls.facet_records import Facet
 from pytest_fwdorder.facets.backward import BackwardRecorder
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
-from pytest_fwdorder.facets.values import FingerprintCollector, attach_fingerprints, seeded
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.hookspecs import plugin_facets
 from pytest_fwdorder.options import TraceOptions
@@ -31,20 +32,26 @@ class FacetRecording:
 
     options: TraceOptions
     backward: BackwardRecorder | None = None
-    fingerprints: FingerprintCollector | None = None
     operations: list[OperationMode] = field(default_factory=list)
     counters: list[CostCounters] = field(default_factory=list)
-    # The plugins' facets (calls/facet_records.py) and what each observed: title -> call -> value.
-    plugin_facets: tuple[Facet, ...] = ()
-    plugin_values: dict[str, dict[int, Any]] = field(default_factory=dict)
+    # The facets this trace records (calls/facet_records.py), built-in and the plugins', and
+    # what each observed: title -> call index -> value.
+    facets: tuple[Facet, ...] = ()
+    facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)
 
     @classmethod
     def for_options(cls, options: TraceOptions) -> FacetRecording:
+        """The facets `options` ask for; raises ValueError for one that cannot record on
+        the options' device."""
+        facets = recorded_facets(options)
+        for facet in facets:
+            check_device = getattr(facet, "check_device", None)
+            if check_device is not None:
+                check_device(options.device)
         return cls(
             options,
             backward=BackwardRecorder(options.backward) if options.backward else None,
-            fingerprints=FingerprintCollector() if options.values else None,
-            plugin_facets=plugin_facets(FACT_TITLES),
+            facets=facets,
         )
 
     def backward_watched(self) -> AbstractContextManager[Any]:
@@ -54,7 +61,7 @@ class FacetRecording:
 
     @contextmanager
     def recorded(self, recorder: Any, root: nn.Module) -> Iterator[None]:
-        """Operations, costs and fingerprints recorded for the length of the block, as asked."""
+        """Operations, costs and the facets' values recorded for the length of the block."""
         with ExitStack() as stack:
             if self.options.ops:
                 self.operations.append(
@@ -62,50 +69,48 @@ class FacetRecording:
                 )
             if self.options.costs:
                 self.counters.append(stack.enter_context(costs_counted(recorder, root)))
-            if self.fingerprints is not None:
-                stack.enter_context(_fingerprints_taken(recorder, self.fingerprints))
             if self.backward is not None:
                 self.backward.recorder = recorder
-            if self.plugin_facets:
-                stack.enter_context(_plugin_facets_observed(recorder, self))
+            if self.facets:
+                for facet in self.facets:
+                    running = getattr(facet, "running", None)
+                    if running is not None:
+                        stack.enter_context(running())
+                stack.enter_context(_facets_observed(recorder, self))
             yield
 
     def finish(self, trace: Trace) -> None:
-        """Give the finished trace its operations, backward steps, costs and fingerprints."""
+        """Give the finished trace its operations, backward steps, costs and facets' values."""
         for mode in self.operations:
             attach_operations(trace, mode)
         if self.backward is not None:
             self.backward.finish(trace)
         for counted in self.counters:
             attach_costs(trace, counted)
-        if self.plugin_facets:
-            trace.facets = self.plugin_facets
-            trace.facet_values = self.plugin_values
-        if self.fingerprints is not None:
-            attach_fingerprints(trace, self.fingerprints)
-            trace.values_tolerance = (
-                self.options.values_relative_tolerance,
-                self.options.values_absolute_tolerance,
-            )
+        if self.facets:
+            trace.facets = self.facets
+            trace.facet_values = self.facet_values
+
+
+def recorded_facets(options: TraceOptions) -> tuple[Facet, ...]:
+    """The registered facets a trace with `options` records, in their order: each one an
+    option switches on (`option`) only when it is on, every other one always; each as its
+    `configured(options)` makes it, where it has one."""
+    found = []
+    for facet in plugin_facets(FACT_TITLES):
+        option = getattr(facet, "option", None)
+        if option is not None and not getattr(options, option):
+            continue
+        configured = getattr(facet, "configured", None)
+        found.append(facet if configured is None else configured(options))
+    return tuple(found)
 
 
 @contextmanager
-def _fingerprints_taken(recorder: Any, fingerprints: FingerprintCollector) -> Iterator[None]:
-    """Fingerprint each call's output as it ends, under seed 0 throughout."""
-    recorder.output_observers.append(fingerprints.observe)
-    try:
-        with seeded():
-            yield
-    finally:
-        recorder.output_observers.remove(fingerprints.observe)
-
-
-@contextmanager
-def _plugin_facets_observed(recorder: Any, recording: FacetRecording) -> Iterator[None]:
-    """Give each call's output to every plugin facet as the call ends, keeping what it returns."""
+def _facets_observed(recorder: Any, recording: FacetRecording) -> Iterator[None]:
+    """Give each call's output to every facet as the call ends, keeping what it returns."""
     observers = [
-        (facet, recording.plugin_values.setdefault(facet.title, {}))
-        for facet in recording.plugin_facets
+        (facet, recording.facet_values.setdefault(facet.title, {})) for facet in recording.facets
     ]
 
     def observe(number: int, output: object) -> None:

@@ -25,7 +25,7 @@ from pytest_fwdorder.calls.facet_records import CompileRecords
 from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
 from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
-from pytest_fwdorder.facets.values import SEED, check_values_device
+from pytest_fwdorder.facets.values import SEED
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
 from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly, process_rank
@@ -200,15 +200,13 @@ def trace_model(
     """`trace_forward` with its options given as one value: what every entry point runs."""
     check_torch_release(torch.__version__)
     device = options.device
-    if options.values:
-        check_values_device(device)
+    facets = FacetRecording.for_options(options)  # refuses a facet the device cannot record
     watched: list[InitializationMode] = []
     root = model_to_trace(model, options, watched)
     _check_model_keywords(root, kwargs)
     placed: dict[int, torch.Tensor] = {}  # one placed tensor per input tensor, and storage
     args = _place(args, device, placed)
     kwargs = _place(kwargs, device, placed)
-    facets = FacetRecording.for_options(options)
     # A trace makes many small objects that live until it is rendered; with the collector on,
     # each adds to the count that starts a full collection over every object of the process
     # (torch's included): about a third of a trace of small modules. Only `trace_forward`
@@ -295,8 +293,6 @@ def _check_recordable(options: TraceOptions) -> None:
             "already built. Pass a function that builds it to trace_forward(build, ..., "
             "initialization=True), or leave initialization off for this recording"
         )
-    if options.values:
-        check_values_device(options.device)
 
 
 def _check_model_keywords(root: nn.Module, kwargs: dict[str, Any]) -> None:
