@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.golden.facet_facts import facets_in_text, read_facet_values
 from pytest_fwdorder.golden.format import (
@@ -126,17 +125,26 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
         calls.append((raw, fact))
     if not facts and not operations:
         return header, [_call_line(raw, stripped) for raw, stripped in calls]
+    facts_of = {number: tuple(found) for number, found in facts.items()}
+    facets = facets_in_text(text, facets) if facets and facts else ()
+    by_title = {facet.title: facet for facet in facets}
+    # Each line is made once, with its facets' values read: making it again with them cost
+    # more than reading them.
+    values_of = (
+        {number: read_facet_values(found, by_title) for number, found in facts_of.items()}
+        if by_title
+        else {}
+    )
     lines = [
-        _call_line(raw, stripped, tuple(facts.get(number, ())), tuple(operations.get(number, ())))
+        _call_line(
+            raw,
+            stripped,
+            facts_of.get(number, ()),
+            tuple(operations.get(number, ())),
+            values_of.get(number, ()),
+        )
         for number, (raw, stripped) in enumerate(calls)
     ]
-    facets = facets_in_text(text, facets) if facets and facts else ()
-    if facets:
-        by_title = {facet.title: facet for facet in facets}
-        for number in facts:
-            found = read_facet_values(lines[number].facts, by_title)
-            if found:
-                lines[number] = replace(lines[number], facet_values=found)
     return header, lines
 
 
@@ -146,15 +154,29 @@ def parse_call_line(raw: str) -> GoldenLine:
 
 
 def _call_line(
-    raw: str, stripped: str, facts: tuple[str, ...] = (), operations: tuple[str, ...] = ()
+    raw: str,
+    stripped: str,
+    facts: tuple[str, ...] = (),
+    operations: tuple[str, ...] = (),
+    facet_values: tuple[tuple[Facet, Any], ...] = (),
 ) -> GoldenLine:
-    """The call line `raw` (`stripped` being it without its indent) with its facts and
-    operations; a line that is not a call line is a call of type `?`."""
+    """The call line `raw` (`stripped` being it without its indent) with its facts,
+    operations and facets' values; a line that is not a call line is a call of type `?`."""
     depth = (len(raw) - len(stripped)) // 2
     parts = call_line_parts(stripped)
     if parts is None:
         return GoldenLine(
-            depth, stripped, "?", 1, True, "", "", raw, facts=facts, operations=operations
+            depth,
+            stripped,
+            "?",
+            1,
+            True,
+            "",
+            "",
+            raw,
+            facts=facts,
+            operations=operations,
+            facet_values=facet_values,
         )
     path, words, signature = parts
     signature = signature[1:]  # without the space before the inputs
@@ -192,6 +214,7 @@ def _call_line(
         facts,
         operations,
         direct,
+        facet_values=facet_values,
     )
 
 
