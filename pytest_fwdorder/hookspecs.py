@@ -17,7 +17,8 @@ Inside pytest the specifications are added to pytest's own plugin manager
 and the `fwdorder` command use a `FwdOrderPluginManager` that loads the plugins installed
 under the entry-point group `pytest_fwdorder`; pytest loads that group too, so a plugin
 registered there works in both. The built-in describers (`pytest_fwdorder.recording.builtin_describers`)
-and the built-in facets (`pytest_fwdorder.facets.values`) are the first plugins of either manager.
+and the built-in facets (`pytest_fwdorder.facets.values`, `...graph_breaks`) are the first
+plugins of either manager.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from pluggy import HookImpl
     from torch import nn
 
-    from pytest_fwdorder.calls.facet_records import Facet
+    from pytest_fwdorder.calls.facet_records import Facet, TraceFacet
     from pytest_fwdorder.calls.value_descriptions import (
         LiteralDescription,
         ObjectDescription,
@@ -55,6 +56,7 @@ CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 BUILTIN_PLUGINS = (
     "pytest_fwdorder.recording.builtin_describers",
     "pytest_fwdorder.facets.values",
+    "pytest_fwdorder.facets.graph_breaks",
 )
 
 
@@ -300,6 +302,7 @@ class _ResolvedFacets:
     implementations: tuple[HookImpl, ...]
     taken_titles: tuple[str, ...]
     facets: tuple[Facet, ...]
+    trace_facets: tuple[TraceFacet, ...]
 
 
 # The last facets resolved. Every trace, diff and golden comparison asks; the answer stays
@@ -308,7 +311,8 @@ _RESOLVED_FACETS: list[_ResolvedFacets] = []
 
 
 def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
-    """The facets the plugins offer now (`pytest_fwdorder_facets`), checked, in their order.
+    """The facets with a value per call the plugins offer now (`pytest_fwdorder_facets`, the
+    built-in ones first), checked, in their order.
 
     `taken_titles` are the fact titles the golden's own facts use. Raises TypeError or
     ValueError for an offered object that is not a facet or whose title is taken.
@@ -317,7 +321,18 @@ def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
     call (a conftest loaded, `plugin_manager().register(...)`); a refusal is not kept, so a
     bad facet raises every time.
     """
-    from pytest_fwdorder.calls.facet_records import checked_facets
+    return _resolved_facets(taken_titles).facets
+
+
+def trace_facets(taken_titles: Sequence[str]) -> tuple[TraceFacet, ...]:
+    """The facets with one value per trace, written in the header, offered now (the
+    built-in graph breaks facet), checked, in their order."""
+    return _resolved_facets(taken_titles).trace_facets
+
+
+def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
+    """Every facet offered now, checked once and kept until the plugins offering them change."""
+    from pytest_fwdorder.calls.facet_records import TraceFacet, checked_facets
 
     manager = plugin_manager()
     caller = manager.hook.pytest_fwdorder_facets
@@ -328,8 +343,16 @@ def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
             and resolved.implementations == implementations
             and resolved.taken_titles == titles
         ):
-            return resolved.facets
+            return resolved
     answers = caller()
-    facets = checked_facets((facet for answer in answers for facet in answer or ()), titles)
-    _RESOLVED_FACETS[:] = [_ResolvedFacets(manager, implementations, titles, facets)]
-    return facets
+    checked = checked_facets((facet for answer in answers for facet in answer or ()), titles)
+    per_call: list[Facet] = []
+    per_trace: list[TraceFacet] = []
+    for facet in checked:
+        if isinstance(facet, TraceFacet):
+            per_trace.append(facet)
+        else:
+            per_call.append(facet)
+    resolved = _ResolvedFacets(manager, implementations, titles, (*per_call,), (*per_trace,))
+    _RESOLVED_FACETS[:] = [resolved]
+    return resolved

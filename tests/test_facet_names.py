@@ -39,14 +39,12 @@ NAMED_TODAY = {
     # A facet's own golden lines, torch-free, beside the format they extend (each names its
     # facet by design; "operations" here are the words of uncounted and initialization ones).
     "golden/costs_lines.py": {"costs", "operations"},
-    "golden/graph_breaks_lines.py": {"graph_breaks"},
     "golden/initialization_lines.py": {"initialization", "operations"},
     "golden/folding.py": {"backward", "operations"},
     "golden/format.py": {"backward", "costs", "devices", "local_shapes", "operations"},
     "golden/parse.py": {"backward", "operations"},
     "golden/render.py": {
-        "backward", "costs", "devices", "graph_breaks", "initialization", "local_shapes",
-        "operations",
+        "backward", "costs", "devices", "initialization", "local_shapes", "operations",
     },
     # The call lines, split from render.py for speed (one loop per call): the per-call
     # devices, local shapes and operations lines render.py's header sections also name.
@@ -54,13 +52,12 @@ NAMED_TODAY = {
     "golden/upgrades.py": {"operations"},
     "diff/call_tree.py": {"operations"},
     "diff/change_details.py": {"costs", "initialization", "operations"},
-    "diff/changes.py": {"backward", "costs", "graph_breaks", "initialization", "operations"},
+    "diff/changes.py": {"backward", "costs", "initialization", "operations"},
     "diff/classification.py": {
-        "backward", "costs", "graph_breaks", "initialization", "operations",
+        "backward", "costs", "initialization", "operations",
     },
     "diff/diffing.py": {"backward"},
-    "diff/explanation.py": {"backward", "costs", "graph_breaks", "initialization", "operations"},
-    "diff/graph_break_changes.py": {"graph_breaks"},
+    "diff/explanation.py": {"backward", "costs", "initialization", "operations"},
     "diff/places.py": {"operations"},
     "picture/layout.py": {"backward", "operations"},
     "picture/parity_picture.py": {"values"},

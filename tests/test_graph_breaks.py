@@ -8,6 +8,7 @@ thread count.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -36,13 +37,29 @@ from pytest_fwdorder import (
     record,
     trace_forward,
 )
-from pytest_fwdorder.golden.graph_breaks_lines import (
-    graph_break_counts,
-    graph_break_items,
-    recompilation_items,
-)
+from pytest_fwdorder.facets.graph_breaks import GRAPH_BREAKS
+from pytest_fwdorder.golden.format import header_sections
 
 BRANCH = "data-dependent branch on a tensor's value"
+_TITLE = re.compile(r"# graph breaks \((?P<breaks>[0-9]+) breaks?, (?P<graphs>[0-9]+) graphs?, ")
+
+
+def graph_break_items(header: list[str]) -> list[str]:
+    """The graph breaks section's items as the golden's text gives them."""
+    return header_sections(header).get("graph breaks", [])
+
+
+def recompilation_items(header: list[str]) -> list[str]:
+    return header_sections(header).get("recompilations on a second call", [])
+
+
+def graph_break_counts(header: list[str]) -> tuple[int, int] | None:
+    """(graph breaks, graphs) from the section's title, read from the text."""
+    for line in header:
+        match = _TITLE.match(line)
+        if match:
+            return int(match.group("breaks")), int(match.group("graphs"))
+    return None
 
 
 def header(trace: object) -> list[str]:
@@ -337,3 +354,12 @@ def test_dynamos_reasons_read_as_the_same_words_across_releases(logged: str, wor
     from pytest_fwdorder.facets.graph_breaks import reason_in_words
 
     assert reason_in_words(logged) == words
+
+
+def test_the_header_reads_back_into_the_records_the_trace_measured() -> None:
+    trace = trace_forward(built(Branching()), inputs(), graph_breaks=True)
+    measured = trace.trace_facet_values["graph breaks"]
+
+    assert measured.breaks  # a break to read back, so that reading can fail
+    assert GRAPH_BREAKS.read_header(header(trace)) == measured
+    assert GRAPH_BREAKS.read_header(header(trace_forward(built(Straight()), inputs()))) is None

@@ -307,17 +307,50 @@ class Facet(Protocol):
     def describe_change(self, old: Any, new: Any) -> str: ...
 
 
-def checked_facets(offered: Iterable[object], taken_titles: Sequence[str]) -> tuple[Facet, ...]:
-    """The facets plugins offered, each checked once: a `Facet` with a title of its own.
+@runtime_checkable
+class TraceFacet(Protocol):
+    """One facet of a trace with one value per trace, written as lines of the golden's header.
+
+    A built-in shape (the graph breaks facet, facets/graph_breaks.py), offered through the
+    same hook as a `Facet`. `option` names the `TraceOptions` switch that turns it on;
+    `measure` takes its value once the traced forward has run (the model put back as it
+    was), from the model, its inputs and the device; `record_refusal` is the message a
+    `record` block (which has no model call to measure) raises when asked for it.
+    `header_lines` writes a value, `read_header` reads it back from a golden's header lines
+    (None when they hold none) and `describe_changes` says what differs between two values,
+    one sentence each ([] for none); `change_words` name such a change in a summary.
+    """
+
+    title: str
+    change_words: str
+    option: str
+    record_refusal: str
+
+    def measure(
+        self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any
+    ) -> Any: ...
+
+    def header_lines(self, value: Any) -> list[str]: ...
+
+    def read_header(self, header: Sequence[str]) -> Any: ...
+
+    def describe_changes(self, old: Any, new: Any) -> list[str]: ...
+
+
+def checked_facets(
+    offered: Iterable[object], taken_titles: Sequence[str]
+) -> tuple[Facet | TraceFacet, ...]:
+    """The facets plugins offered, each checked once: a `Facet` (or a built-in
+    `TraceFacet`) with a title of its own.
 
     `taken_titles` are the fact titles the golden already uses (`settings`, `costs`, ...).
     Raises TypeError for an object that is not a facet and ValueError for a title that is
     malformed or taken.
     """
-    facets: list[Facet] = []
+    facets: list[Facet | TraceFacet] = []
     titles = set(taken_titles)
     for facet in offered:
-        if not isinstance(facet, Facet):
+        if not isinstance(facet, (Facet, TraceFacet)):
             missing = [name for name in _MEMBERS if not hasattr(facet, name)]
             raise TypeError(
                 f"pytest_fwdorder_facets returned {facet!r}, which is no facet: it lacks "

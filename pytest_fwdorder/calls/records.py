@@ -17,13 +17,13 @@ from typing import Any, Literal, overload
 from pytest_fwdorder.calls.facet_records import (
     BackwardRecords,
     CallCosts,
-    CompileRecords,
     Facet,
     ForwardRun,
     InitializationRecords,
     Operation,
     ParameterUse,
     TraceCosts,
+    TraceFacet,
 )
 from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription, tensors_in
 
@@ -281,8 +281,6 @@ class TraceRecords(Sequence[Call]):
     costs: TraceCosts | None = None
     # With `initialization=True`: how the builder's model initialized itself.
     initialization: InitializationRecords | None = None
-    # With `graph_breaks=True`: what torch.compile's dynamo made of the model.
-    compiled: CompileRecords | None = None
     # Forwards run without a module call (direct_forwards.py), in the order first seen, and
     # the indices of the calls recorded from such runs (shown `[direct]`).
     forward_runs: tuple[ForwardRun, ...] = ()
@@ -295,6 +293,10 @@ class TraceRecords(Sequence[Call]):
     # call index (a call without a value has none).
     facets: tuple[Facet, ...] = ()
     facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)
+    # The facets with one value per trace that this trace measured (graph breaks, with
+    # `graph_breaks=True`), and each one's value by title.
+    trace_facets: tuple[TraceFacet, ...] = ()
+    trace_facet_values: dict[str, Any] = field(default_factory=dict)
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from pytest_fwdorder.calls.facet_records import CompileRecords
-from pytest_fwdorder.golden.graph_breaks_lines import render_compiled
+from pytest_fwdorder.facets.graph_breaks import compiled_records, render_compiled
 
 
 def assert_no_graph_breaks(
@@ -29,8 +29,6 @@ def assert_no_graph_breaks(
             f"assert_no_graph_breaks at_most must be a non-negative int, got {at_most!r}: "
             "write at_most=1 to allow one graph break"
         )
-    from pytest_fwdorder.facets.graph_breaks import compiled_records  # imports torch._dynamo
-
     records = compiled_records(model, args, kwargs)
     if len(records.breaks) > at_most:
         allowed = "none allowed" if at_most == 0 else f"at most {at_most} allowed"

@@ -17,8 +17,11 @@ from pytest_fwdorder.diff.change_details import (
 )
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
 from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
-from pytest_fwdorder.diff.facet_changes import facet_changes, unread_fact_changes
-from pytest_fwdorder.diff.graph_break_changes import graph_break_changes
+from pytest_fwdorder.diff.facet_changes import (
+    facet_changes,
+    trace_facet_changes,
+    unread_fact_changes,
+)
 from pytest_fwdorder.diff.ordered_pairing import AlignedPair, changed_runs
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
@@ -28,6 +31,7 @@ from pytest_fwdorder.golden.costs_lines import (
     uncounted_operations,
 )
 from pytest_fwdorder.golden.format import (
+    FACT_TITLES,
     FORMAT_LINE,
     GoldenLine,
     backward_section,
@@ -41,6 +45,7 @@ from pytest_fwdorder.golden.format import (
     render_odd_block,
 )
 from pytest_fwdorder.golden.initialization_lines import initialization_steps
+from pytest_fwdorder.hookspecs import trace_facets
 
 
 @dataclass(repr=False)
@@ -202,7 +207,7 @@ def classify_diff(
     changes.extend(_backward_changes(old_header, new_header))
     changes.extend(_uncounted_changes(old_header, new_header))
     changes.extend(_initialization_changes(old_header, new_header))
-    changes.extend(graph_break_changes(old_header, new_header))
+    changes.extend(trace_facet_changes(old_header, new_header, trace_facets(FACT_TITLES)))
     changes.extend(_finding_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])

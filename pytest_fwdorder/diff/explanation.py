@@ -47,7 +47,6 @@ _SUMMARY_ORDER = (
     ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.INITIALIZATION_CHANGED,
     ChangeKind.FACET_CHANGED,
-    ChangeKind.GRAPH_BREAKS_CHANGED,
     ChangeKind.ODD_BLOCK_FOUND,
     ChangeKind.ODD_BLOCK_GONE,
     ChangeKind.FORWARD_RUN_FOUND,
@@ -91,7 +90,12 @@ def summarize(
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
     # A facet's changes are counted and described in the facet's words, one line each.
-    facet_counts = Counter(c.words for c in changes if c.kind is ChangeKind.FACET_CHANGED)
+    facet_counts = Counter(
+        c.words for c in changes if c.kind is ChangeKind.FACET_CHANGED and not _of_the_header(c)
+    )
+    header_facets = dict.fromkeys(
+        c.words for c in changes if c.kind is ChangeKind.FACET_CHANGED and _of_the_header(c)
+    )
     totals = [
         f"{nesting_counts[kind]} {_NESTING_NOUNS[kind][nesting_counts[kind] != 1]}"
         for kind in _NESTING_NOUNS
@@ -103,7 +107,7 @@ def summarize(
         else f"{plural(counts[kind], 'uncounted operation')} added"
         if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
         else kind.value
-        if kind in (ChangeKind.INITIALIZATION_CHANGED, ChangeKind.GRAPH_BREAKS_CHANGED)
+        if kind is ChangeKind.INITIALIZATION_CHANGED
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
         f"{kind.value.removeprefix('operation ').removeprefix('backward ')}"
         if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
@@ -112,6 +116,7 @@ def summarize(
         if kind is not ChangeKind.FACET_CHANGED
     ]
     totals += [f"{plural(count, 'call')} {words}" for words, count in facet_counts.items()]
+    totals += list(header_facets)
     lines = [
         f"{plural(len(old_lines), 'call')} before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
@@ -470,7 +475,6 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
     ChangeKind.FLOPS_CHANGED: _describe_flops,
     ChangeKind.UNCOUNTED_OPERATION_ADDED: _describe_uncounted,
     ChangeKind.INITIALIZATION_CHANGED: _describe_header_sections,
-    ChangeKind.GRAPH_BREAKS_CHANGED: _describe_header_sections,
     ChangeKind.SETTINGS_CHANGED: _describe_settings,
     ChangeKind.PARAMETERS_CHANGED: _describe_parameters,
     ChangeKind.MODE_CHANGED: _describe_modes,
@@ -556,15 +560,25 @@ def _examples(items: list[str], separator: str = ", ") -> str:
     return shown
 
 
+def _of_the_header(change: Change) -> bool:
+    """Whether a facet's change is of a value the header holds, not of a call's."""
+    return change.old is None and change.new is None
+
+
 def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
     """One line per facet, in its words: `output elements changed at 1 call: fc (Linear): 40
     -> 80`. Its calls are given in the order they ended: a facet takes a call's value as
     the call ends, and a parent's output moves because a child's did, so the first to end
-    is where its values first differed (`..., first at project (Linear): ...; later: ...`)."""
+    is where its values first differed (`..., first at project (Linear): ...; later: ...`).
+    A facet of the header (graph breaks) says its sentences one after the other."""
     ended = _end_order(diff.new_lines)
     by_words: dict[str, list[Change]] = {}
+    of_the_header: dict[str, list[str]] = {}
     for change in changes:
-        by_words.setdefault(change.words, []).append(change)
+        if _of_the_header(change):
+            of_the_header.setdefault(change.words, []).append(change.detail)
+        else:
+            by_words.setdefault(change.words, []).append(change)
     lines = []
     for words, group in by_words.items():
         group.sort(key=lambda c: ended[c.position] if c.position is not None else 0)
@@ -575,4 +589,5 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
             later = f"; later: {_examples(items[1:], separator='; ')}" if len(items) > 1 else ""
             first = items[0] if items else "?"
             lines.append(f"{words} at {plural(len(group), 'call')}, first at {first}{later}")
+    lines += ["; ".join(details) for details in of_the_header.values()]
     return "\n".join(lines)

@@ -4,8 +4,15 @@ torch, no facet named."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pytest_fwdorder.calls.facet_records import TraceFacet
 
 
 def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
@@ -45,6 +52,23 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
                 words=facet.change_words,
             )
         )
+    return changes
+
+
+def trace_facet_changes(
+    old_header: list[str], new_header: list[str], facets: Sequence[TraceFacet]
+) -> list[Change]:
+    """One change per sentence each facet with one value per trace (graph breaks) says of
+    its two values, read from the headers; only when both headers hold that facet."""
+    changes = []
+    for facet in facets:
+        old, new = facet.read_header(old_header), facet.read_header(new_header)
+        if old is None or new is None:
+            continue
+        changes += [
+            Change(ChangeKind.FACET_CHANGED, None, None, detail, words=facet.change_words)
+            for detail in facet.describe_changes(old, new)
+        ]
     return changes
 
 

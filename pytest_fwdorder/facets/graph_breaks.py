@@ -12,7 +12,17 @@ tracing a parent (inlining the child) and again while tracing the child's own fr
 break, named at the child. Dynamo's caches are emptied (`torch._dynamo.reset()`) before
 and after, and the model's state is put back as a trace puts it back.
 
-torch._dynamo is imported only when a trace asks for graph breaks.
+One module holds the whole facet behind the protocol (`TraceFacet`, calls/facet_records.py):
+its option, what it measures, the header sections it writes and reads back into
+`CompileRecords`, and the words for a change. It is registered as a built-in plugin
+(`hookspecs.BUILTIN_PLUGINS`), so the trace, the golden and the diff reach it through the
+`pytest_fwdorder_facets` hook and never name it. torch is imported only where the model is
+compiled (pytest's start-up registers this module), torch._dynamo only when a trace asks
+for graph breaks.
+
+    # graph breaks (1 break, 2 graphs, backend eager):
+    #   block.1 (call 1): data-dependent branch on a tensor's value at model.py:42
+    # recompilations on a second call (0)
 """
 
 from __future__ import annotations
@@ -26,16 +36,33 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.calls.facet_records import CompileRecords, GraphBreak, Recompilation
-from pytest_fwdorder.recording.model_index import index_model
-from pytest_fwdorder.recording.model_state import capture_state, restore_state
+from pytest_fwdorder.golden.format import _SECTION_ITEM, header_sections, render_section
+from pytest_fwdorder.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import torch
+    from torch import nn
+
+    from pytest_fwdorder.calls.facet_records import TraceFacet
 
 BACKEND = "eager"
+GRAPH_BREAKS_SECTION = "graph breaks"
+RECOMPILATIONS_SECTION = "recompilations on a second call"
+# `# graph breaks (1 break, 2 graphs, backend eager):`
+_GRAPH_BREAKS_TITLE = re.compile(
+    rf"# {GRAPH_BREAKS_SECTION} \((?P<breaks>[0-9]+) breaks?, (?P<graphs>[0-9]+) graphs?, "
+    r"backend (?P<backend>[^)]+)\)"
+)
+# A graph breaks item, `block.1 (call 1): <reason> at model.py:42`.
+_BREAK_ITEM = re.compile(r"(?P<path>\S+) \(call (?P<number>[0-9]+)\): (?P<rest>.*)")
+_RECOMPILATION_ITEM = re.compile(
+    r"(?P<path>\S+): (?P<source>\S+) after the guard (?P<guard>.*) failed"
+)
 # Dynamo's graph-break log: `Graph break ... in user code at FILE:LINE\nGraph Break Reason: ...`.
 _BREAK_LOCATION = re.compile(r"in user code at (?P<file>.*):(?P<line>[0-9]+)\n")
 _REASON_PREFIX = "Graph Break Reason: "
@@ -59,6 +86,130 @@ _GUARD = re.compile(r"^\s*- (?P<guard>.+)$", re.MULTILINE)
 _GUARD_NUMBER = re.compile(r"^[0-9]+/[0-9]+: ")
 
 
+class GraphBreaksFacet:
+    """Graph breaks as a facet with one value per trace: the `CompileRecords` of the model."""
+
+    title = "graph breaks"
+    change_words = "graph breaks changed"
+    option = "graph_breaks"
+    record_refusal = (
+        "record(graph_breaks=True) cannot compile a block of code: pass the model and its "
+        "inputs to trace_forward(model, x, graph_breaks=True), or use "
+        "assert_no_graph_breaks(model, x)"
+    )
+
+    def measure(
+        self,
+        model: nn.Module,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        device: torch.device | str | None,
+    ) -> CompileRecords:
+        """What dynamo makes of the model on the traced inputs; refuses meta."""
+        import torch
+
+        if device is not None and torch.device(device).type == "meta":
+            raise ValueError(
+                "graph_breaks=True runs the compiled model, which a trace on device='meta' "
+                "cannot do: trace on the CPU (device=None or 'cpu') to record graph breaks"
+            )
+        return compiled_records(model, args, kwargs)
+
+    def header_lines(self, value: CompileRecords) -> list[str]:
+        return render_compiled(value)
+
+    def read_header(self, header: Sequence[str]) -> CompileRecords | None:
+        """The compile sections of a golden's header, or None when it has none."""
+        title = next(filter(None, map(_GRAPH_BREAKS_TITLE.match, header)), None)
+        if title is None:
+            return None
+        sections = header_sections(list(header))
+        return CompileRecords(
+            backend=title.group("backend"),
+            graphs=int(title.group("graphs")),
+            breaks=tuple(map(_read_break, sections.get(GRAPH_BREAKS_SECTION, []))),
+            recompilations=tuple(
+                map(_read_recompilation, sections.get(RECOMPILATIONS_SECTION, []))
+            ),
+        )
+
+    def describe_changes(self, old: CompileRecords, new: CompileRecords) -> list[str]:
+        """The count, the graphs, each break and recompilation added or removed, in words:
+        `graph breaks 1 -> 0`, `graph break removed in blocks.1 (call 1): ... at model.py:10`."""
+        details: list[str] = []
+        if len(old.breaks) != len(new.breaks):
+            details.append(f"graph breaks {len(old.breaks)} -> {len(new.breaks)}")
+        if old.graphs != new.graphs:
+            details.append(f"graphs {old.graphs} -> {new.graphs}")
+        old_breaks, new_breaks = _break_items(old), _break_items(new)
+        details += _added_and_removed("graph break", old_breaks, new_breaks)
+        old_again, new_again = _recompilation_items(old), _recompilation_items(new)
+        details += _added_and_removed("recompilation", old_again, new_again)
+        return details
+
+
+GRAPH_BREAKS = GraphBreaksFacet()
+
+
+@hookimpl(tryfirst=True)
+def pytest_fwdorder_facets() -> list[TraceFacet]:
+    """The graph breaks facet."""
+    return [GRAPH_BREAKS]
+
+
+def render_compiled(records: CompileRecords) -> list[str]:
+    """The header's compile sections (`graph_breaks=True`): the graph breaks, each with the
+    module call, the reason and the user's line, then what a second call compiled again."""
+    count, graphs = len(records.breaks), records.graphs
+    title = (
+        f"# {GRAPH_BREAKS_SECTION} ({count} break{'s' if count != 1 else ''}, "
+        f"{graphs} graph{'s' if graphs != 1 else ''}, backend {records.backend})"
+    )
+    return [
+        title + (":" if records.breaks else ""),
+        *(f"{_SECTION_ITEM}{item}" for item in _break_items(records)),
+        *render_section(RECOMPILATIONS_SECTION, _recompilation_items(records)),
+    ]
+
+
+def _break_items(records: CompileRecords) -> list[str]:
+    return [
+        f"{found.module_path} (call {found.call_number}): {found.reason} at {found.source}"
+        for found in records.breaks
+    ]
+
+
+def _recompilation_items(records: CompileRecords) -> list[str]:
+    return [
+        f"{again.module_path}: {again.source} after the guard {again.guard} failed"
+        for again in records.recompilations
+    ]
+
+
+def _read_break(item: str) -> GraphBreak:
+    """A graph breaks item as `_break_items` writes it; an item edited out of shape keeps its
+    text as the reason, so that a change to it still shows."""
+    match = _BREAK_ITEM.fullmatch(item)
+    if match is None:
+        return GraphBreak(item, 0, item, "")
+    reason, _, source = match.group("rest").rpartition(" at ")
+    return GraphBreak(match.group("path"), int(match.group("number")), reason, source)
+
+
+def _read_recompilation(item: str) -> Recompilation:
+    match = _RECOMPILATION_ITEM.fullmatch(item)
+    if match is None:
+        return Recompilation(item, "", item)
+    return Recompilation(match.group("path"), match.group("source"), match.group("guard"))
+
+
+def _added_and_removed(noun: str, old: list[str], new: list[str]) -> list[str]:
+    """`graph break added in <item>` for each item only in new, `... removed in` for old."""
+    return [f"{noun} removed in {item}" for item in old if item not in new] + [
+        f"{noun} added in {item}" for item in new if item not in old
+    ]
+
+
 @dataclass(slots=True)
 class _Seen:
     """What the compiled runs showed: each break as it was logged, graphs per run."""
@@ -79,6 +230,9 @@ def compiled_records(
     and dynamo's caches are emptied before and after, so that nothing compiled here is reused.
     """
     import torch._dynamo
+
+    from pytest_fwdorder.recording.model_index import index_model
+    from pytest_fwdorder.recording.model_state import capture_state
 
     index = index_model(model)
     paths = {module_id: entry.path for module_id, entry in index.entries.items()}
@@ -103,6 +257,8 @@ def _compiled_runs(
 ) -> CompileRecords:
     """The two compiled calls, with dynamo's caches emptied and the model's state put back."""
     import torch._dynamo
+
+    from pytest_fwdorder.recording.model_state import restore_state
 
     try:
         compiled = torch.compile(model, backend=_counting_backend(seen))
@@ -236,6 +392,8 @@ def _innermost_call(frame: FrameType | Any, paths: dict[int, str], seen: _Seen) 
         while frame.tb_next is not None:
             frame = frame.tb_next
         frame = frame.tb_frame
+    from torch import nn
+
     call_code = nn.Module._call_impl.__code__
     while frame is not None:
         if frame.f_code is call_code:

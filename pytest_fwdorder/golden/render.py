@@ -47,7 +47,6 @@ from pytest_fwdorder.golden.format import (
     render_value,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
-from pytest_fwdorder.golden.graph_breaks_lines import render_compiled
 from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
 
@@ -170,8 +169,8 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
     header += facet_header_lines(trace.facets)
     if trace.initialization is not None:
         header += render_initialization(trace.initialization)
-    if trace.compiled is not None:
-        header += render_compiled(trace.compiled)
+    for facet in trace.trace_facets:
+        header += facet.header_lines(trace.trace_facet_values[facet.title])
     if trace.options.devices:
         header.append("# devices: shown")
     if trace.options.local_shapes:

@@ -14,6 +14,10 @@ from pytest_fwdorder.diff.changes import ChangeKind, DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.diff.explanation import plural, rows_to_show
+from pytest_fwdorder.facets.graph_breaks import (
+    GRAPH_BREAKS_SECTION,
+    RECOMPILATIONS_SECTION,
+)
 from pytest_fwdorder.golden.costs_lines import (
     COSTS_PREFIX,
     flops_of,
@@ -26,10 +30,6 @@ from pytest_fwdorder.golden.format import (
     GoldenLine,
     header_sections,
     model_of,
-)
-from pytest_fwdorder.golden.graph_breaks_lines import (
-    GRAPH_BREAKS_SECTION,
-    RECOMPILATIONS_SECTION,
 )
 from pytest_fwdorder.golden.parse import format_problem, parse_golden
 from pytest_fwdorder.picture.svg import diff_picture

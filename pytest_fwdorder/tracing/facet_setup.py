@@ -16,12 +16,12 @@ from typing import Any
 
 from torch import nn
 
-from pytest_fwdorder.calls.facet_records import Facet
+from pytest_fwdorder.calls.facet_records import Facet, TraceFacet
 from pytest_fwdorder.facets.backward import BackwardRecorder
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
-from pytest_fwdorder.hookspecs import plugin_facets
+from pytest_fwdorder.hookspecs import plugin_facets, trace_facets
 from pytest_fwdorder.options import TraceOptions
 from pytest_fwdorder.trace import Trace
 
@@ -38,6 +38,8 @@ class FacetRecording:
     # what each observed: title -> call index -> value.
     facets: tuple[Facet, ...] = ()
     facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)
+    # The facets with one value per trace (calls/facet_records.py: graph breaks) asked for.
+    trace_facets: tuple[TraceFacet, ...] = ()
 
     @classmethod
     def for_options(cls, options: TraceOptions) -> FacetRecording:
@@ -52,6 +54,7 @@ class FacetRecording:
             options,
             backward=BackwardRecorder(options.backward) if options.backward else None,
             facets=facets,
+            trace_facets=measured_facets(options),
         )
 
     def backward_watched(self) -> AbstractContextManager[Any]:
@@ -90,6 +93,24 @@ class FacetRecording:
         if self.facets:
             trace.facets = self.facets
             trace.facet_values = self.facet_values
+
+    def measure(
+        self,
+        trace: Trace,
+        model: nn.Module,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        device: Any,
+    ) -> None:
+        """Give the trace each facet's value of the whole run, measured after the forward."""
+        for facet in self.trace_facets:
+            trace.trace_facet_values[facet.title] = facet.measure(model, args, kwargs, device)
+        trace.trace_facets = self.trace_facets
+
+
+def measured_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
+    """The registered facets with one value per trace that `options` switch on."""
+    return tuple(facet for facet in trace_facets(FACT_TITLES) if getattr(options, facet.option))
 
 
 def recorded_facets(options: TraceOptions) -> tuple[Facet, ...]:

@@ -21,7 +21,6 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls.facet_records import CompileRecords
 from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
 from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
@@ -36,7 +35,7 @@ from pytest_fwdorder.recording.resolve import resolve_model
 from pytest_fwdorder.recording.torch_release import check_torch_release
 from pytest_fwdorder.trace import Trace
 from pytest_fwdorder.tracing.building import model_to_trace
-from pytest_fwdorder.tracing.facet_setup import FacetRecording
+from pytest_fwdorder.tracing.facet_setup import FacetRecording, measured_facets
 from pytest_fwdorder.tracing.trace_checks import check_finished_trace
 
 
@@ -227,8 +226,7 @@ def trace_model(
     facets.finish(trace)
     if watched:
         trace.initialization = initialization_records(root, watched[-1], SEED)
-    if options.graph_breaks:
-        trace.compiled = _compiled_records(root, device, args, kwargs)
+    facets.measure(trace, root, args, kwargs, device)
     check_finished_trace(trace, options)
     return trace
 
@@ -281,12 +279,8 @@ def _traced(
 
 def _check_recordable(options: TraceOptions) -> None:
     """Refuse the options a `record` block cannot honour."""
-    if options.graph_breaks:
-        raise ValueError(
-            "record(graph_breaks=True) cannot compile a block of code: pass the model and its "
-            "inputs to trace_forward(model, x, graph_breaks=True), or use "
-            "assert_no_graph_breaks(model, x)"
-        )
+    for facet in measured_facets(options):
+        raise ValueError(facet.record_refusal)
     if options.initialization:
         raise ValueError(
             "record(initialization=True) cannot watch the build: record takes a model "
@@ -314,20 +308,6 @@ def _check_model_keywords(root: nn.Module, kwargs: dict[str, Any]) -> None:
                 f"and which {type(root).__name__}.forward does not take{hint} "
                 f"The options are {', '.join(OPTION_NAMES)}"
             )
-
-
-def _compiled_records(
-    root: nn.Module, device: torch.device | str | None, args: Any, kwargs: dict[str, Any]
-) -> CompileRecords:
-    """What dynamo makes of the model on the traced inputs (`graph_breaks=True`)."""
-    if device is not None and torch.device(device).type == "meta":
-        raise ValueError(
-            "graph_breaks=True runs the compiled model, which a trace on device='meta' cannot "
-            "do: trace on the CPU (device=None or 'cpu') to record graph breaks"
-        )
-    from pytest_fwdorder.facets.graph_breaks import compiled_records  # imports torch._dynamo
-
-    return compiled_records(root, args, kwargs)
 
 
 def _render_options(options: TraceOptions) -> RenderOptions:
