@@ -111,3 +111,18 @@ def test_buffers_on_meta_are_put_back_without_comparing_values() -> None:
     values.put_back()  # meta tensors hold no values to compare: this must not raise
 
     assert [tuple(buffer.shape) for buffer in buffers] == [(3,), ()]
+
+
+def test_a_sparse_buffer_is_copied_on_its_own_and_put_back() -> None:
+    sparse = torch.tensor([0.0, 2.0, 0.0]).to_sparse()
+    dense = torch.tensor([1.0, 2.0])
+    values = BufferValues()
+    values.add([sparse, dense])
+    assert [buffer is sparse for buffer, _ in values.singles] == [True]
+
+    sparse.mul_(3)
+    dense.mul_(3)
+    values.put_back()
+
+    assert sparse.to_dense().tolist() == [0.0, 2.0, 0.0]
+    assert dense.tolist() == [1.0, 2.0]

@@ -7,7 +7,7 @@ statistics and counters), and a copy per buffer costs more in calls than in byte
 plain 0-d and 1-d buffers of one dtype and device are copied as one flat tensor (one
 `torch.cat` or `torch.stack`), compared with the same flat read of them after forward, bit
 for bit, and copied back (one multi-tensor copy) only if any bit differs. Buffers of other
-shapes or kinds (subclasses such as DTensor, uncommon dtypes) are cloned
+shapes or kinds (subclasses such as DTensor, sparse tensors, uncommon dtypes) are cloned
 one by one.
 """
 
@@ -41,8 +41,9 @@ _GROUPED_DTYPES = frozenset(
     }
 )
 _TENSOR_METADATA = operator.attrgetter("shape", "dtype", "device")
-_GROUP_KEY = operator.attrgetter("dtype", "device", "ndim")
+_GROUP_KEY = operator.attrgetter("dtype", "device", "ndim", "layout")
 _SHAPE = operator.attrgetter("shape")
+_STRIDED = torch.strided
 _IS_INFERENCE = operator.methodcaller("is_inference")
 # `buffer.clone()`, as a subclass that overrides clone has it.
 _CLONE = operator.methodcaller("clone")
@@ -80,7 +81,7 @@ class BufferValues:
                 # One pass in C per kind of buffer: a model holds a kind or two.
                 for key in dict.fromkeys(keys):
                     kind = list(compress(buffers, map(key.__eq__, keys)))
-                    if key[2] > 1 or key[0] not in _GROUPED_DTYPES:
+                    if key[2] > 1 or key[0] not in _GROUPED_DTYPES or key[3] is not _STRIDED:
                         singles += kind
                         continue
                     metadata = list(zip(map(_SHAPE, kind), repeat(key[0]), repeat(key[1])))
