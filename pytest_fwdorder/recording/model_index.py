@@ -6,7 +6,7 @@ length of a trace; the index adds the model's other names, callables and tied te
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -15,6 +15,7 @@ from pytest_fwdorder.calls.records import ModuleFacts, ModuleTensors
 from pytest_fwdorder.hookspecs import module_facts_hooks_exist
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.distributed import user_class
+from pytest_fwdorder.recording.index_cache import KeptIndexes
 from pytest_fwdorder.recording.module_facts import (
     TensorIndex,
     index_tensors,
@@ -114,6 +115,32 @@ class ModelIndex:
 
 
 def index_model(root: nn.Module) -> ModelIndex:
+    """The index of `root`: kept from its last walk if nothing it was made from changed
+    (index_cache.py), else walked again."""
+    found = _KEPT_INDEXES.find(root)
+    if found is not None:
+        modules, kept = found
+        # Fresh lists and the trace's own aliases; entries are only read (the recorder copies).
+        return replace(
+            kept, modules=modules, python_modules=list(modules), aliases=dict(kept.aliases)
+        )
+    ask_plugins = module_facts_hooks_exist()
+    index = _walk_model(root, ask_plugins=ask_plugins)
+    if not ask_plugins and len(index.python_modules) == len(index.modules):  # no TorchScript
+        _KEPT_INDEXES.keep(
+            root,
+            index.modules,
+            lambda: [index.entries[id(module)].facts for module in index.modules],
+            replace(index, modules=[], python_modules=[]),  # the kept index holds no module
+        )
+    return index
+
+
+# The indexes of the models walked last (plugins' facts and TorchScript: walked every time).
+_KEPT_INDEXES: KeptIndexes[ModelIndex] = KeptIndexes(8)
+
+
+def _walk_model(root: nn.Module, *, ask_plugins: bool) -> ModelIndex:
     """Walk `root` once: an entry for each module, its other names, callables and tensors."""
     modules: list[nn.Module] = []
     entries: dict[int, ModuleEntry] = {}
@@ -123,7 +150,6 @@ def index_model(root: nn.Module) -> ModelIndex:
     python_modules: list[nn.Module] = []
     named_modules = list(root.named_modules(remove_duplicate=False))
     remember_modules(len(named_modules))
-    ask_plugins = module_facts_hooks_exist()
     for path, module in named_modules:
         module_id = id(module)
         if module_id in entries:
