@@ -43,6 +43,8 @@ def described(index: ModelIndex) -> list[object]:
         index.tensors,
         [index.entries[id(module)].path for module in index.modules],
         [index.entries[id(module)].path for module in index.python_modules],
+        index.facts_by_path,
+        index.classes_by_path,
     ]
 
 

@@ -14,7 +14,7 @@ from torch import nn
 from pytest_fwdorder.calls.records import ModuleFacts, ModuleTensors
 from pytest_fwdorder.hookspecs import module_facts_hooks_exist
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
-from pytest_fwdorder.recording.distributed import user_class
+from pytest_fwdorder.recording.distributed import qualified_class_name, user_class
 from pytest_fwdorder.recording.index_cache import KeptIndexes
 from pytest_fwdorder.recording.module_facts import (
     TensorIndex,
@@ -112,6 +112,10 @@ class ModelIndex:
     # The modules whose state Python owns: not TorchScript ones, nor anything inside them.
     python_modules: list[nn.Module]
     tensors: TensorIndex
+    # What a trace records of every module, by path: (class name, facts) and the qualified
+    # class. Made once per walk, as a kept index is traced many times.
+    facts_by_path: dict[str, tuple[str, ModuleFacts]]
+    classes_by_path: dict[str, str]
 
 
 def index_model(root: nn.Module) -> ModelIndex:
@@ -177,4 +181,8 @@ def _walk_model(root: nn.Module, *, ask_plugins: bool) -> ModelIndex:
         callable_paths=tuple(callable_paths),
         python_modules=python_modules,
         tensors=index_tensors(root, named_modules, with_keys=False),
+        facts_by_path={entry.path: typed_facts(entry) for entry in entries.values()},
+        classes_by_path={
+            entries[id(module)].path: qualified_class_name(module) for module in modules
+        },
     )
