@@ -2,6 +2,7 @@
 
     python benchmarks/compare_revisions.py main            # this tree vs main
     python benchmarks/compare_revisions.py main --rounds 41 --smoke
+    python benchmarks/compare_revisions.py main --only ResNet   # the rows whose case names this
 
 The baseline revision is exported with `git archive` into a temporary folder. One worker
 process per revision builds the same models (same seeds); the driver asks them for one
@@ -150,7 +151,9 @@ def ask_round(process: subprocess.Popen[str], case: str) -> dict[str, float]:
     return json.loads(process.stdout.readline())  # type: ignore[no-any-return]
 
 
-def compare(baseline: str, rounds: int, smoke: bool, options: list[str]) -> None:
+def compare(
+    baseline: str, rounds: int, smoke: bool, options: list[str], only: list[str] | None = None
+) -> None:
     with tempfile.TemporaryDirectory(prefix="fwdorder-baseline-") as folder:
         old_root = export_revision(baseline, Path(folder))
         workers = {
@@ -160,6 +163,10 @@ def compare(baseline: str, rounds: int, smoke: bool, options: list[str]) -> None
         for label, (_, header) in workers.items():
             print(f"{label}: {header['package']}")
         calls: dict[str, int] = workers["new"][1]["calls"]  # type: ignore[assignment]
+        if only:
+            calls = {
+                case: count for case, count in calls.items() if any(map(case.__contains__, only))
+            }
         samples = {
             (label, case, candidate): []
             for label in workers
@@ -217,6 +224,9 @@ def main() -> None:
         "--clock", choices=sorted(CLOCKS), default="wall", help="what a timing measures"
     )
     parser.add_argument("--threads", type=int, help="torch's intra-op threads in the workers")
+    parser.add_argument(
+        "--only", action="append", help="time only the cases whose name holds this (repeatable)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.worker:
@@ -226,7 +236,7 @@ def main() -> None:
     if arguments.threads is not None:
         options += ["--threads", str(arguments.threads)]
     print(f"clock: {arguments.clock}, torch threads: {arguments.threads or 'default'}")
-    compare(arguments.baseline, arguments.rounds, arguments.smoke, options)
+    compare(arguments.baseline, arguments.rounds, arguments.smoke, options, arguments.only)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ length of a trace; the index adds the model's other names, callables and tied te
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -14,7 +14,8 @@ from torch import nn
 from pytest_fwdorder.calls.records import ModuleFacts, ModuleTensors
 from pytest_fwdorder.hookspecs import module_facts_hooks_exist
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
-from pytest_fwdorder.recording.distributed import user_class
+from pytest_fwdorder.recording.distributed import qualified_class_name, user_class
+from pytest_fwdorder.recording.index_cache import KeptIndexes
 from pytest_fwdorder.recording.module_facts import (
     TensorIndex,
     index_tensors,
@@ -111,9 +112,39 @@ class ModelIndex:
     # The modules whose state Python owns: not TorchScript ones, nor anything inside them.
     python_modules: list[nn.Module]
     tensors: TensorIndex
+    # What a trace records of every module, by path: (class name, facts) and the qualified
+    # class. Made once per walk, as a kept index is traced many times.
+    facts_by_path: dict[str, tuple[str, ModuleFacts]]
+    classes_by_path: dict[str, str]
 
 
 def index_model(root: nn.Module) -> ModelIndex:
+    """The index of `root`: kept from its last walk if nothing it was made from changed
+    (index_cache.py), else walked again."""
+    found = _KEPT_INDEXES.find(root)
+    if found is not None:
+        modules, kept = found
+        # Fresh lists and the trace's own aliases; entries are only read (the recorder copies).
+        return replace(
+            kept, modules=modules, python_modules=list(modules), aliases=dict(kept.aliases)
+        )
+    ask_plugins = module_facts_hooks_exist()
+    index = _walk_model(root, ask_plugins=ask_plugins)
+    if not ask_plugins and len(index.python_modules) == len(index.modules):  # no TorchScript
+        _KEPT_INDEXES.keep(
+            root,
+            index.modules,
+            lambda: [index.entries[id(module)].facts for module in index.modules],
+            replace(index, modules=[], python_modules=[]),  # the kept index holds no module
+        )
+    return index
+
+
+# The indexes of the models walked last (plugins' facts and TorchScript: walked every time).
+_KEPT_INDEXES: KeptIndexes[ModelIndex] = KeptIndexes(8)
+
+
+def _walk_model(root: nn.Module, *, ask_plugins: bool) -> ModelIndex:
     """Walk `root` once: an entry for each module, its other names, callables and tensors."""
     modules: list[nn.Module] = []
     entries: dict[int, ModuleEntry] = {}
@@ -123,7 +154,6 @@ def index_model(root: nn.Module) -> ModelIndex:
     python_modules: list[nn.Module] = []
     named_modules = list(root.named_modules(remove_duplicate=False))
     remember_modules(len(named_modules))
-    ask_plugins = module_facts_hooks_exist()
     for path, module in named_modules:
         module_id = id(module)
         if module_id in entries:
@@ -151,4 +181,8 @@ def index_model(root: nn.Module) -> ModelIndex:
         callable_paths=tuple(callable_paths),
         python_modules=python_modules,
         tensors=index_tensors(root, named_modules, with_keys=False),
+        facts_by_path={entry.path: typed_facts(entry) for entry in entries.values()},
+        classes_by_path={
+            entries[id(module)].path: qualified_class_name(module) for module in modules
+        },
     )

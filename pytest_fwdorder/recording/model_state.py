@@ -12,7 +12,7 @@ import functools
 import operator
 import random
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import accumulate, chain, compress, filterfalse
 from typing import Any, NamedTuple, cast
 
@@ -27,6 +27,7 @@ from pytest_fwdorder.recording.attribute_layout import (
     attribute_layout,
     other_dicts,
 )
+from pytest_fwdorder.recording.buffer_values import BufferValues
 from pytest_fwdorder.recording.direct_forwards import is_watching_forward
 from pytest_fwdorder.recording.model_index import ModelIndex
 from pytest_fwdorder.recording.module_facts import buffers_of, is_uninitialized, parameters_of
@@ -81,8 +82,8 @@ class ModelState:
         # comparison when the forward is over, parameter by parameter only if they differ.
         self.parameters: list[torch.Tensor] = []
         self.parameter_signatures: list[_RawSignature] = []
-        # (buffer, a copy of its values): BatchNorm updates running statistics in place.
-        self.buffer_copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # Copies of buffers' values: BatchNorm updates running statistics in place.
+        self.buffer_values = BufferValues()
         self.copied_buffers: set[int] = set()
         self.grad_enabled = torch.is_grad_enabled()
         self.cpu_rng = torch.random.get_rng_state()
@@ -168,13 +169,12 @@ class ModelState:
         if (
             len(buffer_ids) != len(buffers)
             or not self.copied_buffers.isdisjoint(buffer_ids)
-            or any(map(is_uninitialized, buffers))
+            or any(map(_is_uninitialized_type, set(map(type, buffers))))
         ):
             unique = {id(buffer): buffer for buffer in buffers if not is_uninitialized(buffer)}
             buffers = [buffer for key, buffer in unique.items() if key not in self.copied_buffers]
         self.copied_buffers.update(map(id, buffers))
-        with torch.no_grad():  # clones of buffers that require grad must not
-            self.buffer_copies += zip(buffers, map(_CLONE, buffers), strict=True)
+        self.buffer_values.add(buffers)
 
     def keep_initialization(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         """A forward pre-hook that runs after a lazy module's initializing one: what the
@@ -219,8 +219,6 @@ class ParameterSignature(NamedTuple):
 
 
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
-# `buffer.clone()`, as a subclass that overrides clone has it.
-_CLONE = operator.methodcaller("clone")
 # ParameterSignature's fields, read in C: captured as plain tuples, named when one differs.
 _RawSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
 _SIGNATURE = operator.attrgetter("_version", "requires_grad", "dtype", "shape", "device")
@@ -234,6 +232,11 @@ def _signatures(parameters: Sequence[torch.Tensor]) -> list[_RawSignature]:
             (_version(value), value.requires_grad, value.dtype, _shape(value), value.device)
             for value in parameters
         ]
+
+
+def _is_uninitialized_type(tensor_type: type) -> bool:
+    """`is_uninitialized` asked once per type: a model's buffers are of a type or two."""
+    return issubclass(tensor_type, (nn.UninitializedParameter, nn.UninitializedBuffer))
 
 
 def _shape(tensor: torch.Tensor) -> torch.Size | None:
@@ -313,12 +316,9 @@ def restore_state(state: ModelState) -> None:
             if handle is not None:
                 handle.remove()
     changed_in_place = _restore_parameter_flags(state)
-    _restore_buffers(
-        [
-            *state.buffer_copies,
-            *chain.from_iterable(kept.buffers for kept in state.initialized_lazy),
-        ]
-    )
+    for kept_lazy in state.initialized_lazy:
+        state.buffer_values.add_copies(kept_lazy.buffers)
+    state.buffer_values.put_back()
     if changed_in_place:
         warn_at_caller(
             f"forward changed parameters in place ({', '.join(changed_in_place[:5])}); "
@@ -482,50 +482,3 @@ def _restore_lists_and_sets(state: ModelState) -> None:
             if current_set != original_set:
                 current_set.clear()
                 current_set.update(original_set)
-
-
-def _restore_buffers(buffer_copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-    """Copy every buffer's values back.
-
-    Always: BatchNorm's kernel updates running statistics in place without bumping the
-    version counter, so "unchanged" cannot be told from the version. One no_grad (and, only
-    if needed, inference_mode) for all buffers, and one copy for all of them where torch has
-    it: a context or a copy per buffer cost more than the copying itself.
-    """
-    if not buffer_copies:
-        return
-    targets: list[torch.Tensor] = []
-    sources: list[torch.Tensor] = []
-    inference_buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
-    with torch.no_grad():
-        for buffer, copy in buffer_copies:
-            if buffer.is_inference():
-                inference_buffers.append((buffer, copy))
-            elif _TENSOR_METADATA(buffer) != _TENSOR_METADATA(copy):
-                buffer.data = copy  # forward replaced its `.data`: put the original back
-            elif type(buffer) is torch.Tensor:
-                targets.append(buffer)
-                sources.append(copy)
-            else:  # a subclass (DTensor) may have no rule for the multi-tensor copy
-                buffer.copy_(copy)
-        _copy_all(targets, sources)
-    if inference_buffers:
-        with torch.inference_mode():
-            _copy_all(*map(list, zip(*inference_buffers, strict=True)))
-
-
-_TENSOR_METADATA = operator.attrgetter("shape", "dtype", "device")
-# torch.optim's multi-tensor copy; a loop of copy_ where a torch release lacks it.
-_FOREACH_COPY: Callable[[list[torch.Tensor], list[torch.Tensor]], object] | None = getattr(
-    torch, "_foreach_copy_", None
-)
-
-
-def _copy_all(targets: list[torch.Tensor], sources: list[torch.Tensor]) -> None:
-    if not targets:
-        return
-    if _FOREACH_COPY is not None:
-        _FOREACH_COPY(targets, sources)
-        return
-    for target, source in zip(targets, sources, strict=True):
-        target.copy_(source)

@@ -163,6 +163,12 @@ def _remember(module: nn.Module, facts: ModuleFacts) -> None:
     _REMEMBERED.keep(id(module), remembered)
 
 
+def remembered_facts(module: nn.Module) -> ModuleFacts | None:
+    """The facts kept as `module`'s while nothing they are made from changes, if any."""
+    remembered = _REMEMBERED.get(id(module))
+    return None if remembered is None else remembered.facts
+
+
 def remember_modules(count: int) -> None:
     """Make room to remember the facts of `count` modules: a model about to be traced.
 
@@ -551,9 +557,7 @@ def _read_forward_parameters(module_class: type[nn.Module]) -> ForwardParameters
 def reads_training(module_class: type[nn.Module]) -> bool:
     """Whether a module's own code can compute differently in train and eval mode.
 
-    Reads the class's code: callers cache the answer per class.
-
-    True when a method the class (or a base below `nn.Module`) defines mentions `training`
+    Reads the class's code (callers cache the answer per class). True when a method the class (or a base below `nn.Module`) defines mentions `training`
     (`self.training`, `F.dropout(x, p, self.training)`), for TorchScript modules, and for
     classes whose code cannot be read. Activations and containers whose forward only calls
     children (`nn.ReLU`, `nn.Sequential`, torchvision's `Bottleneck`) read False: their mode
@@ -584,15 +588,13 @@ def _code_of(attribute: object) -> types.CodeType | object | None:
         attribute = attribute.fget
     if isinstance(attribute, types.FunctionType):
         return attribute.__code__
-    if isinstance(attribute, (types.BuiltinFunctionType, types.MethodDescriptorType)):
-        return _UNREADABLE  # written in C: assume it may read the mode
-    return None
+    # Written in C: assume it may read the mode.
+    builtin = isinstance(attribute, (types.BuiltinFunctionType, types.MethodDescriptorType))
+    return _UNREADABLE if builtin else None
 
 
 def _mentions_training(code: types.CodeType) -> bool:
-    if "training" in code.co_names:
-        return True
-    return any(
+    return "training" in code.co_names or any(
         isinstance(constant, types.CodeType) and _mentions_training(constant)
         for constant in code.co_consts
     )

@@ -37,14 +37,12 @@ from pytest_fwdorder.recording.describe import (
     tensors_of,
 )
 from pytest_fwdorder.recording.direct_forwards import forwards_watched
-from pytest_fwdorder.recording.distributed import qualified_class_name
 from pytest_fwdorder.recording.meta.kernels import meta_kernel_cache
 from pytest_fwdorder.recording.model_index import (
     ModelIndex,
     ModuleEntry,
     index_model,
     module_entry,
-    typed_facts,
 )
 from pytest_fwdorder.recording.model_state import (
     ModelState,
@@ -501,12 +499,10 @@ def _empty_trace(
         aliases=index.aliases,
         options=options,
         mode="train" if root.training else "eval",
-        modules={entry.path: typed_facts(entry) for entry in index.entries.values()},
+        modules=dict(index.facts_by_path),  # the trace's own: a kept index is traced again
         tied=tensors.tied,
         totals=tensors.totals,
-        module_classes={
-            index.entries[id(module)].path: qualified_class_name(module) for module in index.modules
-        },
+        module_classes=dict(index.classes_by_path),
     )
 
 

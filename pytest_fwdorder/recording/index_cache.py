@@ -1,0 +1,303 @@
+"""A model's index kept across its traces, while nothing the index was made from changed.
+
+One model object is often traced many times in a session (parametrized inputs, a fixture
+shared by a module's tests, the benchmarks). Walking it again costs about 4 us per module;
+checking that nothing the walk read has changed costs a fraction of that, as flat `map`s in
+C. What is checked, module by module (`ModelShape`):
+
+- the tree: each module's children, by name and identity;
+- each module's class, its class's `forward` and settings plan, its attributes' names and
+  the very values they hold (settings, `training`), its non-persistent buffer names;
+- each module's parameters and buffers: names, identity, type, dtype, shape, requires_grad
+  and version counter (so a change in place is seen too, though no fact reads values);
+- that no plugin adds module facts (they can depend on anything).
+
+Modules and tensors are held by weak references: a kept index never keeps a model alive.
+Other attributes are compared by identity: values that can refer to nothing else (numbers,
+strings, tuples of them) are held, others by weak reference. A model with TorchScript
+modules, lazy or inference tensors, an attribute that is neither (a list, a dict), or a
+module whose facts are not remembered (an unhashable setting, an `extra_repr` read every
+time) is walked every time. A model is kept from its
+second trace on: one traced once pays a weak reference, not the shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from typing import Any, Generic, TypeVar
+
+import torch
+from torch import nn
+
+from pytest_fwdorder.hookspecs import module_facts_hooks_exist
+from pytest_fwdorder.recording.attribute_layout import MODULE_INTERNALS
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
+from pytest_fwdorder.recording.module_facts import is_uninitialized, remembered_facts
+from pytest_fwdorder.recording.module_settings import SETTINGS_PLANS, SettingsPlan
+
+__all__ = ["KeptIndexes", "ModelShape", "model_shape"]
+
+IndexT = TypeVar("IndexT")
+
+_CALL: Callable[[Callable[[], Any]], Any] = operator.call  # a weak reference's target
+_FORWARD = operator.attrgetter("forward")
+_IS_NOT_NONE = functools.partial(operator.is_not, None)
+_TENSOR_STATE = operator.attrgetter("dtype", "shape", "requires_grad", "_version")
+# A module's own dicts and set, read from its __dict__ (as nn.Module's methods read them).
+_CHILDREN = operator.itemgetter("_modules")
+_PARAMETERS = operator.itemgetter("_parameters")
+_BUFFERS = operator.itemgetter("_buffers")
+_NON_PERSISTENT = operator.itemgetter("_non_persistent_buffers_set")
+
+
+@dataclass(slots=True)
+class ModelShape:
+    """What a model's index was made from: flat lists over its modules, in index order.
+
+    Children and tensors are positions: into the modules and into the tensors, where the
+    position one past the last stands for a None child, parameter or buffer.
+    """
+
+    modules: list[weakref.ref[nn.Module]]
+    types: list[type]
+    forwards: list[object]
+    plans: list[SettingsPlan | None]
+    attribute_counts: list[int]
+    attribute_names: list[str]
+    own_places: bytes  # the attributes that are not torch's dicts and sets
+    own_values: list[object]  # those attributes' values; None where held weakly
+    weak_places: list[int]  # among own_values
+    weak_values: list[weakref.ref[Any]]
+    child_counts: list[int]
+    child_names: list[str]
+    child_places: list[int]
+    tensors: list[weakref.ref[torch.Tensor]]
+    tensor_counts: list[int]  # parameters of each module, then buffers of each module
+    tensor_names: list[str]
+    tensor_places: list[int]
+    tensor_types: list[type]
+    tensor_states: list[tuple[object, ...]]
+    non_persistent: list[set[str]]
+
+
+@dataclass(slots=True)
+class _Kept(Generic[IndexT]):
+    """A root's entry: a weak reference to it, and once walked twice, its shape and index
+    (one tuple, set at once: another thread may read it meanwhile)."""
+
+    root: weakref.ref[nn.Module]
+    known: tuple[ModelShape, IndexT] | None = None
+
+
+class KeptIndexes(Generic[IndexT]):
+    """The indexes of the models walked last, by their root, each with its shape."""
+
+    def __init__(self, most: int) -> None:
+        # By the root's id (the entry's weak reference tells a new root of a dead one's id).
+        self.kept: BoundedCache[int, _Kept[IndexT]] = BoundedCache(most)
+
+    def find(self, root: nn.Module) -> tuple[list[nn.Module], IndexT] | None:
+        """The model's modules and the index kept for `root`, if nothing it was made from
+        changed since; else None."""
+        kept = self.kept.get(id(root))
+        if kept is None or kept.root() is not root or kept.known is None:
+            return None
+        shape, index = kept.known
+        try:
+            modules = _live_modules(shape, root)
+        except (KeyError, RuntimeError):  # a module without its dicts, a tensor's version
+            return None
+        if modules is None or module_facts_hooks_exist():
+            return None
+        return modules, index
+
+    def keep(
+        self,
+        root: nn.Module,
+        modules: list[nn.Module],
+        facts: Callable[[], list[object]],
+        index: IndexT,
+    ) -> None:
+        """Keep `index` (holding no module) for `root`'s next walks, from its second walk
+        on; `facts` gives each module's facts, in the order of `modules`."""
+        kept = self.kept.get(id(root))
+        if kept is None or kept.root() is not root:
+            self.kept.keep(id(root), _Kept(weakref.ref(root)))
+            return
+        try:
+            shape = model_shape(modules, facts())
+        except (KeyError, RuntimeError):  # a module without its dicts, a tensor's version
+            shape = None
+        kept.known = None if shape is None else (shape, index)
+
+
+def model_shape(modules: list[nn.Module], facts: list[object]) -> ModelShape | None:
+    """What an index of these modules (with these facts) was made from, or None where a
+    model cannot be checked this way."""
+    if not all(map(operator.is_, map(remembered_facts, modules), facts)):
+        return None  # facts read every time: they may depend on what is not compared
+    dicts: list[dict[str, Any]] = list(map(vars, modules))
+    types = list(map(type, modules))
+    plans = list(map(SETTINGS_PLANS.get, types))
+    attributes = _own_attributes(dicts)
+    tensor_dicts = [*map(_PARAMETERS, dicts), *map(_BUFFERS, dicts)]
+    tensors = list(filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, tensor_dicts))))
+    if (
+        attributes is None
+        or any(map(operator.is_, plans, repeat(None)))
+        or any(map(is_uninitialized, tensors))
+        or any(map(torch.Tensor.is_inference, tensors))
+    ):
+        return None  # a lazy tensor has no shape yet; an inference one no version
+    children = list(map(_CHILDREN, dicts))
+    return ModelShape(
+        modules=list(map(weakref.ref, modules)),
+        types=types,
+        forwards=list(map(_FORWARD, types)),
+        plans=plans,
+        attribute_counts=list(map(len, dicts)),
+        attribute_names=list(chain.from_iterable(dicts)),
+        own_places=attributes[0],
+        own_values=attributes[1],
+        weak_places=attributes[2],
+        weak_values=attributes[3],
+        child_counts=list(map(len, children)),
+        child_names=list(chain.from_iterable(children)),
+        child_places=_places(chain.from_iterable(map(dict.values, children)), modules),
+        tensors=list(map(weakref.ref, tensors)),
+        tensor_counts=list(map(len, tensor_dicts)),
+        tensor_names=list(chain.from_iterable(tensor_dicts)),
+        tensor_places=_places(chain.from_iterable(map(dict.values, tensor_dicts)), tensors),
+        tensor_types=list(map(type, tensors)),
+        tensor_states=list(map(_TENSOR_STATE, tensors)),
+        non_persistent=[set(names) for names in map(_NON_PERSISTENT, dicts)],
+    )
+
+
+def _places(found: Iterable[object], objects: Sequence[object]) -> list[int]:
+    """Where each found object is among `objects`; one past the last for None."""
+    places = {id(value): place for place, value in enumerate(objects)}
+    return [len(objects) if value is None else places[id(value)] for value in found]
+
+
+def _own_attributes(
+    dicts: list[dict[str, Any]],
+) -> tuple[bytes, list[object], list[int], list[weakref.ref[Any]]] | None:
+    """The attributes compared by identity (`_is_own`): their places among all, their
+    values (None where held weakly), and where and what the weak references are; None if
+    one can be held neither way."""
+    names = list(chain.from_iterable(dicts))
+    values = list(chain.from_iterable(map(dict.values, dicts)))
+    own_places = bytes(map(_is_own, names, values))
+    own_values = list(compress(values, own_places))
+    weak_places: list[int] = []
+    weak_values: list[weakref.ref[Any]] = []
+    for place, value in enumerate(own_values):
+        if not _is_atomic(value):
+            try:
+                weak_values.append(weakref.ref(value))
+            except TypeError:  # a list, a dict: a copy would be needed, and is not kept
+                return None
+            weak_places.append(place)
+            own_values[place] = None
+    return own_places, own_values, weak_places, weak_values
+
+
+def _is_own(name: str, value: object) -> bool:
+    """Whether an attribute is compared by identity: all but torch's own dicts and sets
+    (children, tensors and non-persistent names are compared by content; hooks not at all:
+    no fact reads them)."""
+    return not (name in MODULE_INTERNALS and isinstance(value, (dict, set)))
+
+
+# Values that refer to nothing else, held as they are (settings mostly).
+_ATOMIC_TYPES = frozenset(
+    {int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device, torch.Size}
+)
+
+
+def _is_atomic(value: object) -> bool:
+    """Whether a value can be held without holding anything of the model."""
+    if type(value) in _ATOMIC_TYPES:
+        return True
+    return type(value) in (tuple, frozenset) and all(map(_is_atomic, value))  # type: ignore[call-overload]
+
+
+def _live_modules(shape: ModelShape, root: nn.Module) -> list[nn.Module] | None:
+    """The model's modules if nothing in `shape` changed, else None. Each step is a `map`
+    in C over every module, attribute or tensor; the cheapest come first."""
+    modules: list[Any] = list(map(_CALL, shape.modules))
+    if (
+        modules[0] is not root
+        or any(map(operator.is_, modules, repeat(None)))
+        or list(map(type, modules)) != shape.types
+    ):
+        return None
+    dicts: list[dict[str, Any]] = list(map(vars, modules))
+    if not (
+        all(map(operator.is_, map(_FORWARD, shape.types), shape.forwards))
+        and all(map(operator.is_, map(SETTINGS_PLANS.get, shape.types), shape.plans))
+        and list(map(len, dicts)) == shape.attribute_counts
+        and list(chain.from_iterable(dicts)) == shape.attribute_names
+        and _same_own_values(shape, dicts)
+        and _same_contents(
+            list(map(_CHILDREN, dicts)),
+            shape.child_counts,
+            shape.child_names,
+            modules,
+            shape.child_places,
+        )
+    ):
+        return None
+    tensors: list[Any] = list(map(_CALL, shape.tensors))
+    if not (
+        not any(map(operator.is_, tensors, repeat(None)))
+        and _same_contents(
+            [*map(_PARAMETERS, dicts), *map(_BUFFERS, dicts)],
+            shape.tensor_counts,
+            shape.tensor_names,
+            tensors,
+            shape.tensor_places,
+        )
+        and list(map(type, tensors)) == shape.tensor_types
+        and list(map(_TENSOR_STATE, tensors)) == shape.tensor_states
+        and list(map(_NON_PERSISTENT, dicts)) == shape.non_persistent
+    ):
+        return None
+    return modules
+
+
+def _same_own_values(shape: ModelShape, dicts: list[dict[str, Any]]) -> bool:
+    """Whether the attributes compared by identity hold the very values they held."""
+    expected = shape.own_values.copy()
+    for place, value in zip(shape.weak_places, shape.weak_values, strict=True):
+        expected[place] = value()
+    found = compress(chain.from_iterable(map(dict.values, dicts)), shape.own_places)
+    return all(map(operator.is_, found, expected))
+
+
+def _same_contents(
+    dicts: list[dict[str, Any]],
+    counts: list[int],
+    names: list[str],
+    objects: list[Any],
+    places: list[int],
+) -> bool:
+    """Whether the dicts hold these names, in order, and the objects at these places."""
+    padded = [*objects, None]  # one past the last: a None value
+    return (
+        list(map(len, dicts)) == counts
+        and list(chain.from_iterable(dicts)) == names
+        and all(
+            map(
+                operator.is_,
+                chain.from_iterable(map(dict.values, dicts)),
+                map(padded.__getitem__, places),
+            )
+        )
+    )
