@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import pluggy
 
@@ -120,12 +120,13 @@ class HookSpecifications:
 
     @hookspec
     def pytest_fwdorder_facets(self) -> Sequence[Facet] | None:
-        """Facets every trace records besides the built-in ones (`pytest_fwdorder.Facet`).
+        """Facets every trace records (`pytest_fwdorder.Facet`); the built-in ones answer too.
 
         Called when a trace, diff or golden comparison first needs the facets, and again
         only when the plugins implementing it change: until then its answer serves them
         all, so return the same facets each time. Return facets or None; every
-        plugin's facets are recorded, in the order the plugins answer, and each writes a
+        plugin's facets are recorded, after the built-in ones and in the order the plugins
+        answer (a built-in facet with an `option` only when the option is on), and each writes a
         `| title: text` fact under the calls it has a value for. A golden written without a
         facet differs from one written with it, as with any option.
 
@@ -180,7 +181,19 @@ class FwdOrderPluginManager(pluggy.PluginManager):
 
 
 def register_builtin_plugins(manager: pluggy.PluginManager) -> None:
-    """Register the built-in plugins and the `pytest_fwdorder` entry points, once each."""
+    """Register the built-in plugins and the `pytest_fwdorder` entry points, once each.
+
+    Raises ValueError when a built-in plugin was blocked (`-p no:...`): its options would
+    then do nothing, silently.
+    """
+    blocked = [name for name in BUILTIN_PLUGINS if manager.is_blocked(name)]
+    if blocked:
+        raise ValueError(
+            f"{', '.join(blocked)} cannot be disabled: it is part of pytest-fwdorder (the "
+            "built-in facets and describers), and the options it serves, such as values=True, "
+            "would silently do nothing; remove the `-p no:` option and leave those options off "
+            "instead"
+        )
     for module_name in BUILTIN_PLUGINS:
         plugin = importlib.import_module(module_name)
         if not manager.is_registered(plugin):
@@ -330,6 +343,23 @@ def trace_facets(taken_titles: Sequence[str]) -> tuple[TraceFacet, ...]:
     return _resolved_facets(taken_titles).trace_facets
 
 
+def _built_in_first(implementations: Sequence[HookImpl]) -> list[HookImpl]:
+    """The facets hook's implementations in the order they answer: the built-in plugins
+    first, in their declared order, so that their facts come first in every golden whatever
+    a plugin's hook priority, then the others in pluggy's order (the last registered first,
+    `tryfirst` ones before)."""
+    in_call_order = [
+        implementation
+        for implementation in reversed(implementations)
+        if not (implementation.hookwrapper or implementation.wrapper)
+    ]
+    built_in = sorted(
+        (one for one in in_call_order if one.plugin_name in BUILTIN_PLUGINS),
+        key=lambda one: BUILTIN_PLUGINS.index(one.plugin_name),
+    )
+    return built_in + [one for one in in_call_order if one.plugin_name not in BUILTIN_PLUGINS]
+
+
 def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
     """Every facet offered now, checked once and kept until the plugins offering them change."""
     from pytest_fwdorder.calls.facet_records import TraceFacet, checked_facets
@@ -344,7 +374,10 @@ def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
             and resolved.taken_titles == titles
         ):
             return resolved
-    answers = caller()
+    answers = [
+        cast("Iterable[object] | None", implementation.function())
+        for implementation in _built_in_first(implementations)
+    ]
     checked = checked_facets((facet for answer in answers for facet in answer or ()), titles)
     per_call: list[Facet] = []
     per_trace: list[TraceFacet] = []

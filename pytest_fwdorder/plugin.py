@@ -148,7 +148,10 @@ def _use_plugins(config: pytest.Config) -> None:
     with the built-in describers and the `pytest_fwdorder` entry points registered in it."""
     from pytest_fwdorder.hookspecs import register_builtin_plugins, use_plugin_manager
 
-    register_builtin_plugins(config.pluginmanager)
+    try:
+        register_builtin_plugins(config.pluginmanager)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from error
     use_plugin_manager(config.pluginmanager)
 
 
@@ -251,7 +254,7 @@ def forward_trace(request: pytest.FixtureRequest) -> Iterator[Any]:
     put back after it), so the inputs and weights it makes are the same on every run: output
     fingerprints (`values=True`) depend on them.
     """
-    from pytest_fwdorder.facets.values import seeded
+    from pytest_fwdorder.recording.seeding import seeded
     from pytest_fwdorder.tracing.forward import Tracer
 
     values = _ini_options(request.config)

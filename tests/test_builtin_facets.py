@@ -196,3 +196,73 @@ def test_a_structure_comparison_holds_values_to_the_expected_traces_tolerance() 
     assert {change.words for change in strict_changes} == {"values moved beyond the tolerance"}
     # Left out unless compared, as before.
     assert structure_diff(strict, moved).changes == []
+
+
+def test_the_built_in_facts_come_first_even_before_a_tryfirst_plugins(
+    request: pytest.FixtureRequest,
+) -> None:
+    class Elements:
+        title = "output elements"
+        change_words = "output elements changed"
+
+        def observe(self, output: object) -> int | None:
+            return output.numel() if isinstance(output, torch.Tensor) else None
+
+        def render(self, value: int) -> str:
+            return str(value)
+
+        def parse(self, text: str) -> int:
+            return int(text)
+
+        def same(self, old: int, new: int) -> bool:
+            return old == new
+
+        def describe_change(self, old: int, new: int) -> str:
+            return f"{old} -> {new}"
+
+    class Eager:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_fwdorder_facets(self) -> list[object]:
+            return [Elements()]
+
+    plugin = Eager()
+    request.config.pluginmanager.register(plugin)
+    try:
+        text = trace_forward(model(), torch.ones(1, 4), values=True).render()
+    finally:
+        request.config.pluginmanager.unregister(plugin)
+    titles = [line.strip().split(":")[0] for line in text.splitlines() if line.strip()[:2] == "| "]
+
+    assert [title for title in titles if title in ("| values", "| output elements")] == [
+        "| values",
+        "| output elements",
+    ] * 4
+
+
+def test_a_facet_naming_no_trace_option_is_refused_naming_it(
+    request: pytest.FixtureRequest,
+) -> None:
+    class Switched(ValuesFacet):
+        title = "switched"
+        option = "elements"
+
+    class Plugin:
+        def pytest_fwdorder_facets(self) -> list[object]:
+            return [Switched()]
+
+    plugin = Plugin()
+    request.config.pluginmanager.register(plugin)
+    try:
+        with pytest.raises(ValueError, match=r"names the option 'elements', which is no trace"):
+            trace_forward(model(), torch.ones(1, 4))
+    finally:
+        request.config.pluginmanager.unregister(plugin)
+
+
+def test_blocking_a_built_in_facet_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+
+    result = pytester.runpytest("-p", "no:pytest_fwdorder.facets.values")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest_fwdorder.facets.values cannot be disabled*"])

@@ -36,13 +36,13 @@ class Attention(nn.Module):
         return self.project((scores / scale).softmax(-1) @ x)
 
 
-def fingerprints_match(old: str, new: str, tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE) -> bool:
+def facts_match(old: str, new: str, tolerance: Tolerance = DEFAULT_VALUES_TOLERANCE) -> bool:
     """Whether two `values:` facts' texts match, as the values facet reads and compares them."""
     facet = ValuesFacet(tolerance)
     return facet.same(facet.parse(old), facet.parse(new))
 
 
-def within_tolerance(old_text: str, new_text: str, tolerance: Tolerance) -> str:
+def tolerated(old_text: str, new_text: str, tolerance: Tolerance) -> str:
     return within_facets(old_text, new_text, [ValuesFacet(tolerance)])
 
 
@@ -141,7 +141,7 @@ def test_a_changed_constant_inside_forward_fails_and_names_the_first_call_that_m
     after = trace_forward(lambda: Attention(divide_by_width=True), x, values=True).render()
     extension = TraceSnapshotExtension()
     assert not extension.matches(serialized_data=after, snapshot_data=before)
-    summary = diff_golden(before, within_tolerance(before, after, (1e-3, 1e-6))).summary()
+    summary = diff_golden(before, tolerated(before, after, (1e-3, 1e-6))).summary()
     # query and key are computed before the scale: the first call whose output moved is
     # the projection, and its parent only follows from it.
     assert "values moved beyond the tolerance at 2 calls, first at project (Linear): " in summary
@@ -155,7 +155,7 @@ def test_autocast_fails_with_the_call_whose_output_changed() -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         after = trace_forward(model, x, values=True).render()
     assert not TraceSnapshotExtension().matches(serialized_data=after, snapshot_data=before)
-    summary = diff_golden(before, within_tolerance(before, after, (1e-3, 1e-6))).summary()
+    summary = diff_golden(before, tolerated(before, after, (1e-3, 1e-6))).summary()
     # The dtype names the first call: bf16 rounding moves the values themselves only a few
     # times the tolerance, and for some inputs not at all (measured over 40 seeds).
     # The model's output is said once, as the consequence of the last call's.
@@ -164,22 +164,22 @@ def test_autocast_fails_with_the_call_whose_output_changed() -> None:
 
 
 def test_statistics_that_moved_within_the_tolerance_match() -> None:
-    assert fingerprints_match("mean 0.1, std 1, absmax 3", "mean 0.1002, std 1.001, absmax 3.001")
+    assert facts_match("mean 0.1, std 1, absmax 3", "mean 0.1002, std 1.001, absmax 3.001")
 
 
 def test_a_statistic_that_moved_beyond_the_tolerance_does_not_match() -> None:
-    assert not fingerprints_match("mean 0.1, std 1, absmax 3", "mean 0.11, std 1, absmax 3")
+    assert not facts_match("mean 0.1, std 1, absmax 3", "mean 0.11, std 1, absmax 3")
 
 
 def test_the_tolerance_scales_with_the_largest_absolute_value() -> None:
     # A mean near zero has no relative precision of its own: its error is bounded by the
     # tensor's magnitude, which is what the tolerance is relative to.
-    assert fingerprints_match("mean 1e-05, std 1, absmax 4", "mean -0.002, std 1, absmax 4")
-    assert not fingerprints_match("mean 1e-05, std 1, absmax 1", "mean -0.002, std 1, absmax 1")
+    assert facts_match("mean 1e-05, std 1, absmax 4", "mean -0.002, std 1, absmax 4")
+    assert not facts_match("mean 1e-05, std 1, absmax 1", "mean -0.002, std 1, absmax 1")
 
 
 def test_a_changed_nan_count_never_matches() -> None:
-    assert not fingerprints_match("mean 0, std 1, absmax 3", "mean 0, std 1, absmax 3, nan 1")
+    assert not facts_match("mean 0, std 1, absmax 3", "mean 0, std 1, absmax 3, nan 1")
 
 
 def test_the_tolerance_comes_from_the_trace_and_can_be_widened() -> None:

@@ -119,7 +119,7 @@ class TraceDiff:
         its head's).
         """
         kept, _ = fold_consequences(unexplained(self.changes, self.tree_changes), self.new_lines)
-        # A plugin facet's changes count under the facet's own words.
+        # A facet's changes count under the facet's own words.
         kinds = [change.kind.value for change in self.tree_changes]
         kinds += [change.kind_words for change in kept]
         counts: dict[str, int] = {}

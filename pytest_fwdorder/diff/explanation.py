@@ -585,9 +585,10 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
         items = [f"{called(c.new)}: {c.detail}" for c in group if c.new]
         if len(items) == 1:
             lines.append(f"{words} at 1 call: {items[0]}")
-        else:
-            later = f"; later: {_examples(items[1:], separator='; ')}" if len(items) > 1 else ""
-            first = items[0] if items else "?"
-            lines.append(f"{words} at {plural(len(group), 'call')}, first at {first}{later}")
+        elif items:
+            later = _examples(items[1:], separator="; ")
+            lines.append(
+                f"{words} at {plural(len(group), 'call')}, first at {items[0]}; later: {later}"
+            )
     lines += ["; ".join(details) for details in of_the_header.values()]
     return "\n".join(lines)

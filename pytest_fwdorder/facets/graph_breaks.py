@@ -151,7 +151,7 @@ class GraphBreaksFacet:
 GRAPH_BREAKS = GraphBreaksFacet()
 
 
-@hookimpl(tryfirst=True)
+@hookimpl
 def pytest_fwdorder_facets() -> list[TraceFacet]:
     """The graph breaks facet."""
     return [GRAPH_BREAKS]

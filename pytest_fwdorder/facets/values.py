@@ -6,13 +6,13 @@ header line it writes, how that fact is read back into `TensorFingerprint`s, how
 compare (within a tolerance) and the words for a change. It is registered as a built-in
 plugin (`hookspecs.BUILTIN_PLUGINS`), so the recorder, the golden, the diff and the report
 reach it through the `pytest_fwdorder_facets` hook and never name it. It imports torch only
-where it takes fingerprints, so pytest's start-up (which registers it) imports none.
+inside the functions that use it, so pytest's start-up (which registers it) imports none.
 
 **Capture.** The recorder hands each call's output to `observe` the moment the call ends,
 before any later operation can change it: an in-place activation after a convolution
 (`ReLU(inplace=True)`) changes the very tensor the convolution returned, and a hook that
 kept the tensor to look at later would see the activation's values. Statistics are over the
-finite elements. The forward runs under a fixed seed (`SEED`, in `seeded`), restored
+finite elements. The forward runs under a fixed seed (recording/seeding.py), restored
 afterwards: dropout and other random operations in train mode then draw the same numbers on
 every run on one machine, so their fingerprints repeat too.
 
@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.calls.facet_records import TensorFingerprint
 from pytest_fwdorder.hookspecs import hookimpl
 from pytest_fwdorder.options import DEFAULT_VALUES_TOLERANCE, Tolerance
+from pytest_fwdorder.recording.seeding import SEED, seeded
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from pytest_fwdorder.calls.facet_records import Facet
     from pytest_fwdorder.options import TraceOptions
 
-SEED = 0
 # Significant digits of a fingerprint's statistics: finer than any tolerance worth using, so
 # rounding never decides a comparison, and short enough to read.
 _FINGERPRINT_DIGITS = 5
@@ -155,9 +154,9 @@ class ValuesFacet:
 VALUES = ValuesFacet()
 
 
-@hookimpl(tryfirst=True)
+@hookimpl
 def pytest_fwdorder_facets() -> list[Facet]:
-    """The values facet, first among the facets as its fact is first among theirs."""
+    """The values facet (the built-in plugins' facets answer first, `hookspecs`)."""
     return [VALUES]
 
 
@@ -216,17 +215,6 @@ def _plain_values(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.layout != torch.strided:
         return tensor.to_dense()
     return tensor
-
-
-@contextmanager
-def seeded(seed: int = SEED) -> Iterator[None]:
-    """Run the block under `torch.manual_seed(seed)`, with every random state put back after."""
-    import torch
-
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []  # type: ignore[no-untyped-call]
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
 
 
 def _render_one(one: TensorFingerprint) -> str:

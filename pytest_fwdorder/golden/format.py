@@ -20,9 +20,8 @@ others as `name=value`, in the signature's order, leaving out a None whose defau
 nothing). No running index numbers, ids, addresses or timings: inserting one call changes
 one line (and its facts).
 
-The facets' lines (`costs:` and `values:` facts, the initialization and graph breaks
-sections) are spelled in their facets' text modules (`golden/costs_lines.py`, ...), a
-plugin facet's in `golden/facet_facts.py`.
+`costs:` facts and the initialization section are spelled in their modules (`costs_lines.py`,
+...); a facet behind the protocol (values, graph breaks, a plugin's) spells its own.
 
 Every reader of golden text (diff, compare, view, report, the command line, the snapshot
 extension) reads a line where it is written, so a change to one kind of line is made in one
@@ -140,9 +139,8 @@ class GoldenLine:
     direct: bool = False  # recorded from `module.forward(...)`: marked `[direct]`
     # The call's index in its trace (-1 for a line read from text): not part of equality.
     index: int = field(default=-1, compare=False)
-    # The facets' values (calls/facet_records.py: the built-in ones and the plugins'), each
-    # with its facet, typed as the facet reads them: their text is among `facts`, which
-    # equality compares.
+    # The facets' values (calls/facet_records.py), each with its facet, typed as the facet
+    # reads them: their text is among `facts`, which equality compares.
     facet_values: tuple[tuple[Facet, Any], ...] = field(default=(), compare=False)
 
     @property
@@ -191,8 +189,7 @@ def make_line(
 ) -> GoldenLine:
     """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path.
 
-    `step` marks an outermost call `[step N]` (0: no mark); `facet_values` are the facets'
-    typed values whose text is among `facts`.
+    `step` marks an outermost call `[step N]` (0: no mark).
     """
     marks = call_marks(nth, reused, frozen, mode, registered, scripted, direct, step)
     text = call_text(depth, path, module_type, marks, inputs, outputs)

@@ -125,27 +125,36 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
         calls.append((raw, fact))
     if not facts and not operations:
         return header, [_call_line(raw, stripped) for raw, stripped in calls]
-    facts_of = {number: tuple(found) for number, found in facts.items()}
-    facets = facets_in_text(text, facets) if facets and facts else ()
+    return header, _lines_with_facts(calls, facts, operations, facets_in_text(text, facets))
+
+
+def _lines_with_facts(
+    calls: list[tuple[str, str]],
+    facts: dict[int, list[str]],
+    operations: dict[int, list[str]],
+    facets: Sequence[Facet],
+) -> list[GoldenLine]:
+    """The call lines, each with its facts and operations, and its facets' values read once.
+
+    Each line is made once, with its facets' values: making it again with them cost more
+    than reading them.
+    """
     by_title = {facet.title: facet for facet in facets}
-    # Each line is made once, with its facets' values read: making it again with them cost
-    # more than reading them.
     values_of = (
-        {number: read_facet_values(found, by_title) for number, found in facts_of.items()}
+        {number: read_facet_values(tuple(found), by_title) for number, found in facts.items()}
         if by_title
         else {}
     )
-    lines = [
+    return [
         _call_line(
             raw,
             stripped,
-            facts_of.get(number, ()),
+            tuple(facts.get(number, ())),
             tuple(operations.get(number, ())),
             values_of.get(number, ()),
         )
         for number, (raw, stripped) in enumerate(calls)
     ]
-    return header, lines
 
 
 def parse_call_line(raw: str) -> GoldenLine:
@@ -165,19 +174,8 @@ def _call_line(
     depth = (len(raw) - len(stripped)) // 2
     parts = call_line_parts(stripped)
     if parts is None:
-        return GoldenLine(
-            depth,
-            stripped,
-            "?",
-            1,
-            True,
-            "",
-            "",
-            raw,
-            facts=facts,
-            operations=operations,
-            facet_values=facet_values,
-        )
+        unknown = (depth, stripped, "?", 1, True, "", "", raw)
+        return GoldenLine(*unknown, facts=facts, operations=operations, facet_values=facet_values)
     path, words, signature = parts
     signature = signature[1:]  # without the space before the inputs
     module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False

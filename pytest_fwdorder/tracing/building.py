@@ -15,10 +15,10 @@ import torch
 from torch import nn
 
 from pytest_fwdorder.facets.initialization import InitializationMode, initialization_recorded
-from pytest_fwdorder.facets.values import seeded
 from pytest_fwdorder.options import TraceOptions
 from pytest_fwdorder.recording.meta.build import build_on_meta
 from pytest_fwdorder.recording.resolve import resolve_model
+from pytest_fwdorder.recording.seeding import seeded
 
 
 def model_to_trace(

@@ -22,7 +22,7 @@ from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_count
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.hookspecs import plugin_facets, trace_facets
-from pytest_fwdorder.options import TraceOptions
+from pytest_fwdorder.options import OPTION_NAMES, TraceOptions
 from pytest_fwdorder.trace import Trace
 
 
@@ -110,7 +110,20 @@ class FacetRecording:
 
 def measured_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
     """The registered facets with one value per trace that `options` switch on."""
-    return tuple(facet for facet in trace_facets(FACT_TITLES) if getattr(options, facet.option))
+    return tuple(
+        facet for facet in trace_facets(FACT_TITLES) if _switched_on(facet, facet.option, options)
+    )
+
+
+def _switched_on(facet: object, option: object, options: TraceOptions) -> bool:
+    """Whether the trace option a facet names is on; ValueError for one that is no option."""
+    if not isinstance(option, str) or option not in OPTION_NAMES:
+        raise ValueError(
+            f"the facet {facet!r} names the option {option!r}, which is no trace option "
+            f"({', '.join(OPTION_NAMES)}): a plugin's facet has no `option` (every trace "
+            "records it); leave the member out"
+        )
+    return bool(getattr(options, option))
 
 
 def recorded_facets(options: TraceOptions) -> tuple[Facet, ...]:
@@ -120,7 +133,7 @@ def recorded_facets(options: TraceOptions) -> tuple[Facet, ...]:
     found = []
     for facet in plugin_facets(FACT_TITLES):
         option = getattr(facet, "option", None)
-        if option is not None and not getattr(options, option):
+        if option is not None and not _switched_on(facet, option, options):
             continue
         configured = getattr(facet, "configured", None)
         found.append(facet if configured is None else configured(options))

@@ -24,7 +24,6 @@ from torch import nn
 from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
 from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
-from pytest_fwdorder.facets.values import SEED
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
 from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly, process_rank
@@ -32,6 +31,7 @@ from pytest_fwdorder.recording.meta.failures import autocast_refused, meta_failu
 from pytest_fwdorder.recording.meta.fast_paths import fast_paths_refused
 from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
+from pytest_fwdorder.recording.seeding import SEED
 from pytest_fwdorder.recording.torch_release import check_torch_release
 from pytest_fwdorder.trace import Trace
 from pytest_fwdorder.tracing.building import model_to_trace
