@@ -135,7 +135,9 @@ class HookSpecifications:
                 return [OutputElements()]
 
         adds `| output elements: 4,096` under each call whose output holds tensors, and a
-        diff that says `output elements changed at 1 call: fc (Linear): 40 -> 80`.
+        diff that says `output elements changed at 1 call: fc (Linear): 40 -> 80`. Each
+        implementation is asked on its own (the built-in ones first), so a hook wrapper on
+        this hook is not run.
         """
         raise NotImplementedError
 

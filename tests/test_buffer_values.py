@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -126,3 +127,74 @@ def test_a_sparse_buffer_is_copied_on_its_own_and_put_back() -> None:
 
     assert sparse.to_dense().tolist() == [0.0, 2.0, 0.0]
     assert dense.tolist() == [1.0, 2.0]
+
+
+class Masked(nn.Module):
+    """A weight times a fixed mask buffer: autograd saves the mask for backward."""
+
+    def __init__(self, mask_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3, 3))
+        self.register_buffer("mask", torch.tril(torch.ones(3, 3)).reshape(mask_shape))
+        self.norm = nn.BatchNorm1d(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x @ (self.weight * self.mask.reshape(3, 3)))
+
+
+def gradient_without_a_trace(mask_shape: tuple[int, ...], train: bool) -> torch.Tensor:
+    """The oracle: the weight's gradient of the same forward and backward, no trace between."""
+    torch.manual_seed(0)
+    model = Masked(mask_shape).train(train)
+    model(torch.ones(2, 3) + torch.arange(3.0)).sum().backward()
+    assert model.weight.grad is not None
+    return model.weight.grad
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+@pytest.mark.parametrize("mask_shape", [(3, 3), (9,)], ids=["2-d mask", "1-d mask"])
+def test_a_trace_between_the_users_forward_and_backward_leaves_the_saved_buffers_alone(
+    mask_shape: tuple[int, ...], train: bool
+) -> None:
+    # Issue 37's put-back must not write a buffer forward did not change: autograd checks the
+    # version of every tensor it saved, and a rewritten mask fails the user's own backward.
+    torch.manual_seed(0)
+    model = Masked(mask_shape).train(train)
+    inputs = torch.ones(2, 3) + torch.arange(3.0)
+    loss = model(inputs).sum()
+    version = model.mask._version
+
+    trace_forward(model, inputs)
+
+    assert model.mask._version == version
+    loss.backward()
+    assert model.weight.grad is not None
+    assert torch.equal(model.weight.grad, gradient_without_a_trace(mask_shape, train))
+
+
+class OddViews(nn.Module):
+    """A conjugate view forward doubles, and an expanded buffer (stride 0) it only reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("conjugate", (torch.arange(3.0) * 1j + 1).conj())
+        self.register_buffer("row", torch.zeros(1).expand(4), persistent=False)
+        self.norm = nn.BatchNorm1d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.conjugate.mul_(2)
+        return self.norm(x + self.row)
+
+
+def test_conjugate_and_expanded_buffers_are_put_back_in_train_mode() -> None:
+    model = OddViews().train()
+    before = model.conjugate.resolve_conj().clone()
+    statistics = model.norm.running_mean.clone()
+
+    trace_forward(model, torch.randn(3, 4))
+
+    assert model.conjugate.is_conj()
+    assert torch.equal(model.conjugate.resolve_conj(), before)
+    assert model.row.stride() == (0,)
+    assert torch.equal(model.norm.running_mean, statistics)

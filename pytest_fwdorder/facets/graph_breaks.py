@@ -39,7 +39,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.calls.facet_records import CompileRecords, GraphBreak, Recompilation
-from pytest_fwdorder.golden.format import _SECTION_ITEM, header_sections, render_section
+from pytest_fwdorder.golden.format import SECTION_ITEM, header_sections, render_section
 from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def render_compiled(records: CompileRecords) -> list[str]:
     )
     return [
         title + (":" if records.breaks else ""),
-        *(f"{_SECTION_ITEM}{item}" for item in _break_items(records)),
+        *(f"{SECTION_ITEM}{item}" for item in _break_items(records)),
         *render_section(RECOMPILATIONS_SECTION, _recompilation_items(records)),
     ]
 

@@ -105,7 +105,7 @@ ODD_CLASS_MEMBERS_SECTION = "modules whose dtypes differ from their class"
 # `# called more than once (3):`; after the count, some sections give more totals:
 # `# initialization (6 steps, 72 random draws, seed 0):`.
 _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
-_SECTION_ITEM = "#   "
+SECTION_ITEM = "#   "
 COSTS_FACT = "costs"
 # The titles of the facts the golden writes itself; each facet (calls/facet_records.py), a
 # built-in one included, takes a title of its own.
@@ -449,9 +449,9 @@ def mode_of(header: list[str]) -> str:
 def render_section(title: str, items: list[str]) -> list[str]:
     """A header section: `# title (N):`, then one `#   item` line each, the first 200 only."""
     lines = [f"# {title} ({len(items)})" + (":" if items else "")]
-    lines.extend(f"{_SECTION_ITEM}{item}" for item in items[:_LISTED_IN_HEADER])
+    lines.extend(f"{SECTION_ITEM}{item}" for item in items[:_LISTED_IN_HEADER])
     if len(items) > _LISTED_IN_HEADER:
-        lines.append(f"{_SECTION_ITEM}... {len(items) - _LISTED_IN_HEADER} more")
+        lines.append(f"{SECTION_ITEM}... {len(items) - _LISTED_IN_HEADER} more")
     return lines
 
 
@@ -463,8 +463,8 @@ def header_sections(header: list[str]) -> dict[str, list[str]]:
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in header:
-        if line.startswith(_SECTION_ITEM) and current is not None:
-            current.append(line[len(_SECTION_ITEM) :])
+        if line.startswith(SECTION_ITEM) and current is not None:
+            current.append(line[len(SECTION_ITEM) :])
             continue
         match = _SECTION_TITLE.fullmatch(line)
         if match is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from pytest_fwdorder.calls.facet_records import InitializationRecords
-from pytest_fwdorder.golden.format import _SECTION_ITEM, header_sections
+from pytest_fwdorder.golden.format import SECTION_ITEM, header_sections
 
 INITIALIZATION_SECTION = "initialization"
 INITIALIZATION_PREFIX = f"# {INITIALIZATION_SECTION} ("
@@ -29,7 +29,7 @@ def render_initialization(records: InitializationRecords) -> list[str]:
     lines = [title + (":" if records.steps else "")]
     for step in records.steps:
         draws = f" {step.draws:,} draw{'s' if step.draws != 1 else ''}" if step.draws else ""
-        lines.append(f"{_SECTION_ITEM}{step.target} {' '.join(step.operations)}{draws}")
+        lines.append(f"{SECTION_ITEM}{step.target} {' '.join(step.operations)}{draws}")
     return lines
 
 

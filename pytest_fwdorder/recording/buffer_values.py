@@ -6,9 +6,13 @@ are copied. A model holds many small buffers (ResNet-50: 159, 53 BatchNorm layer
 statistics and counters), and a copy per buffer costs more in calls than in bytes. So the
 plain 0-d and 1-d buffers of one dtype and device are copied as one flat tensor (one
 `torch.cat` or `torch.stack`), compared with the same flat read of them after forward, bit
-for bit, and copied back (one multi-tensor copy) only if any bit differs. Buffers of other
-shapes or kinds (subclasses such as DTensor, sparse tensors, uncommon dtypes) are cloned
-one by one.
+for bit, and only if any bit differs are the buffers that differ copied back (one
+multi-tensor copy). Buffers of other shapes or kinds (subclasses such as DTensor, sparse
+tensors, uncommon dtypes) are cloned one by one, and each is copied back only if it differs.
+
+A buffer forward did not change is never written: autograd checks the version of every
+tensor it saved for backward, so a mask rewritten with its own values would fail a
+`backward()` the user started before the trace.
 """
 
 from __future__ import annotations
@@ -100,8 +104,14 @@ class BufferValues:
                 if list(map(_TENSOR_METADATA, group.buffers)) != group.metadata:
                     self._put_back_one_by_one(group)
                 elif _differs(_flat_values(group.buffers), group.flat):
-                    with _inference_mode_if_needed(group.buffers):
-                        copy_all(group.buffers, _pieces(group))
+                    changed = [
+                        (buffer, piece)
+                        for buffer, piece in zip(group.buffers, _pieces(group), strict=True)
+                        if not _same_bits(buffer, piece)
+                    ]
+                    targets = [buffer for buffer, _ in changed]
+                    with _inference_mode_if_needed(targets):
+                        _write_back(targets, [piece for _, piece in changed])
             _put_back_singles(self.singles)
 
     @staticmethod
@@ -115,11 +125,11 @@ class BufferValues:
         ):
             if _TENSOR_METADATA(buffer) != metadata:
                 buffer.data = piece.clone()
-            else:
+            elif not _same_bits(buffer, piece):
                 targets.append(buffer)
                 sources.append(piece)
         with _inference_mode_if_needed(targets):
-            copy_all(targets, sources)
+            _write_back(targets, sources)
 
 
 def _inference_mode_if_needed(buffers: list[torch.Tensor]) -> AbstractContextManager[object]:
@@ -165,6 +175,17 @@ def _bits(flat: torch.Tensor) -> torch.Tensor:
 _WIDE_INTEGERS = ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2))
 
 
+def _same_bits(buffer: torch.Tensor, copy: torch.Tensor) -> bool:
+    """Whether a buffer holds its copy's values bit for bit; False where that cannot be told
+    (meta tensors, sparse or subclass ones a byte view refuses): those are copied back."""
+    if buffer.device.type == "meta" or type(buffer) is not torch.Tensor:
+        return False
+    try:
+        return torch.equal(_bytes(buffer), _bytes(copy))
+    except (RuntimeError, TypeError, NotImplementedError):
+        return False
+
+
 def _put_back_singles(copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
     """Copy back buffers copied one by one: inference ones under inference mode."""
     if not copies:
@@ -173,26 +194,46 @@ def _put_back_singles(copies: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
     sources: list[torch.Tensor] = []
     inference_buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
     for buffer, copy in copies:
-        if buffer.is_inference():
-            inference_buffers.append((buffer, copy))
-        elif _TENSOR_METADATA(buffer) != _TENSOR_METADATA(copy):
+        if _TENSOR_METADATA(buffer) != _TENSOR_METADATA(copy):
             buffer.data = copy  # forward replaced its `.data`: put the original back
+        elif _same_bits(buffer, copy):
+            continue
+        elif buffer.is_inference():
+            inference_buffers.append((buffer, copy))
         elif type(buffer) is torch.Tensor:
             targets.append(buffer)
             sources.append(copy)
         else:  # a subclass (DTensor) may have no rule for the multi-tensor copy
             buffer.copy_(copy)
-    copy_all(targets, sources)
+    _write_back(targets, sources)
     if inference_buffers:
         with torch.inference_mode():
-            copy_all(*map(list, zip(*inference_buffers, strict=True)))
+            _write_back(*map(list, zip(*inference_buffers, strict=True)))
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor's values as one row of bytes (a copy where it is not contiguous)."""
+    return tensor.contiguous().view(-1).view(torch.uint8)
+
+
+def _write_back(targets: list[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """`copy_all` into each strided buffer's `.data`: its values go back without bumping its
+    version. BatchNorm's kernel changed them without a bump; a bump here would fail a
+    backward the user started before the trace, whose saved tensors autograd checks by
+    version, though the values it saved are the ones put back. (A sparse tensor's `.data` is
+    another tensor: it is written itself.)
+    """
+    copy_all([target.data if target.layout is _STRIDED else target for target in targets], sources)
 
 
 def copy_all(targets: list[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
     """`target.copy_(source)` for each pair, in one multi-tensor copy where torch has it."""
     if not targets:
         return
-    if _FOREACH_COPY is not None:
+    # The multi-tensor copy takes no conjugate or negative view (a complex buffer's `.conj()`).
+    if _FOREACH_COPY is not None and not any(
+        target.is_conj() or target.is_neg() for target in targets
+    ):
         _FOREACH_COPY(targets, list(sources))
         return
     for target, source in zip(targets, sources, strict=True):

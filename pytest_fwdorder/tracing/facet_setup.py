@@ -120,8 +120,8 @@ def _switched_on(facet: object, option: object, options: TraceOptions) -> bool:
     if not isinstance(option, str) or option not in OPTION_NAMES:
         raise ValueError(
             f"the facet {facet!r} names the option {option!r}, which is no trace option "
-            f"({', '.join(OPTION_NAMES)}): a plugin's facet has no `option` (every trace "
-            "records it); leave the member out"
+            f"({', '.join(OPTION_NAMES)}): name one of them, or leave `option` out of a "
+            "plugin's facet, which every trace then records"
         )
     return bool(getattr(options, option))
 
