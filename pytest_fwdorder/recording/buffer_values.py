@@ -176,9 +176,15 @@ _WIDE_INTEGERS = ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2))
 
 
 def _same_bits(buffer: torch.Tensor, copy: torch.Tensor) -> bool:
-    """Whether a buffer holds its copy's values bit for bit; False where that cannot be told
-    (meta tensors, sparse or subclass ones a byte view refuses): those are copied back."""
-    if buffer.device.type == "meta" or type(buffer) is not torch.Tensor:
+    """Whether a buffer holds its copy's values bit for bit; False where that is not read
+    (meta, sparse, quantized, subclass and uncommon dtypes: a byte view of a quantized tensor
+    crashes torch): those are copied back."""
+    if (
+        type(buffer) is not torch.Tensor
+        or buffer.layout is not _STRIDED
+        or buffer.dtype not in _GROUPED_DTYPES
+        or buffer.device.type == "meta"
+    ):
         return False
     try:
         return torch.equal(_bytes(buffer), _bytes(copy))
