@@ -122,28 +122,31 @@ def test_values_on_one_side_only_is_the_option_not_a_change_at_every_call() -> N
     assert any(line.startswith("- # values: ") for line in summary)
 
 
+class Elements:
+    """A plugin's facet: the element count of each call's output."""
+
+    title = "output elements"
+    change_words = "output elements changed"
+
+    def observe(self, output: object) -> int | None:
+        return output.numel() if isinstance(output, torch.Tensor) else None
+
+    def render(self, value: int) -> str:
+        return f"{value:,}"
+
+    def parse(self, text: str) -> int:
+        return int(text.replace(",", ""))
+
+    def same(self, old: int, new: int) -> bool:
+        return old == new
+
+    def describe_change(self, old: int, new: int) -> str:
+        return f"{old:,} -> {new:,}"
+
+
 @pytest.fixture
 def plugin_facet(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A plugin's facet (the output's element count) for the length of one test."""
-
-    class Elements:
-        title = "output elements"
-        change_words = "output elements changed"
-
-        def observe(self, output: object) -> int | None:
-            return output.numel() if isinstance(output, torch.Tensor) else None
-
-        def render(self, value: int) -> str:
-            return f"{value:,}"
-
-        def parse(self, text: str) -> int:
-            return int(text.replace(",", ""))
-
-        def same(self, old: int, new: int) -> bool:
-            return old == new
-
-        def describe_change(self, old: int, new: int) -> str:
-            return f"{old:,} -> {new:,}"
 
     class Plugin:
         def pytest_fwdorder_facets(self) -> list[object]:
@@ -201,25 +204,6 @@ def test_a_structure_comparison_holds_values_to_the_expected_traces_tolerance() 
 def test_the_built_in_facts_come_first_even_before_a_tryfirst_plugins(
     request: pytest.FixtureRequest,
 ) -> None:
-    class Elements:
-        title = "output elements"
-        change_words = "output elements changed"
-
-        def observe(self, output: object) -> int | None:
-            return output.numel() if isinstance(output, torch.Tensor) else None
-
-        def render(self, value: int) -> str:
-            return str(value)
-
-        def parse(self, text: str) -> int:
-            return int(text)
-
-        def same(self, old: int, new: int) -> bool:
-            return old == new
-
-        def describe_change(self, old: int, new: int) -> str:
-            return f"{old} -> {new}"
-
     class Eager:
         @pytest.hookimpl(tryfirst=True)
         def pytest_fwdorder_facets(self) -> list[object]:
