@@ -380,3 +380,49 @@ def test_the_command_line_takes_the_values_options() -> None:
     )
     assert arguments.values is True
     assert arguments.values_relative_tolerance == "0.01"
+
+
+TOLERATED_PROJECT = """
+import os, torch
+from torch import nn
+
+def test_values(forward_trace, snapshot):
+    torch.manual_seed(0)
+    last = getattr(nn, os.environ.get("LAST", "ReLU"))()
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), last)
+    with torch.no_grad():
+        model[0].weight.mul_(float(os.environ.get("SCALE", "1")))
+    tolerance = float(os.environ["TOLERANCE"])
+    inputs = torch.ones(2, 4)
+    assert forward_trace(model, inputs, values=True, values_relative_tolerance=tolerance) == snapshot
+"""
+
+
+@pytest.mark.parametrize("workers", [None, "1"], ids=["in-process", "xdist"])
+@pytest.mark.parametrize("tolerance", ["0.5", "0"])
+def test_the_reports_compare_values_within_the_traces_own_tolerance(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tolerance: str, workers: str | None
+) -> None:
+    """A golden that fails for a class change, its values 1% apart: the assertion (the trace's
+    own tolerance) is the oracle for what the HTML report and the GitHub annotation say."""
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("TOLERANCE", tolerance)
+    pytester.makepyfile(test_tolerated=TOLERATED_PROJECT)
+    pytester.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("SCALE", "1.01")
+    monkeypatch.setenv("LAST", "Tanh")
+    options = ["--fwdorder-report=report.html", "-p", "no:randomly"]
+    if workers is None:
+        result = pytester.runpytest(*options)
+    else:
+        result = pytester.runpytest_subprocess(*options, "-p", "xdist", "-n", workers)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    page = (pytester.path / "report.html").read_text()
+    annotation = next(line for line in output.splitlines() if line.startswith("::error"))
+    assert "type changed" in annotation
+    moved = "values moved beyond the tolerance"
+    in_assertion = moved in output.replace(annotation, "")
+    assert in_assertion is (tolerance == "0")  # the oracle tells the two tolerances apart
+    assert (moved in annotation) is in_assertion
+    assert (moved in page) is in_assertion

@@ -7,8 +7,8 @@ No torch, and nothing of pytest-html is imported unless `--html` is given.
 from __future__ import annotations
 
 import html
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,7 +25,15 @@ from pytest_fwdorder.snapshot.kept_comparisons import (
     golden_outcomes,
     take_test_comparisons,
 )
-from pytest_fwdorder.snapshot.policy import comparable_texts, explain_mismatch, golden_problem
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls.facet_records import Facet
+from pytest_fwdorder.snapshot.policy import (
+    comparable_texts,
+    comparison_facets,
+    explain_mismatch,
+    golden_problem,
+)
 
 SUMMARY_PROPERTY = "fwdorder_summary"
 GOLDEN_PROPERTY = "fwdorder_golden"
@@ -37,14 +45,16 @@ _CELL = "padding:0 8px;font:12px/1.45 ui-monospace,Menlo,monospace;white-space:p
 _ROW_COLOURS = {"inserted": "#dafbe1", "removed": "#ffebe9", "changed": "#fff8c5"}
 
 
-def change_summary(old_text: str, new_text: str) -> str:
+def change_summary(old_text: str, new_text: str, facets: Sequence[Facet] | None = None) -> str:
     """One line of what changed from the golden text to the new one:
-    `1 call inserted: layer2.se (SE, with 5 nested calls) after layer2.1`."""
-    old_text, new_text = comparable_texts(old_text, new_text)
+    `1 call inserted: layer2.se (SE, with 5 nested calls) after layer2.1`. `facets`: the
+    trace's own, as its assertion compared with (`comparison_facets`)."""
+    facets = comparison_facets(facets)
+    old_text, new_text = comparable_texts(old_text, new_text, facets=facets)
     problem = golden_problem(old_text, new_text)
     if problem is not None:
         return f"the golden file {problem}"
-    difference = diff_golden(old_text, new_text)
+    difference = diff_golden(old_text, new_text, facets=facets)
     if not difference:
         return "only the environment line differs"
     totals, *kinds = difference.summary().splitlines()
@@ -58,7 +68,7 @@ def outcome_of(comparison: Comparison) -> GoldenOutcome:
     elif comparison.old_text is None:
         summary = f"new golden, {plural(len(parse_golden(comparison.new_text)[1]), 'call')}"
     else:
-        summary = change_summary(comparison.old_text, comparison.new_text)
+        summary = change_summary(comparison.old_text, comparison.new_text, comparison.facets)
     return GoldenOutcome(comparison.golden_path, comparison.status, summary)
 
 
@@ -68,7 +78,12 @@ def explanation_html(comparison: Comparison) -> str:
     if comparison.old_text is None:
         lines = [f"Snapshot {comparison.snapshot_name!r} does not exist!", _MISSING_SUMMARY]
     else:
-        lines = explain_mismatch(comparison.old_text, comparison.new_text, comparison.golden_path)
+        lines = explain_mismatch(
+            comparison.old_text,
+            comparison.new_text,
+            comparison.golden_path,
+            facets=comparison.facets,
+        )
     parts = [
         f'<div class="fwdorder-golden" data-golden="{html.escape(comparison.golden_path)}">',
         f"<p><b>pytest-fwdorder</b>: golden <code>{html.escape(comparison.golden_path)}</code>"
@@ -77,9 +92,12 @@ def explanation_html(comparison: Comparison) -> str:
         f"{html.escape(chr(10).join(lines))}</pre>",
     ]
     if comparison.old_text is not None:
-        old_text, new_text = comparable_texts(comparison.old_text, comparison.new_text)
+        facets = comparison_facets(comparison.facets)
+        old_text, new_text = comparable_texts(
+            comparison.old_text, comparison.new_text, facets=facets
+        )
         if golden_problem(old_text, new_text) is None:
-            difference = diff_golden(old_text, new_text)
+            difference = diff_golden(old_text, new_text, facets=facets)
             if difference.rows:
                 parts.append(rows_html(difference))
     parts.append("</div>")

@@ -309,7 +309,9 @@ def _entry_html(comparison: Comparison, number: int) -> str:
         if problem is not None:
             body.append(f'<div class="fo-warning">The golden file {html.escape(problem)}.</div>')
         else:
-            difference = diff_golden(comparison.old_text, comparison.new_text)
+            difference = diff_golden(
+                comparison.old_text, comparison.new_text, facets=comparison.facets
+            )
             marks = _tree_marks(difference)
             body.append(_diff_html(difference, comparison.status))
             if comparison.status == "failed" and difference:

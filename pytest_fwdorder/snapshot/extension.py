@@ -199,7 +199,9 @@ def compare_with_snapshot(trace: Renderable, other: object) -> Any:
         matched = bool(SnapshotAssertion.__eq__(other, trace))  # syrupy's own, not ours below
     finally:
         other.update_snapshots = update
-    note_comparison(other)  # for --fwdorder-report, --fwdorder-save-failed and CI reports
+    facets = getattr(trace, "facets", None)
+    # for --fwdorder-report, --fwdorder-save-failed and CI reports
+    note_comparison(other, None if facets is None else tuple(facets))
     return matched
 
 

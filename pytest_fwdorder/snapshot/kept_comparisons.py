@@ -10,7 +10,8 @@ report is made (`take_test_comparisons`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import pickle
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
@@ -31,7 +32,9 @@ class Comparison:
     `status`: "passed" (equal), "failed" (different), "missing" (no golden yet),
     "updated" or "created" (written by `--snapshot-update`). `golden_path` is relative to
     the rootdir where it can be, with `/` separators. `old_text` is the golden's text before
-    the comparison (None when there was none), `new_text` the trace's.
+    the comparison (None when there was none), `new_text` the trace's. `facets` are the
+    trace's own (a values facet with its tolerance), so that a report compares as the
+    assertion did; None for the registered ones.
     """
 
     test_id: str
@@ -40,6 +43,7 @@ class Comparison:
     status: ComparisonStatus
     old_text: str | None
     new_text: str
+    facets: tuple[Any, ...] | None = field(default=None, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -65,8 +69,9 @@ KEEP_PER_TEST_KEY = pytest.StashKey[bool]()
 _TEST_COMPARISONS_KEY = pytest.StashKey[list[Comparison]]()
 
 
-def note_comparison(snapshot: Any) -> None:
-    """Keep the last comparison a syrupy `SnapshotAssertion` made, if the run asked for it."""
+def note_comparison(snapshot: Any, facets: tuple[Any, ...] | None = None) -> None:
+    """Keep the last comparison a syrupy `SnapshotAssertion` made, if the run asked for it;
+    `facets`: the compared trace's own."""
     result = snapshot.executions.get(snapshot.num_executions - 1)
     if result is None:
         return
@@ -82,6 +87,7 @@ def note_comparison(snapshot: Any) -> None:
         status=_status(result),
         old_text=None if result.recalled_data is None else str(result.recalled_data),
         new_text=str(result.asserted_data),
+        facets=facets,
     )
     if kept is not None:
         kept.append(comparison)
@@ -133,13 +139,34 @@ def relative_golden_path(path: Path, root: Path) -> str:
 
 
 def to_worker_output(comparisons: list[Comparison]) -> list[dict[str, Any]]:
-    """Plain dictionaries an xdist worker can send to the controller."""
-    return [asdict(comparison) for comparison in comparisons]
+    """Plain dictionaries an xdist worker can send to the controller: the facets, objects of
+    their plugins' classes, travel pickled."""
+    return [
+        {
+            **{part.name: getattr(comparison, part.name) for part in fields(comparison)},
+            "facets": _pickled(comparison.facets),
+        }
+        for comparison in comparisons
+    ]
 
 
 def from_worker_output(items: list[dict[str, Any]]) -> list[Comparison]:
     """The comparisons a worker sent, back as `Comparison`s."""
-    return [Comparison(**item) for item in items]
+    return [Comparison(**{**item, "facets": _unpickled(item.get("facets"))}) for item in items]
+
+
+def _pickled(facets: tuple[Any, ...] | None) -> bytes | None:
+    try:
+        return None if facets is None else pickle.dumps(facets)
+    except Exception:  # a facet holding a lambda: the report compares with the registered ones
+        return None
+
+
+def _unpickled(data: bytes | None) -> tuple[Any, ...] | None:
+    try:
+        return None if data is None else tuple(pickle.loads(data))  # sent by our own worker
+    except Exception:  # a facet class the controller cannot import
+        return None
 
 
 def save_failed(comparisons: list[Comparison], directory: Path) -> list[Path]:
