@@ -399,8 +399,21 @@ def _cases() -> list[Refactor]:
             with_resnet(all_relus(lambda: nn.LeakyReLU(0.1))),
             image,
             {"type changed": 17},
+            (
+                "type changed at 17 calls: ReLU -> LeakyReLU in relu, layer1.0.relu (2 calls), "
+                "layer1.1.relu (2 calls), layer2.0.relu (2 calls), layer2.1.relu (2 calls) "
+                "(+4 more)",
+            ),
             ("type changed at 17 calls: ReLU -> LeakyReLU",),
-            ("type changed at 17 calls: ReLU -> LeakyReLU",),
+        ),
+        Refactor(
+            "replace one block's shared ReLU, called twice",
+            resnet18,
+            with_resnet(lambda model: setattr(model.layer3[1], "relu", nn.SiLU())),
+            image,
+            {"type changed": 2},
+            ("type changed at layer3.1.relu (2 calls): ReLU -> SiLU",),
+            ("type changed at layer3.1.relu (2 calls): ReLU -> SiLU",),
         ),
         Refactor(
             "change one norm's eps",
@@ -477,7 +490,7 @@ def _cases() -> list[Refactor]:
             },
             (
                 "conv1 (ConvReLU2d) wraps the old conv1, now conv1.0 (1 call renamed under it)",
-                "type changed at 2 calls: BatchNorm2d -> Identity (1), ReLU -> Identity (1)",
+                "type changed at 2 calls: BatchNorm2d -> Identity in bn1, ReLU -> Identity in relu",
             ),
             ("conv1 (ConvReLU2d) wraps the old conv1",),
         ),
@@ -758,7 +771,9 @@ def _cases() -> list[Refactor]:
             with_decoder(relu_in_blocks),
             tokens,
             {"type changed": 3},
-            ("type changed at 3 calls: GELU -> ReLU",),
+            (
+                "type changed at 3 calls: GELU -> ReLU in blocks.0.mlp.1, blocks.1.mlp.1, blocks.2.mlp.1",
+            ),
             ("type changed at 3 calls: GELU -> ReLU",),
         ),
         Refactor(

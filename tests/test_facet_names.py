@@ -51,6 +51,7 @@ NAMED_TODAY = {
     "golden/call_lines.py": {"devices", "local_shapes", "operations"},
     "golden/upgrades.py": {"operations"},
     "diff/call_tree.py": {"operations"},
+    "diff/changed_calls.py": {"operations"},
     "diff/change_details.py": {"costs", "initialization", "operations"},
     "diff/changes.py": {"backward", "costs", "initialization", "operations"},
     "diff/classification.py": {

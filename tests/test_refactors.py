@@ -66,7 +66,10 @@ def test_swapping_relu_for_leaky_relu_is_summarised_as_one_type_change(baseline)
 
     summary = baseline.diff(leaky).summary()
 
-    assert "type changed at 49 calls: ReLU -> LeakyReLU" in summary.splitlines()
+    assert summary.splitlines()[1] == (
+        "type changed at 49 calls: ReLU -> LeakyReLU in relu, layer1.0.relu (3 calls), "
+        "layer1.1.relu (3 calls), layer1.2.relu (3 calls), layer2.0.relu (3 calls) (+12 more)"
+    )
 
 
 def test_a_type_mapping_lets_the_leaky_relu_swap_pass(baseline) -> None:

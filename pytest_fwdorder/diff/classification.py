@@ -15,8 +15,9 @@ from pytest_fwdorder.diff.change_details import (
     describe_tensor_fact_changes,
     describe_value_change,
 )
+from pytest_fwdorder.diff.changed_calls import call_lines
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
-from pytest_fwdorder.diff.explanation import call_lines, fold_consequences, summarize
+from pytest_fwdorder.diff.explanation import fold_consequences, summarize
 from pytest_fwdorder.diff.facet_changes import (
     facet_changes,
     trace_facet_changes,

@@ -1,7 +1,7 @@
-"""Changes -> words: the summary and the aligned call lines of a diff, and where a call is.
+"""Changes -> words: the summary of a diff, a line per kind of change, and where a call is.
 
 Pure functions on text, no torch. What a reviewer reads first comes first: a line of totals,
-one line per kind of change with examples, then the calls with context (`-` old, `+` new).
+then one line per kind of change with examples (the calls under them are changed_calls.py's).
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow
-from pytest_fwdorder.diff.ordered_pairing import changed_runs
+from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.places import (
     alike_siblings,
     called,
@@ -218,87 +217,6 @@ def _parents_and_last_children(
     return parents, last_children
 
 
-def call_lines(
-    rows: list[DiffRow],
-    old_lines: list[GoldenLine],
-    new_lines: list[GoldenLine],
-    context: int,
-    max_rows: int,
-    *,
-    leading_context: bool,
-) -> list[str]:
-    """The aligned calls as text (`-` old, `+` new), `context` unchanged rows around each
-    change and longer unchanged runs elided, at most `max_rows` rows; without
-    `leading_context` from the first changed row on."""
-    show = rows_to_show(rows, context)
-    start = 0
-    if not leading_context:
-        start = next((index for index, row in enumerate(rows) if row.differs), len(rows))
-    lines: list[str] = []
-    shown = 0
-    skipped = 0
-    for position in range(start, len(rows)):
-        row = rows[position]
-        if not show[position]:
-            skipped += 1
-            continue
-        if skipped:
-            lines.append(f"  ... {plural(skipped, 'unchanged call')} ...")
-            skipped = 0
-        if shown >= max_rows:
-            remaining = sum(1 for later in rows[position:] if later.differs)
-            lines.append(f"  ... {plural(remaining, 'more changed row')} not shown")
-            return lines
-        shown += 1
-        if not row.differs and row.new is not None:
-            lines.append(f"  {new_lines[row.new].text}")
-            continue
-        old_block = _block(old_lines[row.old]) if row.old is not None else []
-        new_block = _block(new_lines[row.new]) if row.new is not None else []
-        lines += _block_diff(old_block, new_block)
-    if skipped:
-        lines.append(f"  ... {plural(skipped, 'unchanged call')} ...")
-    return lines
-
-
-def _block(line: GoldenLine) -> list[str]:
-    """A call line, the fact lines under it, and its operations (`ops=True`)."""
-    return [line.text, *line.fact_lines, *line.operation_lines]
-
-
-def _block_diff(old_block: list[str], new_block: list[str]) -> list[str]:
-    """Two calls with their facts: the call lines (`-` old, `+` new, or kept when equal),
-    then the fact lines that differ. A call on one side only shows whole."""
-    if not old_block or not new_block:
-        return [*(f"- {text}" for text in old_block), *(f"+ {text}" for text in new_block)]
-    if old_block[0] == new_block[0]:
-        lines = [f"  {old_block[0]}"]
-    else:
-        lines = [f"- {old_block[0]}", f"+ {new_block[0]}"]
-    old_facts, new_facts = old_block[1:], new_block[1:]
-    # Only the runs that differ: facts both sides share would push changes out of view.
-    for _, old_start, old_end, new_start, new_end in changed_runs(old_facts, new_facts):
-        lines += [f"- {text}" for text in old_facts[old_start:old_end]]
-        lines += [f"+ {text}" for text in new_facts[new_start:new_end]]
-    return lines
-
-
-def rows_to_show(rows: list[DiffRow], context: int) -> list[bool]:
-    show = [False] * len(rows)
-    last_change = -(10**9)
-    for position, row in enumerate(rows):
-        if row.differs:
-            last_change = position
-        show[position] = position - last_change <= context
-    next_change = 10**9
-    for position in range(len(rows) - 1, -1, -1):
-        if rows[position].differs:
-            next_change = position
-        if next_change - position <= context:
-            show[position] = True
-    return show
-
-
 def _biggest_first(changes: list[Change]) -> list[Change]:
     """Cost changes by how many FLOPs they add or take away, the biggest first (stable)."""
 
@@ -327,13 +245,38 @@ def _describe_findings(diff: _Changes, kind: ChangeKind, changes: list[Change]) 
 
 
 def _describe_types(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    groups: dict[str, int] = {}
+    """`type changed at relu: ReLU -> SiLU`; for a module called more than once `at
+    layer3.1.relu (2 calls)`; for several modules each change with where it happened:
+    `at 17 calls: ReLU -> LeakyReLU in relu, layer1.0.relu (2 calls), ...`. Calls without a
+    path to give (a comparison that blanked them) are counted, not named."""
+    # change -> module path -> calls, in the order the calls ran
+    groups: dict[str, dict[str, int]] = {}
     for change in changes:
-        groups[change.detail] = groups.get(change.detail, 0) + 1
-    parts = [detail if len(groups) == 1 else f"{detail} ({n})" for detail, n in groups.items()]
-    only = changes[0].new if len(changes) == 1 else None
-    where = only.name if only is not None else plural(len(changes), "call")
-    return f"type changed at {where}: {', '.join(parts)}"
+        modules = groups.setdefault(change.detail, {})
+        path = change.new.path if change.new is not None else ""
+        modules[path] = modules.get(path, 0) + 1
+    if len(changes) == 1 and changes[0].new is not None:
+        return f"type changed at {changes[0].new.name}: {changes[0].detail}"
+    named = all(path for modules in groups.values() for path in modules)
+    if named and len(groups) == 1 and len(only := next(iter(groups.values()))) == 1:
+        path, calls = next(iter(only.items()))
+        return f"type changed at {path} ({plural(calls, 'call')}): {changes[0].detail}"
+    if named:
+        parts = [
+            f"{detail} in {_examples(list(map(_calls_of, modules.items())))}"
+            for detail, modules in groups.items()
+        ]
+    elif len(groups) == 1:
+        parts = [changes[0].detail]
+    else:
+        parts = [f"{detail} ({sum(modules.values())})" for detail, modules in groups.items()]
+    return f"type changed at {plural(len(changes), 'call')}: {', '.join(parts)}"
+
+
+def _calls_of(module: tuple[str, int]) -> str:
+    """`layer1.0.relu (2 calls)`, or the path alone for one call."""
+    path, calls = module
+    return path if calls == 1 else f"{path} ({plural(calls, 'call')})"
 
 
 def _describe_renames(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:

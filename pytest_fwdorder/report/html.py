@@ -10,10 +10,11 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
+from pytest_fwdorder.diff.changed_calls import rows_to_show
 from pytest_fwdorder.diff.changes import ChangeKind, DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.diff.explanation import plural, rows_to_show
+from pytest_fwdorder.diff.explanation import plural
 from pytest_fwdorder.facets.graph_breaks import (
     GRAPH_BREAKS_SECTION,
     RECOMPILATIONS_SECTION,
