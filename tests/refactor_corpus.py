@@ -440,6 +440,39 @@ def _cases() -> list[Refactor]:
             ("fc (Linear): out_features 1000 -> 10",),
         ),
         Refactor(
+            "a new head in a Sequential",
+            resnet18,
+            with_resnet(lambda model: setattr(model, "fc", nn.Sequential(nn.Linear(512, 10)))),
+            image,
+            {"wrapped": 1, "settings changed": 1, "parameters changed": 1, "output changed": 1},
+            (
+                "fc (Sequential) wraps the old fc, now fc.0 (1 call renamed under it)",
+                "settings changed at 1 call: fc.0 (Linear): out_features 1000 -> 10",
+                "output changed at 1 call: fc.0 (Linear) output (1, 1000) -> (1, 10), "
+                "and so the output of the model",
+            ),
+            ("fc.0 (Linear): out_features 1000 -> 10",),
+        ),
+        Refactor(
+            "a one-channel stem in a Sequential",
+            resnet18,
+            with_resnet(
+                lambda model: setattr(
+                    model, "conv1", nn.Sequential(nn.Conv2d(1, 64, 7, 2, 3, bias=False))
+                )
+            ),
+            image,
+            {"wrapped": 1, "settings changed": 1, "parameters changed": 1, "input changed": 1},
+            (
+                "conv1 (Sequential) wraps the old conv1, now conv1.0 (1 call renamed under it)",
+                "settings changed at 1 call: conv1.0 (Conv2d): in_channels 3 -> 1",
+                "input changed at 1 call: <root> (ResNet) input (1, 3, 32, 32) -> (1, 1, 32, 32), "
+                "and so the input of conv1.0 (Conv2d)",
+            ),
+            ("conv1.0 (Conv2d): in_channels 3 -> 1",),
+            example_after=gray_image,
+        ),
+        Refactor(
             "a one-channel stem",
             resnet18,
             with_resnet(

@@ -168,7 +168,8 @@ def fold_consequences(
 
     A call whose output changed exactly as the last call inside it did (the model's output
     after its head's) passes that change on; so does a call whose input changed exactly as
-    the call it runs inside did, being that call's first (conv1's after the model's).
+    the call it runs inside did, being that call's first (conv1's after the model's). Either
+    passes through calls between them that hand the value on unchanged (a new wrapper).
     """
     by_place = {
         (change.kind, change.position): change
@@ -180,12 +181,27 @@ def fold_consequences(
     parents, last_children = _parents_and_last_children(new_lines)
     source: dict[tuple[ChangeKind, int], tuple[ChangeKind, int]] = {}
     for (kind, position), change in by_place.items():
+        line = new_lines[position]
         if kind is ChangeKind.OUTPUT_CHANGED:
             child = last_children.get(position)
+            # Through a call that hands on the same output unchanged (a new wrapper).
+            while (
+                child is not None
+                and (kind, child) not in by_place
+                and new_lines[child].outputs == line.outputs
+            ):
+                child = last_children.get(child)
             cause = by_place.get((kind, child)) if child is not None else None
         else:
-            parent = parents[position]
-            first = parent is not None and parent + 1 == position
+            inner, parent = position, parents[position]
+            while (
+                parent is not None
+                and parent + 1 == inner
+                and (kind, parent) not in by_place
+                and new_lines[parent].inputs == line.inputs
+            ):
+                inner, parent = parent, parents[parent]
+            first = parent is not None and parent + 1 == inner
             cause = by_place.get((kind, parent)) if first and parent is not None else None
         if cause is not None and cause.detail == change.detail:
             source[(kind, position)] = (kind, cause.position or 0)

@@ -465,16 +465,19 @@ def _pairs_between(
 def _first_alike(
     tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
 ) -> int | None:
-    """The first unpaired child of `parent` with the class and input of `line`."""
-    for child in tree.children[parent]:
-        child_line = tree.lines[child]
-        if (
-            child not in partners
-            and child_line.module_type == line.module_type
-            and child_line.inputs == line.inputs
-        ):
-            return child
-    return None
+    """The first unpaired child of `parent` with the class and input of `line`; else its one
+    unpaired child of that class (a stem wrapped as its input channels changed: the wrap
+    and the settings change explain it with fewer changes than a type change and an
+    insertion); None when there is no such child, or several."""
+    same_class = [
+        child
+        for child in tree.children[parent]
+        if child not in partners and tree.lines[child].module_type == line.module_type
+    ]
+    same_input = [child for child in same_class if tree.lines[child].inputs == line.inputs]
+    if same_input:
+        return same_input[0]
+    return same_class[0] if len(same_class) == 1 else None
 
 
 def _pairs_by_key(
