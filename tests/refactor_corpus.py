@@ -528,6 +528,21 @@ def _cases() -> list[Refactor]:
             ("conv1 (ConvReLU2d) wraps the old conv1",),
         ),
         Refactor(
+            "insert a layer into MobileNetV3's features, renumbering the blocks after it",
+            mobilenet,
+            lambda: _with_inserted_layer(mobilenet(), 3, nn.Identity()),
+            image,
+            # Blocks 5 and 6 (and 10 and 11) are alike: each pair keeps its order, renumbered
+            # with the rest, and never reads as swapped.
+            {"inserted": 1, "renamed": 10},
+            (
+                "features.3 ... features.12 -> features.4 ... features.13, renumbered "
+                "(10 subtrees, 169 calls renamed with them)",
+                "1 call inserted: features.3 (Identity) after features.2 (InvertedResidual)",
+            ),
+            ("1 call inserted",),
+        ),
+        Refactor(
             "delete a MobileNetV3 block",
             mobilenet,
             lambda: _without_block(mobilenet(), 10),
@@ -869,6 +884,13 @@ def _cases() -> list[Refactor]:
             {"mode changed": 1},
         ),
     ]
+
+
+def _with_inserted_layer(model: nn.Module, index: int, layer: nn.Module) -> nn.Module:
+    layers = list(model.features)
+    layers.insert(index, layer)
+    model.features = nn.Sequential(*layers)
+    return model
 
 
 def _without_block(model: nn.Module, index: int) -> nn.Module:

@@ -121,7 +121,10 @@ def summarize(
         + (", ".join(totals) if totals else "only the header differs")
     ]
     for kind, nouns in _NESTING_NOUNS.items():
-        sentences = [change.sentence for change in nesting if change.kind is kind]
+        # A renumbering is said by the first of its renames (tree_changes._renumbered).
+        sentences = [
+            change.sentence for change in nesting if change.kind is kind and change.sentence
+        ]
         lines += sentences[:_EXAMPLES]
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")

@@ -151,18 +151,39 @@ class _Matcher:
         their parents, or not at all."""
         if not olds or not news:
             return []
+        if not self.match_paths:
+            return list(zip(olds, news, strict=True)) if len(olds) == len(news) else []
+        by_path = self._look_alikes_by(olds, news, (_path_and_number, _parent_path))
+        if _crossing(by_path) and not self._all_keep_their_paths(by_path):
+            # Same-path pairs that cross the others: a layer inserted or deleted before
+            # look-alike blocks renumbered them all (`features.5`, now `features.6`, and
+            # `features.6`, now `features.7`), so the old `features.6` is not the new one.
+            # Paired in order, they read as renumbered with the rest, not as swapped. Only
+            # look-alikes that all kept their names were called in another order.
+            in_order = self._look_alikes_by(olds, news, (_parent_path,))
+            if not _crossing(in_order):
+                return in_order
+        return by_path
+
+    def _look_alikes_by(
+        self, olds: list[int], news: list[int], keys: tuple[Callable[[GoldenLine], Hashable], ...]
+    ) -> list[tuple[int, int]]:
+        """Look-alikes paired by each key in turn, then the one left on each side."""
         pairs: list[tuple[int, int]] = []
-        if self.match_paths:
-            for key in (_path_and_number, _parent_path):
-                found = _pairs_by_key(self.old_tree.lines, self.new_tree.lines, olds, news, key)
-                taken_old = {i for i, _ in found}
-                taken_new = {j for _, j in found}
-                olds = [i for i in olds if i not in taken_old]
-                news = [j for j in news if j not in taken_new]
-                pairs += found
-        if (len(olds) == 1 and len(news) == 1) or (not self.match_paths and len(olds) == len(news)):
-            pairs += zip(olds, news, strict=True)  # without paths, look-alikes pair in order
+        for key in keys:
+            found = _pairs_by_key(self.old_tree.lines, self.new_tree.lines, olds, news, key)
+            taken_old = {i for i, _ in found}
+            taken_new = {j for _, j in found}
+            olds = [i for i in olds if i not in taken_old]
+            news = [j for j in news if j not in taken_new]
+            pairs += found
+        if len(olds) == 1 and len(news) == 1:
+            pairs.append((olds[0], news[0]))
         return pairs
+
+    def _all_keep_their_paths(self, pairs: list[tuple[int, int]]) -> bool:
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        return all(old_lines[i].path == new_lines[j].path for i, j in pairs)
 
     def match_containers(self) -> None:
         """Bottom-up: unpaired calls with nested calls, children first (GumTree's Dice)."""
@@ -460,6 +481,12 @@ def _pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
+
+
+def _crossing(pairs: list[tuple[int, int]]) -> bool:
+    """Whether two pairs cross: their new calls in the other order than their old ones."""
+    in_new_order = [new for _, new in sorted(pairs)]
+    return any(map(int.__gt__, in_new_order, in_new_order[1:]))
 
 
 def _first_alike(

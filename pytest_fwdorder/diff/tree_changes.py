@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
@@ -378,7 +378,52 @@ class _Finder:
                     frozenset([new_index, *following]),
                 )
             )
-        return found
+        return _renumbered(found, self.old_names, self.new_names)
+
+
+def _renumbered(
+    renames: list[TreeChange], old_names: list[GoldenLine], new_names: list[GoldenLine]
+) -> list[TreeChange]:
+    """The renames, where siblings in a row moved up or down by one shift (a layer inserted
+    or deleted before them: `features.3` -> `features.4`, `features.4` -> `features.5`, ...)
+    said once, by the first of them: `features.3 ... features.12 -> features.4 ...
+    features.13, renumbered (10 subtrees, 184 calls renamed with them)`; the others keep
+    their calls (each is still counted) with no sentence of their own."""
+    result = list(renames)
+    runs: list[tuple[tuple[str, int], int, list[int]]] = []  # (parent, shift), first, places
+    for place, change in enumerate(renames):
+        old_path = old_names[min(change.old_calls)].path
+        numbered = _numbered(old_path, new_names[min(change.new_calls)].path)
+        if numbered is None:
+            continue
+        key, number = numbered
+        if runs and runs[-1][0] == key and runs[-1][1] + len(runs[-1][2]) == number:
+            runs[-1][2].append(place)
+        else:
+            runs.append((key, number, [place]))
+    for (parent, shift), first, places in runs:
+        if len(places) < 2:
+            continue
+        last = first + len(places) - 1
+        calls = sum(len(renames[place].new_calls) for place in places)
+        result[places[0]] = replace(
+            renames[places[0]],
+            sentence=f"{parent}.{first} ... {parent}.{last} -> {parent}.{first + shift} ... "
+            f"{parent}.{last + shift}, renumbered ({len(places)} subtrees, {_calls(calls)} "
+            "renamed with them)",
+        )
+        for place in places[1:]:
+            result[place] = replace(renames[place], sentence="")
+    return result
+
+
+def _numbered(old_path: str, new_path: str) -> tuple[tuple[str, int], int] | None:
+    """((parent, shift), old number) for `a.3` -> `a.4`; None for any other rename."""
+    old_parent, _, old_number = old_path.rpartition(".")
+    new_parent, _, new_number = new_path.rpartition(".")
+    if old_parent != new_parent or not old_number.isdigit() or not new_number.isdigit():
+        return None
+    return (old_parent, int(new_number) - int(old_number)), int(old_number)
 
 
 def _rewritten(
