@@ -473,6 +473,22 @@ def _cases() -> list[Refactor]:
             example_after=gray_image,
         ),
         Refactor(
+            "run a stage in half precision inside a wrapper",
+            resnet18,
+            with_resnet(lambda model: setattr(model, "layer4", HalfPrecision(model.layer4))),
+            image,
+            # Every call under the wrapper takes and gives f16; a first child's input and a
+            # last child's output follow from their parent's (4 each, not counted).
+            {"wrapped": 1, "input changed": 14, "output changed": 14, "parameters changed": 10},
+            (
+                "layer4 (HalfPrecision) wraps the old layer4, now layer4.stage (18 calls renamed "
+                "under it)",
+                "input changed at 14 calls: layer4.stage (Sequential) input dtype f32 -> f16, and "
+                "so the input of layer4.stage.0 (BasicBlock), layer4.stage.0.conv1 (Conv2d)",
+            ),
+            ("layer4 (HalfPrecision) wraps the old layer4",),
+        ),
+        Refactor(
             "a one-channel stem",
             resnet18,
             with_resnet(
@@ -891,6 +907,17 @@ def _with_inserted_layer(model: nn.Module, index: int, layer: nn.Module) -> nn.M
     layers.insert(index, layer)
     model.features = nn.Sequential(*layers)
     return model
+
+
+class HalfPrecision(nn.Module):
+    """Runs a stage in f16, converting at its edges."""
+
+    def __init__(self, stage: nn.Module) -> None:
+        super().__init__()
+        self.stage = stage.half()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stage(x.half()).float()
 
 
 def _without_block(model: nn.Module, index: int) -> nn.Module:

@@ -290,11 +290,17 @@ class _Matcher:
         ]
         if self.match_paths:
             passes[:0] = [(_identity, True), (_identity, False)]
+        old_prefix, new_prefix = self._renamed_prefixes(old_parent)
         for key, unique_only in passes:
+            # Under a parent that was renamed (wrapped: `layer4`, now `layer4.m`), children
+            # are named within it: `layer4.0`, now `layer4.m.0`, is the same child.
+            old_key, new_key = _within(key, old_prefix), _within(key, new_prefix)
             if key is _structure and not unique_only:
                 # Before look-alikes pair in order or a same-path pairing reads as a type
                 # change: a wrapped or unwrapped single call.
-                olds, news = self._pair_wrapped_calls(olds, news, pairs)
+                olds, news = self._pair_wrapped_calls(
+                    olds, news, pairs, _within(_path, old_prefix), _within(_path, new_prefix)
+                )
             if key is _path:
                 # Look-alikes that swapped places anywhere in the parent.
                 out_of_order = self._swapped(olds, news, pairs)
@@ -306,7 +312,7 @@ class _Matcher:
                 if not self.match_paths:
                     news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
             pairs, out_of_order = _pairs_between(
-                old_lines, new_lines, olds, news, pairs, key, unique_only=unique_only
+                old_lines, new_lines, olds, news, pairs, old_key, new_key, unique_only=unique_only
             )
             if out_of_order:  # two swapped layers: each pairs with its look-alike
                 crossed += out_of_order
@@ -315,6 +321,17 @@ class _Matcher:
                 olds = [i for i in olds if i not in taken_old]
                 news = [j for j in news if j not in taken_new]
         return pairs, crossed
+
+    def _renamed_prefixes(self, old_parent: int) -> tuple[str, str]:
+        """The paths of a paired parent and its partner, each with a `.`, where the two
+        differ (children are then named within their parent); else ("", "")."""
+        if not self.match_paths or old_parent == NO_PARENT:
+            return "", ""
+        old_path = self.old_tree.lines[old_parent].path
+        new_path = self.new_tree.lines[self.old_to_new[old_parent]].path
+        if old_path == new_path or "<root>" in (old_path, new_path) or not old_path or not new_path:
+            return "", ""
+        return f"{old_path}.", f"{new_path}."
 
     def _wraps_a_sibling(self, old_parent: int, new_index: int) -> bool:
         """Whether a new call holds the partner of a child of `old_parent`: a wrapper around
@@ -328,7 +345,12 @@ class _Matcher:
         return False
 
     def _pair_wrapped_calls(
-        self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
+        self,
+        olds: list[int],
+        news: list[int],
+        pairs: list[tuple[int, int]],
+        old_path: Callable[[GoldenLine], Hashable],
+        new_path: Callable[[GoldenLine], Hashable],
     ) -> tuple[list[int], list[int]]:
         """Pair a call with the call of its class and input inside the new call that would
         otherwise pair with it as a type change (an adapter around a projection: `q`, now
@@ -336,7 +358,7 @@ class _Matcher:
         unpaired."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
         candidates, _ = _pairs_between(
-            old_lines, new_lines, olds, news, pairs, _path, unique_only=False
+            old_lines, new_lines, olds, news, pairs, old_path, new_path, unique_only=False
         )
         taken = set(pairs)
         for i, j in candidates:
@@ -439,11 +461,13 @@ def _pairs_between(
     news: list[int],
     pairs: list[tuple[int, int]],
     key: Callable[[GoldenLine], Hashable],
+    new_key: Callable[[GoldenLine], Hashable] | None = None,
     *,
     unique_only: bool,
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`pairs` (in order) with more pairs by `key` in each stretch between two of them, and
-    the pairs by `key` that cross those (keys found once on each side only).
+    the pairs by `key` that cross those (keys found once on each side only); `new_key`, where
+    given, is the key of the new calls.
 
     `unique_only` pairs only keys found once in the stretch on each side (patience: a reused
     module's calls then pair between the same neighbours); otherwise a key's occurrences pair
@@ -465,7 +489,7 @@ def _pairs_between(
         ]
         if between_old and between_new:
             old_keys = [key(old_lines[i]) for i in between_old]
-            new_keys = [key(new_lines[j]) for j in between_new]
+            new_keys = [(new_key or key)(new_lines[j]) for j in between_new]
             if unique_only:
                 in_order, out_of_order = match_in_order(*only_unique(old_keys, new_keys))
             elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
@@ -481,6 +505,22 @@ def _pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
+
+
+def _within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
+    """`key`, with a path that starts with `prefix` read without it (`layer4.m.0` as `0`
+    under `layer4.m.`); keys that read no path, and every key without a prefix, as they are."""
+    if not prefix or key not in (_identity, _path):
+        return key
+    cut = len(prefix)
+
+    def relative(line: GoldenLine) -> str:
+        path = line.path
+        return path[cut:] if path.startswith(prefix) else f"\0{path}"
+
+    if key is _path:
+        return relative
+    return lambda line: (relative(line), line.module_type)
 
 
 def _crossing(pairs: list[tuple[int, int]]) -> bool:
