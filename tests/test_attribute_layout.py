@@ -159,3 +159,79 @@ def test_the_plan_of_a_small_model_is_kept(monkeypatch: pytest.MonkeyPatch) -> N
 
     assert model.history == []
     assert len(attribute_layout_module._LAYOUTS) == 1
+
+
+def _count_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record each plan made (its attribute count), with plans kept by size disabled."""
+    monkeypatch.setattr(attribute_layout_module, "MOST_KEPT_ATTRIBUTES", 10)
+    monkeypatch.setattr(attribute_layout_module, "_LAYOUTS", BoundedCache(8))
+    plans: list[int] = []
+    plan_layout = attribute_layout_module._plan_layout
+
+    def counted(names: list[str], value_types: list[type]) -> object:
+        plans.append(len(names))
+        return plan_layout(names, value_types)
+
+    monkeypatch.setattr(attribute_layout_module, "_plan_layout", counted)
+    return plans
+
+
+class HooksItsOwnList(nn.Module):
+    """Appends to `_state_dict_hooks` when something has made that a list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self._state_dict_hooks, list):
+            self._state_dict_hooks.append(tuple(x.shape))
+        return self.fc(x)
+
+
+def test_the_plan_of_a_big_model_rides_along_with_its_kept_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: past the size bound, a model traced again (its index kept from its second
+    trace on) is planned no more."""
+    plans = _count_plans(monkeypatch)
+    model = HooksItsOwnList()
+
+    for _ in range(4):
+        trace_forward(model, torch.ones(1, 2))
+
+    assert len(plans) == 2  # the first trace's (no index kept yet) and the second's
+
+
+def test_a_big_model_walked_again_is_planned_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: an index walked afresh (its model changed) holds no plan."""
+    plans = _count_plans(monkeypatch)
+    model = HooksItsOwnList()
+    for _ in range(3):
+        trace_forward(model, torch.ones(1, 2))
+    model.scale = 2.0  # a new attribute: the kept index no longer holds
+
+    trace_forward(model, torch.ones(1, 2))
+
+    assert len(plans) == 3
+    assert model.scale == 2.0
+
+
+@pytest.mark.parametrize("bound", [10, 2**17], ids=["kept-with-the-index", "kept-by-size"])
+def test_a_kept_plan_is_not_used_once_a_torch_dict_becomes_a_list(
+    monkeypatch: pytest.MonkeyPatch, bound: int
+) -> None:
+    """The kept index does not compare torch's hook dicts (no fact reads them), so the plan
+    it keeps is checked against the value types: the list is watched and put back."""
+    monkeypatch.setattr(attribute_layout_module, "MOST_KEPT_ATTRIBUTES", bound)
+    monkeypatch.setattr(attribute_layout_module, "_LAYOUTS", BoundedCache(8))
+    model = HooksItsOwnList()
+    for _ in range(3):
+        trace_forward(model, torch.ones(1, 2))
+    hooks: list[object] = ["kept"]
+    model._state_dict_hooks = hooks  # type: ignore[assignment]
+
+    trace_forward(model, torch.ones(1, 2))
+
+    assert model._state_dict_hooks is hooks
+    assert hooks == ["kept"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
+from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from typing import Any, NamedTuple
 
@@ -43,29 +44,58 @@ class AttributeLayout(NamedTuple):
     own_container_places: list[int]  # containers (subclasses too) under the user's names
 
 
+@dataclass(slots=True)
+class KeptLayout:
+    """The layout planned for one model index, kept as long as the index is.
+
+    A model's kept index (index_cache.py) holds one, so a big model traced again is not
+    planned again, though its plan is past the bound on plans kept by size below; an index
+    walked afresh holds a new, empty one, gone with it.
+    """
+
+    layout: AttributeLayout | None = None
+
+
 # A plan holds about 21 bytes per attribute (400 per module): a model of more attributes
-# (some 6,000 modules) is planned each trace, so that a trace keeps no more than its calls
-# need (issue 37: 421 bytes per call) and the 8 plans kept stay under about 22 MiB.
+# (some 6,000 modules) is not kept by size, so that a first trace keeps no more than its
+# calls need (issue 37: 421 bytes per call) and the 8 plans kept stay under about 22 MiB.
 MOST_KEPT_ATTRIBUTES = 2**17
 # The plans kept, by (module count, attribute count): one per model traced lately.
 _LAYOUTS: BoundedCache[tuple[int, int], AttributeLayout] = BoundedCache(8)
 
 
 def attribute_layout(
-    module_count: int, names: list[str], value_types: list[type]
+    module_count: int,
+    names: list[str],
+    value_types: list[type],
+    kept: KeptLayout | None = None,
 ) -> AttributeLayout:
     """The layout of these modules' attributes, given flat, module after module.
 
-    The one planned last for as many modules and attributes, if its names and value types
-    are these (two comparisons in C); else a new plan, kept in its place.
+    The one `kept` holds, or else the one planned last for as many modules and attributes,
+    if its names and value types are these (two comparisons in C); else a new plan, kept in
+    `kept` and (for a model of at most `MOST_KEPT_ATTRIBUTES`) by size.
     """
+    if kept is not None and kept.layout is not None and _fits(kept.layout, names, value_types):
+        return kept.layout
     if len(names) > MOST_KEPT_ATTRIBUTES:
-        return _plan_layout(names, value_types)
-    key = (module_count, len(names))
-    layout = _LAYOUTS.get(key)
-    if layout is None or layout.value_types != value_types or layout.names != names:
-        layout = _LAYOUTS.keep(key, _plan_layout(names, value_types))
+        layout = _plan_layout(names, value_types)
+    else:
+        key = (module_count, len(names))
+        found = _LAYOUTS.get(key)
+        layout = (
+            found
+            if found is not None and _fits(found, names, value_types)
+            else _LAYOUTS.keep(key, _plan_layout(names, value_types))
+        )
+    if kept is not None:
+        kept.layout = layout
     return layout
+
+
+def _fits(layout: AttributeLayout, names: list[str], value_types: list[type]) -> bool:
+    """Whether a plan was made for these names and value types: the plan reads nothing else."""
+    return layout.value_types == value_types and layout.names == names
 
 
 def _plan_layout(names: list[str], value_types: list[type]) -> AttributeLayout:
