@@ -235,3 +235,81 @@ def test_a_kept_plan_is_not_used_once_a_torch_dict_becomes_a_list(
 
     assert model._state_dict_hooks is hooks
     assert hooks == ["kept"]
+
+
+def _plain_plan(names: list[str], value_types: list[type]) -> object:
+    """The plan worked out attribute by attribute, as its docstrings state it: the oracle of
+    the plan made from codes and translate tables."""
+    internal = [name in attribute_layout_module.MODULE_INTERNALS for name in names]
+    dicts = [issubclass(kind, dict) for kind in value_types]
+    containers = [issubclass(kind, (list, dict, set)) for kind in value_types]
+    user_dicts = bytes(d and not i for d, i in zip(dicts, internal, strict=True))
+    return attribute_layout_module.AttributeLayout(
+        names,
+        value_types,
+        bytes(dicts),
+        bytes(
+            d and name not in ("_parameters", "_buffers")
+            for d, name in zip(dicts, names, strict=True)
+        ),
+        user_dicts if any(user_dicts) else None,
+        bytes(kind is list for kind in value_types) if list in value_types else None,
+        bytes(kind is set for kind in value_types) if set in value_types else None,
+        [
+            place
+            for place, (c, i) in enumerate(zip(containers, internal, strict=True))
+            if c and not i
+        ],
+    )
+
+
+class _Records(list):  # type: ignore[type-arg]
+    """A list subclass: named among the unwatched, not copied."""
+
+
+class _Seen(dict):  # type: ignore[type-arg]
+    """A dict subclass: copied as a plain dict."""
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_plan_marks_what_an_attribute_by_attribute_reading_marks(seed: int) -> None:
+    import random
+
+    chooser = random.Random(seed)
+    name_pool = [
+        *sorted(attribute_layout_module.MODULE_INTERNALS),
+        "history",
+        "cache",
+        "eps",
+        "seen",
+    ]
+    type_pool: list[type] = [int, float, str, tuple, dict, _Seen, list, _Records, set, frozenset]
+    count = chooser.randrange(1, 400)
+    names = [chooser.choice(name_pool) for _ in range(count)]
+    value_types = [chooser.choice(type_pool) for _ in range(count)]
+
+    assert attribute_layout_module._plan_layout(names, value_types) == _plain_plan(
+        names, value_types
+    )
+
+
+def test_the_plan_of_real_modules_marks_what_an_attribute_by_attribute_reading_marks() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), nn.LazyLinear(3), KeepsAHistory())
+    model[3].history = {}
+    model.register_buffer("mask", torch.ones(2), persistent=False)
+    dicts = [vars(module) for module in model.modules()]
+    names = [name for attributes in dicts for name in attributes]
+    value_types = [type(value) for attributes in dicts for value in attributes.values()]
+
+    assert attribute_layout_module._plan_layout(names, value_types) == _plain_plan(
+        names, value_types
+    )
+
+
+def test_the_plain_plan_tells_a_list_from_a_list_subclass() -> None:
+    """The oracle above can fail: the plans of a plain list and of a subclass differ."""
+    plain = _plain_plan(["history"], [list])
+    subclass = _plain_plan(["history"], [_Records])
+
+    assert plain != subclass
+    assert attribute_layout_module._plan_layout(["history"], [_Records]) != plain
