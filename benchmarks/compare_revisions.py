@@ -3,6 +3,7 @@
     python benchmarks/compare_revisions.py main            # this tree vs main
     python benchmarks/compare_revisions.py main --rounds 41 --smoke
     python benchmarks/compare_revisions.py main --only ResNet   # the rows whose case names this
+    python benchmarks/compare_revisions.py main --scale --only 100,001 --rounds 5
 
 The baseline revision is exported with `git archive` into a temporary folder. One worker
 process per revision builds the same models (same seeds); the driver asks them for one
@@ -29,8 +30,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def worker_cases(smoke: bool) -> dict[str, tuple[object, object]]:
-    """The models of the overhead rows, with their inputs, built in a worker process."""
+def worker_cases(smoke: bool, scale: bool = False) -> dict[str, tuple[object, object]]:
+    """The models of the overhead rows, with their inputs, built in a worker process; with
+    `scale`, also scale.py's 100,001-call model (its trace alone: the renders and the
+    comparison of its `linear_time` row are not the recorder's)."""
     import torch
     import torchvision
     from models import TinyGPT2, tiny_modules
@@ -54,6 +57,11 @@ def worker_cases(smoke: bool) -> dict[str, tuple[object, object]]:
             torchvision.models.resnet50(weights=None).eval(),
             torch.randn(1, 3, 224, 224),
         ),
+        **(
+            {"tiny modules, 100,001 calls": (tiny_modules(50_000).eval(), torch.randn(1, 16))}
+            if scale
+            else {}
+        ),
     }
 
 
@@ -62,7 +70,7 @@ def worker_cases(smoke: bool) -> dict[str, tuple[object, object]]:
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def worker(smoke: bool, clock: str, threads: int | None) -> None:
+def worker(smoke: bool, clock: str, threads: int | None, scale: bool) -> None:
     """Answer `round CASE` with one timing of each candidate, as a JSON line on stdout."""
     import torch
 
@@ -76,7 +84,7 @@ def worker(smoke: bool, clock: str, threads: int | None) -> None:
     sys.path.insert(0, str(Path(pytest_fwdorder.__file__).resolve().parents[1] / "benchmarks"))
     from run import global_noop_hooks
 
-    cases = worker_cases(smoke)
+    cases = worker_cases(smoke, scale)
     candidates: dict[str, dict[str, Callable[[], object]]] = {}
     calls: dict[str, int] = {}
     for name, (model, inputs) in cases.items():
@@ -227,12 +235,15 @@ def main() -> None:
     parser.add_argument(
         "--only", action="append", help="time only the cases whose name holds this (repeatable)"
     )
+    parser.add_argument(
+        "--scale", action="store_true", help="add the 100,001-call model (scale.py's linear row)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.worker:
-        worker(arguments.smoke, arguments.clock, arguments.threads)
+        worker(arguments.smoke, arguments.clock, arguments.threads, arguments.scale)
         return
-    options = ["--clock", arguments.clock]
+    options = ["--clock", arguments.clock, *(["--scale"] if arguments.scale else [])]
     if arguments.threads is not None:
         options += ["--threads", str(arguments.threads)]
     print(f"clock: {arguments.clock}, torch threads: {arguments.threads or 'default'}")

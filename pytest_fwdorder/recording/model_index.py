@@ -6,13 +6,14 @@ length of a trace; the index adds the model's other names, callables and tied te
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
 
 from pytest_fwdorder.calls.records import ModuleFacts, ModuleTensors
 from pytest_fwdorder.hookspecs import module_facts_hooks_exist
+from pytest_fwdorder.recording.attribute_layout import KeptLayout
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.distributed import qualified_class_name, user_class
 from pytest_fwdorder.recording.index_cache import KeptIndexes
@@ -116,6 +117,9 @@ class ModelIndex:
     # class. Made once per walk, as a kept index is traced many times.
     facts_by_path: dict[str, tuple[str, ModuleFacts]]
     classes_by_path: dict[str, str]
+    # The plan of where its modules' containers are (attribute_layout.py): one object that
+    # every copy of a kept index shares, so the model's next traces find it planned.
+    kept_layout: KeptLayout = field(default_factory=KeptLayout)
 
 
 def index_model(root: nn.Module) -> ModelIndex:

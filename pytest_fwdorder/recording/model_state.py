@@ -24,6 +24,7 @@ from pytest_fwdorder.errors import warn_at_caller
 from pytest_fwdorder.recording.attribute_layout import (
     CONTAINERS,
     MODULE_INTERNALS,
+    KeptLayout,
     attribute_layout,
     other_dicts,
 )
@@ -96,11 +97,17 @@ class ModelState:
         self.python_rng = random.getstate()
         self.numpy_rng = save_numpy_random()
 
-    def add_modules(self, modules: Sequence[nn.Module], paths: Sequence[str]) -> None:
+    def add_modules(
+        self,
+        modules: Sequence[nn.Module],
+        paths: Sequence[str],
+        kept_layout: KeptLayout | None = None,
+    ) -> None:
         """Capture these modules' own state (not their children's).
 
         Every step is a `map`, `filter` or `compress` over all the modules at once, so that
-        the work per module runs in C: a trace watches every module of the model.
+        the work per module runs in C: a trace watches every module of the model. The plan
+        of their attributes is looked for in `kept_layout` first, and kept there.
         """
         self.modules += modules
         self.paths += paths
@@ -109,7 +116,7 @@ class ModelState:
         buffer_dicts = list(map(buffers_of, modules))
         names = list(chain.from_iterable(attribute_dicts))
         values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
-        layout = attribute_layout(len(modules), names, list(map(type, values)))
+        layout = attribute_layout(len(modules), names, list(map(type, values)), kept_layout)
         self._watch_lists_and_sets(
             list(compress(values, layout.list_places)) if layout.list_places else [],
             list(compress(values, layout.set_places)) if layout.set_places else [],
@@ -255,7 +262,7 @@ def capture_state(index: ModelIndex) -> ModelState:
     state = ModelState()
     modules = index.python_modules
     entries = index.entries
-    state.add_modules(modules, [entries[id(module)].path for module in modules])
+    state.add_modules(modules, [entries[id(module)].path for module in modules], index.kept_layout)
     return state
 
 
