@@ -274,6 +274,10 @@ def relu_in_blocks(model: Decoder) -> None:
         block.mlp[1] = nn.ReLU()
 
 
+def wider_feed_forward(model: Decoder) -> None:
+    model.blocks[1].mlp = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16))
+
+
 def partly_quantized(model: nn.Module) -> None:
     torch.ao.quantization.quantize_dynamic(
         model, {"2": torch.ao.quantization.default_dynamic_qconfig}, inplace=True
@@ -477,14 +481,23 @@ def _cases() -> list[Refactor]:
             resnet18,
             with_resnet(lambda model: setattr(model, "layer4", HalfPrecision(model.layer4))),
             image,
-            # Every call under the wrapper takes and gives f16; a first child's input and a
-            # last child's output follow from their parent's (4 each, not counted).
-            {"wrapped": 1, "input changed": 14, "output changed": 14, "parameters changed": 10},
+            # Every call under the wrapper takes and gives f16. Said where it starts: the
+            # stage's input, passed to its first calls, and the block's identity branch (the
+            # downsample takes the block's input); the outputs of the two convolutions that
+            # change the shape, each followed through the calls that take it (not counted).
+            {"wrapped": 1, "input changed": 2, "output changed": 2, "parameters changed": 10},
             (
                 "layer4 (HalfPrecision) wraps the old layer4, now layer4.stage (18 calls renamed "
                 "under it)",
-                "input changed at 14 calls: layer4.stage (Sequential) input dtype f32 -> f16, and "
-                "so the input of layer4.stage.0 (BasicBlock), layer4.stage.0.conv1 (Conv2d)",
+                "input changed at 2 calls: layer4.stage (Sequential) input dtype f32 -> f16, and "
+                "so the input of layer4.stage.0 (BasicBlock), layer4.stage.0.conv1 (Conv2d); "
+                "layer4.stage.0.downsample (Sequential) input dtype f32 -> f16, and so the input "
+                "of layer4.stage.0.downsample.0 (Conv2d)",
+                "output changed at 2 calls: layer4.stage.0.conv1 (Conv2d) output dtype f32 -> "
+                "f16, and so the input of layer4.stage.0.bn1 (BatchNorm2d), its output, the input "
+                "of layer4.stage.0.relu #1 (ReLU), its output, the input of layer4.stage.0.conv2 "
+                "(Conv2d), its output, the input of layer4.stage.0.bn2 (BatchNorm2d) and its "
+                "output;",
             ),
             ("layer4 (HalfPrecision) wraps the old layer4",),
         ),
@@ -828,6 +841,22 @@ def _cases() -> list[Refactor]:
                 "blocks.1.norm2 (LayerNorm) and blocks.1.mlp (Sequential) swapped",
             ),
             ("blocks.0.norm1 (LayerNorm) and blocks.0.attn (Attention) swapped",),
+        ),
+        Refactor(
+            "widen one block's feed-forward",
+            with_decoder(unchanged),
+            with_decoder(wider_feed_forward),
+            tokens,
+            # The hidden activations follow from the first projection's output: its GELU
+            # takes and gives the wider tensor, and the second projection takes it.
+            {"settings changed": 2, "parameters changed": 2, "output changed": 1},
+            (
+                "settings changed at 2 calls: blocks.1.mlp.0 (Linear): out_features 32 -> 64",
+                "output changed at 1 call: blocks.1.mlp.0 (Linear) output (1, 6, 32) -> "
+                "(1, 6, 64), and so the input of blocks.1.mlp.1 (GELU), its output and the "
+                "input of blocks.1.mlp.2 (Linear)",
+            ),
+            ("blocks.1.mlp.0 (Linear): out_features 32 -> 64",),
         ),
         Refactor(
             "replace the activation in every block",

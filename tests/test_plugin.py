@@ -106,8 +106,8 @@ def test_a_rerun_against_the_accepted_golden_passes(accepted: pytest.Pytester) -
         ),
         pytest.param(
             {"width": 6},
-            "output changed at 2 calls: linear (Linear) output (2, 8) -> (2, 6); "
-            "act (ReLU) output (2, 8) -> (2, 6), and so the output of the model",
+            "output changed at 1 call: linear (Linear) output (2, 8) -> (2, 6), and so the "
+            "input of act (ReLU), its output and the output of the model",
             [
                 "-   linear: Linear (f32[2,4]) -> f32[2,8]",
                 "+   linear: Linear (f32[2,4]) -> f32[2,6]",
@@ -116,7 +116,7 @@ def test_a_rerun_against_the_accepted_golden_passes(accepted: pytest.Pytester) -
         ),
         pytest.param(
             {"dtype": "float64"},
-            "input changed at 2 calls: <root> (Block) input dtype f32 -> f64, "
+            "input changed at 1 call: <root> (Block) input dtype f32 -> f64, "
             "and so the input of linear (Linear)",
             ["- <root>: Block (f32[2,4]) -> f32[2,8]", "+ <root>: Block (f64[2,4]) -> f64[2,8]"],
             id="dtype",

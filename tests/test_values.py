@@ -158,9 +158,12 @@ def test_autocast_fails_with_the_call_whose_output_changed() -> None:
     summary = diff_golden(before, tolerated(before, after, (1e-3, 1e-6))).summary()
     # The dtype names the first call: bf16 rounding moves the values themselves only a few
     # times the tolerance, and for some inputs not at all (measured over 40 seeds).
-    # The model's output is said once, as the consequence of the last call's.
-    assert "output changed at 2 calls: 0 (Linear) output dtype f32 -> bf16" in summary
-    assert "1 (Linear) output dtype f32 -> bf16, and so the output of the model" in summary
+    # Said once, at the first call, and followed through: the second call takes the bf16
+    # output and gives bf16, which is the model's output.
+    assert (
+        "output changed at 1 call: 0 (Linear) output dtype f32 -> bf16, and so the input of "
+        "1 (Linear), its output and the output of the model"
+    ) in summary
 
 
 def test_statistics_that_moved_within_the_tolerance_match() -> None:

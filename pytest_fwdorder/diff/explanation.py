@@ -153,7 +153,7 @@ class _Changes:
     old_lines: list[GoldenLine]
     new_lines: list[GoldenLine]
     # The input or output changes that follow from a change, by its position.
-    followers: dict[tuple[ChangeKind, int], list[GoldenLine]]
+    followers: dict[tuple[ChangeKind, int], list[tuple[ChangeKind, GoldenLine]]]
     name_free: bool = False  # the lines are names for calls aligned without them
 
     def of_kind(self, kind: ChangeKind) -> list[Change]:
@@ -165,14 +165,19 @@ _PASSED_ON = (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED)
 
 def fold_consequences(
     changes: list[Change], new_lines: list[GoldenLine]
-) -> tuple[list[Change], dict[tuple[ChangeKind, int], list[GoldenLine]]]:
+) -> tuple[list[Change], dict[tuple[ChangeKind, int], list[tuple[ChangeKind, GoldenLine]]]]:
     """The changes without the input and output changes that only pass another one on, and
-    those passed on, by the kind and position of the change they follow from.
+    those passed on (each with its kind), by the kind and position of the change they
+    follow from.
 
     A call whose output changed exactly as the last call inside it did (the model's output
     after its head's) passes that change on; so does a call whose input changed exactly as
     the call it runs inside did, being that call's first (conv1's after the model's). Either
     passes through calls between them that hand the value on unchanged (a new wrapper).
+    Along the data flow: a call whose input changed exactly as the output of the sibling
+    before it, and is that output, takes it on (a wider projection's activation), and a
+    call without nested calls that gives what it takes passes its input's change on to its
+    output.
     """
     by_place = {
         (change.kind, change.position): change
@@ -182,40 +187,99 @@ def fold_consequences(
     if len(by_place) < 2:
         return changes, {}
     parents, last_children = _parents_and_last_children(new_lines)
+    previous_siblings = _previous_siblings(parents)
     source: dict[tuple[ChangeKind, int], tuple[ChangeKind, int]] = {}
     for (kind, position), change in by_place.items():
-        line = new_lines[position]
-        if kind is ChangeKind.OUTPUT_CHANGED:
-            child = last_children.get(position)
-            # Through a call that hands on the same output unchanged (a new wrapper).
-            while (
-                child is not None
-                and (kind, child) not in by_place
-                and new_lines[child].outputs == line.outputs
-            ):
-                child = last_children.get(child)
-            cause = by_place.get((kind, child)) if child is not None else None
-        else:
-            inner, parent = position, parents[position]
-            while (
-                parent is not None
-                and parent + 1 == inner
-                and (kind, parent) not in by_place
-                and new_lines[parent].inputs == line.inputs
-            ):
-                inner, parent = parent, parents[parent]
-            first = parent is not None and parent + 1 == inner
-            cause = by_place.get((kind, parent)) if first and parent is not None else None
+        cause = _cause(kind, position, by_place, new_lines, parents, last_children)
+        if cause is None:
+            cause = _cause_along_the_flow(kind, position, by_place, new_lines, previous_siblings)
         if cause is not None and cause.detail == change.detail:
-            source[(kind, position)] = (kind, cause.position or 0)
-    followers: dict[tuple[ChangeKind, int], list[GoldenLine]] = {}
-    for place in sorted(source, key=lambda place: place[1]):
-        root = source[place]
-        while root in source:
-            root = source[root]
-        followers.setdefault(root, []).append(new_lines[place[1]])
+            source[(kind, position)] = (cause.kind, cause.position or 0)
+    # Each change's followers in the order the change flows: a call's input, then its output,
+    # then what that output became (the next call's input, its parent's output).
+    passed_to: dict[tuple[ChangeKind, int], list[tuple[ChangeKind, int]]] = {}
+    for place in sorted(source, key=_flow_order):
+        passed_to.setdefault(source[place], []).append(place)
+    followers: dict[tuple[ChangeKind, int], list[tuple[ChangeKind, GoldenLine]]] = {}
+    for root, first in passed_to.items():
+        if root in source:
+            continue
+        flow = followers.setdefault(root, [])
+        waiting = list(reversed(first))
+        while waiting:
+            place = waiting.pop()
+            flow.append((place[0], new_lines[place[1]]))
+            waiting += reversed(passed_to.get(place, []))
     kept = [change for change in changes if (change.kind, change.position) not in source]
     return kept, followers
+
+
+def _flow_order(place: tuple[ChangeKind, int]) -> tuple[int, bool]:
+    """A call's input before its output, calls in order."""
+    return place[1], place[0] is ChangeKind.OUTPUT_CHANGED
+
+
+def _cause(
+    kind: ChangeKind,
+    position: int,
+    by_place: dict[tuple[ChangeKind, int], Change],
+    new_lines: list[GoldenLine],
+    parents: list[int | None],
+    last_children: dict[int, int],
+) -> Change | None:
+    """The change of the call's last child (an output) or parent (an input) it passes on."""
+    line = new_lines[position]
+    if kind is ChangeKind.OUTPUT_CHANGED:
+        child = last_children.get(position)
+        # Through a call that hands on the same output unchanged (a new wrapper).
+        while (
+            child is not None
+            and (kind, child) not in by_place
+            and new_lines[child].outputs == line.outputs
+        ):
+            child = last_children.get(child)
+        return by_place.get((kind, child)) if child is not None else None
+    inner, parent = position, parents[position]
+    while (
+        parent is not None
+        and parent + 1 == inner
+        and (kind, parent) not in by_place
+        and new_lines[parent].inputs == line.inputs
+    ):
+        inner, parent = parent, parents[parent]
+    first = parent is not None and parent + 1 == inner
+    return by_place.get((kind, parent)) if first and parent is not None else None
+
+
+def _cause_along_the_flow(
+    kind: ChangeKind,
+    position: int,
+    by_place: dict[tuple[ChangeKind, int], Change],
+    new_lines: list[GoldenLine],
+    previous_siblings: list[int | None],
+) -> Change | None:
+    """The output change of the sibling before the call that is its input, or, for a call
+    without nested calls that gives what it takes, the change of its own input."""
+    line = new_lines[position]
+    if kind is ChangeKind.INPUT_CHANGED:
+        sibling = previous_siblings[position]
+        if sibling is None or line.inputs != f"({new_lines[sibling].outputs})":
+            return None
+        return by_place.get((ChangeKind.OUTPUT_CHANGED, sibling))
+    leaf = position + 1 == len(new_lines) or new_lines[position + 1].depth <= line.depth
+    if not leaf or line.inputs != f"({line.outputs})":
+        return None
+    return by_place.get((ChangeKind.INPUT_CHANGED, position))
+
+
+def _previous_siblings(parents: list[int | None]) -> list[int | None]:
+    """Each call's sibling called just before it (None for a first child)."""
+    last_child: dict[int | None, int] = {}
+    previous: list[int | None] = []
+    for index, parent in enumerate(parents):
+        previous.append(last_child.get(parent))
+        last_child[parent] = index
+    return previous
 
 
 def _parents_and_last_children(
@@ -443,12 +507,23 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
 }
 
 
-def _passed_on(side: str, followers: list[GoldenLine]) -> str:
-    """`, and so the output of the model` for the calls a change passed on to."""
+def _passed_on(side: str, followers: list[tuple[ChangeKind, GoldenLine]]) -> str:
+    """`, and so the output of the model` for the calls a change passed on to; where it
+    passed from an input to an output, each says which: `, and so the input of mlp.1
+    (GELU), its output and the input of mlp.2 (Linear)`."""
     if not followers:
         return ""
-    names = ["the model" if line.path == "<root>" else called(line) for line in followers]
-    return f", and so the {side} of {', '.join(names)}"
+    names = ["the model" if line.path == "<root>" else called(line) for _, line in followers]
+    sides = ["input" if kind is ChangeKind.INPUT_CHANGED else "output" for kind, _ in followers]
+    if all(one == side for one in sides):
+        return f", and so the {side} of {', '.join(names)}"
+    parts = [
+        f"its {one}" if number and names[number - 1] == name else f"the {one} of {name}"
+        for number, (one, name) in enumerate(zip(sides, names, strict=True))
+    ]
+    if len(parts) > 2 * _EXAMPLES:  # a change that flows through a whole stage
+        return ", and so " + _examples(parts, limit=2 * _EXAMPLES)
+    return ", and so " + ", ".join(parts[:-1]) + f" and {parts[-1]}"
 
 
 def _without_prefix(detail: str, path: str) -> str:
@@ -515,10 +590,10 @@ def _end_order(lines: list[GoldenLine]) -> list[int]:
     return order
 
 
-def _examples(items: list[str], separator: str = ", ") -> str:
-    shown = separator.join(items[:_EXAMPLES])
-    if len(items) > _EXAMPLES:
-        shown += f" (+{len(items) - _EXAMPLES} more)"
+def _examples(items: list[str], separator: str = ", ", limit: int = _EXAMPLES) -> str:
+    shown = separator.join(items[:limit])
+    if len(items) > limit:
+        shown += f" (+{len(items) - limit} more)"
     return shown
 
 
