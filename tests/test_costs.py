@@ -118,6 +118,36 @@ def test_a_transformer_blocks_flops_equal_flop_counter_modes() -> None:
             assert flops_by_module[name] == sum(counts.values()), name
 
 
+class CompiledInside(nn.Module):
+    """A compiled submodule and a compiled function, each run once before the trace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(8, 16)
+        self.second = nn.Linear(16, 4)
+        self.second.compile(backend="eager")
+        self.scale = torch.compile(lambda x: x @ x.mT @ x, backend="eager")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.scale(self.first(x)))
+
+
+def test_compiled_code_inside_a_model_counts_as_its_eager_forward() -> None:
+    # The mode's frames are not kept from dynamo (CostMode._should_skip_dynamo): a trace runs
+    # compiled code eagerly, so the figures are those of the eager model, per module too.
+    model, x = CompiledInside().eval(), torch.randn(3, 8)
+    with torch.no_grad():
+        model(x)  # compiled before the trace
+    trace = trace_forward(model, x, costs=True)
+    counter = _flop_counter(model, x)  # FlopCounterMode on the same model, compiled code in it
+    assert trace.costs is not None
+    assert trace.costs.flops == counter.get_total_flops() == 2 * 3 * (8 * 16 + 2 * 16 * 3 + 16 * 4)
+    flops_by_module = per_module(trace)
+    for name, counts in counter.get_flop_counts().items():
+        if name != "Global":
+            assert flops_by_module[name] == sum(counts.values()), name
+
+
 def test_a_module_called_three_times_costs_three_times() -> None:
     model, x = SharedThrice(), torch.randn(4, 8)
     trace = trace_forward(model, x, costs=True)

@@ -23,10 +23,11 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from threading import get_ident
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.nn.parameter import is_lazy
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
@@ -89,11 +90,13 @@ def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Calla
 class _OperationPlan(NamedTuple):
     """What the mode does with one operation overload, worked out at its first run."""
 
+    operation: torch._ops.OpOverload  # held, so that its id (the plan's key) is not reused
     formula: Callable[..., int] | None  # its FLOP formula, None if it has none
     takes_shapes: bool  # the formula wants shapes for tensors (torch's `shape_wrapper`)
     decomposes: bool  # no formula, but a decomposition whose operations may have some
     uncounted: str | None  # the name it is counted by under "uncounted", None if it is not
     unused_statistics: bool  # its outputs after the first are left out of the saved bytes
+    counted: bool  # it has a formula, or is counted under "uncounted"
 
 
 # The code of the wrapper torch's `register_flop_formula` puts around a formula that takes
@@ -110,10 +113,18 @@ def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]
         wrapped = getattr(formula, "__wrapped__", None)
         code = getattr(formula, "__code__", None)
         if wrapped is not None and code is not None and code is _SHAPE_WRAPPER_CODE:
-            return _OperationPlan(wrapped, True, False, None, unused_statistics)
-        return _OperationPlan(formula, False, False, None, unused_statistics)
+            return _OperationPlan(operation, wrapped, True, False, None, unused_statistics, True)
+        return _OperationPlan(operation, formula, False, False, None, unused_statistics, True)
     uncounted = str(packet) if computes_something(operation) else None
-    return _OperationPlan(None, False, decomposes(operation), uncounted, unused_statistics)
+    return _OperationPlan(
+        operation,
+        None,
+        False,
+        decomposes(operation),
+        uncounted,
+        unused_statistics,
+        uncounted is not None,
+    )
 
 
 def decomposes(operation: torch._ops.OpOverload) -> bool:
@@ -149,6 +160,10 @@ def shapes_of(value: Any) -> Any:
     if isinstance(value, (tuple, list, dict)):
         return tree_map(get_shape, value)
     return value
+
+
+# The values `shape_key` looks into; any other is its own key.
+_CONTAINERS = (tuple, list, dict)
 
 
 def shape_key(value: Any) -> Any:
@@ -188,8 +203,9 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Fused CPU kernels torch has no formula for are counted as their decompositions are
         # on meta (fused_kernel_flops.py); torch's own formula wins where it has one.
         self.formulas = cost_formulas(flop_registry)
-        # Operation overload -> what to do with it, worked out at its first run.
-        self.plans: dict[Any, _OperationPlan] = {}
+        # id(operation overload) -> what to do with it, worked out at its first run. Keyed
+        # by id: an overload's own hash is a Python method, a lookup at every operation.
+        self.plans: dict[int, _OperationPlan] = {}
         # (formula, argument shapes and values, output shapes) -> its FLOPs, for the formulas
         # that see shapes alone: the same shapes give the same figure.
         self.flops_by_shapes: dict[tuple[Any, ...], int] = {}
@@ -198,6 +214,16 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Operation name -> how many times it ran without a formula, inside a call.
         self.uncounted: dict[str, int] = {}
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Leave `__torch_dispatch__` as written, not wrapped in `torch._disable_dynamo`.
+
+        The wrapper keeps dynamo out of the mode's frames; a trace runs compiled code eagerly
+        (`compiled_code_run_eagerly`), so there is no dynamo to keep out, and the wrapper's
+        two Python frames were a tenth of what counting an operation cost.
+        """
+        return False
+
     def __torch_dispatch__(
         self,
         func: Any,
@@ -205,43 +231,41 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        plan = self.plans.get(func)
+        plan = self.plans.get(id(func))
         if plan is None:
-            plan = self.plans[func] = operation_plan(func, self.formulas)
-        if kwargs is None:
-            kwargs = {}
+            plan = self.plans[id(func)] = operation_plan(func, self.formulas)
         if plan.decomposes:
             # What FlopCounterMode does: an operation that has a decomposition is counted
             # through the operations it decomposes into, which may have formulas.
             with self:
-                decomposed = func.decompose(*args, **kwargs)
+                decomposed = func.decompose(*args, **(kwargs or {}))
             if decomposed is not NotImplemented:
                 return decomposed
-        output = func(*args, **kwargs)
+        output = func(*args, **kwargs) if kwargs else func(*args)
         if plan.unused_statistics:
             self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
-        if plan.formula is not None or plan.uncounted is not None:
+        if plan.counted and self.open_calls and get_ident() == self.thread_id:
             self._count(plan, args, kwargs, output)
         return output
 
     def _count(
-        self, plan: _OperationPlan, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+        self,
+        plan: _OperationPlan,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        output: Any,
     ) -> None:
         """Add an operation's FLOPs to the innermost open call, or count it as uncounted."""
-        open_calls = self.open_calls
-        if not open_calls or threading.get_ident() != self.thread_id:
-            return
-        formula, takes_shapes, _, uncounted, _ = plan
+        uncounted = plan.uncounted
         if uncounted is not None:
             self.uncounted[uncounted] = self.uncounted.get(uncounted, 0) + 1
             return
-        if formula is None:
-            return
-        if takes_shapes:
+        formula = cast("Callable[..., int]", plan.formula)
+        if plan.takes_shapes:
             flops = self._shape_flops(formula, args, kwargs, output)
         else:
-            flops = int(formula(*args, **kwargs, out_val=output))
-        number = open_calls[-1].number
+            flops = int(formula(*args, **(kwargs or {}), out_val=output))
+        number = self.open_calls[-1].number
         own_flops = self.own_flops
         own_flops[number] = own_flops.get(number, 0) + flops
 
@@ -249,25 +273,41 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self,
         formula: Callable[..., int],
         args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        kwargs: dict[str, Any] | None,
         output: Any,
     ) -> int:
         """A formula that sees shapes alone, worked out once per trace for each set of shapes.
 
         torch's formulas for fused products call other wrapped formulas (`addmm` calls
         `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
-        an operation, where a model repeats the same few shapes.
+        an operation, where a model repeats the same few shapes. The key is `shape_key` of
+        each argument, with its two common cases (a tensor, a number) written out.
         """
         key: tuple[Any, ...] | None
         try:
-            key = (formula, tuple(map(shape_key, args)), shape_key(output))
+            key = (
+                formula,
+                tuple(
+                    [
+                        argument.shape
+                        if isinstance(argument, Tensor)
+                        else shape_key(argument)
+                        if isinstance(argument, _CONTAINERS)
+                        else argument
+                        for argument in args
+                    ]
+                ),
+                output.shape if isinstance(output, Tensor) else shape_key(output),
+            )
             if kwargs:
                 key += (shape_key(kwargs),)
             flops = self.flops_by_shapes.get(key)
         except TypeError:  # an unhashable argument, a symbolic size: no cache, same figure
             key, flops = None, None
         if flops is None:
-            flops = int(formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs)))
+            flops = int(
+                formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs or {}))
+            )
             if key is not None:
                 self.flops_by_shapes[key] = flops
         return flops
