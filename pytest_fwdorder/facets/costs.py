@@ -23,12 +23,13 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from operator import attrgetter
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
-from torch.nn.parameter import is_lazy
+from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
@@ -91,12 +92,14 @@ class _OperationPlan(NamedTuple):
     """What the mode does with one operation overload, worked out at its first run."""
 
     operation: torch._ops.OpOverload  # held, so that its id (the plan's key) is not reused
+    run: Callable[..., Any]  # what runs it: the overload, or the C++ entry its call reaches
     formula: Callable[..., int] | None  # its FLOP formula, None if it has none
     takes_shapes: bool  # the formula wants shapes for tensors (torch's `shape_wrapper`)
     decomposes: bool  # no formula, but a decomposition whose operations may have some
     uncounted: str | None  # the name it is counted by under "uncounted", None if it is not
     unused_statistics: bool  # its outputs after the first are left out of the saved bytes
     counted: bool  # it has a formula, or is counted under "uncounted"
+    tensors_only: bool  # its schema's positional arguments are all tensors (not `Tensor?`)
 
 
 # The code of the wrapper torch's `register_flop_formula` puts around a formula that takes
@@ -108,23 +111,43 @@ def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]
     """How `CostMode` counts an aten operation: its formula, or what it does without one."""
     packet = operation._overloadpacket
     formula = formulas.get(packet)
-    unused_statistics = packet.__name__ in _UNUSED_STATISTICS
+    takes_shapes = False
     if formula is not None:
         wrapped = getattr(formula, "__wrapped__", None)
         code = getattr(formula, "__code__", None)
         if wrapped is not None and code is not None and code is _SHAPE_WRAPPER_CODE:
-            return _OperationPlan(operation, wrapped, True, False, None, unused_statistics, True)
-        return _OperationPlan(operation, formula, False, False, None, unused_statistics, True)
-    uncounted = str(packet) if computes_something(operation) else None
+            formula, takes_shapes = wrapped, True
+    uncounted = str(packet) if formula is None and computes_something(operation) else None
     return _OperationPlan(
-        operation,
-        None,
-        False,
-        decomposes(operation),
-        uncounted,
-        unused_statistics,
-        uncounted is not None,
+        operation=operation,
+        run=runner(operation),
+        formula=formula,
+        takes_shapes=takes_shapes,
+        decomposes=formula is None and decomposes(operation),
+        uncounted=uncounted,
+        unused_statistics=packet.__name__ in _UNUSED_STATISTICS,
+        counted=formula is not None or uncounted is not None,
+        tensors_only=all(
+            isinstance(argument.type, torch.TensorType)
+            for argument in operation._schema.arguments
+            if not argument.kwarg_only
+        ),
     )
+
+
+def runner(operation: torch._ops.OpOverload) -> Callable[..., Any]:
+    """What runs `operation`: `operation._op`, the C++ entry that calling it reaches, where its
+    call does nothing else (every aten operation); else the overload itself.
+
+    The overload's `__call__` is a Python frame in between, a tenth of counting an operation.
+    Custom operations made by `torch.library.custom_op` (a "pyobj" dispatcher) and overload
+    classes with a `__call__` of their own are called as they are.
+    """
+    entry = getattr(operation, "_op", None)
+    plain_call = type(operation).__call__ is torch._ops.OpOverload.__call__
+    if entry is None or not plain_call or getattr(operation, "_pyobj_dispatcher", None) is not None:
+        return operation
+    return cast("Callable[..., Any]", entry)
 
 
 def decomposes(operation: torch._ops.OpOverload) -> bool:
@@ -164,6 +187,7 @@ def shapes_of(value: Any) -> Any:
 
 # The values `shape_key` looks into; any other is its own key.
 _CONTAINERS = (tuple, list, dict)
+_SHAPE = attrgetter("shape")
 
 
 def shape_key(value: Any) -> Any:
@@ -241,7 +265,7 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 decomposed = func.decompose(*args, **(kwargs or {}))
             if decomposed is not NotImplemented:
                 return decomposed
-        output = func(*args, **kwargs) if kwargs else func(*args)
+        output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
         if plan.unused_statistics:
             self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
         if plan.counted and self.open_calls and get_ident() == self.thread_id:
@@ -256,13 +280,14 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         output: Any,
     ) -> None:
         """Add an operation's FLOPs to the innermost open call, or count it as uncounted."""
-        uncounted = plan.uncounted
+        uncounted, formula = plan.uncounted, plan.formula
         if uncounted is not None:
             self.uncounted[uncounted] = self.uncounted.get(uncounted, 0) + 1
             return
-        formula = cast("Callable[..., int]", plan.formula)
+        if formula is None:
+            return
         if plan.takes_shapes:
-            flops = self._shape_flops(formula, args, kwargs, output)
+            flops = self._shape_flops(formula, args, kwargs, output, plan.tensors_only)
         else:
             flops = int(formula(*args, **(kwargs or {}), out_val=output))
         number = self.open_calls[-1].number
@@ -275,19 +300,23 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...],
         kwargs: dict[str, Any] | None,
         output: Any,
+        tensors_only: bool = False,
     ) -> int:
         """A formula that sees shapes alone, worked out once per trace for each set of shapes.
 
         torch's formulas for fused products call other wrapped formulas (`addmm` calls
         `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
         an operation, where a model repeats the same few shapes. The key is `shape_key` of
-        each argument, with its two common cases (a tensor, a number) written out.
+        each argument, written out for its common cases: all tensors (`tensors_only`, which
+        the operation's schema promises), or tensors and numbers.
         """
         key: tuple[Any, ...] | None
         try:
             key = (
                 formula,
-                tuple(
+                tuple(map(_SHAPE, args))
+                if tensors_only
+                else tuple(
                     [
                         argument.shape
                         if isinstance(argument, Tensor)
@@ -302,7 +331,8 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if kwargs:
                 key += (shape_key(kwargs),)
             flops = self.flops_by_shapes.get(key)
-        except TypeError:  # an unhashable argument, a symbolic size: no cache, same figure
+        except (TypeError, AttributeError):  # unhashable, symbolic, not as the schema says:
+            # no cache, the same figure
             key, flops = None, None
         if flops is None:
             flops = int(
@@ -361,14 +391,20 @@ def model_storages(root: nn.Module) -> dict[int, int]:
     lazy tensors, which have no elements yet, are left out.
     """
     storages: dict[int, int] = {}
+    keep_first, strided = storages.setdefault, torch.strided
     for module in modules_in_order(root):
         for tensors in (module._parameters, module._buffers):
+            if not tensors:
+                continue
             for tensor in tensors.values():
-                if tensor is None or is_lazy(tensor):
+                # `is_lazy` and `storage_key` written out: this runs for every tensor.
+                if (
+                    tensor is None
+                    or isinstance(tensor, UninitializedTensorMixin)
+                    or tensor.layout is not strided
+                ):
                     continue
-                if tensor.layout is not torch.strided:
-                    continue
-                storages.setdefault(storage_key(tensor), tensor.numel() * tensor.element_size())
+                keep_first(tensor.untyped_storage()._cdata, tensor.nbytes)
     return storages
 
 
@@ -380,15 +416,15 @@ def modules_in_order(root: nn.Module) -> list[nn.Module]:
     """
     found: list[nn.Module] = []
     seen: set[int] = set()
-    pending = [root]
+    pending: list[nn.Module | None] = [root]
+    take, give, add, see = pending.pop, pending.extend, found.append, seen.add
     while pending:
-        module = pending.pop()
-        if id(module) in seen:
+        module = take()
+        if module is None or id(module) in seen:  # an empty slot, or a module met before
             continue
-        seen.add(id(module))
-        found.append(module)
-        children = [child for child in module._modules.values() if child is not None]
-        pending.extend(reversed(children))
+        see(id(module))
+        add(module)
+        give(reversed(module._modules.values()))
     return found
 
 
@@ -425,23 +461,29 @@ def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
     """
     calls = trace.calls
     own = counters.mode.own_flops
-    totals = [own.get(index, 0) for index in range(len(calls))]
+    own_of = own.get
+    totals = [own_of(index, 0) for index in range(len(calls))]
     for call in reversed(calls):  # children follow their parent: theirs are complete first
         if call.parent is not None:
             totals[call.parent.index] += totals[call.index]
+    # Calls with the same figures share one (frozen) CallCosts: making one is most of this
+    # loop's cost, and a model's calls repeat a few figures.
+    made: dict[tuple[int, int, int, int | None], CallCosts] = {}
     for call in calls:
         index = call.index
         facts = call.facts
-        call._costs = CallCosts(  # type: ignore[attr-defined]
-            flops=totals[index],
-            own_flops=own.get(index, 0),
-            output_bytes=output_bytes(call.output),
-            tensor_bytes=(
-                own_tensor_bytes(facts.tensors.tensors)
-                if call.nth == 1 and facts is not None
-                else None
-            ),
+        figures = (
+            totals[index],
+            own_of(index, 0),
+            output_bytes(call.output),
+            own_tensor_bytes(facts.tensors.tensors)
+            if call.nth == 1 and facts is not None
+            else None,
         )
+        costs = made.get(figures)
+        if costs is None:
+            costs = made[figures] = CallCosts(*figures)
+        call._costs = costs  # type: ignore[attr-defined]
     trace.costs = TraceCosts(
         flops=sum(totals[call.index] for call in calls if call.parent is None),
         tensor_bytes=counters.tensor_bytes,
