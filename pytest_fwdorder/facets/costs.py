@@ -139,7 +139,7 @@ def runner(operation: torch._ops.OpOverload) -> Callable[..., Any]:
     """What runs `operation`: `operation._op`, the C++ entry that calling it reaches, where its
     call does nothing else (every aten operation); else the overload itself.
 
-    The overload's `__call__` is a Python frame in between, a tenth of counting an operation.
+    The overload's `__call__` is a Python frame in between: about 0.3 us at every operation.
     Custom operations made by `torch.library.custom_op` (a "pyobj" dispatcher) and overload
     classes with a `__call__` of their own are called as they are.
     """
@@ -417,14 +417,15 @@ def modules_in_order(root: nn.Module) -> list[nn.Module]:
     found: list[nn.Module] = []
     seen: set[int] = set()
     pending: list[nn.Module | None] = [root]
-    take, give, add, see = pending.pop, pending.extend, found.append, seen.add
+    next_pending, add_pending = pending.pop, pending.extend
+    add_found, add_seen = found.append, seen.add
     while pending:
-        module = take()
+        module = next_pending()
         if module is None or id(module) in seen:  # an empty slot, or a module met before
             continue
-        see(id(module))
-        add(module)
-        give(reversed(module._modules.values()))
+        add_seen(id(module))
+        add_found(module)
+        add_pending(reversed(module._modules.values()))
     return found
 
 
@@ -472,7 +473,7 @@ def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
     for call in calls:
         index = call.index
         facts = call.facts
-        figures = (
+        figures = (  # in CallCosts' field order
             totals[index],
             own_of(index, 0),
             output_bytes(call.output),
