@@ -11,9 +11,9 @@ from flop_oracle import per_module
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from pytest_fwdorder import TensorSpec, assert_same_structure, trace_forward
+from pytest_fwdorder import TensorSpec, assert_same_structure, record, trace_forward
 from pytest_fwdorder.checks.cost_budgets import assert_costs
-from pytest_fwdorder.facets.costs import modules_in_order
+from pytest_fwdorder.facets.costs import modules_in_order, runner
 from pytest_fwdorder.golden.costs_lines import (
     human_bytes,
     human_count,
@@ -73,6 +73,23 @@ class TiedEmbedding(nn.Module):
         return self.head(self.again(self.block(self.embedding(tokens))))
 
 
+@torch.library.custom_op("fwdorder_costs::shift", mutates_args=())
+def _shift(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+@_shift.register_fake
+def _shift_fake(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class CustomShift(nn.Module):
+    """A `torch.library.custom_op` operation, which torch calls through a Python dispatcher."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _shift(x)
+
+
 class CustomScale(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.fwdorder_costs.scale(x)
@@ -112,6 +129,36 @@ def test_a_transformer_blocks_flops_equal_flop_counter_modes() -> None:
     counter = _flop_counter(copy.deepcopy(model).to("meta"), tokens.to("meta"))
     assert trace.costs is not None
     assert trace.costs.flops == counter.get_total_flops() > 0
+    flops_by_module = per_module(trace)
+    for name, counts in counter.get_flop_counts().items():
+        if name != "Global":
+            assert flops_by_module[name] == sum(counts.values()), name
+
+
+class CompiledInside(nn.Module):
+    """A compiled submodule and a compiled function, each run once before the trace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(8, 16)
+        self.second = nn.Linear(16, 4)
+        self.second.compile(backend="eager")
+        self.scale = torch.compile(lambda x: x @ x.mT @ x, backend="eager")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.scale(self.first(x)))
+
+
+def test_compiled_code_inside_a_model_counts_as_its_eager_forward() -> None:
+    # The mode's frames are not kept from dynamo (CostMode._should_skip_dynamo): a trace runs
+    # compiled code eagerly, so the figures are those of the eager model, per module too.
+    model, x = CompiledInside().eval(), torch.randn(3, 8)
+    with torch.no_grad():
+        model(x)  # compiled before the trace
+    trace = trace_forward(model, x, costs=True)
+    counter = _flop_counter(model, x)  # FlopCounterMode on the same model, compiled code in it
+    assert trace.costs is not None
+    assert trace.costs.flops == counter.get_total_flops() == 2 * 3 * (8 * 16 + 2 * 16 * 3 + 16 * 4)
     flops_by_module = per_module(trace)
     for name, counts in counter.get_flop_counts().items():
         if name != "Global":
@@ -173,6 +220,21 @@ def test_an_operation_without_a_flop_formula_is_listed_by_name_and_count() -> No
     model = nn.Sequential(CustomScale(), nn.ReLU(), CustomScale())
     text = trace_forward(model, torch.randn(2, 3), costs=True).render()
     assert "# uncounted operations (2):\n#   fwdorder_costs.scale x2\n#   aten.relu x1\n" in text
+
+
+def test_a_custom_op_runs_through_its_own_call_and_is_counted_by_name() -> None:
+    # The mode calls an aten overload's C++ entry (`_op`) past its Python `__call__`; a
+    # custom_op's overload has a dispatcher of its own in `__call__` and is called whole.
+    operation, addmm = torch.ops.fwdorder_costs.shift.default, torch.ops.aten.addmm.default
+    assert runner(addmm) is addmm._op
+    assert runner(operation) is operation
+    model, x = nn.Sequential(nn.Linear(3, 3), CustomShift()), torch.randn(2, 3)
+    with record(model, costs=True) as trace:
+        output = model(x)
+    torch.testing.assert_close(output, model[0](x) + 1)
+    assert trace.costs is not None
+    assert trace.costs.uncounted == (("fwdorder_costs.shift", 1),)
+    assert trace.costs.flops == _flop_counter(model, x).get_total_flops() == 2 * 2 * 3 * 3
 
 
 def test_costs_on_meta_are_those_on_the_cpu() -> None:

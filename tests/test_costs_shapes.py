@@ -113,4 +113,6 @@ def test_an_unhashable_argument_is_worked_out_at_every_run_with_the_same_figure(
     for _ in range(2):
         assert mode._shape_flops(formula, (tensor, {"unhashable"}), {}, tensor) == 12
         assert mode._shape_flops(formula, (tensor, ("hashable",)), {}, tensor) == 12
-    assert calls == [{"unhashable"}, ("hashable",), {"unhashable"}]
+        # A schema that promised tensors alone, given something else: no shape to key by.
+        assert mode._shape_flops(formula, (tensor, 3), {}, tensor, tensors_only=True) == 12
+    assert calls == [{"unhashable"}, ("hashable",), 3, {"unhashable"}, 3]

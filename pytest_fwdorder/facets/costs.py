@@ -23,11 +23,13 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from operator import attrgetter
+from threading import get_ident
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import torch
-from torch import nn
-from torch.nn.parameter import is_lazy
+from torch import Tensor, nn
+from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
@@ -89,11 +91,15 @@ def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Calla
 class _OperationPlan(NamedTuple):
     """What the mode does with one operation overload, worked out at its first run."""
 
+    operation: torch._ops.OpOverload  # held, so that its id (the plan's key) is not reused
+    run: Callable[..., Any]  # what runs it: the overload, or the C++ entry its call reaches
     formula: Callable[..., int] | None  # its FLOP formula, None if it has none
     takes_shapes: bool  # the formula wants shapes for tensors (torch's `shape_wrapper`)
     decomposes: bool  # no formula, but a decomposition whose operations may have some
     uncounted: str | None  # the name it is counted by under "uncounted", None if it is not
     unused_statistics: bool  # its outputs after the first are left out of the saved bytes
+    counted: bool  # it has a formula, or is counted under "uncounted"
+    tensors_only: bool  # its schema's positional arguments are all tensors (not `Tensor?`)
 
 
 # The code of the wrapper torch's `register_flop_formula` puts around a formula that takes
@@ -105,15 +111,43 @@ def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]
     """How `CostMode` counts an aten operation: its formula, or what it does without one."""
     packet = operation._overloadpacket
     formula = formulas.get(packet)
-    unused_statistics = packet.__name__ in _UNUSED_STATISTICS
+    takes_shapes = False
     if formula is not None:
         wrapped = getattr(formula, "__wrapped__", None)
         code = getattr(formula, "__code__", None)
         if wrapped is not None and code is not None and code is _SHAPE_WRAPPER_CODE:
-            return _OperationPlan(wrapped, True, False, None, unused_statistics)
-        return _OperationPlan(formula, False, False, None, unused_statistics)
-    uncounted = str(packet) if computes_something(operation) else None
-    return _OperationPlan(None, False, decomposes(operation), uncounted, unused_statistics)
+            formula, takes_shapes = wrapped, True
+    uncounted = str(packet) if formula is None and computes_something(operation) else None
+    return _OperationPlan(
+        operation=operation,
+        run=runner(operation),
+        formula=formula,
+        takes_shapes=takes_shapes,
+        decomposes=formula is None and decomposes(operation),
+        uncounted=uncounted,
+        unused_statistics=packet.__name__ in _UNUSED_STATISTICS,
+        counted=formula is not None or uncounted is not None,
+        tensors_only=all(
+            isinstance(argument.type, torch.TensorType)
+            for argument in operation._schema.arguments
+            if not argument.kwarg_only
+        ),
+    )
+
+
+def runner(operation: torch._ops.OpOverload) -> Callable[..., Any]:
+    """What runs `operation`: `operation._op`, the C++ entry that calling it reaches, where its
+    call does nothing else (every aten operation); else the overload itself.
+
+    The overload's `__call__` is a Python frame in between: about 0.3 us at every operation.
+    Custom operations made by `torch.library.custom_op` (a "pyobj" dispatcher) and overload
+    classes with a `__call__` of their own are called as they are.
+    """
+    entry = getattr(operation, "_op", None)
+    plain_call = type(operation).__call__ is torch._ops.OpOverload.__call__
+    if entry is None or not plain_call or getattr(operation, "_pyobj_dispatcher", None) is not None:
+        return operation
+    return cast("Callable[..., Any]", entry)
 
 
 def decomposes(operation: torch._ops.OpOverload) -> bool:
@@ -149,6 +183,11 @@ def shapes_of(value: Any) -> Any:
     if isinstance(value, (tuple, list, dict)):
         return tree_map(get_shape, value)
     return value
+
+
+# The values `shape_key` looks into; any other is its own key.
+_CONTAINERS = (tuple, list, dict)
+_SHAPE = attrgetter("shape")
 
 
 def shape_key(value: Any) -> Any:
@@ -188,8 +227,9 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Fused CPU kernels torch has no formula for are counted as their decompositions are
         # on meta (fused_kernel_flops.py); torch's own formula wins where it has one.
         self.formulas = cost_formulas(flop_registry)
-        # Operation overload -> what to do with it, worked out at its first run.
-        self.plans: dict[Any, _OperationPlan] = {}
+        # id(operation overload) -> what to do with it, worked out at its first run. Keyed
+        # by id: an overload's own hash is a Python method, a lookup at every operation.
+        self.plans: dict[int, _OperationPlan] = {}
         # (formula, argument shapes and values, output shapes) -> its FLOPs, for the formulas
         # that see shapes alone: the same shapes give the same figure.
         self.flops_by_shapes: dict[tuple[Any, ...], int] = {}
@@ -198,6 +238,16 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # Operation name -> how many times it ran without a formula, inside a call.
         self.uncounted: dict[str, int] = {}
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Leave `__torch_dispatch__` as written, not wrapped in `torch._disable_dynamo`.
+
+        The wrapper keeps dynamo out of the mode's frames; a trace runs compiled code eagerly
+        (`compiled_code_run_eagerly`), so there is no dynamo to keep out, and the wrapper's
+        two Python frames were a tenth of what counting an operation cost.
+        """
+        return False
+
     def __torch_dispatch__(
         self,
         func: Any,
@@ -205,43 +255,42 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        plan = self.plans.get(func)
+        plan = self.plans.get(id(func))
         if plan is None:
-            plan = self.plans[func] = operation_plan(func, self.formulas)
-        if kwargs is None:
-            kwargs = {}
+            plan = self.plans[id(func)] = operation_plan(func, self.formulas)
         if plan.decomposes:
             # What FlopCounterMode does: an operation that has a decomposition is counted
             # through the operations it decomposes into, which may have formulas.
             with self:
-                decomposed = func.decompose(*args, **kwargs)
+                decomposed = func.decompose(*args, **(kwargs or {}))
             if decomposed is not NotImplemented:
                 return decomposed
-        output = func(*args, **kwargs)
+        output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
         if plan.unused_statistics:
             self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
-        if plan.formula is not None or plan.uncounted is not None:
+        if plan.counted and self.open_calls and get_ident() == self.thread_id:
             self._count(plan, args, kwargs, output)
         return output
 
     def _count(
-        self, plan: _OperationPlan, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+        self,
+        plan: _OperationPlan,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        output: Any,
     ) -> None:
         """Add an operation's FLOPs to the innermost open call, or count it as uncounted."""
-        open_calls = self.open_calls
-        if not open_calls or threading.get_ident() != self.thread_id:
-            return
-        formula, takes_shapes, _, uncounted, _ = plan
+        uncounted, formula = plan.uncounted, plan.formula
         if uncounted is not None:
             self.uncounted[uncounted] = self.uncounted.get(uncounted, 0) + 1
             return
         if formula is None:
             return
-        if takes_shapes:
-            flops = self._shape_flops(formula, args, kwargs, output)
+        if plan.takes_shapes:
+            flops = self._shape_flops(formula, args, kwargs, output, plan.tensors_only)
         else:
-            flops = int(formula(*args, **kwargs, out_val=output))
-        number = open_calls[-1].number
+            flops = int(formula(*args, **(kwargs or {}), out_val=output))
+        number = self.open_calls[-1].number
         own_flops = self.own_flops
         own_flops[number] = own_flops.get(number, 0) + flops
 
@@ -249,25 +298,46 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self,
         formula: Callable[..., int],
         args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        kwargs: dict[str, Any] | None,
         output: Any,
+        tensors_only: bool = False,
     ) -> int:
         """A formula that sees shapes alone, worked out once per trace for each set of shapes.
 
         torch's formulas for fused products call other wrapped formulas (`addmm` calls
         `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
-        an operation, where a model repeats the same few shapes.
+        an operation, where a model repeats the same few shapes. The key is `shape_key` of
+        each argument, written out for its common cases: all tensors (`tensors_only`, which
+        the operation's schema promises), or tensors and numbers.
         """
         key: tuple[Any, ...] | None
         try:
-            key = (formula, tuple(map(shape_key, args)), shape_key(output))
+            key = (
+                formula,
+                tuple(map(_SHAPE, args))
+                if tensors_only
+                else tuple(
+                    [
+                        argument.shape
+                        if isinstance(argument, Tensor)
+                        else shape_key(argument)
+                        if isinstance(argument, _CONTAINERS)
+                        else argument
+                        for argument in args
+                    ]
+                ),
+                output.shape if isinstance(output, Tensor) else shape_key(output),
+            )
             if kwargs:
                 key += (shape_key(kwargs),)
             flops = self.flops_by_shapes.get(key)
-        except TypeError:  # an unhashable argument, a symbolic size: no cache, same figure
+        except (TypeError, AttributeError):  # unhashable, symbolic, not as the schema says:
+            # no cache, the same figure
             key, flops = None, None
         if flops is None:
-            flops = int(formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs)))
+            flops = int(
+                formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs or {}))
+            )
             if key is not None:
                 self.flops_by_shapes[key] = flops
         return flops
@@ -321,14 +391,20 @@ def model_storages(root: nn.Module) -> dict[int, int]:
     lazy tensors, which have no elements yet, are left out.
     """
     storages: dict[int, int] = {}
+    keep_first, strided = storages.setdefault, torch.strided
     for module in modules_in_order(root):
         for tensors in (module._parameters, module._buffers):
+            if not tensors:
+                continue
             for tensor in tensors.values():
-                if tensor is None or is_lazy(tensor):
+                # `is_lazy` and `storage_key` written out: this runs for every tensor.
+                if (
+                    tensor is None
+                    or isinstance(tensor, UninitializedTensorMixin)
+                    or tensor.layout is not strided
+                ):
                     continue
-                if tensor.layout is not torch.strided:
-                    continue
-                storages.setdefault(storage_key(tensor), tensor.numel() * tensor.element_size())
+                keep_first(tensor.untyped_storage()._cdata, tensor.nbytes)
     return storages
 
 
@@ -340,15 +416,16 @@ def modules_in_order(root: nn.Module) -> list[nn.Module]:
     """
     found: list[nn.Module] = []
     seen: set[int] = set()
-    pending = [root]
+    pending: list[nn.Module | None] = [root]
+    next_pending, add_pending = pending.pop, pending.extend
+    add_found, add_seen = found.append, seen.add
     while pending:
-        module = pending.pop()
-        if id(module) in seen:
+        module = next_pending()
+        if module is None or id(module) in seen:  # an empty slot, or a module met before
             continue
-        seen.add(id(module))
-        found.append(module)
-        children = [child for child in module._modules.values() if child is not None]
-        pending.extend(reversed(children))
+        add_seen(id(module))
+        add_found(module)
+        add_pending(reversed(module._modules.values()))
     return found
 
 
@@ -385,23 +462,29 @@ def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
     """
     calls = trace.calls
     own = counters.mode.own_flops
-    totals = [own.get(index, 0) for index in range(len(calls))]
+    own_of = own.get
+    totals = [own_of(index, 0) for index in range(len(calls))]
     for call in reversed(calls):  # children follow their parent: theirs are complete first
         if call.parent is not None:
             totals[call.parent.index] += totals[call.index]
+    # Calls with the same figures share one (frozen) CallCosts: making one is most of this
+    # loop's cost, and a model's calls repeat a few figures.
+    made: dict[tuple[int, int, int, int | None], CallCosts] = {}
     for call in calls:
         index = call.index
         facts = call.facts
-        call._costs = CallCosts(  # type: ignore[attr-defined]
-            flops=totals[index],
-            own_flops=own.get(index, 0),
-            output_bytes=output_bytes(call.output),
-            tensor_bytes=(
-                own_tensor_bytes(facts.tensors.tensors)
-                if call.nth == 1 and facts is not None
-                else None
-            ),
+        figures = (  # in CallCosts' field order
+            totals[index],
+            own_of(index, 0),
+            output_bytes(call.output),
+            own_tensor_bytes(facts.tensors.tensors)
+            if call.nth == 1 and facts is not None
+            else None,
         )
+        costs = made.get(figures)
+        if costs is None:
+            costs = made[figures] = CallCosts(*figures)
+        call._costs = costs  # type: ignore[attr-defined]
     trace.costs = TraceCosts(
         flops=sum(totals[call.index] for call in calls if call.parent is None),
         tensor_bytes=counters.tensor_bytes,
