@@ -276,3 +276,13 @@ def test_the_marker_turns_backward_on(pytester: pytest.Pytester) -> None:
         """
     )
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_steps_gone_at_the_end_are_placed_by_the_old_order_not_past_the_new_end() -> None:
+    old = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    new = old.replace("    0: Linear <- f32[3,8]\n", "")  # the last step gone
+
+    summary = diff_golden(old, new).summary()
+
+    # Counted in the new order this was "step 4 of 3", a step the new order does not have.
+    assert "backward order changed: old step 4 of 4: 0: Linear <- f32[3,8] -> nothing" in summary

@@ -115,7 +115,8 @@ class BackwardFacet:
 
     def describe_changes(self, old: tuple[str, ...], new: tuple[str, ...]) -> list[str]:
         """One sentence per run of steps that differs, compared as text:
-        `step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]`."""
+        `step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]`; steps gone after the
+        new order's last are placed in the old order (`old step 4 of 4: ... -> nothing`)."""
         from pytest_fwdorder.diff.ordered_pairing import changed_runs
 
         if old == new:
@@ -124,7 +125,12 @@ class BackwardFacet:
         for _, old_start, old_end, new_start, new_end in changed_runs(old, new):
             before = " / ".join(line.strip() for line in old[old_start:old_end]) or "nothing"
             after = " / ".join(line.strip() for line in new[new_start:new_end]) or "nothing"
-            sentences.append(f"step {new_start + 1} of {len(new)}: {before} -> {after}")
+            where = (
+                f"step {new_start + 1} of {len(new)}"
+                if new_start < len(new)
+                else f"old step {old_start + 1} of {len(old)}"
+            )
+            sentences.append(f"{where}: {before} -> {after}")
         return sentences
 
 
