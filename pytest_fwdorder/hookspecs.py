@@ -16,9 +16,10 @@ Inside pytest the specifications are added to pytest's own plugin manager
 (`pytest_addhooks`), so conftest files and `pytest11` plugins implement them. Library calls
 and the `fwdorder` command use a `FwdOrderPluginManager` that loads the plugins installed
 under the entry-point group `pytest_fwdorder`; pytest loads that group too, so a plugin
-registered there works in both. The built-in describers (`pytest_fwdorder.recording.builtin_describers`)
-and the built-in facets (`pytest_fwdorder.facets.values`, `...graph_breaks`) are the first
-plugins of either manager.
+registered there works in both. The built-in describers
+(`pytest_fwdorder.recording.builtin_describers`) and the built-in facets
+(`pytest_fwdorder.facets.values`, `...backward`, `...graph_breaks`) are the first plugins of
+either manager.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 BUILTIN_PLUGINS = (
     "pytest_fwdorder.recording.builtin_describers",
     "pytest_fwdorder.facets.values",
+    "pytest_fwdorder.facets.backward",
     "pytest_fwdorder.facets.graph_breaks",
 )
 
@@ -341,7 +343,7 @@ def plugin_facets(taken_titles: Sequence[str]) -> tuple[Facet, ...]:
 
 def trace_facets(taken_titles: Sequence[str]) -> tuple[TraceFacet, ...]:
     """The facets with one value per trace, written in the header, offered now (the
-    built-in graph breaks facet), checked, in their order."""
+    built-in backward and graph breaks facets), checked, in their order."""
     return _resolved_facets(taken_titles).trace_facets
 
 

@@ -11,6 +11,8 @@ from pytest_fwdorder.diff.diffing import check_trace, diff_traces
 from pytest_fwdorder.golden.render import golden_lines, render_trace
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pytest_fwdorder.picture.svg import Picture
     from pytest_fwdorder.report.coverage_table import Coverage
 
@@ -96,7 +98,7 @@ class Trace(TraceRecords):
         rolled: bool = True,
         depth: int | None = None,
         operations: bool = False,
-        backward: bool = False,
+        sections: Sequence[str] = (),
     ) -> Picture:
         """The trace as an SVG picture, drawn from its golden text: module calls as nested
         boxes in execution order, runs of identical blocks rolled into one `x N` box. A
@@ -105,5 +107,5 @@ class Trace(TraceRecords):
         from pytest_fwdorder.picture.svg import golden_picture  # only a picture needs it
 
         return golden_picture(
-            self.render(), rolled=rolled, depth=depth, operations=operations, backward=backward
+            self.render(), rolled=rolled, depth=depth, operations=operations, sections=sections
         )

@@ -13,6 +13,12 @@ from pytest_fwdorder.checks.structure import assert_same_structure
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.facets.backward import BACKWARD
+from pytest_fwdorder.golden.format import FACT_TITLES
+from pytest_fwdorder.golden.parse import parse_golden
+from pytest_fwdorder.hookspecs import trace_facets
+from pytest_fwdorder.report.git_review import Review, explain_golden
+from pytest_fwdorder.report.review_format import review_total
 
 
 def small() -> nn.Module:
@@ -128,23 +134,93 @@ def test_resnet50_traces_with_backward(mode: str) -> None:
     model.train(mode == "train")
     before = {name: value.clone() for name, value in model.state_dict().items()}
     trace = trace_forward(model, torch.randn(1, 3, 64, 64), backward=True)
-    assert trace.backward is not None
-    assert len(trace.backward.steps) == len(trace)  # every call's output got its gradient
-    assert trace.backward.steps[0].path == ""
-    assert trace.backward.steps[-1].path == "conv1"
+    assert trace.trace_facet_values.get("backward") is not None
+    assert len(trace.trace_facet_values["backward"].steps) == len(
+        trace
+    )  # every call's output got its gradient
+    assert trace.trace_facet_values["backward"].steps[0].path == ""
+    assert trace.trace_facet_values["backward"].steps[-1].path == "conv1"
     assert all(parameter.grad is None for parameter in model.parameters())
     assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
 
 
-def test_a_changed_backward_order_is_a_change() -> None:
+def relu_and_tanh_goldens() -> tuple[str, str]:
+    """Two goldens with backward whose orders differ in one step (ReLU -> Tanh)."""
     old = trace_forward(small(), torch.randn(3, 4), backward=True).render()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
     new = trace_forward(model, torch.randn(3, 4), backward=True).render()
-    diff = diff_golden(old, new)
-    assert diff.count(ChangeKind.BACKWARD_CHANGED) == 1
-    assert "backward order changed: step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]" in (
-        diff.summary()
+    return old, new
+
+
+def test_a_changed_backward_order_is_a_change_in_the_facets_words() -> None:
+    diff = diff_golden(*relu_and_tanh_goldens())
+
+    facet_changes = diff.of_kind(ChangeKind.FACET_CHANGED)
+    assert [(change.words, change.noun) for change in facet_changes] == [
+        ("backward order changed", "backward step")
+    ]
+    assert diff.summary().splitlines() == [
+        "4 calls before, 4 after: 1 call type changed, 1 backward step changed",
+        "type changed at 1: ReLU -> Tanh",
+        "backward order changed: step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]",
+    ]
+
+
+def test_more_than_five_changed_runs_are_summed_up() -> None:
+    def steps(activation: type[nn.Module]) -> str:
+        torch.manual_seed(0)
+        layers = [layer for _ in range(6) for layer in (nn.Linear(4, 4), activation())]
+        return trace_forward(nn.Sequential(*layers), torch.randn(3, 4), backward=True).render()
+
+    summary = diff_golden(steps(nn.ReLU), steps(nn.Tanh)).summary().splitlines()
+
+    assert summary[0] == "13 calls before, 13 after: 6 calls type changed, 6 backward steps changed"
+    line = summary[-1]
+    assert line.startswith("backward order changed: step 2 of 13: 11: ReLU <- f32[3,4] -> ")
+    assert line.count("; ") == 4
+    assert line.endswith(" (+1 more)")
+
+
+def test_the_section_reads_back_into_the_lines_the_trace_wrote() -> None:
+    text = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    header, _ = parse_golden(text)
+
+    assert BACKWARD.read_header(header) == tuple(backward_section(text)[1:])
+    assert (
+        BACKWARD.read_header(parse_golden(trace_forward(small(), torch.randn(3, 4)).render())[0])
+        is None
+    )
+
+
+def test_the_backward_facet_is_offered_through_the_facets_hook() -> None:
+    assert BACKWARD in trace_facets(FACT_TITLES)
+
+
+def test_without_the_facet_registered_no_trace_writes_or_compares_backward(
+    request: pytest.FixtureRequest,
+) -> None:
+    old, new = relu_and_tanh_goldens()
+    manager = request.config.pluginmanager
+    plugin = manager.unregister(name="pytest_fwdorder.facets.backward")
+    try:
+        text = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+        summary = diff_golden(old, new).summary()
+    finally:
+        manager.register(plugin, name="pytest_fwdorder.facets.backward")
+
+    assert "backward" not in text  # neither its header line nor its section
+    assert "backward order changed" not in summary  # nothing compares the sections
+    assert "backward order changed" in diff_golden(old, new).summary()  # back, it does
+
+
+def test_a_review_counts_backward_changes_in_the_facets_words() -> None:
+    reviewed = explain_golden("g.fwdorder.txt", *relu_and_tanh_goldens())
+    review = Review("HEAD", "0" * 40, None, None, (reviewed,))
+
+    assert reviewed.changes == (("type changed", 1), ("backward steps changed", 1))
+    assert review_total(review) == (
+        "1 golden changed: 1 with classes changed, 1 with backward steps changed"
     )
 
 
@@ -166,13 +242,24 @@ def test_record_with_backward_records_the_blocks_own_backward() -> None:
     with record(model, backward=True) as trace:
         model(torch.randn(3, 4)).pow(2).sum().backward()
     model.zero_grad(set_to_none=True)
-    assert trace.backward is not None
-    assert [step.path for step in trace.backward.steps] == ["", "2", "1", "0"]
+    assert trace.trace_facet_values.get("backward") is not None
+    assert [step.path for step in trace.trace_facet_values["backward"].steps] == ["", "2", "1", "0"]
 
 
 def test_backward_must_be_a_bool_or_a_function() -> None:
     with pytest.raises(TypeError, match="backward must be True, False or a function"):
         trace_forward(small(), torch.randn(3, 4), backward="sum")
+
+
+def test_blocking_the_built_in_backward_facet_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+
+    result = pytester.runpytest("-p", "no:pytest_fwdorder.facets.backward")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest_fwdorder.facets.backward cannot be disabled*"])
 
 
 def test_the_marker_turns_backward_on(pytester: pytest.Pytester) -> None:
@@ -189,3 +276,13 @@ def test_the_marker_turns_backward_on(pytester: pytest.Pytester) -> None:
         """
     )
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_steps_gone_at_the_end_are_placed_by_the_old_order_not_past_the_new_end() -> None:
+    old = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    new = old.replace("    0: Linear <- f32[3,8]\n", "")  # the last step gone
+
+    summary = diff_golden(old, new).summary()
+
+    # Counted in the new order this was "step 4 of 3", a step the new order does not have.
+    assert "backward order changed: old step 4 of 4: 0: Linear <- f32[3,8] -> nothing" in summary

@@ -34,17 +34,17 @@ NAMED_TODAY = {
     "recording/model_state.py": {"initialization"},
     "recording/recorder.py": {"initialization"},
     "tracing/building.py": {"initialization"},
-    "tracing/facet_setup.py": {"backward", "costs", "operations"},
-    "tracing/forward.py": {"backward", "devices", "graph_breaks", "initialization", "local_shapes"},
+    "tracing/facet_setup.py": {"costs", "operations"},
+    "tracing/forward.py": {"devices", "graph_breaks", "initialization", "local_shapes"},
     # A facet's own golden lines, torch-free, beside the format they extend (each names its
     # facet by design; "operations" here are the words of uncounted and initialization ones).
     "golden/costs_lines.py": {"costs", "operations"},
     "golden/initialization_lines.py": {"initialization", "operations"},
-    "golden/folding.py": {"backward", "operations"},
-    "golden/format.py": {"backward", "costs", "devices", "local_shapes", "operations"},
-    "golden/parse.py": {"backward", "operations"},
+    "golden/folding.py": {"operations"},
+    "golden/format.py": {"costs", "devices", "local_shapes", "operations"},
+    "golden/parse.py": {"operations"},
     "golden/render.py": {
-        "backward", "costs", "devices", "initialization", "local_shapes", "operations",
+        "costs", "devices", "initialization", "local_shapes", "operations",
     },
     # The call lines, split from render.py for speed (one loop per call): the per-call
     # devices, local shapes and operations lines render.py's header sections also name.
@@ -53,20 +53,19 @@ NAMED_TODAY = {
     "diff/call_tree.py": {"operations"},
     "diff/changed_calls.py": {"operations"},
     "diff/change_details.py": {"costs", "initialization", "operations"},
-    "diff/changes.py": {"backward", "costs", "initialization", "operations"},
+    "diff/changes.py": {"costs", "initialization", "operations"},
     "diff/classification.py": {
-        "backward", "costs", "initialization", "operations",
+        "costs", "initialization", "operations",
     },
-    "diff/diffing.py": {"backward"},
-    "diff/explanation.py": {"backward", "costs", "initialization", "operations"},
+    "diff/explanation.py": {"costs", "initialization", "operations"},
     "diff/places.py": {"operations"},
-    "picture/layout.py": {"backward", "operations"},
+    "picture/layout.py": {"operations"},
     "picture/parity_picture.py": {"values"},
-    "picture/svg.py": {"backward", "operations"},
+    "picture/svg.py": {"operations"},
     "report/html.py": {"costs", "graph_breaks"},
-    "report/review_format.py": {"backward", "operations"},
+    "report/review_format.py": {"operations"},
     "cli/cost_table.py": {"costs"},
-    "cli/main.py": {"backward", "costs", "operations"},
+    "cli/main.py": {"costs", "operations"},
     "cli/parser.py": {"costs"},
 }  # fmt: skip
 

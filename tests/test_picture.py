@@ -360,7 +360,7 @@ def test_operations_are_small_nodes_only_when_asked() -> None:
 
 
 def test_the_backward_steps_are_a_second_column_only_when_asked() -> None:
-    drawn = golden_picture(OPERATIONS_GOLDEN, backward=True).svg
+    drawn = golden_picture(OPERATIONS_GOLDEN, sections=("backward",)).svg
 
     root = ElementTree.fromstring(drawn)
     steps = [group for group in root.iter(f"{SVG}g") if group.get("class") == "fo-backward-step"]
@@ -369,6 +369,44 @@ def test_the_backward_steps_are_a_second_column_only_when_asked() -> None:
         "a: Linear <- f32[2,4]",
     ]
     assert "fo-backward" not in golden_picture(OPERATIONS_GOLDEN).svg
+
+
+def test_a_section_the_golden_lacks_draws_no_column() -> None:
+    drawn = golden_picture(OPERATIONS_GOLDEN, sections=("backward", "gradients")).svg
+
+    assert drawn.count('class="fo-backward"') == 1
+    assert "fo-gradients" not in drawn
+
+
+def test_sections_given_as_one_string_is_a_type_error_saying_what_to_write() -> None:
+    with pytest.raises(TypeError, match=r"write sections=\('backward',\)"):
+        golden_picture(OPERATIONS_GOLDEN, sections="backward")
+
+
+def test_svg_backward_draws_the_backward_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = tmp_path / "net.fwdorder.txt"
+    golden.write_text(OPERATIONS_GOLDEN, encoding="utf-8")
+
+    status = main(["show", str(golden), "--svg", "-", "--svg-backward"])
+
+    assert status == EXIT_SAME
+    expected = golden_picture(OPERATIONS_GOLDEN, sections=("backward",)).svg
+    assert capsys.readouterr().out == expected
+    assert expected != golden_picture(OPERATIONS_GOLDEN).svg
+
+
+def test_svg_backward_without_svg_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = tmp_path / "net.fwdorder.txt"
+    golden.write_text(OPERATIONS_GOLDEN, encoding="utf-8")
+
+    status = main(["show", str(golden), "--svg-backward"])
+
+    assert status == EXIT_ERROR
+    assert "--svg-backward changes the picture: add --svg out.svg" in capsys.readouterr().err
 
 
 def test_an_inserted_block_is_green_in_the_diff_picture() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -311,30 +312,68 @@ class Facet(Protocol):
 class TraceFacet(Protocol):
     """One facet of a trace with one value per trace, written as lines of the golden's header.
 
-    A built-in shape (the graph breaks facet, facets/graph_breaks.py), offered through the
-    same hook as a `Facet`. `option` names the `TraceOptions` switch that turns it on;
-    `measure` takes its value once the traced forward has run (the model put back as it
-    was), from the model, its inputs and the device; `record_refusal` is the message a
-    `record` block (which has no model call to measure) raises when asked for it.
-    `header_lines` writes a value, `read_header` reads it back from a golden's header lines
-    (None when they hold none) and `describe_changes` says what differs between two values,
-    one sentence each ([] for none); `change_words` name such a change in a summary.
+    A built-in shape (graph breaks, facets/graph_breaks.py; backward, facets/backward.py),
+    offered through the same hook as a `Facet`. `option` names the `TraceOptions` switch
+    that turns it on. `header_lines` writes a value, `read_header` reads it back from a
+    golden's header lines (None when they hold none) and `describe_changes` says what
+    differs between two values read back, one sentence each ([] for none); `change_words`
+    name such a change in a summary.
+
+    It takes its value in one of two ways, and has the members of one:
+
+    - `measure(model, args, kwargs, device)`: once the traced forward has run (the model
+      put back as it was), from the model, its inputs and the device (graph breaks
+      compiles the model); `record_refusal` is the message a `record` block, which has no
+      model call to measure, raises when asked for it.
+    - `watcher(options)`: a new `TraceWatcher` that watches the trace while it runs and
+      gives the value when it ends (backward), in `trace_forward` and `record` alike.
+
+    It may also have these members, which the trace, the golden and the diff look for:
+
+    - `summary_lines(value)`: lines among the header's lines that say what the trace
+      recorded besides its calls, after `# operations: ...` and before the costs
+      (`# backward: 4 steps, from ...`).
+    - `end_lines(value, trace, counts)`: a section written after the calls, its first line
+      the title and a colon (`backward:`), from the trace's records and its calls per path;
+      a golden's reader keeps it with the header lines `read_header` gets.
+    - `change_noun`: what one of its sentences counts (`backward step`): the summary's
+      totals then say `2 backward steps changed` and its line gives the first five
+      sentences after `change_words` (`backward order changed: ...; ...`); without one,
+      the totals say `change_words` and the line gives every sentence.
     """
 
     title: str
     change_words: str
     option: str
-    record_refusal: str
-
-    def measure(
-        self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any
-    ) -> Any: ...
 
     def header_lines(self, value: Any) -> list[str]: ...
 
     def read_header(self, header: Sequence[str]) -> Any: ...
 
     def describe_changes(self, old: Any, new: Any) -> list[str]: ...
+
+
+class TraceWatcher(Protocol):
+    """What a `TraceFacet`'s `watcher(options)` gives: it watches one trace as it runs.
+
+    `watching()` is entered before the recorder's module hooks are installed and left after
+    they are removed (global hooks run in the order they were registered, so the watcher's
+    see each call after the recorder opened it); `started(recorder)` then hands it the
+    recorder, whose open calls and records it reads. `trace_forward` runs the model under
+    `forward_context()` (backward: with grad enabled) and calls `forward_ran(model,
+    inputs, output)` before the hooks are removed; a `record` block calls neither.
+    `value()` is the facet's value once the trace ended.
+    """
+
+    def watching(self) -> AbstractContextManager[object]: ...
+
+    def started(self, recorder: Any) -> None: ...
+
+    def forward_context(self) -> AbstractContextManager[object]: ...
+
+    def forward_ran(self, model: Any, inputs: tuple[Any, ...], output: Any) -> None: ...
+
+    def value(self) -> Any: ...
 
 
 def checked_facets(
@@ -365,6 +404,13 @@ def checked_facets(
             raise ValueError(
                 f"facet {facet!r} has the title {facet.title!r}, which another fact of the "
                 "golden already uses: give it a title of its own"
+            )
+        if not isinstance(facet, Facet) and not any(
+            hasattr(facet, name) for name in ("measure", "watcher")
+        ):
+            raise TypeError(
+                f"facet {facet!r} has one value per trace but no way to take it: give it "
+                "`measure` (after the forward) or `watcher` (while the trace runs)"
             )
         titles.add(facet.title)
         facets.append(facet)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 from pytest_fwdorder.calls.facet_records import (
-    BackwardRecords,
     CallCosts,
     Facet,
     ForwardRun,
@@ -276,7 +275,6 @@ class TraceRecords(Sequence[Call]):
     # Every recorded operation, in the order they ran (each is also on its call).
     operations: list[Operation] = field(default_factory=list)
     parameter_uses: tuple[ParameterUse, ...] = ()
-    backward: BackwardRecords | None = None
     # With `costs=True`: the totals (each call's own costs are on the call).
     costs: TraceCosts | None = None
     # With `initialization=True`: how the builder's model initialized itself.
@@ -293,8 +291,8 @@ class TraceRecords(Sequence[Call]):
     # call index (a call without a value has none).
     facets: tuple[Facet, ...] = ()
     facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)
-    # The facets with one value per trace that this trace measured (graph breaks, with
-    # `graph_breaks=True`), and each one's value by title.
+    # The facets with one value per trace that this trace recorded (backward with
+    # `backward=True`, graph breaks with `graph_breaks=True`), and each one's value by title.
     trace_facets: tuple[TraceFacet, ...] = ()
     trace_facet_values: dict[str, Any] = field(default_factory=dict)
 

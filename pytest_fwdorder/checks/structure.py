@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.facets.backward import backward_lines
 from pytest_fwdorder.facets.values import VALUES
 from pytest_fwdorder.golden.costs_lines import render_trace_costs
 from pytest_fwdorder.golden.facet_facts import facet_header_lines
@@ -24,7 +25,7 @@ from pytest_fwdorder.golden.format import (
     mode_line,
 )
 from pytest_fwdorder.golden.initialization_lines import render_initialization
-from pytest_fwdorder.golden.render import backward_lines, golden_lines
+from pytest_fwdorder.golden.render import golden_lines
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.records import TraceRecords

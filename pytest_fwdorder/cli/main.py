@@ -96,7 +96,7 @@ def _show(arguments: argparse.Namespace) -> int:
             rolled=not arguments.no_roll,
             depth=arguments.depth,
             operations=arguments.svg_ops,
-            backward=arguments.svg_backward,
+            sections=arguments.svg_sections,
         )
         _write_picture(picture, arguments.svg, f"the picture of {arguments.target}")
         return EXIT_SAME
@@ -248,11 +248,14 @@ def _check_picture_options(arguments: argparse.Namespace) -> None:
     """The picture's options need `--svg`: without it they would do nothing, silently."""
     if arguments.svg is not None:
         return
-    for flag in ("no_roll", "svg_ops", "svg_backward"):
-        if getattr(arguments, flag, False):
-            raise CommandError(
-                f"--{flag.replace('_', '-')} changes the picture: add --svg out.svg to write one"
-            )
+    flags = [flag for flag in ("no_roll", "svg_ops") if getattr(arguments, flag, False)]
+    # A facet's section column is asked for by `--svg-TITLE` (parser.py).
+    flags += [f"svg_{title}" for title in getattr(arguments, "svg_sections", [])]
+    if flags:
+        raise CommandError(
+            f"--{flags[0].replace('_', '-').replace(' ', '-')} changes the picture: add --svg "
+            "out.svg to write one"
+        )
 
 
 def _write_picture(picture: Picture, target: str, what: str) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 
 from pytest_fwdorder.cli.cost_table import COST_ORDERS
+from pytest_fwdorder.golden.format import FACT_TITLES
+from pytest_fwdorder.hookspecs import trace_facets
 from pytest_fwdorder.options import OPTIONS
 
 PROGRAM = "fwdorder"
@@ -184,10 +186,24 @@ def _add_picture_options(parser: argparse.ArgumentParser, *, trace: bool) -> Non
             action="store_true",
             help="with --svg: draw each call's operations (a golden traced with --ops)",
         )
+        _add_section_options(parser, group)
+
+
+def _add_section_options(parser: argparse.ArgumentParser, group: argparse._ArgumentGroup) -> None:
+    """`--svg-TITLE` for each registered facet that writes a section after the calls
+    (`--svg-backward`): the titles asked for gather in `svg_sections`."""
+    parser.set_defaults(svg_sections=[])
+    for facet in trace_facets(FACT_TITLES):
+        if not hasattr(facet, "end_lines"):
+            continue
+        option = facet.option.replace("_", "-")
         group.add_argument(
-            "--svg-backward",
-            action="store_true",
-            help="with --svg: add a column of the backward steps (a golden traced with --backward)",
+            f"--svg-{facet.title.replace(' ', '-')}",
+            dest="svg_sections",
+            action="append_const",
+            const=facet.title,
+            help=f"with --svg: add a column of the {facet.title} steps (a golden traced with "
+            f"--{option})",
         )
 
 

@@ -37,7 +37,6 @@ class ChangeKind(str, enum.Enum):
     OPERATION_CHANGED = "operation changed"
     OPERATION_INSERTED = "operation inserted"
     OPERATION_REMOVED = "operation removed"
-    BACKWARD_CHANGED = "backward changed"
     FLOPS_CHANGED = "FLOPs changed"
     UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
     INITIALIZATION_CHANGED = "initialization changed"
@@ -66,13 +65,22 @@ class Change:
     new: GoldenLine | None
     detail: str
     position: int | None = None
-    # For a facet's change, the facet's own words for it (`output elements changed`).
+    # For a facet's change, the facet's own words for it (`output elements changed`), and
+    # for one of a value the header holds, what one such change counts (`backward step`;
+    # "" for none: the summary then gives the words alone).
     words: str = ""
+    noun: str = ""
 
     @property
     def kind_words(self) -> str:
         """What a summary calls this kind of change: a facet's words, or the kind's text."""
         return self.words or self.kind.value
+
+    @property
+    def counted_words(self) -> str:
+        """What a review counts this change as: what a facet counts, changed (`backward
+        steps changed`), a facet's words, or the kind's text."""
+        return f"{self.noun}s changed" if self.noun else self.kind_words
 
 
 @dataclass(frozen=True)

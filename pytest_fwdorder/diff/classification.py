@@ -35,7 +35,6 @@ from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     FORMAT_LINE,
     GoldenLine,
-    backward_section,
     facts_by_title,
     forward_runs,
     is_first_call,
@@ -205,7 +204,6 @@ def classify_diff(
     if modes[0] and modes[1] and modes[0] != modes[1]:
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
-    changes.extend(_backward_changes(old_header, new_header))
     changes.extend(_uncounted_changes(old_header, new_header))
     changes.extend(_initialization_changes(old_header, new_header))
     changes.extend(trace_facet_changes(old_header, new_header, trace_facets(FACT_TITLES)))
@@ -399,25 +397,6 @@ def _operation_changes(old: tuple[str, ...], new: tuple[str, ...]) -> list[tuple
             name = operation_parts(old[index])[0]
             found.append((ChangeKind.OPERATION_REMOVED, f"{name} (op {index + 1} of {len(old)})"))
     return found
-
-
-def _backward_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
-    """The backward sections (`backward=True`), compared as text: one change per differing run.
-
-    Only when both sides recorded backward; a side without it differs in the header.
-    """
-    old_steps, new_steps = backward_section(old_header), backward_section(new_header)
-    if old_steps is None or new_steps is None or old_steps == new_steps:
-        return []
-    changes: list[Change] = []
-    for _, old_start, old_end, new_start, new_end in changed_runs(old_steps, new_steps):
-        before = " / ".join(line.strip() for line in old_steps[old_start:old_end]) or "nothing"
-        after = " / ".join(line.strip() for line in new_steps[new_start:new_end]) or "nothing"
-        where = f"step {new_start + 1} of {len(new_steps)}"
-        changes.append(
-            Change(ChangeKind.BACKWARD_CHANGED, None, None, f"{where}: {before} -> {after}")
-        )
-    return changes
 
 
 def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Change]:

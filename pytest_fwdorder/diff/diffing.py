@@ -17,7 +17,7 @@ from pytest_fwdorder.diff.tree_alignment import align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.golden.parse import parse_golden
-from pytest_fwdorder.golden.render import backward_lines, golden_lines, render_header
+from pytest_fwdorder.golden.render import end_lines, golden_lines, render_header
 from pytest_fwdorder.hookspecs import plugin_facets
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ def diff_traces(old: TraceRecords, new: TraceRecords) -> TraceDiff:
     check_trace("diff_traces", "old", old)
     check_trace("diff_traces", "new", new)
     return diff_lines(
-        [*render_header(old), *backward_lines(old)],
+        [*render_header(old), *end_lines(old)],
         golden_lines(old),
-        [*render_header(new), *backward_lines(new)],
+        [*render_header(new), *end_lines(new)],
         golden_lines(new),
     )
 

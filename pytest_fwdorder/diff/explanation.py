@@ -41,7 +41,6 @@ _SUMMARY_ORDER = (
     ChangeKind.REGISTRATION_CHANGED,
     ChangeKind.FROZEN_CHANGED,
     ChangeKind.REUSE_CHANGED,
-    ChangeKind.BACKWARD_CHANGED,
     ChangeKind.FLOPS_CHANGED,
     ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.INITIALIZATION_CHANGED,
@@ -67,7 +66,6 @@ _NOUNS = {
     ChangeKind.OPERATION_CHANGED: "operation",
     ChangeKind.OPERATION_INSERTED: "operation",
     ChangeKind.OPERATION_REMOVED: "operation",
-    ChangeKind.BACKWARD_CHANGED: "backward step",
     ChangeKind.UNCOUNTED_OPERATION_ADDED: "operation",
 }
 
@@ -88,13 +86,6 @@ def summarize(
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
-    # A facet's changes are counted and described in the facet's words, one line each.
-    facet_counts = Counter(
-        c.words for c in changes if c.kind is ChangeKind.FACET_CHANGED and not _of_the_header(c)
-    )
-    header_facets = dict.fromkeys(
-        c.words for c in changes if c.kind is ChangeKind.FACET_CHANGED and _of_the_header(c)
-    )
     totals = [
         f"{nesting_counts[kind]} {_NESTING_NOUNS[kind][nesting_counts[kind] != 1]}"
         for kind in _NESTING_NOUNS
@@ -108,14 +99,13 @@ def summarize(
         else kind.value
         if kind is ChangeKind.INITIALIZATION_CHANGED
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
-        f"{kind.value.removeprefix('operation ').removeprefix('backward ')}"
+        f"{kind.value.removeprefix('operation ')}"
         if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} {kind.value}"
         for kind in kinds
         if kind is not ChangeKind.FACET_CHANGED
     ]
-    totals += [f"{plural(count, 'call')} {words}" for words, count in facet_counts.items()]
-    totals += list(header_facets)
+    totals += _facet_totals(changes)
     lines = [
         f"{plural(len(old_lines), 'call')} before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
@@ -131,6 +121,21 @@ def summarize(
     diff = _Changes(changes, old_lines, new_lines, followers, name_free)
     lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
     return "\n".join(lines)
+
+
+def _facet_totals(changes: list[Change]) -> list[str]:
+    """The facets' changes in the totals, in each facet's words: the calls with changed
+    values (`3 calls output elements changed`), then a header facet's sentences where it
+    counts them (`2 backward steps changed`), or its words (`graph breaks changed`)."""
+    facets = [change for change in changes if change.kind is ChangeKind.FACET_CHANGED]
+    per_call = Counter(c.words for c in facets if not _of_the_header(c))
+    of_the_header = Counter((c.words, c.noun) for c in facets if _of_the_header(c))
+    totals = [f"{plural(count, 'call')} {words}" for words, count in per_call.items()]
+    totals += [
+        f"{plural(count, noun)} changed" if noun else words
+        for (words, noun), count in of_the_header.items()
+    ]
+    return totals
 
 
 # The changes to the nesting, in the order a summary gives them, and how it counts them.
@@ -402,10 +407,6 @@ def _describe_operations_in_calls(diff: _Changes, kind: ChangeKind, changes: lis
     return _examples(per_call, separator="; ")
 
 
-def _describe_backward(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return "backward order changed: " + _examples([c.detail for c in changes], separator="; ")
-
-
 def _describe_flops(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
     return f"FLOPs changed at {plural(len(changes), 'call')}: " + _examples(
         [f"{called(c.new)} {c.detail}" for c in _biggest_first(changes) if c.new is not None]
@@ -497,7 +498,6 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
     ChangeKind.OPERATION_CHANGED: _describe_operations,
     ChangeKind.OPERATION_INSERTED: _describe_operations_in_calls,
     ChangeKind.OPERATION_REMOVED: _describe_operations_in_calls,
-    ChangeKind.BACKWARD_CHANGED: _describe_backward,
     ChangeKind.FLOPS_CHANGED: _describe_flops,
     ChangeKind.UNCOUNTED_OPERATION_ADDED: _describe_uncounted,
     ChangeKind.INITIALIZATION_CHANGED: _describe_header_sections,
@@ -607,13 +607,14 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
     -> 80`. Its calls are given in the order they ended: a facet takes a call's value as
     the call ends, and a parent's output moves because a child's did, so the first to end
     is where its values first differed (`..., first at project (Linear): ...; later: ...`).
-    A facet of the header (graph breaks) says its sentences one after the other."""
+    A facet of the header says its sentences one after the other (graph breaks), or, where
+    it counts them (`noun`), its words and the first five (`backward order changed: ...`)."""
     ended = _end_order(diff.new_lines)
     by_words: dict[str, list[Change]] = {}
-    of_the_header: dict[str, list[str]] = {}
+    of_the_header: dict[tuple[str, str], list[str]] = {}
     for change in changes:
         if _of_the_header(change):
-            of_the_header.setdefault(change.words, []).append(change.detail)
+            of_the_header.setdefault((change.words, change.noun), []).append(change.detail)
         else:
             by_words.setdefault(change.words, []).append(change)
     lines = []
@@ -627,5 +628,8 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
             lines.append(
                 f"{words} at {plural(len(group), 'call')}, first at {items[0]}; later: {later}"
             )
-    lines += ["; ".join(details) for details in of_the_header.values()]
+    lines += [
+        f"{words}: {_examples(details, separator='; ')}" if noun else "; ".join(details)
+        for (words, noun), details in of_the_header.items()
+    ]
     return "\n".join(lines)

@@ -58,15 +58,18 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
 def trace_facet_changes(
     old_header: list[str], new_header: list[str], facets: Sequence[TraceFacet]
 ) -> list[Change]:
-    """One change per sentence each facet with one value per trace (graph breaks) says of
-    its two values, read from the headers; only when both headers hold that facet."""
+    """One change per sentence each facet with one value per trace (backward, graph breaks)
+    says of its two values, read from the headers; only when both headers hold that facet."""
     changes = []
     for facet in facets:
         old, new = facet.read_header(old_header), facet.read_header(new_header)
         if old is None or new is None:
             continue
+        noun = getattr(facet, "change_noun", "")
         changes += [
-            Change(ChangeKind.FACET_CHANGED, None, None, detail, words=facet.change_words)
+            Change(
+                ChangeKind.FACET_CHANGED, None, None, detail, words=facet.change_words, noun=noun
+            )
             for detail in facet.describe_changes(old, new)
         ]
     return changes

@@ -1,4 +1,19 @@
-"""Record the order of the backward pass (`backward=True`): the one owner of how it is captured.
+"""Record the order of the backward pass (`backward=True`): the one owner of the facet.
+
+One module holds the whole facet behind the protocol (`TraceFacet`, calls/facet_records.py):
+its option, how it watches a trace (`BackwardRecorder`), the header line and the section
+after the calls it writes and reads back, and the words for a change. It is registered as a
+built-in plugin (`hookspecs.BUILTIN_PLUGINS`), so the trace, the golden and the diff reach
+it through the `pytest_fwdorder_facets` hook and never name it. torch is imported only when
+a trace asks for backward (pytest's start-up registers this module).
+
+    # backward: 4 steps, from the sum of the output's floating tensors
+    ...
+    backward:
+      <root>: Sequential <- f32[3,2]
+        2: Linear <- f32[3,2]
+        1: ReLU <- f32[3,8]
+        0: Linear <- f32[3,8]
 
 Through the autograd graph, not module backward hooks. torch's global full backward hooks
 wrap every module's inputs and outputs in `BackwardHookFunction`, which changes forward:
@@ -16,31 +31,123 @@ checkpointing's recomputation, `torch.utils.checkpoint` with `use_reentrant=Fals
 recorded as recomputed steps, and set aside from the forward calls.
 
 The hooks this module installs, each removed when its block ends: the global forward hook
-(`forward_watched`), a pre-hook on each output's `grad_fn`, and, while backward runs
-(`run`), a global forward pre-hook and post-hook that see the recomputed calls. The
+(`watching`), a pre-hook on each output's `grad_fn`, and, while backward runs
+(`forward_ran`), a global forward pre-hook and post-hook that see the recomputed calls. The
 recorder's own hooks (recorder.py) record the forward calls these refer to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-from torch.nn.modules.module import (
-    register_module_forward_hook,
-    register_module_forward_pre_hook,
-)
-
 from pytest_fwdorder.calls.facet_records import BackwardRecords, BackwardStep
-from pytest_fwdorder.calls.records import TraceRecords
-from pytest_fwdorder.recording.describe import describe_value, tensors_of
+from pytest_fwdorder.golden.format import render_value
+from pytest_fwdorder.golden.parse import end_section
+from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from torch import nn
+
+    from pytest_fwdorder.calls.facet_records import TraceFacet
+    from pytest_fwdorder.calls.records import TraceRecords
+    from pytest_fwdorder.options import TraceOptions
     from pytest_fwdorder.recording.recorder import Recorder
+
+TITLE = "backward"
+GRADIENT_ARROW = " <- "  # a step: `fc: Linear <- f32[2,4]`, the gradient that arrived
+RECOMPUTED_PREFIX = "recomputed "
+
+
+class BackwardFacet:
+    """The backward order as a facet with one value per trace: the `BackwardRecords` of a
+    trace, watched while it runs, written as a header line and a section after the calls,
+    read back as that section's step lines and compared as text."""
+
+    title = TITLE
+    change_words = "backward order changed"
+    change_noun = "backward step"
+    option = "backward"
+
+    def watcher(self, options: TraceOptions) -> BackwardRecorder:
+        return BackwardRecorder(options.backward)
+
+    def header_lines(self, value: BackwardRecords) -> list[str]:
+        return []  # its header line is among what the trace recorded: `summary_lines`
+
+    def summary_lines(self, value: BackwardRecords) -> list[str]:
+        """`# backward: 4 steps, from the sum of the output's floating tensors`."""
+        steps = f"{len(value.steps)} step{'s' if len(value.steps) != 1 else ''}"
+        if value.loss.startswith("sum "):
+            return [f"# {TITLE}: {steps}, from the {value.loss}"]
+        return [f"# {TITLE}: {steps}, from {value.loss}(output)"]
+
+    def end_lines(
+        self, value: BackwardRecords, trace: TraceRecords, counts: dict[str, int]
+    ) -> list[str]:
+        """`backward:`, then one line per step in order.
+
+        A step is the gradient of a call's output arriving, `fc: Linear <- f32[2,4]`
+        (indented as the call is in forward, `#2` for a module called more than once), or
+        a module run again to recompute activations, `recomputed block.0: Linear`.
+        """
+        devices, local_shapes = trace.options.devices, trace.options.local_shapes
+        lines = [f"{TITLE}:"]
+        for step in value.steps:
+            indent = "  " * step.depth
+            name = step.path or "<root>"
+            if step.recomputed:
+                lines.append(f"{indent}{RECOMPUTED_PREFIX}{name}: {step.module_type}")
+                continue
+            nth = f" #{step.nth}" if counts.get(step.path, 0) > 1 else ""
+            gradient = render_value(step.gradient, devices, local_shapes)
+            lines.append(f"{indent}{name}: {step.module_type}{nth}{GRADIENT_ARROW}{gradient}")
+        return lines
+
+    def read_header(self, header: Sequence[str]) -> tuple[str, ...] | None:
+        """The section's step lines as written, or None when the golden has no section."""
+        steps = end_section(header, TITLE)
+        return None if steps is None else tuple(steps)
+
+    def describe_changes(self, old: tuple[str, ...], new: tuple[str, ...]) -> list[str]:
+        """One sentence per run of steps that differs, compared as text:
+        `step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]`; steps gone after the
+        new order's last are placed in the old order (`old step 4 of 4: ... -> nothing`)."""
+        from pytest_fwdorder.diff.ordered_pairing import changed_runs
+
+        if old == new:
+            return []
+        sentences = []
+        for _, old_start, old_end, new_start, new_end in changed_runs(old, new):
+            before = " / ".join(line.strip() for line in old[old_start:old_end]) or "nothing"
+            after = " / ".join(line.strip() for line in new[new_start:new_end]) or "nothing"
+            where = (
+                f"step {new_start + 1} of {len(new)}"
+                if new_start < len(new)
+                else f"old step {old_start + 1} of {len(old)}"
+            )
+            sentences.append(f"{where}: {before} -> {after}")
+        return sentences
+
+
+BACKWARD = BackwardFacet()
+
+
+@hookimpl
+def pytest_fwdorder_facets() -> list[TraceFacet]:
+    """The backward facet."""
+    return [BACKWARD]
+
+
+def backward_lines(trace: TraceRecords) -> list[str]:
+    """A trace's backward section as its golden writes it, or [] when it recorded none."""
+    value = trace.trace_facet_values.get(TITLE)
+    return [] if value is None else BACKWARD.end_lines(value, trace, trace.counts())
+
 
 SUMMED_OUTPUT = "sum of the output's floating tensors"
 
@@ -66,9 +173,15 @@ class _Waiting:
 
 
 class BackwardRecorder:
-    """Watches forward for the autograd nodes of each call's outputs, then runs backward."""
+    """Watches forward for the autograd nodes of each call's outputs, then runs backward (a
+    `TraceWatcher`, calls/facet_records.py)."""
 
     def __init__(self, loss: object) -> None:
+        # torch only now that a trace asks for backward; the hooks below run per call.
+        from pytest_fwdorder.recording.describe import describe_value, tensors_of
+
+        self.describe_value = describe_value
+        self.tensors_of = tensors_of
         self.loss = loss
         self.recorder: Recorder | None = None
         self.in_backward = False
@@ -79,12 +192,14 @@ class BackwardRecorder:
         self.recompute_depth: list[int] = []
 
     @contextmanager
-    def forward_watched(self) -> Iterator[BackwardRecorder]:
+    def watching(self) -> Iterator[BackwardRecorder]:
         """Register the forward hook that finds each call's output nodes.
 
-        Enter it before the recorder's hooks: global forward hooks run in the order they
+        Entered before the recorder's hooks: global forward hooks run in the order they
         were registered, so this one sees the recorder's call still open.
         """
+        from torch.nn.modules.module import register_module_forward_hook
+
         handle = register_module_forward_hook(self._after_forward)
         try:
             yield self
@@ -95,6 +210,16 @@ class BackwardRecorder:
             self.handles.clear()
             self.waiting.clear()
 
+    def started(self, recorder: Recorder) -> None:
+        """The recorder whose open calls the forward hook reads."""
+        self.recorder = recorder
+
+    def forward_context(self) -> AbstractContextManager[object]:
+        """Grad enabled for the forward, whatever the caller's mode: backward needs a graph."""
+        import torch
+
+        return torch.enable_grad()
+
     def _after_forward(self, module: nn.Module, args: Any, output: Any) -> None:
         recorder = self.recorder
         if recorder is None or self.in_backward:
@@ -103,7 +228,7 @@ class BackwardRecorder:
         if not open_calls or open_calls[-1].module is not module:
             return
         record = open_calls[-1]
-        for tensor in tensors_of(output):
+        for tensor in self.tensors_of(output):
             node = tensor.grad_fn
             if node is None:
                 continue
@@ -142,16 +267,22 @@ class BackwardRecorder:
                         nth=waiting.nth,
                         depth=waiting.depth,
                         call_index=waiting.number,
-                        gradient=describe_value(gradient),
+                        gradient=self.describe_value(gradient),
                     )
                 )
 
         return prehook
 
-    def run(self, root: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+    def forward_ran(self, root: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
         """Run backward from `output` and record its steps; `.grad` fields are left as they were."""
+        import torch
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
         recorder = self.recorder
-        assert recorder is not None  # set by trace_forward before forward runs
+        assert recorder is not None  # given by `started` before forward runs
         loss = self._loss_of(output)
         if callable(self.loss) and not isinstance(loss, torch.Tensor):
             name = getattr(self.loss, "__qualname__", repr(self.loss))
@@ -165,7 +296,7 @@ class BackwardRecorder:
             parameter for parameter in root.parameters() if parameter.requires_grad
         ]
         leaves += [
-            tensor for tensor in tensors_of(inputs) if tensor.requires_grad and tensor.is_leaf
+            tensor for tensor in self.tensors_of(inputs) if tensor.requires_grad and tensor.is_leaf
         ]
         if not leaves:
             return
@@ -192,7 +323,7 @@ class BackwardRecorder:
             return self.loss(output)
         floating = [
             tensor
-            for tensor in tensors_of(output)
+            for tensor in self.tensors_of(output)
             if tensor.is_floating_point() or tensor.is_complex()
         ]
         if not floating:
@@ -228,6 +359,6 @@ class BackwardRecorder:
         if recorder is not None and id(module) in recorder.entries and self.recompute_depth:
             self.recompute_depth.pop()
 
-    def finish(self, trace: TraceRecords) -> None:
-        """Give the finished trace its backward section."""
-        trace.backward = BackwardRecords(loss_description(self.loss), tuple(self.steps))
+    def value(self) -> BackwardRecords:
+        """What backward started from, and its steps in order."""
+        return BackwardRecords(loss_description(self.loss), tuple(self.steps))

@@ -8,7 +8,6 @@ its parsers and never write a golden file, only views of one.
 from __future__ import annotations
 
 from pytest_fwdorder.golden.format import (
-    BACKWARD_LINE,
     FACT_PREFIX,
     FROZEN_MARK,
     MODE_MARKS,
@@ -17,7 +16,7 @@ from pytest_fwdorder.golden.format import (
     GoldenLine,
     folded_mark,
 )
-from pytest_fwdorder.golden.parse import call_line_parts, parse_golden
+from pytest_fwdorder.golden.parse import call_line_parts, end_sections_start, parse_golden
 
 # The section titles and their parser were view's before the golden format had its own
 # module; kept importable from here.
@@ -59,9 +58,9 @@ def fold_golden(text: str, depth: int) -> str:
         body.append(line.text + suffix)
         body.extend(line.fact_lines)
         body.extend(line.operation_lines)  # grouped under their call, not between children
-    # parse_golden keeps the backward section (`backward=True`) with the header; it goes last.
-    backward = header.index(BACKWARD_LINE) if BACKWARD_LINE in header else len(header)
-    return "\n".join([*header[:backward], *body, *header[backward:]]) + "\n"
+    # parse_golden keeps the facets' sections after the calls with the header; they go last.
+    end = end_sections_start(header)
+    return "\n".join([*header[:end], *body, *header[end:]]) + "\n"
 
 
 def colorize_golden(text: str) -> str:

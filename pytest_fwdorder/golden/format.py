@@ -67,9 +67,10 @@ DIRECT_MARK = "[direct]"
 MODE_MARKS = ("[train]", "[eval]")
 FACT_PREFIX = "| "
 OPERATION_PREFIX = "~ "  # an operation line (`ops=True`): `~ relu(f32[2,16]) -> f32[2,16]`
-BACKWARD_LINE = "backward:"  # starts the backward section (`backward=True`)
-GRADIENT_ARROW = " <- "  # a backward line: `fc: Linear <- f32[2,4]`, the gradient that arrived
-RECOMPUTED_PREFIX = "recomputed "
+# A facet's section after the calls starts with its title and a colon (`backward:`) and
+# runs to the next such line or the end; a call line always holds ": " and a class name,
+# so it never reads as one. `parse_golden` keeps these sections last among the header.
+END_SECTION_TITLE = re.compile(r"[a-z][a-z0-9_]*( [a-z0-9_]+)*:")
 MODE_PREFIX = "# mode: "
 CALLS_PREFIX = "# calls: "
 # What `folded_mark` writes, read back to count the calls a folded line stands for.
@@ -551,14 +552,6 @@ def odd_block_items(header: list[str]) -> list[OddBlock]:
                     )
                 )
     return found
-
-
-def backward_section(header: list[str]) -> list[str] | None:
-    """The backward section's step lines, from the header lines `parse_golden` gives, or
-    None when the golden has no backward section."""
-    if BACKWARD_LINE not in header:
-        return None
-    return header[header.index(BACKWARD_LINE) + 1 :]
 
 
 def split_top_level(text: str) -> list[str]:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.golden.facet_facts import facets_in_text, read_facet_values
 from pytest_fwdorder.golden.format import (
-    BACKWARD_LINE,
     CALLS_PREFIX,
     DIRECT_MARK,
+    END_SECTION_TITLE,
     ENVIRONMENT_PREFIX,
     FACT_PREFIX,
     FOLDED_PATTERN,
@@ -33,6 +33,22 @@ from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.facet_records import Facet
+
+
+def end_sections_start(header: Sequence[str]) -> int:
+    """Where the facets' sections after the calls begin among the header lines
+    `parse_golden` gives: the index of the first one's title line, or the length."""
+    titles = (index for index, line in enumerate(header) if END_SECTION_TITLE.fullmatch(line))
+    return next(titles, len(header))
+
+
+def end_section(header: Sequence[str], title: str) -> list[str] | None:
+    """The lines of the section titled `title` after the calls (`backward:` ...), without
+    its title line, from the header lines `parse_golden` gives; None when there is none."""
+    if f"{title}:" not in header:
+        return None
+    lines = header[header.index(f"{title}:") + 1 :]
+    return list(lines[: end_sections_start(lines)])
 
 
 def format_problem(text: str) -> str | None:
@@ -101,7 +117,7 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
     # Operation lines go to the call they are indented under: the last call one level up.
     last_at_depth: dict[int, int] = {}
     operations: dict[int, list[str]] = {}
-    in_backward = False
+    at_end = False  # in the facets' sections after the calls
     for raw in text.splitlines():
         if not raw or raw.isspace():
             continue
@@ -109,8 +125,9 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
             if not raw.startswith(ENVIRONMENT_PREFIX):
                 header.append(raw)
             continue
-        if in_backward or raw == BACKWARD_LINE:
-            in_backward = True  # the backward section is compared as text, with the header
+        # A call line seldom ends with a colon: the check costs one comparison per call.
+        if at_end or (raw[-1] == ":" and END_SECTION_TITLE.fullmatch(raw)):
+            at_end = True  # the facets read their sections from the header lines
             header.append(raw)
             continue
         fact = raw.lstrip(" ")

@@ -1,10 +1,10 @@
-"""Trace records -> golden lines: which calls, facts, views, operations and backward steps
+"""Trace records -> golden lines: which calls, facts, views, operations and facets' lines
 a trace's golden text shows, and in what order. Pure functions, no torch.
 
 How each kind of line is spelled, and read back, is `golden.format`'s; this module decides
 what goes in a golden: the header's totals and sections, one line per call (with the calls
 a view folds or hides), each module's facts under its first call, the operations between
-the calls they ran between, and the backward section.
+the calls they ran between, and the facets' sections after the calls.
 """
 
 from __future__ import annotations
@@ -21,17 +21,14 @@ from pytest_fwdorder.golden.costs_lines import (
 from pytest_fwdorder.golden.facet_facts import facet_header_lines, render_facet_fact
 from pytest_fwdorder.golden.format import (
     ALIASED_SECTION,
-    BACKWARD_LINE,
     CALLS_PREFIX,
     FORMAT_LINE,
     FORWARD_RUNS_SECTION,
-    GRADIENT_ARROW,
     MODEL_PREFIX,
     NEVER_CALLED_SECTION,
     ODD_BLOCKS_SECTION,
     ODD_CLASS_MEMBERS_SECTION,
     OPERATION_PREFIX,
-    RECOMPUTED_PREFIX,
     REUSED_SECTION,
     TIED_SECTION,
     UNREGISTERED_SECTION,
@@ -44,13 +41,12 @@ from pytest_fwdorder.golden.format import (
     render_odd_block,
     render_section,
     render_tensor_fact,
-    render_value,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
 
-__all__ = ["backward_lines", "golden_lines", "render_header", "render_trace"]
+__all__ = ["end_lines", "golden_lines", "render_header", "render_trace"]
 
 
 def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
@@ -268,7 +264,7 @@ def render_trace(trace: TraceRecords) -> str:
     lines = _golden_lines(trace, counts)
     text_lines = render_header(trace, counts)
     text_lines += _with_operations(trace, lines) if trace.operations else _body(lines)
-    text_lines += backward_lines(trace, counts)
+    text_lines += end_lines(trace, counts)
     text_lines.append("")  # the newline that ends the text, without copying it whole
     text = "\n".join(text_lines)
     # Almost every golden is printable throughout: a C-level pass says so, and only a
@@ -336,46 +332,30 @@ def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
     return body
 
 
-def backward_lines(trace: TraceRecords, counts: dict[str, int] | None = None) -> list[str]:
-    """The backward section (`backward=True`): `backward:`, then one line per step in order.
-
-    A step is the gradient of a call's output arriving, `fc: Linear <- f32[2,4]` (indented
-    as the call is in forward), or a module run again to recompute activations,
-    `recomputed block.0: Linear`. Empty when backward was not recorded. `counts`: the calls
-    per path where the caller counted them already.
-    """
-    backward = trace.backward
-    if backward is None:
-        return []
-    counts = trace.counts() if counts is None else counts
-    devices, local_shapes = trace.options.devices, trace.options.local_shapes
-    lines = [BACKWARD_LINE]
-    for step in backward.steps:
-        indent = "  " * step.depth
-        name = step.path or "<root>"
-        if step.recomputed:
-            lines.append(f"{indent}{RECOMPUTED_PREFIX}{name}: {step.module_type}")
-            continue
-        nth = f" #{step.nth}" if counts.get(step.path, 0) > 1 else ""
-        gradient = render_value(step.gradient, devices, local_shapes)
-        lines.append(f"{indent}{name}: {step.module_type}{nth}{GRADIENT_ARROW}{gradient}")
+def end_lines(trace: TraceRecords, counts: dict[str, int] | None = None) -> list[str]:
+    """The sections the trace's facets write after the calls (`end_lines`), in the facets'
+    order; empty when none has one. `counts`: the calls per path where the caller counted
+    them already."""
+    lines: list[str] = []
+    for facet in trace.trace_facets:
+        write = getattr(facet, "end_lines", None)
+        if write is not None:
+            counts = trace.counts() if counts is None else counts
+            lines += write(trace.trace_facet_values[facet.title], trace, counts)
     return lines
 
 
 def _recorded_lines(trace: TraceRecords) -> list[str]:
-    """`# operations: ...` and `# backward: ...` when the trace recorded them."""
+    """`# operations: ...` when the trace recorded them, then the facets' summary lines
+    (`summary_lines`)."""
     lines = []
     if trace.operations_skipped is not None:
         left_out = ", ".join(trace.operations_skipped) or "nothing"
         lines.append(f"# operations: {len(trace.operations)} recorded (left out: {left_out})")
-    if trace.backward is not None:
-        steps = len(trace.backward.steps)
-        lines.append(
-            f"# backward: {steps} step{'s' if steps != 1 else ''}, from the {trace.backward.loss}"
-            if trace.backward.loss.startswith("sum ")
-            else f"# backward: {steps} step{'s' if steps != 1 else ''}, from "
-            f"{trace.backward.loss}(output)"
-        )
+    for facet in trace.trace_facets:
+        summarize = getattr(facet, "summary_lines", None)
+        if summarize is not None:
+            lines += summarize(trace.trace_facet_values[facet.title])
     return lines
 
 

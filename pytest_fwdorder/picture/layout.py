@@ -55,8 +55,6 @@ OPERATION_HEIGHT = 18
 OPERATION_GAP = 6
 ROLL_OFFSET = 3  # how far each card of a rolled run's stack sits behind the one in front
 MARGIN = 10
-COLUMN_GAP = 30  # between the forward picture and the backward column
-BACKWARD_INDENT = 14
 MAX_LABEL = 80  # characters of a box's header; the whole line is in its tooltip
 MAX_NAME = 44  # of which its name
 MAX_EDGE_LABEL = 40
@@ -146,16 +144,6 @@ class Edge:
     solid: bool  # output and next input have the same text
 
 
-@dataclass(frozen=True, slots=True)
-class BackwardStep:
-    """One node of the backward column: a step of the golden's `backward:` section."""
-
-    x: int
-    y: int
-    width: int
-    text: str
-
-
 @dataclass(slots=True)
 class Layout:
     """Everything a picture places, in drawing order (a box before the boxes inside it)."""
@@ -164,8 +152,6 @@ class Layout:
     height: int
     boxes: list[Box]
     edges: list[Edge]
-    backward: list[BackwardStep] = field(default_factory=list)
-    backward_x: int = 0  # where the backward column starts; 0 when there is none
 
 
 @dataclass(slots=True)
@@ -200,16 +186,14 @@ def lay_out(
     rolled: bool = True,
     depth: int | None = None,
     operations: bool = False,
-    backward: list[str] | None = None,
     fold_unchanged: bool = False,
 ) -> Layout:
     """Place every call of a trace (or of a diff's merged calls).
 
     `depth` folds calls nested deeper into their ancestor at that depth (the root is 0), as
     `fwdorder show --depth` does; `operations` draws each call's operations as small nodes
-    inside it; `backward` (the backward section's lines) adds a column of its steps;
-    `fold_unchanged` folds every box whose calls are all unchanged (a diff's context).
-    Raises ValueError for a negative depth.
+    inside it; `fold_unchanged` folds every box whose calls are all unchanged (a diff's
+    context). Raises ValueError for a negative depth.
     """
     if depth is not None and depth < 0:
         raise ValueError(f"cannot draw to depth {depth!r}: use 0 (the root only) or more")
@@ -227,10 +211,7 @@ def lay_out(
     inner = max([*(root.width for root in roots), _chain_width(roots, None)], default=0)
     placer = _Placer(operations)
     bottom = placer.chain(roots, None, MARGIN, inner, MARGIN)
-    layout = Layout(inner + 2 * MARGIN, bottom + MARGIN, placer.boxes, placer.edges)
-    if backward:
-        _add_backward(layout, backward)
-    return layout
+    return Layout(inner + 2 * MARGIN, bottom + MARGIN, placer.boxes, placer.edges)
 
 
 def golden_calls(lines: Sequence[GoldenLine]) -> list[PictureCall]:
@@ -575,22 +556,3 @@ class _Placer:
             )
             bottom += OPERATION_HEIGHT
         box.container = box.container or bool(box.operations)
-
-
-def _add_backward(layout: Layout, steps: list[str]) -> None:
-    """A column of the backward steps right of the forward picture, in the order they ran."""
-    left = layout.width + COLUMN_GAP - MARGIN
-    y = MARGIN + HEADER_HEIGHT  # below the column's title
-    widest = 0
-    for step in steps:
-        stripped = step.lstrip(" ")
-        indent = (len(step) - len(stripped)) // 2 - 1
-        text = shorten(stripped, MAX_LABEL)
-        width = text_width(text, small=True) + 16
-        x = left + max(indent, 0) * BACKWARD_INDENT
-        layout.backward.append(BackwardStep(x, y, width, text))
-        widest = max(widest, x + width - left)
-        y += OPERATION_HEIGHT + OPERATION_GAP
-    layout.backward_x = left
-    layout.width = left + max(widest, text_width("backward")) + MARGIN
-    layout.height = max(layout.height, y + MARGIN)

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_fwdorder.golden.format import backward_section, model_of
-from pytest_fwdorder.golden.parse import parse_golden
+from pytest_fwdorder.golden.format import model_of
+from pytest_fwdorder.golden.parse import end_section, parse_golden
+from pytest_fwdorder.picture.columns import STEP_HEIGHT, Column, place_columns
 from pytest_fwdorder.picture.layout import (
     BADGE_GAP,
     EDGE_GAP,
@@ -77,7 +78,7 @@ SHARED_FILLS = (
 REPEAT_FILL = "#0969da"
 HIDDEN_FILL = "#d0d7de"
 OPERATION_FILL, OPERATION_BORDER = "#fff1e5", "#bc4c00"
-BACKWARD_FILL, BACKWARD_BORDER = "#fbefff", "#8250df"
+COLUMN_FILL, COLUMN_BORDER = "#fbefff", "#8250df"  # a facet's column (backward's steps)
 # Characters XML 1.0 forbids even as references: written as their escapes (`\x07`).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -116,29 +117,36 @@ def golden_picture(
     rolled: bool = True,
     depth: int | None = None,
     operations: bool = False,
-    backward: bool = False,
+    sections: Sequence[str] = (),
 ) -> Picture:
     """The picture of one golden text: its calls as nested boxes in execution order.
 
     `rolled=False` draws every block of a run of identical ones; `depth` folds deeper calls
     into their ancestor (the root is 0); `operations` draws each call's operations
-    (`ops=True`) as small nodes; `backward` adds a column of the backward section's steps
-    (`backward=True`). Raises TypeError if `text` is not a string, ValueError for a
-    negative depth.
+    (`ops=True`) as small nodes; `sections` names the facets' sections after the calls to
+    draw as a column each, right of the calls (`("backward",)`: the backward steps of a
+    trace with `backward=True`; a section the golden lacks is not drawn). Raises TypeError
+    if `text` is not a string or `sections` is one, ValueError for a negative depth.
     """
     if not isinstance(text, str):
         raise TypeError(
             f"golden_picture expected golden text, got {type(text).__name__}: pass the text "
             "of a golden file (path.read_text()), or call trace.picture() on a trace"
         )
+    if isinstance(sections, str):
+        raise TypeError(
+            f"golden_picture takes the sections to draw as a sequence of titles, got the "
+            f"string {sections!r}: write sections=({sections!r},)"
+        )
     header, lines = parse_golden(text)
-    steps = backward_section(header) if backward else None
-    layout = lay_out(
-        golden_calls(lines), rolled=rolled, depth=depth, operations=operations, backward=steps
-    )
+    layout = lay_out(golden_calls(lines), rolled=rolled, depth=depth, operations=operations)
+    found = [(title, end_section(header, title)) for title in sections]
+    columns = place_columns(layout, [(title, steps) for title, steps in found if steps is not None])
     model = model_of(header)
     calls = f"{len(lines)} call{'s' if len(lines) != 1 else ''}"
-    return Picture(render_svg(layout, title=f"{model}: {calls}" if model else calls))
+    return Picture(
+        render_svg(layout, title=f"{model}: {calls}" if model else calls, columns=columns)
+    )
 
 
 def diff_picture(
@@ -163,9 +171,15 @@ def diff_picture(
 
 
 def render_svg(
-    layout: Layout, *, title: str, summary: list[str] | None = None, legend: bool = False
+    layout: Layout,
+    *,
+    title: str,
+    summary: list[str] | None = None,
+    legend: bool = False,
+    columns: Sequence[Column] = (),
 ) -> str:
-    """The SVG text of a layout, with `summary` lines and a colour legend above it."""
+    """The SVG text of a layout, with `summary` lines and a colour legend above it and the
+    facets' `columns` right of it."""
     summary = summary or []
     top = len(summary) * SUMMARY_LINE_HEIGHT + (LEGEND_HEIGHT if legend else 0)
     top += MARGIN if top else 0
@@ -178,8 +192,7 @@ def render_svg(
     parts.append(f'<g class="fo-calls" transform="translate(0,{top})">')
     parts += _boxes(layout.boxes)
     parts += [_edge(edge.x, edge.top, edge.bottom, edge.label, edge.solid) for edge in layout.edges]
-    if layout.backward:
-        parts.append(_backward(layout))
+    parts += [_column(column) for column in columns]
     parts += ["</g>", "</svg>"]
     return "\n".join(parts) + "\n"
 
@@ -369,18 +382,20 @@ def _edge(x: int, top: int, bottom: int, label: str, solid: bool) -> str:
     )
 
 
-def _backward(layout: Layout) -> str:
-    """The backward column: its title, then one small node per step, in the order they ran."""
+def _column(column: Column) -> str:
+    """A facet's column: its title, then one small node per step, in the order they ran
+    (classes `fo-backward` and `fo-backward-step` for backward's)."""
+    name = column.title.replace(" ", "-")
     parts = [
-        '<g class="fo-backward">',
-        f'<text x="{layout.backward_x}" y="{MARGIN + HEADER_HEIGHT - 8}" font-weight="bold" '
-        f'fill="{INK}">backward</text>',
+        f'<g class="fo-{name}">',
+        f'<text x="{column.x}" y="{MARGIN + HEADER_HEIGHT - 8}" font-weight="bold" '
+        f'fill="{INK}">{xml_text(column.title)}</text>',
     ]
-    for step in layout.backward:
+    for step in column.steps:
         parts.append(
-            f'<g class="fo-backward-step"><title>{xml_text(step.text)}</title>'
-            f'<rect x="{step.x}" y="{step.y}" width="{step.width}" height="{OPERATION_HEIGHT}" '
-            f'rx="9" fill="{BACKWARD_FILL}" stroke="{BACKWARD_BORDER}"/>'
+            f'<g class="fo-{name}-step"><title>{xml_text(step.text)}</title>'
+            f'<rect x="{step.x}" y="{step.y}" width="{step.width}" height="{STEP_HEIGHT}" '
+            f'rx="9" fill="{COLUMN_FILL}" stroke="{COLUMN_BORDER}"/>'
             f'<text x="{step.x + 8}" y="{step.y + 13}" font-size="{SMALL_FONT_SIZE}" '
             f'fill="{INK}">{xml_text(step.text)}</text></g>'
         )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.parse import declared_and_written_calls
 from pytest_fwdorder.golden.upgrades import upgrade_differences
@@ -45,7 +46,8 @@ class ReviewedGolden:
     `notes` the lines an explanation puts first (another torch release, settings left out);
     `details` the summary's other lines, one per kind of change; `body` the changed calls
     with context (`-` old, `+` new) and the header lines that changed; `changes` counts the
-    changes by kind (`"inserted"`, `"settings changed"`, ...). `problem` says why the two
+    changes by kind (`"inserted"`, `"settings changed"`, ...; a facet's by its own words,
+    `"backward steps changed"`). `problem` says why the two
     versions cannot be diffed, when they cannot.
     """
 
@@ -55,7 +57,7 @@ class ReviewedGolden:
     notes: tuple[str, ...] = ()
     details: tuple[str, ...] = ()
     body: tuple[str, ...] = ()
-    changes: tuple[tuple[ChangeKind, int], ...] = ()
+    changes: tuple[tuple[str, int], ...] = ()
     header_changed: bool = False
     problem: str | None = None
 
@@ -123,7 +125,7 @@ def _explain_change(path: str, old_text: str, new_text: str) -> ReviewedGolden:
         summary = notes[0] if notes else "differs only in its '# written with:' line"
         return ReviewedGolden(path, "changed", summary, notes=notes)
     summary, *details = difference.summary().splitlines()
-    counts = tuple((kind, difference.count(kind)) for kind in ChangeKind if difference.count(kind))
+    counts = _change_counts(difference)
     lines = difference.explanation()
     return ReviewedGolden(
         path,
@@ -135,6 +137,16 @@ def _explain_change(path: str, old_text: str, new_text: str) -> ReviewedGolden:
         changes=counts,
         header_changed=bool(difference.header_changes),
     )
+
+
+def _change_counts(difference: TraceDiff) -> tuple[tuple[str, int], ...]:
+    """How many changes of each kind, in `ChangeKind`'s order; a facet's changes counted
+    under its own words (`Change.counted_words`), in the order they came."""
+    counts: dict[str, int] = {}
+    for kind in ChangeKind:
+        for change in difference.of_kind(kind):
+            counts[change.counted_words] = counts.get(change.counted_words, 0) + 1
+    return tuple(counts.items())
 
 
 def _calls(text: str) -> str:

@@ -17,6 +17,7 @@ The JSON schema (`JSON_VERSION` 1; keys are only ever added within a version)::
           "summary": "4 calls before, 5 after: 1 call inserted, 1 call renamed",
           "problem": null,                              # why it cannot be diffed, or null
           "changes": {"inserted": 1, "renamed": 1},     # ChangeKind values, in their order
+                                                        # (a facet's: its own words)
           "header_changed": true,
           "lines": ["4 calls before, 5 after: ...", "..."]   # the explanation, as printed
         }
@@ -41,8 +42,9 @@ JSON_VERSION = 1
 MARKDOWN_BUDGET = 65_536
 
 # How the one-line total names a golden with changes of each kind: "2 with calls inserted".
-# A kind missing here is named after its value: "with FLOPs changed".
-KIND_PHRASES: dict[ChangeKind, str] = {
+# A kind missing here, or a facet's changes, is named after its words: "with FLOPs changed",
+# "with backward steps changed".
+KIND_PHRASES: dict[str, str] = {
     ChangeKind.INSERTED: "with calls inserted",
     ChangeKind.REMOVED: "with calls removed",
     ChangeKind.MOVED: "with calls moved",
@@ -60,7 +62,6 @@ KIND_PHRASES: dict[ChangeKind, str] = {
     ChangeKind.OPERATION_CHANGED: "with operations changed",
     ChangeKind.OPERATION_INSERTED: "with operations inserted",
     ChangeKind.OPERATION_REMOVED: "with operations removed",
-    ChangeKind.BACKWARD_CHANGED: "with backward steps changed",
 }
 HEADER_PHRASE = "with only the header changed"
 PROBLEM_PHRASE = "that cannot be diffed"
@@ -80,7 +81,7 @@ def review_total(review: Review) -> str:
         for golden in changed:
             for phrase in _phrases(golden):
                 reasons[phrase] = reasons.get(phrase, 0) + 1
-        order = [*map(kind_phrase, ChangeKind), HEADER_PHRASE, PROBLEM_PHRASE, RELEASE_PHRASE]
+        order = _phrase_order(reasons)
         grouped = ", ".join(f"{reasons[phrase]} {phrase}" for phrase in order if phrase in reasons)
         parts.append(f"{_plural(len(changed), 'golden')} changed: {grouped}")
     for status in ("added", "deleted"):
@@ -99,9 +100,20 @@ def _phrases(golden: ReviewedGolden) -> list[str]:
     return [HEADER_PHRASE if golden.header_changed else RELEASE_PHRASE]
 
 
-def kind_phrase(kind: ChangeKind) -> str:
-    """How the total names goldens with changes of `kind`: `with calls inserted`."""
-    return KIND_PHRASES.get(kind, f"with {kind.value}")
+def kind_phrase(kind: str) -> str:
+    """How the total names goldens with changes of `kind` (a `ChangeKind`, or a facet's
+    words for its changes): `with calls inserted`."""
+    return KIND_PHRASES.get(kind, f"with {kind}")
+
+
+def _phrase_order(reasons: dict[str, int]) -> list[str]:
+    """The order of the total's phrases: `ChangeKind`'s, the facets' where their changes'
+    kind is (in the order they came), then the goldens with no change of a kind."""
+    kinds = [kind_phrase(kind) for kind in ChangeKind]
+    rest = [HEADER_PHRASE, PROBLEM_PHRASE, RELEASE_PHRASE]
+    facets = [phrase for phrase in reasons if phrase not in kinds and phrase not in rest]
+    at = kinds.index(kind_phrase(ChangeKind.FACET_CHANGED))
+    return [*kinds[:at], *facets, *kinds[at:], *rest]
 
 
 def compared_line(review: Review) -> str:
@@ -163,7 +175,7 @@ def review_as_data(review: Review) -> dict[str, Any]:
                 "status": golden.status,
                 "summary": golden.summary,
                 "problem": golden.problem,
-                "changes": {kind.value: count for kind, count in golden.changes},
+                "changes": dict(golden.changes),
                 "header_changed": golden.header_changed,
                 "lines": golden.explanation(),
             }

@@ -1,23 +1,22 @@
 """The facets a trace records besides the calls: set up around a traced run, attached after.
 
-`trace_forward` and `record` both go through `FacetRecording`: operations, costs and backward
-each enter their own context manager (which removes its hooks or mode on exit) only when the
+`trace_forward` and `record` both go through `FacetRecording`: operations and costs each
+enter their own context manager (which removes its hooks or mode on exit) only when the
 options ask for them. The facets behind the protocol (calls/facet_records.py: output values,
-the plugins') are not named here: each one's option, device check, run context and observer
-are looked up on it.
+backward, graph breaks, the plugins') are not named here: each one's option, device check,
+run context, observer and watcher are looked up on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
 
-from pytest_fwdorder.calls.facet_records import Facet, TraceFacet
-from pytest_fwdorder.facets.backward import BackwardRecorder
+from pytest_fwdorder.calls.facet_records import Facet, TraceFacet, TraceWatcher
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
@@ -31,15 +30,16 @@ class FacetRecording:
     """What the facets of one trace collect while it runs; `finish` gives it to the trace."""
 
     options: TraceOptions
-    backward: BackwardRecorder | None = None
     operations: list[OperationMode] = field(default_factory=list)
     counters: list[CostCounters] = field(default_factory=list)
     # The facets this trace records (calls/facet_records.py), built-in and the plugins', and
     # what each observed: title -> call index -> value.
     facets: tuple[Facet, ...] = ()
     facet_values: dict[str, dict[int, Any]] = field(default_factory=dict)
-    # The facets with one value per trace (calls/facet_records.py: graph breaks) asked for.
+    # The facets with one value per trace (calls/facet_records.py) asked for, in their order,
+    # and a watcher for each one that watches the trace as it runs (by title).
     trace_facets: tuple[TraceFacet, ...] = ()
+    watchers: dict[str, TraceWatcher] = field(default_factory=dict)
 
     @classmethod
     def for_options(cls, options: TraceOptions) -> FacetRecording:
@@ -50,17 +50,22 @@ class FacetRecording:
             check_device = getattr(facet, "check_device", None)
             if check_device is not None:
                 check_device(options.device)
-        return cls(
-            options,
-            backward=BackwardRecorder(options.backward) if options.backward else None,
-            facets=facets,
-            trace_facets=measured_facets(options),
-        )
+        switched_on = switched_on_trace_facets(options)
+        watchers = {
+            facet.title: facet.watcher(options)
+            for facet in switched_on
+            if hasattr(facet, "watcher")
+        }
+        return cls(options, facets=facets, trace_facets=switched_on, watchers=watchers)
 
-    def backward_watched(self) -> AbstractContextManager[Any]:
-        """Watch forward for backward's nodes; entered before `recording`, whose hooks run
-        after."""
-        return nullcontext() if self.backward is None else self.backward.forward_watched()
+    @contextmanager
+    def watched(self) -> Iterator[None]:
+        """The watchers' hooks, for the length of the block: entered before `recording`,
+        whose hooks run after theirs."""
+        with ExitStack() as stack:
+            for watcher in self.watchers.values():
+                stack.enter_context(watcher.watching())
+            yield
 
     @contextmanager
     def recorded(self, recorder: Any, root: nn.Module) -> Iterator[None]:
@@ -72,8 +77,8 @@ class FacetRecording:
                 )
             if self.options.costs:
                 self.counters.append(stack.enter_context(costs_counted(recorder, root)))
-            if self.backward is not None:
-                self.backward.recorder = recorder
+            for watcher in self.watchers.values():
+                watcher.started(recorder)
             if self.facets:
                 for facet in self.facets:
                     running = getattr(facet, "running", None)
@@ -82,17 +87,29 @@ class FacetRecording:
                 stack.enter_context(_facets_observed(recorder, self))
             yield
 
+    def run_forward(self, root: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Call the model once under the watchers' forward contexts, then hand each the
+        output (`trace_forward`'s forward; a `record` block runs the user's code instead)."""
+        with ExitStack() as stack:
+            for watcher in self.watchers.values():
+                stack.enter_context(watcher.forward_context())
+            output = root(*args, **kwargs)
+        for watcher in self.watchers.values():
+            watcher.forward_ran(root, (args, kwargs), output)
+
     def finish(self, trace: Trace) -> None:
-        """Give the finished trace its operations, backward steps, costs and facets' values."""
+        """Give the finished trace its operations, costs, facets' values and the values of
+        the facets that watched it."""
         for mode in self.operations:
             attach_operations(trace, mode)
-        if self.backward is not None:
-            self.backward.finish(trace)
         for counted in self.counters:
             attach_costs(trace, counted)
         if self.facets:
             trace.facets = self.facets
             trace.facet_values = self.facet_values
+        for title, watcher in self.watchers.items():
+            trace.trace_facet_values[title] = watcher.value()
+        self._give_trace_facets(trace)
 
     def measure(
         self,
@@ -103,16 +120,29 @@ class FacetRecording:
         device: Any,
     ) -> None:
         """Give the trace each facet's value of the whole run, measured after the forward."""
-        for facet in self.trace_facets:
-            trace.trace_facet_values[facet.title] = facet.measure(model, args, kwargs, device)
-        trace.trace_facets = self.trace_facets
+        for facet in measured_facets(self.trace_facets):
+            value = facet.measure(model, args, kwargs, device)  # type: ignore[attr-defined]
+            trace.trace_facet_values[facet.title] = value
+        self._give_trace_facets(trace)
+
+    def _give_trace_facets(self, trace: Trace) -> None:
+        """The trace's facets with one value per trace: those that have given it theirs."""
+        trace.trace_facets = tuple(
+            facet for facet in self.trace_facets if facet.title in trace.trace_facet_values
+        )
 
 
-def measured_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
+def switched_on_trace_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
     """The registered facets with one value per trace that `options` switch on."""
     return tuple(
         facet for facet in trace_facets(FACT_TITLES) if _switched_on(facet, facet.option, options)
     )
+
+
+def measured_facets(facets: tuple[TraceFacet, ...]) -> tuple[TraceFacet, ...]:
+    """Those of `facets` that take their value after the forward (`measure`), which a
+    `record` block refuses (`record_refusal`)."""
+    return tuple(facet for facet in facets if hasattr(facet, "measure"))
 
 
 def _switched_on(facet: object, option: object, options: TraceOptions) -> bool:

@@ -35,7 +35,11 @@ from pytest_fwdorder.recording.seeding import SEED
 from pytest_fwdorder.recording.torch_release import check_torch_release
 from pytest_fwdorder.trace import Trace
 from pytest_fwdorder.tracing.building import model_to_trace
-from pytest_fwdorder.tracing.facet_setup import FacetRecording, measured_facets
+from pytest_fwdorder.tracing.facet_setup import (
+    FacetRecording,
+    measured_facets,
+    switched_on_trace_facets,
+)
 from pytest_fwdorder.tracing.trace_checks import check_finished_trace
 
 
@@ -216,12 +220,7 @@ def trace_model(
         _traced(root, options, facets, restore_state=True) as recorder,
     ):
         traces.append(recorder.trace)
-        if facets.backward is None:
-            root(*args, **kwargs)
-        else:
-            with torch.enable_grad():
-                output = root(*args, **kwargs)
-            facets.backward.run(root, (args, kwargs), output)
+        facets.run_forward(root, args, kwargs)
     trace = cast(Trace, recorder.trace)  # _traced asks the recorder for a Trace
     facets.finish(trace)
     if watched:
@@ -261,7 +260,7 @@ def _traced(
     device = options.device
     with (
         compiled_code_run_eagerly(root),
-        facets.backward_watched(),
+        facets.watched(),
         recording(
             root,
             _render_options(options),
@@ -279,8 +278,8 @@ def _traced(
 
 def _check_recordable(options: TraceOptions) -> None:
     """Refuse the options a `record` block cannot honour."""
-    for facet in measured_facets(options):
-        raise ValueError(facet.record_refusal)
+    for facet in measured_facets(switched_on_trace_facets(options)):
+        raise ValueError(facet.record_refusal)  # type: ignore[attr-defined]
     if options.initialization:
         raise ValueError(
             "record(initialization=True) cannot watch the build: record takes a model "
