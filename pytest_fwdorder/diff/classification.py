@@ -17,7 +17,8 @@ from pytest_fwdorder.diff.change_details import (
 )
 from pytest_fwdorder.diff.changed_calls import call_lines
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
-from pytest_fwdorder.diff.explanation import fold_consequences, summarize
+from pytest_fwdorder.diff.consequences import fold_consequences
+from pytest_fwdorder.diff.explanation import summarize
 from pytest_fwdorder.diff.facet_changes import (
     facet_changes,
     trace_facet_changes,

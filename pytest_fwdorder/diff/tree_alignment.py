@@ -27,6 +27,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.ordered_pairing import (
     AlignedPair,
@@ -119,7 +120,7 @@ class _Matcher:
                 and (
                     old_path != new_path
                     if same_root
-                    else not _same_rewrite(old_root, new_root, old_path, new_path)
+                    else not call_keys.same_rewrite(old_root, new_root, old_path, new_path)
                 )
             ):
                 continue  # two look-alike children that swapped names: paired by name later
@@ -153,14 +154,16 @@ class _Matcher:
             return []
         if not self.match_paths:
             return list(zip(olds, news, strict=True)) if len(olds) == len(news) else []
-        by_path = self._look_alikes_by(olds, news, (_path_and_number, _parent_path))
+        by_path = self._look_alikes_by(
+            olds, news, (call_keys.path_and_number, call_keys.parent_path)
+        )
         if _crossing(by_path) and not self._all_keep_their_paths(by_path):
             # Same-path pairs that cross the others: a layer inserted or deleted before
             # look-alike blocks renumbered them all (`features.5`, now `features.6`, and
             # `features.6`, now `features.7`), so the old `features.6` is not the new one.
             # Paired in order, they read as renumbered with the rest, not as swapped. Only
             # look-alikes that all kept their names were called in another order.
-            in_order = self._look_alikes_by(olds, news, (_parent_path,))
+            in_order = self._look_alikes_by(olds, news, (call_keys.parent_path,))
             if not _crossing(in_order):
                 return in_order
         return by_path
@@ -188,7 +191,9 @@ class _Matcher:
     def match_containers(self) -> None:
         """Bottom-up: unpaired calls with nested calls, children first (GumTree's Dice)."""
         old_tree, new_tree = self.old_tree, self.new_tree
-        named = {_identity_and_number(line): index for index, line in enumerate(new_tree.lines)}
+        named = {
+            call_keys.identity_and_number(line): index for index, line in enumerate(new_tree.lines)
+        }
         for old_index in range(len(old_tree.lines) - 1, -1, -1):
             if old_index in self.old_to_new or not old_tree.children[old_index]:
                 continue
@@ -227,7 +232,7 @@ class _Matcher:
         """
         if not self.match_paths:
             return best
-        same = named.get(_identity_and_number(self.old_tree.lines[old_index]))
+        same = named.get(call_keys.identity_and_number(self.old_tree.lines[old_index]))
         if (
             same is None
             or same == best
@@ -239,7 +244,7 @@ class _Matcher:
         for child in self.old_tree.children[old_index]:
             partner = self.old_to_new.get(child)
             if partner is None:
-                partner = named.get(_identity_and_number(self.old_tree.lines[child]))
+                partner = named.get(call_keys.identity_and_number(self.old_tree.lines[child]))
                 if partner is None or partner in self.new_to_old:
                     continue
             parent = self.new_tree.parents[partner]
@@ -284,24 +289,28 @@ class _Matcher:
         pairs: list[tuple[int, int]] = []
         crossed: list[tuple[int, int]] = []
         passes: list[tuple[Callable[[GoldenLine], Hashable], bool]] = [
-            (_structure, True),
-            (_structure, False),
-            (_path, False),
+            (call_keys.structure, True),
+            (call_keys.structure, False),
+            (call_keys.path, False),
         ]
         if self.match_paths:
-            passes[:0] = [(_identity, True), (_identity, False)]
+            passes[:0] = [(call_keys.identity, True), (call_keys.identity, False)]
         old_prefix, new_prefix = self._renamed_prefixes(old_parent)
         for key, unique_only in passes:
             # Under a parent that was renamed (wrapped: `layer4`, now `layer4.m`), children
             # are named within it: `layer4.0`, now `layer4.m.0`, is the same child.
-            old_key, new_key = _within(key, old_prefix), _within(key, new_prefix)
-            if key is _structure and not unique_only:
+            old_key, new_key = call_keys.within(key, old_prefix), call_keys.within(key, new_prefix)
+            if key is call_keys.structure and not unique_only:
                 # Before look-alikes pair in order or a same-path pairing reads as a type
                 # change: a wrapped or unwrapped single call.
                 olds, news = self._pair_wrapped_calls(
-                    olds, news, pairs, _within(_path, old_prefix), _within(_path, new_prefix)
+                    olds,
+                    news,
+                    pairs,
+                    call_keys.within(call_keys.path, old_prefix),
+                    call_keys.within(call_keys.path, new_prefix),
                 )
-            if key is _path:
+            if key is call_keys.path:
                 # Look-alikes that swapped places anywhere in the parent.
                 out_of_order = self._swapped(olds, news, pairs)
                 crossed += out_of_order
@@ -386,15 +395,15 @@ class _Matcher:
         paired_new = {j for _, j in pairs}
         free_old = [i for i in olds if i not in paired_old]
         free_new = [j for j in news if j not in paired_new]
-        old_count = Counter(_look(old_lines[i]) for i in free_old)
-        new_count = Counter(_look(new_lines[j]) for j in free_new)
-        by_look = {_look(new_lines[j]): j for j in free_new}
+        old_count = Counter(call_keys.look(old_lines[i]) for i in free_old)
+        new_count = Counter(call_keys.look(new_lines[j]) for j in free_new)
+        by_look = {call_keys.look(new_lines[j]): j for j in free_new}
         return [
-            (i, by_look[_look(old_lines[i])])
+            (i, by_look[call_keys.look(old_lines[i])])
             for i in free_old
-            if old_count[_look(old_lines[i])] == 1
-            and new_count[_look(old_lines[i])] == 1
-            and old_lines[i].path != new_lines[by_look[_look(old_lines[i])]].path
+            if old_count[call_keys.look(old_lines[i])] == 1
+            and new_count[call_keys.look(old_lines[i])] == 1
+            and old_lines[i].path != new_lines[by_look[call_keys.look(old_lines[i])]].path
         ]
 
     def match_across_parents(self) -> None:
@@ -409,19 +418,19 @@ class _Matcher:
             removed: dict[tuple[str, str], list[int]] = defaultdict(list)
             for i in olds:
                 if old_lines[i].path:
-                    removed[_identity(old_lines[i])].append(i)
+                    removed[call_keys.identity(old_lines[i])].append(i)
             for j in news:
-                candidates = removed.get(_identity(new_lines[j]))
+                candidates = removed.get(call_keys.identity(new_lines[j]))
                 if candidates:
                     self.pair(candidates.pop(0), j)
                     self.out_of_order.add(self.new_to_old[j])
             olds = [i for i in olds if i not in self.old_to_new]
             news = [j for j in news if j not in self.new_to_old]
-        old_count = Counter(_look(old_lines[i]) for i in olds)
-        new_count = Counter(_look(new_lines[j]) for j in news)
-        by_look = {_look(new_lines[j]): j for j in news}
+        old_count = Counter(call_keys.look(old_lines[i]) for i in olds)
+        new_count = Counter(call_keys.look(new_lines[j]) for j in news)
+        by_look = {call_keys.look(new_lines[j]): j for j in news}
         for i in olds:
-            look = _look(old_lines[i])
+            look = call_keys.look(old_lines[i])
             if old_count[look] == 1 and new_count[look] == 1 and old_lines[i].facts:
                 j = by_look[look]
                 if self._same_parent(i, j):
@@ -507,22 +516,6 @@ def _pairs_between(
     return result, crossed
 
 
-def _within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
-    """`key`, with a path that starts with `prefix` read without it (`layer4.m.0` as `0`
-    under `layer4.m.`); keys that read no path, and every key without a prefix, as they are."""
-    if not prefix or key not in (_identity, _path):
-        return key
-    cut = len(prefix)
-
-    def relative(line: GoldenLine) -> str:
-        path = line.path
-        return path[cut:] if path.startswith(prefix) else f"\0{path}"
-
-    if key is _path:
-        return relative
-    return lambda line: (relative(line), line.module_type)
-
-
 def _crossing(pairs: list[tuple[int, int]]) -> bool:
     """Whether two pairs cross: their new calls in the other order than their old ones."""
     in_new_order = [new for _, new in sorted(pairs)]
@@ -564,47 +557,3 @@ def _pairs_by_key(
         if candidates:
             pairs.append((i, candidates.pop(0)))
     return pairs
-
-
-def _path_and_number(line: GoldenLine) -> Hashable:
-    return (line.path, line.nth)
-
-
-def _parent_path(line: GoldenLine) -> Hashable:
-    return line.path.rpartition(".")[0] if line.path != "<root>" else None
-
-
-def _same_rewrite(old_root: str, new_root: str, old_path: str, new_path: str) -> bool:
-    """Whether a nested call's paths follow its subtree root's rename (`a.x -> b.x` under
-    `a -> b`, `x -> 0.x` under a model now wrapped as `0`)."""
-    old_prefix = "" if old_root == "<root>" else f"{old_root}."
-    new_prefix = "" if new_root == "<root>" else f"{new_root}."
-    return (
-        old_path.startswith(old_prefix)
-        and new_path.startswith(new_prefix)
-        and old_path[len(old_prefix) :] == new_path[len(new_prefix) :]
-    )
-
-
-def _identity_and_number(line: GoldenLine) -> tuple[str, str, int]:
-    """Which call of which module a line is, by name and class: `enc.0`, Linear, 1."""
-    return (line.path, line.module_type, line.nth)
-
-
-def _identity(line: GoldenLine) -> tuple[str, str]:
-    # The class is part of a call's identity: wrapping a model moves `0` from a Linear to
-    # the wrapper, and the two must not pair. The call number follows from the order.
-    return (line.path, line.module_type)
-
-
-def _path(line: GoldenLine) -> Hashable:
-    return line.path
-
-
-def _structure(line: GoldenLine) -> Hashable:
-    # No depth: wrapping shifts every depth by one, and the calls must still pair.
-    return (line.module_type, line.inputs, line.outputs)
-
-
-def _look(line: GoldenLine) -> Hashable:
-    return (line.module_type, line.inputs, line.outputs, line.facts)

@@ -1,0 +1,69 @@
+"""What two calls are paired by: the keys of a call line the tree alignment compares (its
+path, class, shapes, facts), and keys read within a renamed parent. Pure, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+from pytest_fwdorder.golden.format import GoldenLine
+
+
+def within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
+    """`key`, with a path that starts with `prefix` read without it (`layer4.m.0` as `0`
+    under `layer4.m.`); keys that read no path, and every key without a prefix, as they are."""
+    if not prefix or key not in (identity, path):
+        return key
+    cut = len(prefix)
+
+    def relative(line: GoldenLine) -> str:
+        written = line.path
+        return written[cut:] if written.startswith(prefix) else f"\0{written}"
+
+    if key is path:
+        return relative
+    return lambda line: (relative(line), line.module_type)
+
+
+def path_and_number(line: GoldenLine) -> Hashable:
+    return (line.path, line.nth)
+
+
+def parent_path(line: GoldenLine) -> Hashable:
+    return line.path.rpartition(".")[0] if line.path != "<root>" else None
+
+
+def same_rewrite(old_root: str, new_root: str, old_path: str, new_path: str) -> bool:
+    """Whether a nested call's paths follow its subtree root's rename (`a.x -> b.x` under
+    `a -> b`, `x -> 0.x` under a model now wrapped as `0`)."""
+    old_prefix = "" if old_root == "<root>" else f"{old_root}."
+    new_prefix = "" if new_root == "<root>" else f"{new_root}."
+    return (
+        old_path.startswith(old_prefix)
+        and new_path.startswith(new_prefix)
+        and old_path[len(old_prefix) :] == new_path[len(new_prefix) :]
+    )
+
+
+def identity_and_number(line: GoldenLine) -> tuple[str, str, int]:
+    """Which call of which module a line is, by name and class: `enc.0`, Linear, 1."""
+    return (line.path, line.module_type, line.nth)
+
+
+def identity(line: GoldenLine) -> tuple[str, str]:
+    # The class is part of a call's identity: wrapping a model moves `0` from a Linear to
+    # the wrapper, and the two must not pair. The call number follows from the order.
+    return (line.path, line.module_type)
+
+
+def path(line: GoldenLine) -> Hashable:
+    return line.path
+
+
+def structure(line: GoldenLine) -> Hashable:
+    # No depth: wrapping shifts every depth by one, and the calls must still pair.
+    return (line.module_type, line.inputs, line.outputs)
+
+
+def look(line: GoldenLine) -> Hashable:
+    return (line.module_type, line.inputs, line.outputs, line.facts)
