@@ -572,6 +572,21 @@ def _cases() -> list[Refactor]:
             ("1 call inserted",),
         ),
         Refactor(
+            "group MobileNetV3's later blocks into a Sequential",
+            mobilenet,
+            lambda: _grouped_from(mobilenet(), 3),
+            image,
+            # One wrapper around ten old blocks, look-alikes among them (5 and 6, 10 and 11).
+            {"wrapped": 1},
+            (
+                "features.3 (Sequential) wraps the old features.3, features.4, features.5, features.6, features.7, "
+                "features.8, features.9, features.10, features.11, features.12, now "
+                "features.3.0, features.3.1, features.3.2, features.3.3, feat"
+                "ures.3.4, features.3.5, features.3.6, features.3.7, features.3.8, features.3.9 (169 calls renamed under it)",
+            ),
+            ("features.3 (Sequential) wraps the old features.3, features.4, features.5",),
+        ),
+        Refactor(
             "delete a MobileNetV3 block",
             mobilenet,
             lambda: _without_block(mobilenet(), 10),
@@ -947,6 +962,12 @@ class HalfPrecision(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.stage(x.half()).float()
+
+
+def _grouped_from(model: nn.Module, index: int) -> nn.Module:
+    layers = list(model.features)
+    model.features = nn.Sequential(*layers[:index], nn.Sequential(*layers[index:]))
+    return model
 
 
 def _without_block(model: nn.Module, index: int) -> nn.Module:

@@ -182,7 +182,16 @@ class _Matcher:
             pairs += found
         if len(olds) == 1 and len(news) == 1:
             pairs.append((olds[0], news[0]))
+        elif olds and len(olds) == len(news) and self._one_parent_each(olds, news):
+            # As many left on each side, all under one parent on each side: blocks moved
+            # together into a new parent (a stage grouped into a `Sequential`), in order.
+            pairs += zip(olds, news, strict=True)
         return pairs
+
+    def _one_parent_each(self, olds: list[int], news: list[int]) -> bool:
+        old_parents = {self.old_tree.parents[i] for i in olds}
+        new_parents = {self.new_tree.parents[j] for j in news}
+        return len(old_parents) == 1 and len(new_parents) == 1
 
     def _all_keep_their_paths(self, pairs: list[tuple[int, int]]) -> bool:
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
