@@ -587,6 +587,19 @@ def _cases() -> list[Refactor]:
             ("features.3 (Sequential) wraps the old features.3, features.4, features.5",),
         ),
         Refactor(
+            "an MLP's layers put in a Sequential, its activation changed on the way",
+            FlatMlp,
+            GroupedMlp,
+            features,
+            {"wrapped": 1, "type changed": 2},
+            (
+                "net (Sequential) wraps the old fc1, act, fc2, now net.0, net.1, net.2 (3 calls "
+                "renamed under it)",
+                "type changed at 2 calls: FlatMlp -> GroupedMlp in <root>, GELU -> ReLU in net.1",
+            ),
+            ("net (Sequential) wraps the old fc1, act, fc2, now net.0, net.1, net.2",),
+        ),
+        Refactor(
             "delete a MobileNetV3 block",
             mobilenet,
             lambda: _without_block(mobilenet(), 10),
@@ -962,6 +975,26 @@ class HalfPrecision(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.stage(x.half()).float()
+
+
+class FlatMlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.act, self.fc2 = nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class GroupedMlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
 
 
 def _grouped_from(model: nn.Module, index: int) -> nn.Module:

@@ -26,6 +26,7 @@ import bisect
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
@@ -72,6 +73,7 @@ def align_trees(
     matcher.match_containers()
     matcher.recover()
     matcher.match_across_parents()
+    matcher.pair_lone_in_wrappers()
     matcher.recover()
     matcher.leave_moves_out_of_order()
     partners = matcher.old_to_new
@@ -287,6 +289,41 @@ class _Matcher:
                     self.pair(old_index, new_index)
                 self.out_of_order.update(old_index for old_index, _ in crossed)
             queue += [(i, self.old_to_new[i]) for i in old_children if i in self.old_to_new]
+
+    def pair_lone_in_wrappers(self) -> None:
+        """In each new call under a paired parent that holds children of that parent's
+        partner (a wrapper), pair what was left between two of them on each side."""
+        for wrapper in range(len(self.new_tree.lines)):
+            parent = self.new_tree.parents[wrapper]
+            if wrapper in self.new_to_old or not self.new_tree.children[wrapper]:
+                continue
+            if parent == NO_PARENT:
+                self._pair_lone_in_wrapper(self.old_tree.roots, NO_PARENT, wrapper)
+            elif parent in self.new_to_old:
+                old_parent = self.new_to_old[parent]
+                self._pair_lone_in_wrapper(self.old_tree.children[old_parent], old_parent, wrapper)
+
+    def _pair_lone_in_wrapper(self, old_children: list[int], old_parent: int, wrapper: int) -> None:
+        """In a new wrapper around children of `old_parent` (`net`, around the old `fc1`
+        and `fc2`, now `net.0` and `net.2`), pair the one old child left between two
+        wrapped ones with the one new call left between their partners: the same place,
+        changed as it was wrapped (`act`, a GELU, now `net.1`, a ReLU: a type change, not
+        one call removed and another inserted)."""
+        inside = self.new_tree.children[wrapper]
+        anchors = sorted(
+            (self.new_to_old[j], j)
+            for j in inside
+            if j in self.new_to_old and self.old_tree.parents[self.new_to_old[j]] == old_parent
+        )
+        for (old_first, new_first), (old_next, new_next) in pairwise(anchors):
+            if new_next < new_first:
+                continue  # reordered inside the wrapper: no place to keep
+            olds = [
+                i for i in old_children if old_first < i < old_next and i not in self.old_to_new
+            ]
+            news = [j for j in inside if new_first < j < new_next and j not in self.new_to_old]
+            if len(olds) == 1 and len(news) == 1:
+                self.pair(olds[0], news[0])
 
     def _align_children(
         self, old_parent: int, olds: list[int], news: list[int]
