@@ -1,15 +1,18 @@
 """Two sequences of keys -> the pairs kept in order: a longest common subsequence, unique
-keys first, a longest increasing pairing, and the rows that show them; or the runs where
-they differ. Pure, no torch."""
+keys first, a longest increasing pairing, pairs by a key between pairs already made, and the
+rows that show them; or the runs where they differ. Pure, no torch."""
 
 from __future__ import annotations
 
 import bisect
 import difflib
 from collections import Counter
-from collections.abc import Hashable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Hashable, Sequence
+from typing import NamedTuple, TypeVar
 
+ItemT = TypeVar("ItemT")
+
+_SHORT = 500  # stretches up to this many items a side align by a longest common subsequence
 # One aligned row: an old and a new line index, either None for a call on one side only.
 AlignedPair = tuple[int | None, int | None]
 
@@ -117,3 +120,56 @@ def longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         result.append(pairs[position])
         position = previous[position]
     return result[::-1]
+
+
+def pairs_between(
+    old_lines: Sequence[ItemT],
+    new_lines: Sequence[ItemT],
+    olds: list[int],
+    news: list[int],
+    pairs: list[tuple[int, int]],
+    key: Callable[[ItemT], Hashable],
+    new_key: Callable[[ItemT], Hashable] | None = None,
+    *,
+    unique_only: bool,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`pairs` (in order) with more pairs by `key` in each stretch between two of them, and
+    the pairs by `key` that cross those (keys found once on each side only); `new_key`, where
+    given, is the key of the new calls.
+
+    `unique_only` pairs only keys found once in the stretch on each side (patience: a reused
+    module's calls then pair between the same neighbours); otherwise a key's occurrences pair
+    in order.
+    """
+    result: list[tuple[int, int]] = []
+    crossed: list[tuple[int, int]] = []
+    paired_old = {i for i, _ in pairs}
+    paired_new = {j for _, j in pairs}
+    free_old = [i for i in olds if i not in paired_old]
+    free_new = [j for j in news if j not in paired_new]
+    previous_old = previous_new = -1
+    for anchor in [*pairs, (len(old_lines), len(new_lines))]:
+        between_old = free_old[
+            bisect.bisect_right(free_old, previous_old) : bisect.bisect_left(free_old, anchor[0])
+        ]
+        between_new = free_new[
+            bisect.bisect_right(free_new, previous_new) : bisect.bisect_left(free_new, anchor[1])
+        ]
+        if between_old and between_new:
+            old_keys = [key(old_lines[i]) for i in between_old]
+            new_keys = [(new_key or key)(new_lines[j]) for j in between_new]
+            if unique_only:
+                in_order, out_of_order = match_in_order(*only_unique(old_keys, new_keys))
+            elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
+                in_order, out_of_order = common_subsequence(old_keys, new_keys), []
+            else:  # a long stretch: occurrences in order, in O(n log n)
+                in_order, out_of_order = match_in_order(
+                    occurrences(old_keys), occurrences(new_keys)
+                )
+            result += [(between_old[i], between_new[j]) for i, j in in_order]
+            if unique_only:
+                crossed += [(between_old[i], between_new[j]) for i, j in out_of_order]
+        if anchor[0] < len(old_lines):
+            result.append(anchor)
+        previous_old, previous_new = anchor
+    return result, crossed

@@ -22,7 +22,6 @@ pass over the calls or a longest increasing subsequence, so 100,000 calls pair i
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -32,18 +31,14 @@ from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.ordered_pairing import (
     AlignedPair,
-    common_subsequence,
     interleave,
     longest_increasing,
-    match_in_order,
-    occurrences,
-    only_unique,
+    pairs_between,
 )
 from pytest_fwdorder.golden.format import GoldenLine
 
 _SMALLEST_SUBTREE = 2  # a single call pairs only inside a paired parent or by its path
 _DICE_ENOUGH = 0.5
-_SHORT = 500  # stretches up to this many calls a side align by a longest common subsequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +361,7 @@ class _Matcher:
                 news = [j for j in news if j not in taken_new]
                 if not self.match_paths:
                     news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
-            pairs, out_of_order = _pairs_between(
+            pairs, out_of_order = pairs_between(
                 old_lines, new_lines, olds, news, pairs, old_key, new_key, unique_only=unique_only
             )
             if out_of_order:  # two swapped layers: each pairs with its look-alike
@@ -412,7 +407,7 @@ class _Matcher:
         `q.base` inside `q (LoRA)`), or the mirror image; returns the children still
         unpaired."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
-        candidates, _ = _pairs_between(
+        candidates, _ = pairs_between(
             old_lines, new_lines, olds, news, pairs, old_path, new_path, unique_only=False
         )
         taken = set(pairs)
@@ -507,59 +502,6 @@ class _Matcher:
         if old_parent == NO_PARENT:
             return new_parent == NO_PARENT
         return self.old_to_new.get(old_parent) == new_parent
-
-
-def _pairs_between(
-    old_lines: list[GoldenLine],
-    new_lines: list[GoldenLine],
-    olds: list[int],
-    news: list[int],
-    pairs: list[tuple[int, int]],
-    key: Callable[[GoldenLine], Hashable],
-    new_key: Callable[[GoldenLine], Hashable] | None = None,
-    *,
-    unique_only: bool,
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """`pairs` (in order) with more pairs by `key` in each stretch between two of them, and
-    the pairs by `key` that cross those (keys found once on each side only); `new_key`, where
-    given, is the key of the new calls.
-
-    `unique_only` pairs only keys found once in the stretch on each side (patience: a reused
-    module's calls then pair between the same neighbours); otherwise a key's occurrences pair
-    in order.
-    """
-    result: list[tuple[int, int]] = []
-    crossed: list[tuple[int, int]] = []
-    paired_old = {i for i, _ in pairs}
-    paired_new = {j for _, j in pairs}
-    free_old = [i for i in olds if i not in paired_old]
-    free_new = [j for j in news if j not in paired_new]
-    previous_old = previous_new = -1
-    for anchor in [*pairs, (len(old_lines), len(new_lines))]:
-        between_old = free_old[
-            bisect.bisect_right(free_old, previous_old) : bisect.bisect_left(free_old, anchor[0])
-        ]
-        between_new = free_new[
-            bisect.bisect_right(free_new, previous_new) : bisect.bisect_left(free_new, anchor[1])
-        ]
-        if between_old and between_new:
-            old_keys = [key(old_lines[i]) for i in between_old]
-            new_keys = [(new_key or key)(new_lines[j]) for j in between_new]
-            if unique_only:
-                in_order, out_of_order = match_in_order(*only_unique(old_keys, new_keys))
-            elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
-                in_order, out_of_order = common_subsequence(old_keys, new_keys), []
-            else:  # a long stretch: occurrences in order, in O(n log n)
-                in_order, out_of_order = match_in_order(
-                    occurrences(old_keys), occurrences(new_keys)
-                )
-            result += [(between_old[i], between_new[j]) for i, j in in_order]
-            if unique_only:
-                crossed += [(between_old[i], between_new[j]) for i, j in out_of_order]
-        if anchor[0] < len(old_lines):
-            result.append(anchor)
-        previous_old, previous_new = anchor
-    return result, crossed
 
 
 def _crossing(pairs: list[tuple[int, int]]) -> bool:
