@@ -60,6 +60,7 @@ _FINDINGS = {
 }
 
 _EXAMPLES = 5
+_FOLLOWERS_SHOWN = 3  # the calls a change passed on to, named before the rest are counted
 
 # What a change of each kind counts, where it is not a call.
 _NOUNS = {
@@ -371,20 +372,30 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
 def _passed_on(side: str, followers: list[tuple[ChangeKind, GoldenLine]]) -> str:
     """`, and so the output of the model` for the calls a change passed on to; where it
     passed from an input to an output, each says which: `, and so the input of mlp.1
-    (GELU), its output and the input of mlp.2 (Linear)`."""
+    (GELU), its output and the input of mlp.2 (Linear)`; through a whole stage, the first
+    three and a count: `... and 29 more inputs and outputs`."""
     if not followers:
         return ""
     names = ["the model" if line.path == "<root>" else called(line) for _, line in followers]
     sides = ["input" if kind is ChangeKind.INPUT_CHANGED else "output" for kind, _ in followers]
     if all(one == side for one in sides):
+        shown = ", ".join(names[:_FOLLOWERS_SHOWN])
+        if len(names) > _FOLLOWERS_SHOWN + 1:
+            return f", and so the {side} of {shown} and {len(names) - _FOLLOWERS_SHOWN} more"
         return f", and so the {side} of {', '.join(names)}"
-    parts = [
-        f"its {one}" if number and names[number - 1] == name else f"the {one} of {name}"
-        for number, (one, name) in enumerate(zip(sides, names, strict=True))
-    ]
-    if len(parts) > 2 * _EXAMPLES:  # a change that flows through a whole stage
-        return ", and so " + _examples(parts, limit=2 * _EXAMPLES)
-    return ", and so " + ", ".join(parts[:-1]) + f" and {parts[-1]}"
+    else:
+        parts = [
+            f"its {one}" if number and names[number - 1] == name else f"the {one} of {name}"
+            for number, (one, name) in enumerate(zip(sides, names, strict=True))
+        ]
+    if len(parts) > _FOLLOWERS_SHOWN + 1:  # a change that flows through a whole stage
+        rest = sorted(set(sides[_FOLLOWERS_SHOWN:]))
+        kinds = " and ".join(f"{one}s" for one in rest)
+        return (
+            f", and so {', '.join(parts[:_FOLLOWERS_SHOWN])} and "
+            f"{len(parts) - _FOLLOWERS_SHOWN} more {kinds}"
+        )
+    return f", and so {', '.join(parts[:-1])} and {parts[-1]}"
 
 
 def _without_prefix(detail: str, path: str) -> str:
