@@ -481,21 +481,18 @@ def _cases() -> list[Refactor]:
             resnet18,
             with_resnet(lambda model: setattr(model, "layer4", HalfPrecision(model.layer4))),
             image,
-            # Every call under the wrapper takes and gives f16. Said where it starts: the
-            # stage's input, passed to its first calls, and the block's identity branch (the
-            # downsample takes the block's input); the outputs of the two convolutions that
-            # change the shape, each followed through the calls that take it (not counted).
-            {"wrapped": 1, "input changed": 2, "output changed": 2, "parameters changed": 10},
+            # Every call under the wrapper takes and gives f16. An input change is passed on
+            # where nothing else can explain it (a first child's, the next call's when its
+            # parent's input is not the same tensor); an output is not passed on from a call
+            # whose own parameters changed dtype too (their dtype alone may explain it).
+            {"wrapped": 1, "input changed": 7, "output changed": 10, "parameters changed": 10},
             (
                 "layer4 (HalfPrecision) wraps the old layer4, now layer4.stage (18 calls renamed "
                 "under it)",
-                "input changed at 2 calls: layer4.stage (Sequential) input dtype f32 -> f16, and "
-                "so the input of layer4.stage.0 (BasicBlock), layer4.stage.0.conv1 (Conv2d); "
-                "layer4.stage.0.downsample (Sequential) input dtype f32 -> f16, and so the input "
-                "of layer4.stage.0.downsample.0 (Conv2d)",
-                "output changed at 2 calls: layer4.stage.0.conv1 (Conv2d) output dtype f32 -> "
-                "f16, and so the input of layer4.stage.0.bn1 (BatchNorm2d), its output, the input "
-                "of layer4.stage.0.relu #1 (ReLU) and 5 more inputs and outputs;",
+                "input changed at 7 calls: layer4.stage (Sequential) input dtype f32 -> f16, and "
+                "so the input of layer4.stage.0 (BasicBlock), layer4.stage.0.conv1 (Conv2d);",
+                "output changed at 10 calls: layer4.stage.0.conv1 (Conv2d) output dtype f32 -> "
+                "f16, and so the input of layer4.stage.0.bn1 (BatchNorm2d);",
             ),
             ("layer4 (HalfPrecision) wraps the old layer4",),
         ),
@@ -596,6 +593,18 @@ def _cases() -> list[Refactor]:
                 "type changed at 2 calls: FlatMlp -> GroupedMlp in <root>, GELU -> ReLU in net.1",
             ),
             ("net (Sequential) wraps the old fc1, act, fc2, now net.0, net.1, net.2",),
+        ),
+        Refactor(
+            "a layer inserted at the start of a top-level Sequential",
+            lambda: _top_level_blocks(prepend=False),
+            lambda: _top_level_blocks(prepend=True),
+            features,
+            {"inserted": 1, "renamed": 4},
+            (
+                "0 ... 3 -> 1 ... 4, renumbered (4 subtrees, 12 calls renamed with them)",
+                "1 call inserted: 0 (Identity) at the start of <root> (Sequential)",
+            ),
+            ("1 call inserted",),
         ),
         Refactor(
             "delete a MobileNetV3 block",
@@ -993,6 +1002,31 @@ class GroupedMlp(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
+
+
+class _Blocks(nn.Module):
+    def __init__(self, blocks: list[nn.Module]) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(x)
+
+
+def _blocks_model(inserted_at: int | None = None, gelu_in: int | None = None) -> nn.Module:
+    torch.manual_seed(0)
+    blocks: list[nn.Module] = [nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(4)]
+    if inserted_at is not None:
+        blocks.insert(inserted_at, nn.Identity())
+    if gelu_in is not None:
+        blocks[gelu_in][1] = nn.GELU()  # type: ignore[index]
+    return _Blocks(blocks)
+
+
+def _top_level_blocks(*, prepend: bool) -> nn.Module:
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(4)]
+    return nn.Sequential(*([nn.Identity()] if prepend else []), *blocks)
 
 
 def _grouped_from(model: nn.Module, index: int) -> nn.Module:

@@ -132,11 +132,12 @@ def test_a_parameter_dict_kept_under_a_second_name_is_put_back_once() -> None:
     assert model.same_parameters is model._parameters
 
 
-def test_the_plan_of_a_model_with_more_attributes_than_kept_is_made_each_trace(
+def test_the_plan_of_a_model_with_more_attributes_than_kept_stays_out_of_the_shared_plans(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 37's heap: a plan holds about 400 bytes per module, so a big model's is not kept;
-    its containers are put back all the same."""
+    """Issue 37's heap: a plan holds about 400 bytes per module, so a big model's is not kept
+    among the plans models share (it rides with that model's kept index alone); its
+    containers are put back all the same."""
     monkeypatch.setattr(attribute_layout_module, "MOST_KEPT_ATTRIBUTES", 10)
     monkeypatch.setattr(attribute_layout_module, "_LAYOUTS", BoundedCache(8))
     model = KeepsAHistory()

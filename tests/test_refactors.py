@@ -8,6 +8,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
+import torchvision
 from refactors import (
     resnet50,
     with_leaky_relu,
@@ -333,3 +334,60 @@ def test_a_name_free_wrapper_is_not_taken_for_the_next_layers_type_change() -> N
         "2 (Sequential) wraps the old 2, now 2.0",
         "type changed at 3: ReLU -> GELU",
     ], summary
+
+
+def test_a_layer_inserted_before_look_alike_blocks_one_of_them_changed_reads_as_no_swap() -> None:
+    """Which of three look-alike blocks went where cannot be told once one of them changed
+    (the second reader's case): the summary may say less, never that two were swapped."""
+    from refactor_corpus import _blocks_model
+
+    inputs = torch.randn(2, 8)
+    before = trace_forward(_blocks_model(), inputs)
+    after = trace_forward(_blocks_model(inserted_at=1, gelu_in=3), inputs)
+
+    summary = before.diff(after).summary()
+
+    assert "swapped" not in summary
+    assert "type changed at blocks.3.1: ReLU -> GELU" in summary.splitlines()
+    assert "1 call inserted: blocks.1 (Identity) after blocks.0 (Sequential)" in summary
+
+
+class _Parallel(nn.Module):
+    """Two branches, each on its own input: `b` does not take `a`'s output."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, width), nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.a(x), self.b(y)
+
+
+def test_a_change_is_passed_on_only_along_a_flow_that_explains_it() -> None:
+    """`b`'s input widened with the model's second input, not with `a`'s output, and its
+    output because of its own settings: neither is `a`'s consequence."""
+    before = trace_forward(_Parallel(8), torch.randn(2, 8), torch.randn(2, 8))
+    after = trace_forward(_Parallel(16), torch.randn(2, 8), torch.randn(2, 16))
+
+    summary = before.diff(after).summary()
+
+    assert "and so the input of b" not in summary
+    assert "b (Linear) output (2, 8) -> (2, 16)" in summary
+
+
+def test_a_wrapper_pairs_the_old_call_with_its_exact_look_alike_not_the_first_of_its_class() -> (
+    None
+):
+    """conv1 wrapped after two new layers, the first a Conv2d on the same input: the old
+    conv1 is the wrapper's last call (same settings, shapes), and nothing's settings changed."""
+    before_model = torchvision.models.resnet18(weights=None).eval()
+    after_model = copy.deepcopy(before_model)
+    after_model.conv1 = nn.Sequential(
+        nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3), nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+    )
+    inputs = torch.randn(1, 3, 32, 32)
+
+    summary = trace_forward(before_model, inputs).diff(trace_forward(after_model.eval(), inputs))
+
+    assert "conv1 (Sequential) wraps the old conv1, now conv1.2" in summary.summary()
+    assert "settings changed" not in summary.summary()

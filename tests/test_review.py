@@ -130,7 +130,7 @@ def test_the_json_review_follows_the_documented_schema(
     assert status == EXIT_DIFFERENT
     assert list(data) == ["format", "version", "base", "head", "total", "counts", "goldens"]
     assert data["format"] == "pytest-fwdorder review"
-    assert data["version"] == JSON_VERSION == 1
+    assert data["version"] == JSON_VERSION == 2
     assert data["base"] == {
         "revision": "the merge base of HEAD and main",
         "commit": git(repository, "rev-parse", "main").strip(),

@@ -429,3 +429,28 @@ def test_the_reports_compare_values_within_the_traces_own_tolerance(
     assert in_assertion is (tolerance == "0")  # the oracle tells the two tolerances apart
     assert (moved in annotation) is in_assertion
     assert (moved in page) is in_assertion
+
+
+def test_the_html_report_of_a_trace_without_values_ignores_the_goldens_values(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A golden written with values, compared with a trace made without: the assertion says
+    only what changed in the calls (its oracle), and so must the HTML report."""
+    monkeypatch.setenv("TOLERANCE", "0.001")
+    pytester.makepyfile(
+        test_tolerated=TOLERATED_PROJECT.replace(
+            "values=True", "values=os.environ.get('VALUES') == '1'"
+        )
+    )
+    monkeypatch.setenv("VALUES", "1")
+    pytester.runpytest("--snapshot-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("VALUES", "0")
+    monkeypatch.setenv("LAST", "Tanh")
+    result = pytester.runpytest("--fwdorder-report=report.html", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    totals = "4 calls before, 4 after: 1 call type changed"
+    result.stdout.fnmatch_lines([f"*{totals}"])  # the oracle: no values among the changes
+    page = (pytester.path / "report.html").read_text()
+    assert totals in page
+    assert "values changed" not in page
+    assert "values moved" not in page

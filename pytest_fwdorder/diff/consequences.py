@@ -11,6 +11,8 @@ from __future__ import annotations
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.golden.format import GoldenLine
 
+# Changes of a call's own make-up: its output may differ for them alone.
+_OWN_KINDS = (ChangeKind.TYPE_CHANGED, ChangeKind.SETTINGS_CHANGED, ChangeKind.PARAMETERS_CHANGED)
 # The calls a change passed on to, each with the kind of change it passed on as.
 Followers = dict[tuple[ChangeKind, int], list[tuple[ChangeKind, GoldenLine]]]
 
@@ -42,11 +44,18 @@ def fold_consequences(
         return changes, {}
     parents, last_children = _parents_and_last_children(new_lines)
     previous_siblings = _previous_siblings(parents)
+    changed_itself = {
+        change.position
+        for change in changes
+        if change.kind in _OWN_KINDS and change.position is not None and change.new is not None
+    }
     source: dict[tuple[ChangeKind, int], tuple[ChangeKind, int]] = {}
     for (kind, position), change in by_place.items():
         cause = _cause(kind, position, by_place, new_lines, parents, last_children)
         if cause is None:
-            cause = _cause_along_the_flow(kind, position, by_place, new_lines, previous_siblings)
+            cause = _cause_along_the_flow(
+                kind, position, by_place, new_lines, previous_siblings, parents, changed_itself
+            )
         if cause is not None and cause.detail == change.detail:
             source[(kind, position)] = (cause.kind, cause.position or 0)
     # Each change's followers in the order the change flows: a call's input, then its output,
@@ -111,19 +120,41 @@ def _cause_along_the_flow(
     by_place: dict[tuple[ChangeKind, int], Change],
     new_lines: list[GoldenLine],
     previous_siblings: list[int | None],
+    parents: list[int | None],
+    changed_itself: set[int],
 ) -> Change | None:
     """The output change of the sibling before the call that is its input, or, for a call
-    without nested calls that gives what it takes, the change of its own input."""
+    without nested calls that gives what it takes and whose own facts did not change, the
+    change of its own input."""
     line = new_lines[position]
     if kind is ChangeKind.INPUT_CHANGED:
         sibling = previous_siblings[position]
-        if sibling is None or line.inputs != f"({new_lines[sibling].outputs})":
+        if (
+            sibling is None
+            or line.inputs != f"({new_lines[sibling].outputs})"
+            or _may_take_the_parents_input(position, by_place, new_lines, parents)
+        ):
             return None
         return by_place.get((ChangeKind.OUTPUT_CHANGED, sibling))
     leaf = position + 1 == len(new_lines) or new_lines[position + 1].depth <= line.depth
-    if not leaf or line.inputs != f"({line.outputs})":
-        return None
+    if not leaf or line.inputs != f"({line.outputs})" or position in changed_itself:
+        return None  # a call whose settings changed may give another output for that alone
     return by_place.get((ChangeKind.INPUT_CHANGED, position))
+
+
+def _may_take_the_parents_input(
+    position: int,
+    by_place: dict[tuple[ChangeKind, int], Change],
+    new_lines: list[GoldenLine],
+    parents: list[int | None],
+) -> bool:
+    """Whether the call's input is also among its parent's, which changed too: the call may
+    take that instead of its sibling's output (a second branch on a second input), so which
+    one it took cannot be told."""
+    parent = parents[position]
+    if parent is None or (ChangeKind.INPUT_CHANGED, parent) not in by_place:
+        return False
+    return new_lines[position].inputs[1:-1] in new_lines[parent].inputs
 
 
 def _previous_siblings(parents: list[int | None]) -> list[int | None]:

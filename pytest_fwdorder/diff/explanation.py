@@ -395,6 +395,8 @@ def _passed_on(side: str, followers: list[tuple[ChangeKind, GoldenLine]]) -> str
             f", and so {', '.join(parts[:_FOLLOWERS_SHOWN])} and "
             f"{len(parts) - _FOLLOWERS_SHOWN} more {kinds}"
         )
+    if len(parts) == 1:
+        return f", and so {parts[0]}"
     return f", and so {', '.join(parts[:-1])} and {parts[-1]}"
 
 

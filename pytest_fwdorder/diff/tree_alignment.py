@@ -158,11 +158,15 @@ class _Matcher:
             # Same-path pairs that cross the others: a layer inserted or deleted before
             # look-alike blocks renumbered them all (`features.5`, now `features.6`, and
             # `features.6`, now `features.7`), so the old `features.6` is not the new one.
-            # Paired in order, they read as renumbered with the rest, not as swapped. Only
-            # look-alikes that all kept their names were called in another order.
+            # As many on each side, paired in order, they read as renumbered with the rest,
+            # not as swapped. With more on one side (one of them changed too), which went
+            # where cannot be told: none pairs here, and the later passes pair by name
+            # (saying less, never a swap). Only look-alikes that all kept their names were
+            # called in another order.
+            if len(olds) != len(news):
+                return []
             in_order = self._look_alikes_by(olds, news, (call_keys.parent_path,))
-            if not _crossing(in_order):
-                return in_order
+            return [] if _crossing(in_order) else in_order
         return by_path
 
     def _look_alikes_by(
@@ -513,19 +517,30 @@ def _crossing(pairs: list[tuple[int, int]]) -> bool:
 def _first_alike(
     tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
 ) -> int | None:
-    """The first unpaired child of `parent` with the class and input of `line`; else its one
-    unpaired child of that class (a stem wrapped as its input channels changed: the wrap
-    and the settings change explain it with fewer changes than a type change and an
+    """The unpaired child of `parent` that is `line`'s look-alike (class, shapes, facts), else
+    the first with its class and input; else its one unpaired child of that class, where it
+    kept its output or has calls of its own (a stem wrapped as its input channels changed:
+    the wrap and the settings change explain it with fewer changes than a type change and an
     insertion); None when there is no such child, or several."""
     same_class = [
         child
         for child in tree.children[parent]
         if child not in partners and tree.lines[child].module_type == line.module_type
     ]
-    same_input = [child for child in same_class if tree.lines[child].inputs == line.inputs]
-    if same_input:
-        return same_input[0]
-    return same_class[0] if len(same_class) == 1 else None
+    look = call_keys.look(line)
+    for child in same_class:
+        if call_keys.look(tree.lines[child]) == look:
+            return child
+    for child in same_class:
+        if tree.lines[child].inputs == line.inputs:
+            return child
+    if len(same_class) == 1:
+        child = same_class[0]
+        # Its output kept, or calls of its own to pair by their names within it (a stage
+        # wrapped as its dtype changed): a wrap; a lone call changed at both ends is not.
+        if tree.lines[child].outputs == line.outputs or tree.children[child]:
+            return child
+    return None
 
 
 def _pairs_by_key(

@@ -406,10 +406,11 @@ def _renumbered(
             continue
         last = first + len(places) - 1
         calls = sum(len(renames[place].new_calls) for place in places)
+        prefix = f"{parent}." if parent else ""  # children of a top-level Sequential: `0`
         result[places[0]] = replace(
             renames[places[0]],
-            sentence=f"{parent}.{first} ... {parent}.{last} -> {parent}.{first + shift} ... "
-            f"{parent}.{last + shift}, renumbered ({len(places)} subtrees, {_calls(calls)} "
+            sentence=f"{prefix}{first} ... {prefix}{last} -> {prefix}{first + shift} ... "
+            f"{prefix}{last + shift}, renumbered ({len(places)} subtrees, {_calls(calls)} "
             "renamed with them)",
         )
         for place in places[1:]:

@@ -26,15 +26,15 @@ from pytest_fwdorder.snapshot.kept_comparisons import (
     golden_outcomes,
     take_test_comparisons,
 )
-
-if TYPE_CHECKING:
-    from pytest_fwdorder.calls.facet_records import Facet
 from pytest_fwdorder.snapshot.policy import (
     comparable_texts,
     comparison_facets,
     explain_mismatch,
     golden_problem,
 )
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls.facet_records import Facet
 
 SUMMARY_PROPERTY = "fwdorder_summary"
 GOLDEN_PROPERTY = "fwdorder_golden"

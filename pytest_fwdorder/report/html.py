@@ -35,6 +35,7 @@ from pytest_fwdorder.golden.format import (
 from pytest_fwdorder.golden.parse import format_problem, parse_golden
 from pytest_fwdorder.picture.svg import diff_picture
 from pytest_fwdorder.snapshot.kept_comparisons import Comparison, ParityFailure
+from pytest_fwdorder.snapshot.policy import comparison_facets
 
 # Trees of up to this many calls open whole; larger ones open their first levels.
 _OPEN_WHOLE = 60
@@ -310,9 +311,8 @@ def _entry_html(comparison: Comparison, number: int) -> str:
         if problem is not None:
             body.append(f'<div class="fo-warning">The golden file {html.escape(problem)}.</div>')
         else:
-            difference = diff_golden(
-                comparison.old_text, comparison.new_text, facets=comparison.facets
-            )
+            facets = comparison_facets(comparison.facets)  # the trace's, as its assertion
+            difference = diff_golden(comparison.old_text, comparison.new_text, facets=facets)
             marks = _tree_marks(difference)
             body.append(_diff_html(difference, comparison.status))
             if comparison.status == "failed" and difference:

@@ -1,11 +1,11 @@
 """A review's three renderings: text for a terminal, Markdown for a pull request, JSON for
 bots. Pure functions of a `Review`, no git, no torch.
 
-The JSON schema (`JSON_VERSION` 1; keys are only ever added within a version)::
+The JSON schema (`JSON_VERSION` 2; keys are only ever added within a version)::
 
     {
       "format": "pytest-fwdorder review",
-      "version": 1,
+      "version": 2,
       "base": {"revision": "the merge base of HEAD and main", "commit": "<40 hex digits>"},
       "head": {"revision": null, "commit": null},      # null: the work tree
       "total": "1 golden changed: 1 with calls inserted; 1 golden added",
@@ -37,7 +37,7 @@ from pytest_fwdorder.golden.folding import colorize_diff
 from pytest_fwdorder.report.git_review import Review, ReviewedGolden
 
 JSON_FORMAT = "pytest-fwdorder review"
-JSON_VERSION = 1
+JSON_VERSION = 2  # 2: `changes` keys are the facets' own words ("backward steps changed")
 # GitHub's limit for a pull-request comment and for a step summary, in characters.
 MARKDOWN_BUDGET = 65_536
 

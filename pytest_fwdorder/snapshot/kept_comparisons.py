@@ -13,9 +13,12 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls.facet_records import Facet
 
 ComparisonStatus = Literal["passed", "failed", "missing", "updated", "created"]
 STATUSES: tuple[ComparisonStatus, ...] = get_args(ComparisonStatus)
@@ -43,7 +46,7 @@ class Comparison:
     status: ComparisonStatus
     old_text: str | None
     new_text: str
-    facets: tuple[Any, ...] | None = field(default=None, compare=False)
+    facets: tuple[Facet, ...] | None = field(default=None, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -69,7 +72,7 @@ KEEP_PER_TEST_KEY = pytest.StashKey[bool]()
 _TEST_COMPARISONS_KEY = pytest.StashKey[list[Comparison]]()
 
 
-def note_comparison(snapshot: Any, facets: tuple[Any, ...] | None = None) -> None:
+def note_comparison(snapshot: Any, facets: tuple[Facet, ...] | None = None) -> None:
     """Keep the last comparison a syrupy `SnapshotAssertion` made, if the run asked for it;
     `facets`: the compared trace's own."""
     result = snapshot.executions.get(snapshot.num_executions - 1)
@@ -155,14 +158,14 @@ def from_worker_output(items: list[dict[str, Any]]) -> list[Comparison]:
     return [Comparison(**{**item, "facets": _unpickled(item.get("facets"))}) for item in items]
 
 
-def _pickled(facets: tuple[Any, ...] | None) -> bytes | None:
+def _pickled(facets: tuple[Facet, ...] | None) -> bytes | None:
     try:
         return None if facets is None else pickle.dumps(facets)
     except Exception:  # a facet holding a lambda: the report compares with the registered ones
         return None
 
 
-def _unpickled(data: bytes | None) -> tuple[Any, ...] | None:
+def _unpickled(data: bytes | None) -> tuple[Facet, ...] | None:
     try:
         return None if data is None else tuple(pickle.loads(data))  # sent by our own worker
     except Exception:  # a facet class the controller cannot import
