@@ -158,12 +158,12 @@ def test_a_changed_backward_order_is_a_change_in_the_facets_words() -> None:
 
     facet_changes = diff.of_kind(ChangeKind.FACET_CHANGED)
     assert [(change.words, change.noun) for change in facet_changes] == [
-        ("backward order changed", "backward step")
+        ("backward steps changed", "backward step")
     ]
     assert diff.summary().splitlines() == [
         "4 calls before, 4 after: 1 call type changed, 1 backward step changed",
         "type changed at 1: ReLU -> Tanh",
-        "backward order changed: step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]",
+        "backward steps changed: step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]",
     ]
 
 
@@ -177,7 +177,7 @@ def test_more_than_five_changed_runs_are_summed_up() -> None:
 
     assert summary[0] == "13 calls before, 13 after: 6 calls type changed, 6 backward steps changed"
     line = summary[-1]
-    assert line.startswith("backward order changed: step 2 of 13: 11: ReLU <- f32[3,4] -> ")
+    assert line.startswith("backward steps changed: step 2 of 13: 11: ReLU <- f32[3,4] -> ")
     assert line.count("; ") == 4
     assert line.endswith(" (+1 more)")
 
@@ -210,8 +210,8 @@ def test_without_the_facet_registered_no_trace_writes_or_compares_backward(
         manager.register(plugin, name="pytest_fwdorder.facets.backward")
 
     assert "backward" not in text  # neither its header line nor its section
-    assert "backward order changed" not in summary  # nothing compares the sections
-    assert "backward order changed" in diff_golden(old, new).summary()  # back, it does
+    assert "backward steps changed" not in summary  # nothing compares the sections
+    assert "backward steps changed" in diff_golden(old, new).summary()  # back, it does
 
 
 def test_a_review_counts_backward_changes_in_the_facets_words() -> None:
@@ -233,7 +233,7 @@ def test_assert_same_structure_can_ignore_backward() -> None:
 def test_assert_same_structure_compares_backward_unless_ignored() -> None:
     old = trace_forward(small(), torch.randn(3, 4), backward=True)
     new = trace_forward(Checkpointed(), torch.randn(3, 4), backward=True)
-    with pytest.raises(StructureMismatchError, match="backward order changed"):
+    with pytest.raises(StructureMismatchError, match="backward steps changed"):
         assert_same_structure(old, new, ignore=("types", "shapes"))
 
 
@@ -278,11 +278,58 @@ def test_the_marker_turns_backward_on(pytester: pytest.Pytester) -> None:
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
-def test_steps_gone_at_the_end_are_placed_by_the_old_order_not_past_the_new_end() -> None:
+def test_a_step_gone_at_the_end_is_numbered_in_the_old_order_and_said_removed() -> None:
     old = trace_forward(small(), torch.randn(3, 4), backward=True).render()
     new = old.replace("    0: Linear <- f32[3,8]\n", "")  # the last step gone
 
     summary = diff_golden(old, new).summary()
 
     # Counted in the new order this was "step 4 of 3", a step the new order does not have.
-    assert "backward order changed: old step 4 of 4: 0: Linear <- f32[3,8] -> nothing" in summary
+    assert summary.splitlines()[-1] == (
+        "backward steps changed: step 4 of 4 removed: 0: Linear <- f32[3,8]"
+    )
+
+
+def test_a_step_gone_from_the_middle_is_numbered_in_the_old_order_and_said_removed() -> None:
+    old = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    new = old.replace("    1: ReLU <- f32[3,8]\n", "")  # the third of four steps gone
+    # The oracle: the old section's own lines, numbered from 1.
+    assert backward_section(old).index("    1: ReLU <- f32[3,8]") == 3
+
+    sentences = BACKWARD.describe_changes(
+        BACKWARD.read_header(parse_golden(old)[0]), BACKWARD.read_header(parse_golden(new)[0])
+    )
+
+    # Before, in the new order's numbering: "step 3 of 3: 1: ReLU <- f32[3,8] -> nothing",
+    # the new order's third step, which is `0: Linear` and is still there.
+    assert sentences == ["step 3 of 4 removed: 1: ReLU <- f32[3,8]"]
+
+
+def test_an_inserted_step_is_numbered_in_the_new_order_and_said_inserted() -> None:
+    old = trace_forward(small(), torch.randn(3, 4), backward=True).render()
+    new = old.replace(
+        "    1: ReLU <- f32[3,8]\n", "    1: ReLU <- f32[3,8]\n    1: Tanh <- f32[3,8]\n"
+    )
+    assert backward_section(new).index("    1: Tanh <- f32[3,8]") == 4  # the oracle
+
+    sentences = BACKWARD.describe_changes(
+        BACKWARD.read_header(parse_golden(old)[0]), BACKWARD.read_header(parse_golden(new)[0])
+    )
+
+    assert sentences == ["step 4 of 5 inserted: 1: Tanh <- f32[3,8]"]
+
+
+def test_two_steps_gone_in_a_row_are_one_sentence_naming_both_old_numbers() -> None:
+    old = ("a", "b", "c", "d")
+    assert BACKWARD.describe_changes(old, ("a", "d")) == ["steps 2-3 of 4 removed: b / c"]
+    assert BACKWARD.describe_changes(old, old) == []
+
+
+def test_the_summary_the_counts_and_the_review_name_a_backward_change_alike() -> None:
+    diff = diff_golden(*relu_and_tanh_goldens())
+    reviewed = explain_golden("g.fwdorder.txt", *relu_and_tanh_goldens())
+
+    # Before, the counts said "backward order changed" and the review "backward steps changed".
+    assert diff.explained_counts() == {"type changed": 1, "backward steps changed": 1}
+    assert dict(reviewed.changes) == diff.explained_counts()
+    assert "1 backward step changed" in diff.summary().splitlines()[0]

@@ -69,7 +69,9 @@ class BackwardFacet:
     read back as that section's step lines and compared as text."""
 
     title = TITLE
-    change_words = "backward order changed"
+    # The same words as the review's count of its steps (`backward steps changed`, from
+    # `change_noun`), so that the summary, `explained_counts` and the review agree.
+    change_words = "backward steps changed"
     change_noun = "backward step"
     option = "backward"
 
@@ -114,24 +116,37 @@ class BackwardFacet:
         return None if steps is None else tuple(steps)
 
     def describe_changes(self, old: tuple[str, ...], new: tuple[str, ...]) -> list[str]:
-        """One sentence per run of steps that differs, compared as text:
-        `step 3 of 4: 1: ReLU <- f32[3,8] -> 1: Tanh <- f32[3,8]`; steps gone after the
-        new order's last are placed in the old order (`old step 4 of 4: ... -> nothing`)."""
+        """One sentence per run of steps that differs, compared as text, each numbered in the
+        order that has it: a changed step in the new order (`step 3 of 4: 1: ReLU <- f32[3,8]
+        -> 1: Tanh <- f32[3,8]`), a removed one in the old (`step 3 of 4 removed: ...`), an
+        inserted one in the new (`step 4 of 5 inserted: ...`)."""
         from pytest_fwdorder.diff.ordered_pairing import changed_runs
 
         if old == new:
             return []
         sentences = []
-        for _, old_start, old_end, new_start, new_end in changed_runs(old, new):
-            before = " / ".join(line.strip() for line in old[old_start:old_end]) or "nothing"
-            after = " / ".join(line.strip() for line in new[new_start:new_end]) or "nothing"
-            where = (
-                f"step {new_start + 1} of {len(new)}"
-                if new_start < len(new)
-                else f"old step {old_start + 1} of {len(old)}"
-            )
-            sentences.append(f"{where}: {before} -> {after}")
+        for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
+            before = _joined(old[old_start:old_end])
+            after = _joined(new[new_start:new_end])
+            if tag == "delete":
+                sentences.append(f"{_numbered(old_start, old_end, len(old))} removed: {before}")
+            elif tag == "insert":
+                sentences.append(f"{_numbered(new_start, new_end, len(new))} inserted: {after}")
+            else:
+                sentences.append(f"step {new_start + 1} of {len(new)}: {before} -> {after}")
         return sentences
+
+
+def _joined(steps: Sequence[str]) -> str:
+    """Steps of a run as one phrase: `2: Linear <- f32[3,2] / 1: ReLU <- f32[3,8]`."""
+    return " / ".join(line.strip() for line in steps)
+
+
+def _numbered(start: int, end: int, total: int) -> str:
+    """`step 3 of 4` for one step of an order, `steps 2-3 of 4` for a run of them."""
+    if end - start == 1:
+        return f"step {start + 1} of {total}"
+    return f"steps {start + 1}-{end} of {total}"
 
 
 BACKWARD = BackwardFacet()
