@@ -23,6 +23,11 @@ class UnwrappedModelWarning(FwdOrderWarning):
     """The trace looked through a wrapper: torch.compile, DataParallel, DDP, FSDP2's classes."""
 
 
+class UnpicklableFacetWarning(FwdOrderWarning):
+    """A trace's facets could not travel between a pytest-xdist worker and the controller
+    (pickled there, unpickled here): the reports compare with the registered facets."""
+
+
 class EmptyTraceError(ValueError):
     """A recording block ended without a single call of the model's modules."""
 

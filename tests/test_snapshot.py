@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import ast
+import pickle
+import warnings
 from pathlib import Path
 
 import pytest
 
+from pytest_fwdorder.errors import UnpicklableFacetWarning
+from pytest_fwdorder.facets.values import VALUES
 from pytest_fwdorder.snapshot.extension import TraceSnapshotExtension
+from pytest_fwdorder.snapshot.kept_comparisons import (
+    Comparison,
+    from_worker_output,
+    to_worker_output,
+)
 
 MODEL_TEST = """
 import torch
@@ -236,3 +245,64 @@ def test_escaped_goldens_of_a_removed_test_are_reported_unused(
         "test_renamed[%5Cxe9].fwdorder.txt",
         "test_renamed[a%2Fb].fwdorder.txt",
     ]
+
+
+class _FacetHoldingALambda:
+    """A facet as a conftest might configure it: its tolerance rule kept as a lambda."""
+
+    title = "rounded outputs"
+    change_words = "rounded outputs changed"
+
+    def __init__(self) -> None:
+        self.rule = lambda old, new: abs(old - new) < 1
+
+    def same(self, old: float, new: float) -> bool:
+        return bool(self.rule(old, new))
+
+
+def _comparison_with(facets: tuple[object, ...]) -> Comparison:
+    return Comparison(
+        test_id="test_model.py::test_model",
+        snapshot_name="test_model",
+        golden_path="__snapshots__/test_model/test_model.fwdorder.txt",
+        status="failed",
+        old_text="old",
+        new_text="new",
+        facets=facets,  # type: ignore[arg-type]
+    )
+
+
+def test_an_unpicklable_facet_warns_naming_it_why_and_what_the_report_does_instead() -> None:
+    # The oracle: pickle itself refuses the facet (a lambda cannot be pickled by reference).
+    with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
+        pickle.dumps(_FacetHoldingALambda())
+    comparisons = [_comparison_with((_FacetHoldingALambda(),))] * 2
+
+    with pytest.warns(UnpicklableFacetWarning) as caught:
+        sent = to_worker_output(comparisons)
+
+    assert len(caught) == 1  # once for the session's comparisons, not once per comparison
+    message = str(caught[0].message)
+    assert "the facet 'rounded outputs' (_FacetHoldingALambda)" in message
+    assert "lambda" in message  # pickle's own reason
+    assert "2 goldens compare with the registered facets instead" in message
+    assert [item["facets"] for item in sent] == [None, None]
+    assert [comparison.facets for comparison in from_worker_output(sent)] == [None, None]
+
+
+def test_picklable_facets_travel_without_a_warning() -> None:
+    comparisons = [_comparison_with((VALUES,))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sent = to_worker_output(comparisons)
+    assert from_worker_output(sent)[0].facets == (VALUES,)
+
+
+def test_facets_the_controller_cannot_unpickle_warn_saying_why() -> None:
+    sent = [{**to_worker_output([_comparison_with((VALUES,))])[0], "facets": b"not a pickle"}]
+
+    with pytest.warns(UnpicklableFacetWarning, match=r"could not be unpickled here \(") as caught:
+        (comparison,) = from_worker_output(sent)
+
+    assert "compares with the registered facets instead" in str(caught[0].message)
+    assert comparison.facets is None

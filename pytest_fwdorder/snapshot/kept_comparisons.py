@@ -11,11 +11,14 @@ report is made (`take_test_comparisons`).
 from __future__ import annotations
 
 import pickle
+import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 import pytest
+
+from pytest_fwdorder.errors import UnpicklableFacetWarning
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.facet_records import Facet
@@ -143,32 +146,99 @@ def relative_golden_path(path: Path, root: Path) -> str:
 
 def to_worker_output(comparisons: list[Comparison]) -> list[dict[str, Any]]:
     """Plain dictionaries an xdist worker can send to the controller: the facets, objects of
-    their plugins' classes, travel pickled."""
-    return [
-        {
-            **{part.name: getattr(comparison, part.name) for part in fields(comparison)},
-            "facets": _pickled(comparison.facets),
-        }
-        for comparison in comparisons
-    ]
+    their plugins' classes, travel pickled.
+
+    Facets that cannot be pickled are left out (the controller's reports then compare with
+    the registered facets), with one `UnpicklableFacetWarning` naming the first and why.
+    """
+    sent, unsent = [], []
+    for comparison in comparisons:
+        facets = _pickled(comparison.facets)
+        if isinstance(facets, _Unpicklable):
+            unsent.append(facets)
+            facets = None
+        sent.append(
+            {
+                **{part.name: getattr(comparison, part.name) for part in fields(comparison)},
+                "facets": facets,
+            }
+        )
+    if unsent:
+        _warn_unsent(unsent[0], len(unsent))
+    return sent
 
 
 def from_worker_output(items: list[dict[str, Any]]) -> list[Comparison]:
-    """The comparisons a worker sent, back as `Comparison`s."""
-    return [Comparison(**{**item, "facets": _unpickled(item.get("facets"))}) for item in items]
+    """The comparisons a worker sent, back as `Comparison`s; facets that cannot be
+    unpickled here are left out, with one `UnpicklableFacetWarning` saying why."""
+    problems: list[Exception] = []
+    comparisons = [
+        Comparison(**{**item, "facets": _unpickled(item.get("facets"), problems)}) for item in items
+    ]
+    if problems:
+        error = problems[0]
+        warnings.warn(
+            f"the facets of {_goldens(len(problems))} sent by a pytest-xdist worker could not be "
+            f"unpickled here ({type(error).__name__}: {error}): the report compares with the "
+            "registered facets instead, without the trace's own (a tolerance it was given); "
+            "make the facets' classes importable where pytest runs (not defined in a test "
+            "function)",
+            UnpicklableFacetWarning,
+            stacklevel=2,
+        )
+    return comparisons
 
 
-def _pickled(facets: tuple[Facet, ...] | None) -> bytes | None:
-    try:
-        return None if facets is None else pickle.dumps(facets)
-    except Exception:  # a facet holding a lambda: the report compares with the registered ones
+class _Unpicklable(NamedTuple):
+    """A facet that pickle refused, and pickle's error."""
+
+    facet: Facet
+    error: Exception
+
+
+def _pickled(facets: tuple[Facet, ...] | None) -> bytes | _Unpicklable | None:
+    if facets is None:
         return None
+    try:
+        return pickle.dumps(facets)
+    except Exception as error:  # a facet holding a lambda or a local class
+        return _refused_facet(facets, error)
 
 
-def _unpickled(data: bytes | None) -> tuple[Facet, ...] | None:
+def _refused_facet(facets: tuple[Facet, ...], error: Exception) -> _Unpicklable:
+    """The first of `facets` that pickle refuses on its own, with pickle's error (`error`,
+    the whole tuple's, when each pickles alone)."""
+    for facet in facets:
+        try:
+            pickle.dumps(facet)
+        except Exception as own_error:
+            return _Unpicklable(facet, own_error)
+    return _Unpicklable(facets[0], error)
+
+
+def _warn_unsent(first: _Unpicklable, count: int) -> None:
+    facet, error = first
+    warnings.warn(
+        f"the facet {getattr(facet, 'title', '?')!r} ({type(facet).__qualname__}) cannot be "
+        f"sent from a pytest-xdist worker: pickling it failed ({type(error).__name__}: "
+        f"{error}); {_goldens(count)} compare with the registered facets instead, without "
+        "the trace's own (a tolerance it was given), in --fwdorder-report and the CI reports: "
+        "keep the facet's attributes picklable (no lambdas or local functions)",
+        UnpicklableFacetWarning,
+        stacklevel=3,
+    )
+
+
+def _goldens(count: int) -> str:
+    return "1 golden" if count == 1 else f"{count} goldens"
+
+
+def _unpickled(data: bytes | None, problems: list[Exception]) -> tuple[Facet, ...] | None:
+    """The facets a worker sent, or None; a failure is appended to `problems`."""
     try:
         return None if data is None else tuple(pickle.loads(data))  # sent by our own worker
-    except Exception:  # a facet class the controller cannot import
+    except Exception as error:  # a facet class the controller cannot import
+        problems.append(error)
         return None
 
 
