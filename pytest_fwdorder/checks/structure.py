@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.facets.backward import backward_lines
 from pytest_fwdorder.facets.values import VALUES
 from pytest_fwdorder.golden.costs_lines import render_trace_costs
 from pytest_fwdorder.golden.facet_facts import facet_header_lines
 from pytest_fwdorder.golden.format import (
     COSTS_FACT,
+    FACT_TITLES,
     FROZEN_FLAG,
     TENSOR_PATTERN,
     TIED_PATTERN,
@@ -26,6 +26,7 @@ from pytest_fwdorder.golden.format import (
 )
 from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.render import golden_lines
+from pytest_fwdorder.hookspecs import trace_facets
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.records import TraceRecords
@@ -42,7 +43,6 @@ _NAMES = (
     "parameters",
     "mode",
     "operations",
-    "backward",
 )
 
 
@@ -88,7 +88,8 @@ class _Ignored:
     parameters: bool = False
     mode: bool = False
     operations: bool = False
-    backward: bool = False
+    # The titles of the facets' sections after the calls to leave out (`"backward"`).
+    sections: frozenset[str] = frozenset()
     dimensions: frozenset[int] = frozenset()
     type_names: tuple[tuple[str, str], ...] = ()
     # The measurements `compare` asked for (names from `_MEASUREMENTS`).
@@ -107,10 +108,10 @@ class _Ignored:
                 ("parameters", self.parameters),
                 ("mode", self.mode),
                 ("operations", self.operations),
-                ("backward", self.backward),
             )
             if on
         ]
+        parts += sorted(self.sections)
         parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
         parts += [f"{old} as {new}" for old, new in self.type_names]
         ignoring = ", ".join(parts) if parts else "nothing"
@@ -119,8 +120,11 @@ class _Ignored:
         return f"{ignoring}; comparing {', '.join(sorted(self.compared))}"
 
 
-def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
-    """Read `ignore` once: it may be a generator, which a second reading would find empty."""
+def _parse_ignore(ignore: Iterable[IgnoreItem], sections: frozenset[str]) -> _Ignored:
+    """Read `ignore` once: it may be a generator, which a second reading would find empty.
+
+    `sections` are the titles of the facets' sections after the calls (`backward`).
+    """
     if isinstance(ignore, str):
         ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
     ignored = _Ignored()
@@ -131,15 +135,28 @@ def _parse_ignore(ignore: Iterable[IgnoreItem]) -> _Ignored:
             ignored = replace(ignored, dimensions=ignored.dimensions | {0})
         elif item in _NAMES:
             ignored = replace(ignored, **{item: True})  # type: ignore[arg-type]
+        elif isinstance(item, str) and item in sections:
+            ignored = replace(ignored, sections=ignored.sections | {item})
         elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
             ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
         else:
+            names = (*_NAMES, *sorted(sections))
             raise ValueError(
-                f"cannot ignore {item!r}: name one of {', '.join(map(repr, _NAMES))}, "
+                f"cannot ignore {item!r}: name one of {', '.join(map(repr, names))}, "
                 "'dim:N' for one dimension of every tensor, or a mapping of module types "
                 "to treat as equal such as {'LeakyReLU': 'ReLU'}"
             )
     return ignored
+
+
+def _section_titles(*traces: TraceRecords) -> frozenset[str]:
+    """The titles of the facets' sections after the calls that `ignore` may name: the
+    registered facets' and those the traces recorded (`backward`, which is also its option)."""
+    facets = [
+        *trace_facets(FACT_TITLES),
+        *(facet for trace in traces for facet in trace.trace_facets),
+    ]
+    return frozenset(facet.title for facet in facets if hasattr(facet, "end_lines"))
 
 
 def _parse_compare(compare: Iterable[str], ignored: _Ignored) -> _Ignored:
@@ -289,7 +306,7 @@ def _checked_request(
     and both requests are checked; errors name `function`."""
     check_trace(function, "expected", expected)
     check_trace(function, "actual", actual)
-    ignored = _parse_compare(compare, _parse_ignore(ignore))
+    ignored = _parse_compare(compare, _parse_ignore(ignore, _section_titles(expected, actual)))
     _check_measured(function, ignored, expected, actual)
     return ignored
 
@@ -366,7 +383,7 @@ def _header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
     """The header lines a structure comparison keeps."""
     return [
         *_mode_header(trace, ignored),
-        *_backward_header(trace, ignored),
+        *_section_lines(trace, ignored),
         *_measurement_header(trace, ignored),
     ]
 
@@ -390,20 +407,29 @@ def _measurement_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
     return lines
 
 
-def _backward_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
-    """The backward section (`backward=True`), compared as text unless ignored.
+def _section_lines(trace: TraceRecords, ignored: _Ignored) -> list[str]:
+    """The facets' sections after the calls (`end_lines`: `backward=True`'s steps), each
+    compared as text unless ignored by its title.
 
-    Its lines name modules by path, so ignoring paths ignores it too; ignored dtypes and
-    shapes are left out of its gradients.
+    A section is written from the trace's calls and may name them by path, so ignoring paths
+    ignores every section; ignored dtypes and shapes are left out of its tensors.
     """
-    if ignored.backward or ignored.paths:
+    if ignored.paths:
         return []
 
     def tensor(match: re.Match[str]) -> str:
         dtype = "*" if ignored.dtypes else match.group(1)
         return f"{dtype}[?]" if ignored.shapes else f"{dtype}[{match.group(2)}]"
 
-    return [TENSOR_PATTERN.sub(tensor, line) for line in backward_lines(trace)]
+    lines: list[str] = []
+    counts = trace.counts()
+    for facet in trace.trace_facets:
+        write = getattr(facet, "end_lines", None)
+        if write is None or facet.title in ignored.sections:
+            continue
+        section = write(trace.trace_facet_values[facet.title], trace, counts)
+        lines += [TENSOR_PATTERN.sub(tensor, line) for line in section]
+    return lines
 
 
 def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
@@ -426,8 +452,9 @@ def assert_same_structure(
     three), `"dtypes"`, `"batch"` (dimension 0), `"dim:N"` (any one dimension, negative
     counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
     `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, the recorded
-    `"operations"` (`ops=True`) and `"backward"` section (`backward=True`), and mappings of
-    module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
+    `"operations"` (`ops=True`), a facet's section after the calls by its title (`"backward"`,
+    `backward=True`'s steps; a plugin's facet's too), and mappings of module types to treat
+    as equal, such as `{"LeakyReLU": "ReLU"}`.
 
     `compare` names the measurements that are left out unless asked for: `"costs"` (each
     call's costs fact, the header's costs totals and uncounted operations; both traces

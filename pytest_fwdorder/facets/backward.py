@@ -158,12 +158,6 @@ def pytest_fwdorder_facets() -> list[TraceFacet]:
     return [BACKWARD]
 
 
-def backward_lines(trace: TraceRecords) -> list[str]:
-    """A trace's backward section as its golden writes it, or [] when it recorded none."""
-    value = trace.trace_facet_values.get(TITLE)
-    return [] if value is None else BACKWARD.end_lines(value, trace, trace.counts())
-
-
 SUMMED_OUTPUT = "sum of the output's floating tensors"
 
 
