@@ -3,6 +3,7 @@ where it shows (`fwdorder show/diff --svg`, the report, the notebook)."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 # The SE block the docs' diff picture inserts (docs/make_pictures.py), here in a small model.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs"))
@@ -20,7 +22,8 @@ from pytest_fwdorder import TensorSpec, trace_forward
 from pytest_fwdorder.cli.main import EXIT_DIFFERENT, EXIT_ERROR, EXIT_SAME, main
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.folding import fold_golden
-from pytest_fwdorder.golden.parse import parse_golden
+from pytest_fwdorder.golden.parse import end_section, parse_golden
+from pytest_fwdorder.picture.columns import COLUMN_INDENT, place_columns
 from pytest_fwdorder.picture.layout import Layout, diff_calls, golden_calls, lay_out
 from pytest_fwdorder.picture.svg import (
     STATUS_COLOURS,
@@ -395,6 +398,107 @@ def test_svg_backward_draws_the_backward_column(
     expected = golden_picture(OPERATIONS_GOLDEN, sections=("backward",)).svg
     assert capsys.readouterr().out == expected
     assert expected != golden_picture(OPERATIONS_GOLDEN).svg
+
+
+class Checkpointed(nn.Module):
+    """A block run under activation checkpointing: its recomputed steps nest in backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(checkpoint(self.block, x, use_reentrant=False))
+
+
+def _backward_models() -> dict[str, nn.Module]:
+    torch.manual_seed(0)
+    return {
+        "nested": nn.Sequential(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), nn.Linear(8, 2)),
+        "checkpointed": Checkpointed(),
+    }
+
+
+# The SHA-256 of each picture as 8c09104 drew it, before columns were placed for any facet's
+# section: the backward column must stay byte for byte what it was.
+_BACKWARD_PICTURES = {
+    "nested": ("a72ec64fa0bd1ce59c548125f4c82c4745f991a4b5309437d98bf7076aa7a474", 5077),
+    "checkpointed": ("cee031a60b1004e306e1de93bcfca34b495cbff12c31acbfb71f89cba3f98f68", 5889),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BACKWARD_PICTURES))
+def test_the_backward_column_of_a_traced_model_is_drawn_as_before(name: str) -> None:
+    model = _backward_models()[name]
+    trace = trace_forward(model, torch.randn(3, 4), backward=True)
+
+    svg = trace.picture(sections=("backward",)).svg
+
+    assert (hashlib.sha256(svg.encode()).hexdigest(), len(svg)) == _BACKWARD_PICTURES[name]
+    assert svg != trace.picture().svg  # the oracle can fail: without the column it differs
+
+
+# A plugin's facet's section after the calls, its lines at the left edge and nested below.
+TOY_SECTION_GOLDEN = (
+    f"{HEADER}<root>: Net (f32[2,4]) -> f32[2,4]\n"
+    "  a: Linear (f32[2,4]) -> f32[2,4]\n"
+    "weight signs:\n"
+    "a: Linear\n"
+    "  weight: -\n"
+    "  bias: +\n"
+)
+
+
+def _column_steps(svg: str, title: str) -> list[tuple[str, int]]:
+    """Each step of a column: its text and its indentation in pixels, from the SVG."""
+    root = ElementTree.fromstring(svg)
+    (column,) = [group for group in root.iter(f"{SVG}g") if group.get("class") == f"fo-{title}"]
+    left = int(column.find(f"{SVG}text").get("x"))  # the column's title starts it
+    return [
+        (step.findtext(f"{SVG}title"), int(step.find(f"{SVG}rect").get("x")) - left)
+        for step in column.iter(f"{SVG}g")
+        if step.get("class") == f"fo-{title}-step"
+    ]
+
+
+def _indentation_levels(golden: str, title: str) -> list[int]:
+    """The oracle: each line of a section's indentation, in levels of two spaces, from the
+    section's least indented line."""
+    lines = golden.splitlines()
+    section = lines[lines.index(f"{title}:") + 1 :]
+    spaces = [len(line) - len(line.lstrip(" ")) for line in section]
+    return [(count - min(spaces)) // 2 for count in spaces]
+
+
+def test_a_plugin_facets_section_is_a_column_indented_as_it_is_written() -> None:
+    drawn = golden_picture(TOY_SECTION_GOLDEN, sections=("weight signs",)).svg
+
+    steps = _column_steps(drawn, "weight-signs")
+    levels = _indentation_levels(TOY_SECTION_GOLDEN, "weight signs")
+
+    assert levels == [0, 1, 1]
+    assert [text for text, _ in steps] == ["a: Linear", "weight: -", "bias: +"]
+    # Before, a line at the left edge and one indented once were both drawn at the left.
+    assert [indent for _, indent in steps] == [level * COLUMN_INDENT for level in levels]
+    assert _indentation_levels(OPERATIONS_GOLDEN, "backward") == [0, 1]
+    backward = _column_steps(
+        golden_picture(OPERATIONS_GOLDEN, sections=("backward",)).svg, "backward"
+    )
+    assert [indent for _, indent in backward] == [0, COLUMN_INDENT]
+
+
+def test_placing_columns_leaves_the_layout_as_it_was_and_returns_a_bigger_one() -> None:
+    header, lines = parse_golden(TOY_SECTION_GOLDEN)
+    layout = lay_out(golden_calls(lines))
+    width, height = layout.width, layout.height
+
+    placed = place_columns(layout, [("weight signs", end_section(header, "weight signs") or [])])
+
+    assert (layout.width, layout.height) == (width, height)
+    assert placed.layout.width > width
+    assert placed.layout.boxes == layout.boxes
+    assert [column.title for column in placed.columns] == ["weight signs"]
 
 
 def test_svg_backward_without_svg_is_a_usage_error(

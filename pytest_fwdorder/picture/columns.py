@@ -1,9 +1,11 @@
-"""A facet's section after the calls (backward's steps) placed as a column right of a
-picture's calls. Pure, no torch and no SVG text (`svg.py` draws what this places)."""
+"""The facets' sections after the calls (`backward:`'s steps, a plugin's facet's) placed as
+columns right of a picture's calls. Pure, no torch and no SVG text (`svg.py` draws what this
+places)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from pytest_fwdorder.picture.layout import (
     HEADER_HEIGHT,
@@ -40,27 +42,44 @@ class Column:
     steps: tuple[ColumnStep, ...]
 
 
-def place_columns(layout: Layout, sections: list[tuple[str, list[str]]]) -> list[Column]:
-    """A column per (title, lines) of the facets' sections, each right of the last, the
-    layout widened and heightened to hold them."""
-    return [_place_column(layout, title, lines) for title, lines in sections]
+class PlacedColumns(NamedTuple):
+    """The columns placed, and the layout made wide and high enough to hold them too."""
+
+    layout: Layout
+    columns: tuple[Column, ...]
 
 
-def _place_column(layout: Layout, title: str, lines: list[str]) -> Column:
-    """One column right of what the layout holds so far, its lines indented as written."""
-    left = layout.width + COLUMN_GAP - MARGIN
+def place_columns(layout: Layout, sections: list[tuple[str, list[str]]]) -> PlacedColumns:
+    """A column per (title, lines) of the facets' sections, each right of the last, and a
+    new layout widened and heightened to hold them (`layout` is left as it was)."""
+    width, height = layout.width, layout.height
+    columns = []
+    for title, lines in sections:
+        column, right, bottom = _place_column(width, title, lines)
+        columns.append(column)
+        width, height = right, max(height, bottom)
+    return PlacedColumns(replace(layout, width=width, height=height), tuple(columns))
+
+
+def _place_column(left_of: int, title: str, lines: list[str]) -> tuple[Column, int, int]:
+    """One column right of `left_of` (the width drawn so far), its lines indented as written
+    from the least indented one; with the width and height that hold it."""
+    left = left_of + COLUMN_GAP - MARGIN
     y = MARGIN + HEADER_HEIGHT  # below the column's title
     widest = 0
     steps = []
+    least = min((_indentation(line) for line in lines), default=0)
     for line in lines:
-        stripped = line.lstrip(" ")
-        indent = (len(line) - len(stripped)) // 2 - 1
-        text = shorten(stripped, MAX_LABEL)
+        text = shorten(line.lstrip(" "), MAX_LABEL)
         width = text_width(text, small=True) + 16
-        x = left + max(indent, 0) * COLUMN_INDENT
+        x = left + (_indentation(line) - least) // 2 * COLUMN_INDENT
         steps.append(ColumnStep(x, y, width, text))
         widest = max(widest, x + width - left)
         y += STEP_HEIGHT + STEP_GAP
-    layout.width = left + max(widest, text_width(title)) + MARGIN
-    layout.height = max(layout.height, y + MARGIN)
-    return Column(title, left, tuple(steps))
+    right = left + max(widest, text_width(title)) + MARGIN
+    return Column(title, left, tuple(steps)), right, y + MARGIN
+
+
+def _indentation(line: str) -> int:
+    """The spaces a section's line starts with (two per level)."""
+    return len(line) - len(line.lstrip(" "))

@@ -141,12 +141,11 @@ def golden_picture(
     header, lines = parse_golden(text)
     layout = lay_out(golden_calls(lines), rolled=rolled, depth=depth, operations=operations)
     found = [(title, end_section(header, title)) for title in sections]
-    columns = place_columns(layout, [(title, steps) for title, steps in found if steps is not None])
+    placed = place_columns(layout, [(title, steps) for title, steps in found if steps is not None])
     model = model_of(header)
     calls = f"{len(lines)} call{'s' if len(lines) != 1 else ''}"
-    return Picture(
-        render_svg(layout, title=f"{model}: {calls}" if model else calls, columns=columns)
-    )
+    title = f"{model}: {calls}" if model else calls
+    return Picture(render_svg(placed.layout, title=title, columns=placed.columns))
 
 
 def diff_picture(
