@@ -10,6 +10,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -464,3 +465,104 @@ def test_an_empty_golden_is_said_to_be_empty(
 
     assert status == EXIT_ERROR
     assert "is empty" in capsys.readouterr().err
+
+
+class _BrokenFacetsPlugin:
+    """A plugin whose facets hook has a bug of its own."""
+
+    def pytest_fwdorder_facets(self) -> list[object]:
+        raise RuntimeError("the plugin's own bug")
+
+
+@pytest.fixture
+def broken_facets(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The broken plugin, registered under the name an entry point would give it."""
+    manager = request.config.pluginmanager
+    manager.register(_BrokenFacetsPlugin(), name="broken-facets")
+    try:
+        yield
+    finally:
+        manager.unregister(name="broken-facets")
+
+
+def test_help_works_when_a_plugins_facets_hook_raises(
+    broken_facets: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--help"]) == EXIT_SAME
+    assert "commands:" in capsys.readouterr().out
+    assert main(["show", "--help"]) == EXIT_SAME
+    assert "--svg" in capsys.readouterr().out
+
+
+def test_showing_a_golden_needs_no_facets_and_works_when_a_plugins_hook_raises(
+    golden_file: Path, broken_facets: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", str(golden_file)]) == EXIT_SAME
+    assert capsys.readouterr().out == golden_file.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", ["diff", "show-model"])
+def test_a_command_that_needs_the_facets_names_the_broken_plugin_and_what_to_do(
+    golden_file: Path, broken_facets: None, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = {
+        "diff": ["diff", str(golden_file), str(golden_file)],
+        "show-model": ["show", "cli_models:tiny", "--input", "2x4"],
+    }[command]
+
+    status = main(arguments)
+
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert status == EXIT_ERROR
+    assert error.startswith("fwdorder: error: the plugin 'broken-facets' (")
+    assert (
+        "_BrokenFacetsPlugin.pytest_fwdorder_facets) raised RuntimeError: the plugin's own bug"
+        in error
+    )
+    assert f"; `fwdorder {arguments[0]}` needs the facets (pytest_fwdorder_facets): " in error
+    assert "fix or uninstall the plugin" in error
+
+
+def test_a_missing_svg_section_option_says_the_broken_plugin_took_it_away(
+    golden_file: Path, broken_facets: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(["show", str(golden_file), "--svg", "-", "--svg-backward"])
+
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert status == EXIT_ERROR
+    assert error.startswith("fwdorder: error: unrecognized arguments: --svg-backward (the facets'")
+    assert "the plugin 'broken-facets' (" in error
+
+
+class _NoFacetPlugin:
+    """A plugin whose facets hook returns something that is no facet."""
+
+    def pytest_fwdorder_facets(self) -> list[object]:
+        return [object()]
+
+
+def test_a_plugin_that_offers_no_facet_is_named_among_those_that_offer_facets(
+    golden_file: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manager = request.config.pluginmanager
+    manager.register(_NoFacetPlugin(), name="offers-an-object")
+    try:
+        status = main(["diff", str(golden_file), str(golden_file)])
+    finally:
+        manager.unregister(name="offers-an-object")
+
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert status == EXIT_ERROR
+    # The hook returned, so no traceback names it: every plugin that offers facets is listed.
+    assert "one of the plugins that offer facets (" in error
+    assert "'offers-an-object'" in error
+    assert "failed: TypeError: pytest_fwdorder_facets returned <object object at " in error
+
+
+def test_without_the_broken_plugin_the_same_commands_work(
+    golden_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The oracle that the failures above are the plugin's: the commands themselves work.
+    assert main(["diff", str(golden_file), str(golden_file)]) == EXIT_SAME
+    assert main(["show", "cli_models:tiny", "--input", "2x4"]) == EXIT_SAME
+    assert "broken" not in capsys.readouterr().err

@@ -1,16 +1,22 @@
 """The `fwdorder` command line's parser: its commands, their arguments and help texts.
 
 The trace options' flags are derived from `OPTIONS` (one `--show-devices` per
-`show_devices`); what each command does is in main.py.
+`show_devices`); what each command does is in main.py. A plugin whose facets hook raises
+breaks only the commands that need the facets (`_FacetsCheckingParser`), not `--help`.
 """
 
 from __future__ import annotations
 
 import argparse
+import traceback
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, NoReturn
 
 from pytest_fwdorder.cli.cost_table import COST_ORDERS
 from pytest_fwdorder.golden.format import FACT_TITLES
-from pytest_fwdorder.hookspecs import trace_facets
+from pytest_fwdorder.hookspecs import ENTRY_POINT_GROUP, plugin_manager, trace_facets
 from pytest_fwdorder.options import OPTIONS
 
 PROGRAM = "fwdorder"
@@ -52,10 +58,54 @@ _COMMAND_TEXTS = {
 }
 
 
+class _FacetsCheckingParser(argparse.ArgumentParser):
+    """`fwdorder`'s parser: when the plugins' facets could not be had (`facets_problem`), a
+    command that needs them is a usage error saying so; `--help` and the others still run."""
+
+    # What went wrong, as a clause: `the plugin 'x' (module.function) raised ValueError: ...`.
+    facets_problem: str | None = None
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if self.facets_problem is not None and _needs_facets(parsed):
+            self.error(
+                f"{self.facets_problem}; `{PROGRAM} {parsed.command}` needs the facets "
+                f"(pytest_fwdorder_facets): {_FACETS_FIX}"
+            )
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        if self.facets_problem is not None and "--svg-" in message:
+            # The `--svg-TITLE` options come from the facets: say why one is missing.
+            message += (
+                f" (the facets' --svg- options are missing: {self.facets_problem}; {_FACETS_FIX})"
+            )
+        super().error(message)
+
+
+_FACETS_FIX = (
+    "fix or uninstall the plugin (a package registers one under the "
+    f"{ENTRY_POINT_GROUP!r} entry points); `{PROGRAM} --help` and `{PROGRAM} show GOLDEN` "
+    "work without the facets"
+)
+
+
+def _needs_facets(parsed: argparse.Namespace) -> bool:
+    """Whether a command traces a model or compares goldens, which takes every facet: all but
+    `show` of a golden file (printed, folded or drawn as it is)."""
+    command = getattr(parsed, "command", None)
+    if command != "show":
+        return command is not None
+    target = str(parsed.target)
+    return ":" in target and not Path(target).is_file()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `fwdorder` and its commands; each sets `command`, its name."""
     common = _common_options()
-    parser = argparse.ArgumentParser(
+    parser = _FacetsCheckingParser(
         prog=PROGRAM,
         description="Look at a PyTorch model's module calls in execution order, or compare "
         "two traces, without writing a test.",
@@ -65,9 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
         "1 different, 2 usage or loading errors.",
     )
     parser.add_argument("--version", action="version", version=f"{PROGRAM} {_version()}")
-    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    sectioned, parser.facets_problem = _sectioned_facets()
+    commands = parser.add_subparsers(
+        title="commands",
+        required=True,
+        metavar="COMMAND",
+        parser_class=argparse.ArgumentParser,  # the check runs once, on the whole line
+    )
     for name, add_arguments, parents in (
-        ("show", _add_show_arguments, [common]),
+        ("show", partial(_add_show_arguments, sectioned=sectioned), [common]),
         ("diff", _add_diff_arguments, [common]),
         ("review", _add_review_arguments, []),
         ("git-diff", _add_git_diff_arguments, []),  # git's diff driver for golden files
@@ -80,6 +136,41 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(command=name)  # what `main` runs
         add_arguments(command)
     return parser
+
+
+def _sectioned_facets() -> tuple[list[Any], str | None]:
+    """The registered facets that write a section after the calls, or none and why: a
+    plugin's facets hook that raises (or offers something that is no facet) must not break
+    `--help`, so it is said only when a command needs the facets."""
+    try:
+        facets = trace_facets(FACT_TITLES)
+    except Exception as error:
+        return [], _facets_problem(error)
+    return [facet for facet in facets if hasattr(facet, "end_lines")], None
+
+
+def _facets_problem(error: Exception) -> str:
+    """A clause for a facets hook that failed: the plugin (the one whose hook is in the
+    traceback, else every plugin that offers facets) and the error."""
+    implementations = plugin_manager().hook.pytest_fwdorder_facets.get_hookimpls()
+    by_code = {
+        getattr(implementation.function, "__code__", None): implementation
+        for implementation in implementations
+    }
+    raised_in = [
+        by_code[frame.f_code]
+        for frame, _ in traceback.walk_tb(error.__traceback__)
+        if frame.f_code in by_code
+    ]
+    if raised_in:
+        implementation = raised_in[-1]
+        function = implementation.function
+        where = f"{function.__module__}.{function.__qualname__}"
+        plugin = f"the plugin {implementation.plugin_name!r} ({where}) raised"
+    else:
+        names = ", ".join(repr(implementation.plugin_name) for implementation in implementations)
+        plugin = f"one of the plugins that offer facets ({names}) failed:"
+    return f"{plugin} {type(error).__name__}: {error}"
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -110,7 +201,7 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def _add_show_arguments(show: argparse.ArgumentParser) -> None:
+def _add_show_arguments(show: argparse.ArgumentParser, sectioned: Sequence[Any]) -> None:
     show.add_argument("target", metavar="TARGET")
     show.add_argument(
         "--depth",
@@ -140,7 +231,7 @@ def _add_show_arguments(show: argparse.ArgumentParser) -> None:
         help="instead of the golden, a table of the classes of the modules whose paths match "
         "PATTERN (layers.*.self_attn.[qv]_proj), with their layer indices",
     )
-    _add_picture_options(show, trace=True)
+    _add_picture_options(show, trace=True, sectioned=sectioned)
 
 
 def _add_diff_arguments(diff: argparse.ArgumentParser) -> None:
@@ -165,7 +256,9 @@ def _add_parity_arguments(parity: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_picture_options(parser: argparse.ArgumentParser, *, trace: bool) -> None:
+def _add_picture_options(
+    parser: argparse.ArgumentParser, *, trace: bool, sectioned: Sequence[Any] = ()
+) -> None:
     """`--svg` and the options of the picture it writes."""
     group = parser.add_argument_group("picture (an SVG of the calls instead of the text)")
     group.add_argument(
@@ -186,16 +279,16 @@ def _add_picture_options(parser: argparse.ArgumentParser, *, trace: bool) -> Non
             action="store_true",
             help="with --svg: draw each call's operations (a golden traced with --ops)",
         )
-        _add_section_options(parser, group)
+        _add_section_options(parser, group, sectioned)
 
 
-def _add_section_options(parser: argparse.ArgumentParser, group: argparse._ArgumentGroup) -> None:
+def _add_section_options(
+    parser: argparse.ArgumentParser, group: argparse._ArgumentGroup, sectioned: Sequence[Any]
+) -> None:
     """`--svg-TITLE` for each registered facet that writes a section after the calls
     (`--svg-backward`): the titles asked for gather in `svg_sections`."""
     parser.set_defaults(svg_sections=[])
-    for facet in trace_facets(FACT_TITLES):
-        if not hasattr(facet, "end_lines"):
-            continue
+    for facet in sectioned:
         option = facet.option.replace("_", "-")
         group.add_argument(
             f"--svg-{facet.title.replace(' ', '-')}",
