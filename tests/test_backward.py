@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torchvision
@@ -18,7 +20,7 @@ from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.hookspecs import trace_facets
 from pytest_fwdorder.report.git_review import Review, explain_golden
-from pytest_fwdorder.report.review_format import review_total
+from pytest_fwdorder.report.review_format import format_json, review_total
 
 
 def small() -> nn.Module:
@@ -332,4 +334,7 @@ def test_the_summary_the_counts_and_the_review_name_a_backward_change_alike() ->
     # Before, the counts said "backward order changed" and the review "backward steps changed".
     assert diff.explained_counts() == {"type changed": 1, "backward steps changed": 1}
     assert dict(reviewed.changes) == diff.explained_counts()
+    data = json.loads(format_json(Review("HEAD", "0" * 40, None, None, (reviewed,))))
+    assert data["version"] == 2  # the JSON's keys are what they were
+    assert data["goldens"][0]["changes"] == diff.explained_counts()
     assert "1 backward step changed" in diff.summary().splitlines()[0]
