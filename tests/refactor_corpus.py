@@ -486,15 +486,52 @@ def _cases() -> list[Refactor]:
             # parent's input is not the same tensor); an output is not passed on from a call
             # whose own parameters changed dtype too (their dtype alone may explain it).
             {"wrapped": 1, "input changed": 7, "output changed": 10, "parameters changed": 10},
+            # Said by place, once: the stage's cast, not three lines of kinds of fact.
             (
                 "layer4 (HalfPrecision) wraps the old layer4, now layer4.stage (18 calls renamed "
                 "under it)",
-                "input changed at 7 calls: layer4.stage (Sequential) input dtype f32 -> f16, and "
-                "so the input of layer4.stage.0 (BasicBlock), layer4.stage.0.conv1 (Conv2d);",
-                "output changed at 10 calls: layer4.stage.0.conv1 (Conv2d) output dtype f32 -> "
-                "f16, and so the input of layer4.stage.0.bn1 (BatchNorm2d);",
+                "dtype f32 -> f16 within layer4.stage (Sequential): the parameters and buffers "
+                "of 10 calls, 7 inputs and 10 outputs (and 19 more inputs and outputs they "
+                "passed on)",
             ),
-            ("layer4 (HalfPrecision) wraps the old layer4",),
+            (
+                "layer4 (HalfPrecision) wraps the old layer4",
+                "dtype f32 -> f16 within the Sequential at the start of layer4: the parameters "
+                "and buffers of 10 calls",
+            ),
+        ),
+        Refactor(
+            "run two stages in half precision, one between them not",
+            resnet18,
+            with_resnet(two_stages_in_half_precision),
+            image,
+            {"wrapped": 2, "input changed": 14, "output changed": 20, "parameters changed": 20},
+            # Two places, each said where it is: not one cast "in the model".
+            (
+                "dtype f32 -> f16 within layer2.stage (Sequential): the parameters and buffers "
+                "of 10 calls, 7 inputs and 10 outputs (and 19 more inputs and outputs they "
+                "passed on)",
+                "dtype f32 -> f16 within layer4.stage (Sequential): the parameters and buffers "
+                "of 10 calls, 7 inputs and 10 outputs (and 19 more inputs and outputs they "
+                "passed on)",
+            ),
+            (
+                "dtype f32 -> f16 within the Sequential at the start of layer2",
+                "dtype f32 -> f16 within the Sequential at the start of layer4",
+            ),
+        ),
+        Refactor(
+            "a whole MLP in double precision, fed doubles",
+            mlp(*MLP),
+            double_precision(mlp(*MLP)),
+            features,
+            {"input changed": 1, "output changed": 3, "parameters changed": 3},
+            (
+                "dtype f32 -> f64 in the model: the parameters of 3 calls, 1 input and 3 "
+                "outputs (and 8 more inputs and outputs they passed on)",
+            ),
+            ("dtype f32 -> f64 in the model: the parameters of 3 calls",),
+            example_after=double_features,
         ),
         Refactor(
             "a one-channel stem",
@@ -971,6 +1008,19 @@ def _with_inserted_layer(model: nn.Module, index: int, layer: nn.Module) -> nn.M
     layers.insert(index, layer)
     model.features = nn.Sequential(*layers)
     return model
+
+
+def two_stages_in_half_precision(model: nn.Module) -> None:
+    model.layer2 = HalfPrecision(model.layer2)
+    model.layer4 = HalfPrecision(model.layer4)
+
+
+def double_precision(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    return lambda: build().double()
+
+
+def double_features() -> tuple[torch.Tensor, ...]:
+    return tuple(tensor.double() for tensor in features())
 
 
 class HalfPrecision(nn.Module):

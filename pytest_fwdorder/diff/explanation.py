@@ -10,8 +10,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_fwdorder.diff.call_tree import build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.consequences import Followers, fold_consequences
+from pytest_fwdorder.diff.dtype_changes import (
+    DtypeChange,
+    describe_dtype_change,
+    group_dtype_changes,
+)
 from pytest_fwdorder.diff.places import (
     alike_siblings,
     called,
@@ -51,6 +57,8 @@ _SUMMARY_ORDER = (
     ChangeKind.FORWARD_RUN_FOUND,
     ChangeKind.FORWARD_RUN_GONE,
 )
+# Where a dtype changed throughout a part of the model is said: with its inputs.
+_CASTS_AT = _SUMMARY_ORDER.index(ChangeKind.INPUT_CHANGED)
 # Header findings, counted by what they are about and described item by item.
 _FINDINGS = {
     ChangeKind.ODD_BLOCK_FOUND: "block",
@@ -120,9 +128,27 @@ def summarize(
         lines += sentences[:_EXAMPLES]
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
-    diff = _Changes(changes, old_lines, new_lines, followers, name_free)
-    lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
-    return "\n".join(lines)
+    # A dtype changed throughout a stage is said once, by place, not once per kind of fact.
+    casts = group_dtype_changes(changes, build_call_tree(new_lines))
+    cast = {id(change) for one in casts for change in one.changes}
+    rest = [change for change in changes if id(change) not in cast]
+    diff = _Changes(rest, old_lines, new_lines, followers, name_free)
+    described = {change.kind for change in rest}
+    for kind in kinds:
+        if kind is ChangeKind.INPUT_CHANGED or (casts and _SUMMARY_ORDER.index(kind) > _CASTS_AT):
+            lines += [_describe_cast(one, diff) for one in casts]
+            casts = []
+        if kind in described:
+            lines.append(_describe_kind(diff, kind))
+    lines += [_describe_cast(one, diff) for one in casts]
+    return "\n".join(line for line in lines if line)
+
+
+def _describe_cast(cast: DtypeChange, diff: _Changes) -> str:
+    passed_on = sum(
+        len(diff.followers.get((change.kind, change.position or 0), [])) for change in cast.changes
+    )
+    return describe_dtype_change(cast, diff.new_lines, passed_on, name_free=diff.name_free)
 
 
 def _facet_totals(changes: list[Change]) -> list[str]:
