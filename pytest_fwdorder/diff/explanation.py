@@ -92,7 +92,8 @@ def summarize(
     unwrap, a move to another parent, a renamed subtree), then one per kind of the other
     changes. The per-call changes a change to the nesting explains are not repeated."""
     nesting = nesting or []
-    changes, followers = fold_consequences(unexplained(changes, nesting), new_lines)
+    tree = build_call_tree(new_lines)
+    changes, followers = fold_consequences(unexplained(changes, nesting), new_lines, tree)
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
@@ -129,7 +130,7 @@ def summarize(
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
     # A dtype changed throughout a stage is said once, by place, not once per kind of fact.
-    casts = group_dtype_changes(changes, build_call_tree(new_lines))
+    casts = group_dtype_changes(changes, tree)
     cast = {id(change) for one in casts for change in one.changes}
     rest = [change for change in changes if id(change) not in cast]
     diff = _Changes(rest, old_lines, new_lines, followers, name_free)
