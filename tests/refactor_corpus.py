@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import adapters as adapters_module
 import torch
 import torchvision
 from torch import nn
@@ -964,6 +965,38 @@ def _cases() -> list[Refactor]:
             ("blocks.0.attn.o (LoRA) wraps the old blocks.0.attn.o",),
         ),
         Refactor(
+            "PEFT-shaped adapters, their class also named Linear, on q_proj and v_proj",
+            llama_shaped(),
+            llama_shaped(r"layers\.\d+\.self_attn\.[qv]_proj"),
+            tokens,
+            {"wrapped": 4, "inserted": 12},
+            (
+                "layers.0.self_attn.q_proj (Linear) wraps the old layers.0.self_attn.q_proj, now "
+                "layers.0.self_attn.q_proj.base_layer (1 call renamed under it)",
+            ),
+            (
+                "4 wraps, 12 calls inserted",
+                "layers.0.self_attn.q_proj (Linear) wraps the old layers.0.self_attn.q_proj",
+            ),
+        ),
+        Refactor(
+            "PEFT-shaped adapters merged away (merge_and_unload)",
+            llama_shaped(r"layers\.\d+\.self_attn\.[qv]_proj"),
+            llama_shaped(),
+            tokens,
+            {"unwrapped": 4, "removed": 12},
+            (
+                "layers.1.self_attn.v_proj (Linear) unwrapped: the old "
+                "layers.1.self_attn.v_proj.base_layer is now layers.1.self_attn.v_proj (1 call "
+                "renamed under it)",
+            ),
+            (
+                "4 unwraps, 12 calls removed",
+                "layers.1.self_attn.v_proj (Linear) unwrapped: the old "
+                "layers.1.self_attn.v_proj.base_layer is now layers.1.self_attn.v_proj",
+            ),
+        ),
+        Refactor(
             "freeze the embedding",
             with_decoder(unchanged),
             with_decoder(freeze_embedding),
@@ -1008,6 +1041,18 @@ def _with_inserted_layer(model: nn.Module, index: int, layer: nn.Module) -> nn.M
     layers.insert(index, layer)
     model.features = nn.Sequential(*layers)
     return model
+
+
+def llama_shaped(adapted: str = "") -> Callable[[], nn.Module]:
+    """A two-layer Llama-shaped decoder, with PEFT-shaped LoRA `Linear`s on the projections
+    whose paths match `adapted`."""
+
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        model = adapters_module.Decoder(layers=2).eval()
+        return adapters_module.add_adapters(model, adapted) if adapted else model
+
+    return build
 
 
 def two_stages_in_half_precision(model: nn.Module) -> None:

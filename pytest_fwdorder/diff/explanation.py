@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_fwdorder.diff.call_tree import build_call_tree
+from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.consequences import Followers, fold_consequences
 from pytest_fwdorder.diff.dtype_changes import (
@@ -129,12 +129,27 @@ def summarize(
         lines += sentences[:_EXAMPLES]
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
-    # A dtype changed throughout a stage is said once, by place, not once per kind of fact.
+    lines += _kind_lines(changes, kinds, old_lines, new_lines, followers, tree, name_free)
+    return "\n".join(line for line in lines if line)
+
+
+def _kind_lines(
+    changes: list[Change],
+    kinds: list[ChangeKind],
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    followers: Followers,
+    tree: CallTree,
+    name_free: bool,
+) -> list[str]:
+    """A line per kind of change, in the summary's order; a dtype changed throughout a part
+    of the model said once, by place, where the inputs' line would be."""
     casts = group_dtype_changes(changes, tree)
     cast = {id(change) for one in casts for change in one.changes}
     rest = [change for change in changes if id(change) not in cast]
     diff = _Changes(rest, old_lines, new_lines, followers, name_free)
     described = {change.kind for change in rest}
+    lines = []
     for kind in kinds:
         if kind is ChangeKind.INPUT_CHANGED or (casts and _SUMMARY_ORDER.index(kind) > _CASTS_AT):
             lines += [_describe_cast(one, diff) for one in casts]
@@ -142,7 +157,7 @@ def summarize(
         if kind in described:
             lines.append(_describe_kind(diff, kind))
     lines += [_describe_cast(one, diff) for one in casts]
-    return "\n".join(line for line in lines if line)
+    return lines
 
 
 def _describe_cast(cast: DtypeChange, diff: _Changes) -> str:
