@@ -43,13 +43,13 @@ def exact_alike(
     tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
 ) -> int | None:
     """The one unpaired child of `parent` without nested calls that is `line`'s exact
-    look-alike (class, shapes and facts), else None."""
-    look = call_keys.look(line)
+    look-alike (class, shapes and facts, frozen or not), else None."""
+    look = call_keys.look_thawed(line)
     alike = [
         child
         for child in tree.children[parent]
         if child not in partners
         and not tree.children[child]
-        and call_keys.look(tree.lines[child]) == look
+        and call_keys.look_thawed(tree.lines[child]) == look
     ]
     return alike[0] if len(alike) == 1 else None
