@@ -345,8 +345,8 @@ def _cases() -> list[Refactor]:
             ),
             (
                 "layer2 (Sequential) wraps the old layer2",
-                "2 calls inserted: layer2.0.extra (Identity) in layer2.0 after 1; "
-                "layer2.1 (Identity) in layer2 after 0",
+                "2 calls inserted: layer2.0.extra (Identity) in layer2.0 after layer2.0.1; "
+                "layer2.1 (Identity) in layer2 after layer2.0",
             ),
         ),
         Refactor(
@@ -376,7 +376,7 @@ def _cases() -> list[Refactor]:
             image,
             {"inserted": 1},
             ("1 call inserted: layer3.extra (Identity) after layer3.1 (BasicBlock)",),
-            ("1 call inserted: layer3.extra (Identity) in layer3 after 1",),
+            ("1 call inserted: layer3.extra (Identity) in layer3 after layer3.1",),
         ),
         Refactor(
             "remove the last block of a stage",
@@ -387,7 +387,9 @@ def _cases() -> list[Refactor]:
             (
                 "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) after layer4.0 (BasicBlock)",
             ),
-            ("7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) in layer4 after 0",),
+            (
+                "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) in layer4 after layer4.0",
+            ),
         ),
         Refactor(
             "replace the stem's activation",
@@ -659,7 +661,7 @@ def _cases() -> list[Refactor]:
             ),
             (
                 "19 calls removed: one of features.10, features.11 (InvertedResidual look-alikes, "
-                "with 18 nested calls) in features after 9",
+                "with 18 nested calls) in features after features.9",
             ),
         ),
         # Small MLPs
@@ -883,7 +885,7 @@ def _cases() -> list[Refactor]:
             tokens,
             {"inserted": 1},
             ("1 call inserted: blocks.1.mlp.3 (Dropout) after blocks.1.mlp.2 (Linear)",),
-            ("1 call inserted: blocks.1.mlp.3 (Dropout) in blocks.1.mlp after 2",),
+            ("1 call inserted: blocks.1.mlp.3 (Dropout) in blocks.1.mlp after blocks.1.mlp.2",),
         ),
         Refactor(
             "rename the head",
