@@ -537,6 +537,23 @@ def _cases() -> list[Refactor]:
             example_after=double_features,
         ),
         Refactor(
+            "every BatchNorm's eps raised, and the head's bias dropped",
+            resnet18,
+            with_resnet(eps_raised_and_head_bias_dropped),
+            image,
+            {"settings changed": 21, "parameters changed": 1},
+            # The one head change must not hide behind twenty alike: each change said once.
+            (
+                "settings changed at 21 calls: eps 1e-05 -> 0.001 at 20 BatchNorm2d calls: bn1, "
+                "layer1.0.bn1, layer1.0.bn2 (+17 more); fc (Linear): bias True -> False "
+                "(removed bias (f32[1000]))",
+            ),
+            (
+                "eps 1e-05 -> 0.001 at 20 BatchNorm2d calls",
+                "fc (Linear): bias True -> False",
+            ),
+        ),
+        Refactor(
             "a one-channel stem",
             resnet18,
             with_resnet(
@@ -1043,6 +1060,13 @@ def _with_inserted_layer(model: nn.Module, index: int, layer: nn.Module) -> nn.M
     layers.insert(index, layer)
     model.features = nn.Sequential(*layers)
     return model
+
+
+def eps_raised_and_head_bias_dropped(model: nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.eps = 1e-3
+    model.fc.bias = None
 
 
 def llama_shaped(adapted: str = "") -> Callable[[], nn.Module]:

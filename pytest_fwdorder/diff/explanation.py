@@ -328,7 +328,8 @@ def _describe_header_sections(diff: _Changes, kind: ChangeKind, changes: list[Ch
 
 
 def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    # One sentence per call: its settings, and the parameters that follow from them.
+    # One sentence per call: its settings, and the parameters that follow from them; the
+    # same change at calls of one class said once, so that another is not lost behind it.
     parameters = {
         c.position: c for c in diff.of_kind(ChangeKind.PARAMETERS_CHANGED) if c.new is not None
     }
@@ -336,13 +337,13 @@ def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) 
     for c in changes:
         if c.new is None:
             continue
-        item = f"{c.new.name} ({c.new.module_type}): {c.detail}"
+        what = c.detail
         along = parameters.get(c.position)
         if along is not None:
-            item += f" ({_without_prefix(along.detail, c.new.path)})"
-        items.append(item)
+            what += f" ({_without_prefix(along.detail, c.new.path)})"
+        items.append((c.new, what))
     return f"settings changed at {plural(len(changes), 'call')}: " + _examples(
-        items, separator="; "
+        _alike_said_once(items), separator="; "
     )
 
 
@@ -353,9 +354,30 @@ def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]
         return ""  # each was said with its call's settings
     said = len(changes) - len(left)
     with_them = f" ({said} with the settings above)" if said else ""
+    of_the_model = [f"the model: {c.detail}" for c in left if c.new is None]
+    at_calls = [(c.new, c.detail) for c in left if c.new is not None]
     return f"parameters changed at {plural(len(changes), 'call')}{with_them}: " + _examples(
-        _at_calls(left), separator="; "
+        _alike_said_once(at_calls) + of_the_model, separator="; "
     )
+
+
+def _alike_said_once(items: list[tuple[GoldenLine, str]]) -> list[str]:
+    """`fc (Linear): bias True -> False` per call, in order; a change made alike at calls of
+    one class (its tensors named within each) once, where its first call is: `eps 1e-05 ->
+    0.001 at 20 BatchNorm2d calls: bn1, layer1.0.bn1, layer1.0.bn2 (+17 more)`."""
+    groups: dict[tuple[str, str], list[tuple[GoldenLine, str]]] = {}
+    for line, what in items:
+        key = (line.module_type, _without_prefix(what, line.path))
+        groups.setdefault(key, []).append((line, what))
+    said = []
+    for (module_type, what), group in groups.items():
+        if len(group) == 1:
+            line, written = group[0]
+            said.append(f"{line.name} ({module_type}): {written}")
+        else:
+            names = _examples([line.name for line, _ in group], limit=_FOLLOWERS_SHOWN)
+            said.append(f"{what} at {len(group)} {module_type} calls: {names}")
+    return said
 
 
 def _describe_modes(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
