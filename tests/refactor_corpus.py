@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import adapters as adapters_module
 import torch
 import torchvision
 from torch import nn
@@ -344,8 +345,8 @@ def _cases() -> list[Refactor]:
             ),
             (
                 "layer2 (Sequential) wraps the old layer2",
-                "2 calls inserted: layer2.0.extra (Identity) in layer2.0 after 1; "
-                "layer2.1 (Identity) in layer2 after 0",
+                "2 calls inserted: layer2.0.extra (Identity) in layer2.0 after layer2.0.1; "
+                "layer2.1 (Identity) in layer2 after layer2.0",
             ),
         ),
         Refactor(
@@ -375,7 +376,7 @@ def _cases() -> list[Refactor]:
             image,
             {"inserted": 1},
             ("1 call inserted: layer3.extra (Identity) after layer3.1 (BasicBlock)",),
-            ("1 call inserted: layer3.extra (Identity) in layer3 after 1",),
+            ("1 call inserted: layer3.extra (Identity) in layer3 after layer3.1",),
         ),
         Refactor(
             "remove the last block of a stage",
@@ -386,7 +387,9 @@ def _cases() -> list[Refactor]:
             (
                 "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) after layer4.0 (BasicBlock)",
             ),
-            ("7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) in layer4 after 0",),
+            (
+                "7 calls removed: layer4.1 (BasicBlock, with 6 nested calls) in layer4 after layer4.0",
+            ),
         ),
         Refactor(
             "replace the stem's activation",
@@ -486,15 +489,69 @@ def _cases() -> list[Refactor]:
             # parent's input is not the same tensor); an output is not passed on from a call
             # whose own parameters changed dtype too (their dtype alone may explain it).
             {"wrapped": 1, "input changed": 7, "output changed": 10, "parameters changed": 10},
+            # Said by place, once: the stage's cast, not three lines of kinds of fact.
             (
                 "layer4 (HalfPrecision) wraps the old layer4, now layer4.stage (18 calls renamed "
                 "under it)",
-                "input changed at 7 calls: layer4.stage (Sequential) input dtype f32 -> f16, and "
-                "so the input of layer4.stage.0 (BasicBlock), layer4.stage.0.conv1 (Conv2d);",
-                "output changed at 10 calls: layer4.stage.0.conv1 (Conv2d) output dtype f32 -> "
-                "f16, and so the input of layer4.stage.0.bn1 (BatchNorm2d);",
+                "dtype f32 -> f16 within layer4.stage (Sequential): the parameters and buffers "
+                "of 10 calls, 7 inputs and 10 outputs (and 19 more inputs and outputs they "
+                "passed on)",
             ),
-            ("layer4 (HalfPrecision) wraps the old layer4",),
+            (
+                "layer4 (HalfPrecision) wraps the old layer4",
+                "dtype f32 -> f16 within the Sequential at the start of layer4: the parameters "
+                "and buffers of 10 calls",
+            ),
+        ),
+        Refactor(
+            "run two stages in half precision, one between them not",
+            resnet18,
+            with_resnet(two_stages_in_half_precision),
+            image,
+            {"wrapped": 2, "input changed": 14, "output changed": 20, "parameters changed": 20},
+            # Two places, each said where it is: not one cast "in the model".
+            (
+                "dtype f32 -> f16 within layer2.stage (Sequential): the parameters and buffers "
+                "of 10 calls, 7 inputs and 10 outputs (and 19 more inputs and outputs they "
+                "passed on)",
+                "dtype f32 -> f16 within layer4.stage (Sequential): the parameters and buffers "
+                "of 10 calls, 7 inputs and 10 outputs (and 19 more inputs and outputs they "
+                "passed on)",
+            ),
+            (
+                "dtype f32 -> f16 within the Sequential at the start of layer2",
+                "dtype f32 -> f16 within the Sequential at the start of layer4",
+            ),
+        ),
+        Refactor(
+            "a whole MLP in double precision, fed doubles",
+            mlp(*MLP),
+            double_precision(mlp(*MLP)),
+            features,
+            {"input changed": 1, "output changed": 3, "parameters changed": 3},
+            (
+                "dtype f32 -> f64 in the model: the parameters of 3 calls, 1 input and 3 "
+                "outputs (and 8 more inputs and outputs they passed on)",
+            ),
+            ("dtype f32 -> f64 in the model: the parameters of 3 calls",),
+            example_after=double_features,
+        ),
+        Refactor(
+            "every BatchNorm's eps raised, and the head's bias dropped",
+            resnet18,
+            with_resnet(eps_raised_and_head_bias_dropped),
+            image,
+            {"settings changed": 21, "parameters changed": 1},
+            # The one head change must not hide behind twenty alike: each change said once.
+            (
+                "settings changed at 21 calls: eps 1e-05 -> 0.001 at 20 BatchNorm2d calls: bn1, "
+                "layer1.0.bn1, layer1.0.bn2 (+17 more); fc (Linear): bias True -> False "
+                "(removed bias (f32[1000]))",
+            ),
+            (
+                "eps 1e-05 -> 0.001 at 20 BatchNorm2d calls",
+                "fc (Linear): bias True -> False",
+            ),
         ),
         Refactor(
             "a one-channel stem",
@@ -621,7 +678,7 @@ def _cases() -> list[Refactor]:
             ),
             (
                 "19 calls removed: one of features.10, features.11 (InvertedResidual look-alikes, "
-                "with 18 nested calls) in features after 9",
+                "with 18 nested calls) in features after features.9",
             ),
         ),
         # Small MLPs
@@ -845,7 +902,7 @@ def _cases() -> list[Refactor]:
             tokens,
             {"inserted": 1},
             ("1 call inserted: blocks.1.mlp.3 (Dropout) after blocks.1.mlp.2 (Linear)",),
-            ("1 call inserted: blocks.1.mlp.3 (Dropout) in blocks.1.mlp after 2",),
+            ("1 call inserted: blocks.1.mlp.3 (Dropout) in blocks.1.mlp after blocks.1.mlp.2",),
         ),
         Refactor(
             "rename the head",
@@ -927,6 +984,38 @@ def _cases() -> list[Refactor]:
             ("blocks.0.attn.o (LoRA) wraps the old blocks.0.attn.o",),
         ),
         Refactor(
+            "PEFT-shaped adapters, their class also named Linear, on q_proj and v_proj",
+            llama_shaped(),
+            llama_shaped(r"layers\.\d+\.self_attn\.[qv]_proj"),
+            tokens,
+            {"wrapped": 4, "inserted": 12},
+            (
+                "layers.0.self_attn.q_proj (Linear) wraps the old layers.0.self_attn.q_proj, now "
+                "layers.0.self_attn.q_proj.base_layer (1 call renamed under it)",
+            ),
+            (
+                "4 wraps, 12 calls inserted",
+                "layers.0.self_attn.q_proj (Linear) wraps the old layers.0.self_attn.q_proj",
+            ),
+        ),
+        Refactor(
+            "PEFT-shaped adapters merged away (merge_and_unload)",
+            llama_shaped(r"layers\.\d+\.self_attn\.[qv]_proj"),
+            llama_shaped(),
+            tokens,
+            {"unwrapped": 4, "removed": 12},
+            (
+                "layers.1.self_attn.v_proj (Linear) unwrapped: the old "
+                "layers.1.self_attn.v_proj.base_layer is now layers.1.self_attn.v_proj (1 call "
+                "renamed under it)",
+            ),
+            (
+                "4 unwraps, 12 calls removed",
+                "layers.1.self_attn.v_proj (Linear) unwrapped: the old "
+                "layers.1.self_attn.v_proj.base_layer is now layers.1.self_attn.v_proj",
+            ),
+        ),
+        Refactor(
             "freeze the embedding",
             with_decoder(unchanged),
             with_decoder(freeze_embedding),
@@ -971,6 +1060,38 @@ def _with_inserted_layer(model: nn.Module, index: int, layer: nn.Module) -> nn.M
     layers.insert(index, layer)
     model.features = nn.Sequential(*layers)
     return model
+
+
+def eps_raised_and_head_bias_dropped(model: nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.eps = 1e-3
+    model.fc.bias = None
+
+
+def llama_shaped(adapted: str = "") -> Callable[[], nn.Module]:
+    """A two-layer Llama-shaped decoder, with PEFT-shaped LoRA `Linear`s on the projections
+    whose paths match `adapted`."""
+
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        model = adapters_module.Decoder(layers=2).eval()
+        return adapters_module.add_adapters(model, adapted) if adapted else model
+
+    return build
+
+
+def two_stages_in_half_precision(model: nn.Module) -> None:
+    model.layer2 = HalfPrecision(model.layer2)
+    model.layer4 = HalfPrecision(model.layer4)
+
+
+def double_precision(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    return lambda: build().double()
+
+
+def double_features() -> tuple[torch.Tensor, ...]:
+    return tuple(tensor.double() for tensor in features())
 
 
 class HalfPrecision(nn.Module):

@@ -391,3 +391,36 @@ def test_a_wrapper_pairs_the_old_call_with_its_exact_look_alike_not_the_first_of
 
     assert "conv1 (Sequential) wraps the old conv1, now conv1.2" in summary.summary()
     assert "settings changed" not in summary.summary()
+
+
+def test_real_peft_lora_reads_as_the_model_and_four_projections_wrapped() -> None:
+    # peft's own LoRA layer is a class named `Linear` around the `Linear` it adapts, and it
+    # freezes that layer: the diff must still see the wrap (the oracle: peft's own list of
+    # the layers it replaced), not inserted calls with the old weight removed.
+    peft = pytest.importorskip("peft")
+    from adapters import Decoder
+
+    def base() -> nn.Module:
+        torch.manual_seed(0)
+        return Decoder(layers=2).eval()
+
+    tokens = torch.randint(0, 32, (1, 6))
+    config = peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"])
+    adapted = peft.get_peft_model(base(), config).eval()
+    replaced = [
+        path
+        for path, module in adapted.named_modules()
+        if isinstance(module, peft.tuners.lora.LoraLayer)
+    ]
+    assert len(replaced) == 4
+
+    difference = trace_forward(base(), tokens).diff(trace_forward(adapted, tokens))
+
+    summary = difference.summary()
+    counts = difference.explained_counts()
+    assert counts["wrapped"] == 5, summary  # the model, and each replaced layer
+    assert counts["inserted"] == 12, summary  # dropout, A and B in each
+    for path in replaced:
+        old = path.removeprefix("base_model.model.")
+        assert f"{path} (Linear) wraps the old {old}, now {path}.base_layer" in summary, summary
+    assert "removed weight" not in summary, summary

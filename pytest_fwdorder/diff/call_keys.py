@@ -4,9 +4,10 @@ path, class, shapes, facts), and keys read within a renamed parent. Pure, no tor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 
-from pytest_fwdorder.golden.format import GoldenLine
+from pytest_fwdorder.golden.format import FROZEN_FLAG, GoldenLine
 
 
 def within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
@@ -67,3 +68,13 @@ def structure(line: GoldenLine) -> Hashable:
 
 def look(line: GoldenLine) -> Hashable:
     return (line.module_type, line.inputs, line.outputs, line.facts)
+
+
+_FROZEN_TENSOR = re.compile(rf"\] {FROZEN_FLAG}\b")
+
+
+def look_thawed(line: GoldenLine) -> Hashable:
+    """`look` with its tensors' frozen flags left out: the layer an adapter wraps is
+    frozen by it (peft), and that is its own change, not another layer."""
+    facts = tuple(_FROZEN_TENSOR.sub("]", fact) for fact in line.facts)
+    return (line.module_type, line.inputs, line.outputs, facts)

@@ -8,6 +8,9 @@ flow (the next call's input). Pure, no torch.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -20,7 +23,7 @@ _PASSED_ON = (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED)
 
 
 def fold_consequences(
-    changes: list[Change], new_lines: list[GoldenLine]
+    changes: list[Change], new_lines: list[GoldenLine], tree: CallTree | None = None
 ) -> tuple[list[Change], Followers]:
     """The changes without the input and output changes that only pass another one on, and
     those passed on (each with its kind), by the kind and position of the change they
@@ -33,7 +36,7 @@ def fold_consequences(
     Along the data flow: a call whose input changed exactly as the output of the sibling
     before it, and is that output, takes it on (a wider projection's activation), and a
     call without nested calls that gives what it takes passes its input's change on to its
-    output.
+    output. `tree` is the call tree of `new_lines`, where the caller has built it.
     """
     by_place = {
         (change.kind, change.position): change
@@ -42,8 +45,8 @@ def fold_consequences(
     }
     if len(by_place) < 2:
         return changes, {}
-    parents, last_children = _parents_and_last_children(new_lines)
-    previous_siblings = _previous_siblings(parents)
+    tree = tree or build_call_tree(new_lines)
+    previous_siblings = _previous_siblings(tree)
     changed_itself = {
         change.position
         for change in changes
@@ -51,10 +54,10 @@ def fold_consequences(
     }
     source: dict[tuple[ChangeKind, int], tuple[ChangeKind, int]] = {}
     for (kind, position), change in by_place.items():
-        cause = _cause(kind, position, by_place, new_lines, parents, last_children)
+        cause = _cause(kind, position, by_place, tree)
         if cause is None:
             cause = _cause_along_the_flow(
-                kind, position, by_place, new_lines, previous_siblings, parents, changed_itself
+                kind, position, by_place, tree, previous_siblings, changed_itself
             )
         if cause is not None and cause.detail == change.detail:
             source[(kind, position)] = (cause.kind, cause.position or 0)
@@ -86,100 +89,82 @@ def _cause(
     kind: ChangeKind,
     position: int,
     by_place: dict[tuple[ChangeKind, int], Change],
-    new_lines: list[GoldenLine],
-    parents: list[int | None],
-    last_children: dict[int, int],
+    tree: CallTree,
 ) -> Change | None:
     """The change of the call's last child (an output) or parent (an input) it passes on."""
-    line = new_lines[position]
+    lines = tree.lines
+    line = lines[position]
     if kind is ChangeKind.OUTPUT_CHANGED:
-        child = last_children.get(position)
+        child = _last_child(tree, position)
         # Through a call that hands on the same output unchanged (a new wrapper).
         while (
             child is not None
             and (kind, child) not in by_place
-            and new_lines[child].outputs == line.outputs
+            and lines[child].outputs == line.outputs
         ):
-            child = last_children.get(child)
+            child = _last_child(tree, child)
         return by_place.get((kind, child)) if child is not None else None
-    inner, parent = position, parents[position]
+    inner, parent = position, tree.parents[position]
     while (
-        parent is not None
+        parent != NO_PARENT
         and parent + 1 == inner
         and (kind, parent) not in by_place
-        and new_lines[parent].inputs == line.inputs
+        and lines[parent].inputs == line.inputs
     ):
-        inner, parent = parent, parents[parent]
-    first = parent is not None and parent + 1 == inner
-    return by_place.get((kind, parent)) if first and parent is not None else None
+        inner, parent = parent, tree.parents[parent]
+    first = parent != NO_PARENT and parent + 1 == inner
+    return by_place.get((kind, parent)) if first else None
+
+
+def _last_child(tree: CallTree, index: int) -> int | None:
+    children = tree.children[index]
+    return children[-1] if children else None
+
+
+def _previous_siblings(tree: CallTree) -> list[int | None]:
+    """Each call's sibling run just before it inside the same parent (None for a first)."""
+    previous: list[int | None] = [None] * len(tree.lines)
+    for siblings in (tree.roots, *tree.children):
+        for before, after in pairwise(siblings):
+            previous[after] = before
+    return previous
 
 
 def _cause_along_the_flow(
     kind: ChangeKind,
     position: int,
     by_place: dict[tuple[ChangeKind, int], Change],
-    new_lines: list[GoldenLine],
+    tree: CallTree,
     previous_siblings: list[int | None],
-    parents: list[int | None],
     changed_itself: set[int],
 ) -> Change | None:
     """The output change of the sibling before the call that is its input, or, for a call
     without nested calls that gives what it takes and whose own facts did not change, the
     change of its own input."""
-    line = new_lines[position]
+    lines = tree.lines
+    line = lines[position]
     if kind is ChangeKind.INPUT_CHANGED:
         sibling = previous_siblings[position]
         if (
             sibling is None
-            or line.inputs != f"({new_lines[sibling].outputs})"
-            or _may_take_the_parents_input(position, by_place, new_lines, parents)
+            or line.inputs != f"({lines[sibling].outputs})"
+            or _may_take_the_parents_input(position, by_place, tree)
         ):
             return None
         return by_place.get((ChangeKind.OUTPUT_CHANGED, sibling))
-    leaf = position + 1 == len(new_lines) or new_lines[position + 1].depth <= line.depth
+    leaf = not tree.children[position]
     if not leaf or line.inputs != f"({line.outputs})" or position in changed_itself:
         return None  # a call whose settings changed may give another output for that alone
     return by_place.get((ChangeKind.INPUT_CHANGED, position))
 
 
 def _may_take_the_parents_input(
-    position: int,
-    by_place: dict[tuple[ChangeKind, int], Change],
-    new_lines: list[GoldenLine],
-    parents: list[int | None],
+    position: int, by_place: dict[tuple[ChangeKind, int], Change], tree: CallTree
 ) -> bool:
     """Whether the call's input is also among its parent's, which changed too: the call may
     take that instead of its sibling's output (a second branch on a second input), so which
     one it took cannot be told."""
-    parent = parents[position]
-    if parent is None or (ChangeKind.INPUT_CHANGED, parent) not in by_place:
+    parent = tree.parents[position]
+    if parent == NO_PARENT or (ChangeKind.INPUT_CHANGED, parent) not in by_place:
         return False
-    return new_lines[position].inputs[1:-1] in new_lines[parent].inputs
-
-
-def _previous_siblings(parents: list[int | None]) -> list[int | None]:
-    """Each call's sibling called just before it (None for a first child)."""
-    last_child: dict[int | None, int] = {}
-    previous: list[int | None] = []
-    for index, parent in enumerate(parents):
-        previous.append(last_child.get(parent))
-        last_child[parent] = index
-    return previous
-
-
-def _parents_and_last_children(
-    lines: list[GoldenLine],
-) -> tuple[list[int | None], dict[int, int]]:
-    """Each line's parent (None at the top) and each parent's last child, by index."""
-    parents: list[int | None] = []
-    last_children: dict[int, int] = {}
-    open_calls: list[int] = []
-    for index, line in enumerate(lines):
-        while open_calls and lines[open_calls[-1]].depth >= line.depth:
-            open_calls.pop()
-        parent = open_calls[-1] if open_calls else None
-        parents.append(parent)
-        if parent is not None:
-            last_children[parent] = index
-        open_calls.append(index)
-    return parents, last_children
+    return tree.lines[position].inputs[1:-1] in tree.lines[parent].inputs

@@ -10,8 +10,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.consequences import Followers, fold_consequences
+from pytest_fwdorder.diff.dtype_changes import (
+    DtypeChange,
+    describe_dtype_change,
+    group_dtype_changes,
+)
 from pytest_fwdorder.diff.places import (
     alike_siblings,
     called,
@@ -51,6 +57,8 @@ _SUMMARY_ORDER = (
     ChangeKind.FORWARD_RUN_FOUND,
     ChangeKind.FORWARD_RUN_GONE,
 )
+# Where a dtype changed throughout a part of the model is said: with its inputs.
+_CASTS_AT = _SUMMARY_ORDER.index(ChangeKind.INPUT_CHANGED)
 # Header findings, counted by what they are about and described item by item.
 _FINDINGS = {
     ChangeKind.ODD_BLOCK_FOUND: "block",
@@ -84,7 +92,8 @@ def summarize(
     unwrap, a move to another parent, a renamed subtree), then one per kind of the other
     changes. The per-call changes a change to the nesting explains are not repeated."""
     nesting = nesting or []
-    changes, followers = fold_consequences(unexplained(changes, nesting), new_lines)
+    tree = build_call_tree(new_lines)
+    changes, followers = fold_consequences(unexplained(changes, nesting), new_lines, tree)
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
     kinds = [kind for kind in _SUMMARY_ORDER if counts[kind]]
@@ -120,9 +129,42 @@ def summarize(
         lines += sentences[:_EXAMPLES]
         if len(sentences) > _EXAMPLES:
             lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
-    diff = _Changes(changes, old_lines, new_lines, followers, name_free)
-    lines.extend(line for line in (_describe_kind(diff, kind) for kind in kinds) if line)
-    return "\n".join(lines)
+    lines += _kind_lines(changes, kinds, old_lines, new_lines, followers, tree, name_free)
+    return "\n".join(line for line in lines if line)
+
+
+def _kind_lines(
+    changes: list[Change],
+    kinds: list[ChangeKind],
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    followers: Followers,
+    tree: CallTree,
+    name_free: bool,
+) -> list[str]:
+    """A line per kind of change, in the summary's order; a dtype changed throughout a part
+    of the model said once, by place, where the inputs' line would be."""
+    casts = group_dtype_changes(changes, tree)
+    cast = {id(change) for one in casts for change in one.changes}
+    rest = [change for change in changes if id(change) not in cast]
+    diff = _Changes(rest, old_lines, new_lines, followers, name_free)
+    described = {change.kind for change in rest}
+    lines = []
+    for kind in kinds:
+        if kind is ChangeKind.INPUT_CHANGED or (casts and _SUMMARY_ORDER.index(kind) > _CASTS_AT):
+            lines += [_describe_cast(one, diff) for one in casts]
+            casts = []
+        if kind in described:
+            lines.append(_describe_kind(diff, kind))
+    lines += [_describe_cast(one, diff) for one in casts]
+    return lines
+
+
+def _describe_cast(cast: DtypeChange, diff: _Changes) -> str:
+    passed_on = sum(
+        len(diff.followers.get((change.kind, change.position or 0), [])) for change in cast.changes
+    )
+    return describe_dtype_change(cast, diff.new_lines, passed_on, name_free=diff.name_free)
 
 
 def _facet_totals(changes: list[Change]) -> list[str]:
@@ -286,7 +328,8 @@ def _describe_header_sections(diff: _Changes, kind: ChangeKind, changes: list[Ch
 
 
 def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    # One sentence per call: its settings, and the parameters that follow from them.
+    # One sentence per call: its settings, and the parameters that follow from them; the
+    # same change at calls of one class said once, so that another is not lost behind it.
     parameters = {
         c.position: c for c in diff.of_kind(ChangeKind.PARAMETERS_CHANGED) if c.new is not None
     }
@@ -294,13 +337,13 @@ def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) 
     for c in changes:
         if c.new is None:
             continue
-        item = f"{c.new.name} ({c.new.module_type}): {c.detail}"
+        what = c.detail
         along = parameters.get(c.position)
         if along is not None:
-            item += f" ({_without_prefix(along.detail, c.new.path)})"
-        items.append(item)
+            what += f" ({_without_prefix(along.detail, c.new.path)})"
+        items.append((c.new, what))
     return f"settings changed at {plural(len(changes), 'call')}: " + _examples(
-        items, separator="; "
+        _alike_said_once(items), separator="; "
     )
 
 
@@ -311,9 +354,30 @@ def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]
         return ""  # each was said with its call's settings
     said = len(changes) - len(left)
     with_them = f" ({said} with the settings above)" if said else ""
+    of_the_model = [f"the model: {c.detail}" for c in left if c.new is None]
+    at_calls = [(c.new, c.detail) for c in left if c.new is not None]
     return f"parameters changed at {plural(len(changes), 'call')}{with_them}: " + _examples(
-        _at_calls(left), separator="; "
+        _alike_said_once(at_calls) + of_the_model, separator="; "
     )
+
+
+def _alike_said_once(items: list[tuple[GoldenLine, str]]) -> list[str]:
+    """`fc (Linear): bias True -> False` per call, in order; a change made alike at calls of
+    one class (its tensors named within each) once, where its first call is: `eps 1e-05 ->
+    0.001 at 20 BatchNorm2d calls: bn1, layer1.0.bn1, layer1.0.bn2 (+17 more)`."""
+    groups: dict[tuple[str, str], list[tuple[GoldenLine, str]]] = {}
+    for line, what in items:
+        key = (line.module_type, _without_prefix(what, line.path))
+        groups.setdefault(key, []).append((line, what))
+    said = []
+    for (module_type, what), group in groups.items():
+        if len(group) == 1:
+            line, written = group[0]
+            said.append(f"{line.name} ({module_type}): {written}")
+        else:
+            names = _examples([line.name for line, _ in group], limit=_FOLLOWERS_SHOWN)
+            said.append(f"{what} at {len(group)} {module_type} calls: {names}")
+    return said
 
 
 def _describe_modes(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:

@@ -48,10 +48,13 @@ def _place_name(line: GoldenLine) -> str:
 
 
 def _within(line: GoldenLine, parent: GoldenLine) -> str:
-    """`bn2` for `layer3.2.bn2` inside `layer3.2`; the whole name where it is not inside."""
+    """`bn2` for `layer3.2.bn2` inside `layer3.2`; the whole name where it is not inside, or
+    where within it it is a bare number (`in blocks after blocks.0`, not `after 0`)."""
     prefix = "" if parent.path == "<root>" else f"{parent.path}."
     if prefix and line.name.startswith(prefix):
-        return line.name[len(prefix) :]
+        inside = line.name[len(prefix) :]
+        if not inside.partition(" ")[0].isdigit():
+            return inside
     return line.name
 
 

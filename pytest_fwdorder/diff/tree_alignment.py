@@ -29,6 +29,7 @@ from itertools import pairwise
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
+from pytest_fwdorder.diff.look_alikes import exact_alike, first_alike
 from pytest_fwdorder.diff.ordered_pairing import (
     AlignedPair,
     interleave,
@@ -341,6 +342,14 @@ class _Matcher:
         if self.match_paths:
             passes[:0] = [(call_keys.identity, True), (call_keys.identity, False)]
         old_prefix, new_prefix = self._renamed_prefixes(old_parent)
+        # Name-free, a namesake is a call of the same class and shapes, in order.
+        namesake = call_keys.identity if self.match_paths else call_keys.structure
+        olds, news = self._pair_wrapped_namesakes(
+            olds,
+            news,
+            call_keys.within(namesake, old_prefix),
+            call_keys.within(namesake, new_prefix),
+        )
         for key, unique_only in passes:
             # Under a parent that was renamed (wrapped: `layer4`, now `layer4.m`), children
             # are named within it: `layer4.0`, now `layer4.m.0`, is the same child.
@@ -418,13 +427,60 @@ class _Matcher:
         for i, j in candidates:
             if (i, j) in taken or old_lines[i].module_type == new_lines[j].module_type:
                 continue
-            inner = _first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
+            inner = first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
             if inner is not None:
                 self.pair(i, inner)
                 continue
-            inner = _first_alike(self.old_tree, i, new_lines[j], self.old_to_new)
+            inner = first_alike(self.old_tree, i, new_lines[j], self.old_to_new)
             if inner is not None:
                 self.pair(inner, j)
+        return (
+            [i for i in olds if i not in self.old_to_new],
+            [j for j in news if j not in self.new_to_old],
+        )
+
+    def _pair_wrapped_namesakes(
+        self,
+        olds: list[int],
+        news: list[int],
+        old_identity: Callable[[GoldenLine], Hashable],
+        new_identity: Callable[[GoldenLine], Hashable],
+    ) -> tuple[list[int], list[int]]:
+        """Pair a call without nested calls with its exact look-alike inside the new call of
+        its path and class name (peft's `lora.Linear`, also a `Linear`, around the old `q`,
+        now `q.base_layer`: a wrap, not calls inserted and the weight removed), or the
+        mirror image (an adapter merged away); returns the children still unpaired."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        namesakes = _pairs_by_key(old_lines, new_lines, olds, news, old_identity, new_identity)
+        if not self.match_paths:
+            # Name-free, look-alikes pair in order only as many on each side; the wrapper's
+            # unchanged siblings pair with them, or they would pair with the wrapper later.
+            old_count = Counter(old_identity(old_lines[i]) for i in olds)
+            new_count = Counter(new_identity(new_lines[j]) for j in news)
+            namesakes = [
+                (i, j)
+                for i, j in namesakes
+                if old_count[old_identity(old_lines[i])] == new_count[new_identity(new_lines[j])]
+            ]
+            if not any(
+                call_keys.look(old_lines[i]) != call_keys.look(new_lines[j]) for i, j in namesakes
+            ):
+                return olds, news  # no wrap among them: the passes below pair them
+        for i, j in namesakes:
+            if call_keys.look(old_lines[i]) == call_keys.look(new_lines[j]):
+                if not self.match_paths:
+                    self.pair(i, j)
+                continue  # the same call: paired by its name below
+            inner = None
+            if not self.old_tree.children[i]:
+                inner = exact_alike(self.new_tree, j, old_lines[i], self.new_to_old)
+                if inner is not None:
+                    self.pair(i, inner)
+                    continue
+            if not self.new_tree.children[j]:
+                inner = exact_alike(self.old_tree, i, new_lines[j], self.old_to_new)
+                if inner is not None:
+                    self.pair(inner, j)
         return (
             [i for i in olds if i not in self.old_to_new],
             [j for j in news if j not in self.new_to_old],
@@ -514,46 +570,19 @@ def _crossing(pairs: list[tuple[int, int]]) -> bool:
     return any(map(int.__gt__, in_new_order, in_new_order[1:]))
 
 
-def _first_alike(
-    tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
-) -> int | None:
-    """The unpaired child of `parent` that is `line`'s look-alike (class, shapes, facts), else
-    the first with its class and input; else its one unpaired child of that class, where it
-    kept its output or has calls of its own (a stem wrapped as its input channels changed:
-    the wrap and the settings change explain it with fewer changes than a type change and an
-    insertion); None when there is no such child, or several."""
-    same_class = [
-        child
-        for child in tree.children[parent]
-        if child not in partners and tree.lines[child].module_type == line.module_type
-    ]
-    look = call_keys.look(line)
-    for child in same_class:
-        if call_keys.look(tree.lines[child]) == look:
-            return child
-    for child in same_class:
-        if tree.lines[child].inputs == line.inputs:
-            return child
-    if len(same_class) == 1:
-        child = same_class[0]
-        # Its output kept, or calls of its own to pair by their names within it (a stage
-        # wrapped as its dtype changed): a wrap; a lone call changed at both ends is not.
-        if tree.lines[child].outputs == line.outputs or tree.children[child]:
-            return child
-    return None
-
-
 def _pairs_by_key(
     old_lines: list[GoldenLine],
     new_lines: list[GoldenLine],
     olds: list[int],
     news: list[int],
     key: Callable[[GoldenLine], Hashable],
+    new_key: Callable[[GoldenLine], Hashable] | None = None,
 ) -> list[tuple[int, int]]:
-    """Calls with the same key paired in order of their occurrence."""
+    """Calls with the same key paired in order of their occurrence (`new_key` reads the new
+    calls where it differs)."""
     waiting: dict[Hashable, list[int]] = defaultdict(list)
     for j in news:
-        waiting[key(new_lines[j])].append(j)
+        waiting[(new_key or key)(new_lines[j])].append(j)
     pairs = []
     for i in olds:
         candidates = waiting.get(key(old_lines[i]))

@@ -1,0 +1,205 @@
+"""A dtype changed throughout one part of the model -> one sentence about that part.
+
+Pure, no torch. A stage cast to f16 (`model.layer4.half()`, behind a wrapper that casts its
+input) changes the dtype of its parameters and of the tensors its calls pass on: per kind
+of fact that reads as inputs, outputs and parameters changed at a dozen calls each, three
+lines about one change. Said by place it is one: `dtype f32 -> f16 within layer4
+(Sequential): the parameters and buffers of 10 calls, 7 inputs and 10 outputs`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.places import describe_place
+from pytest_fwdorder.golden.format import (
+    TENSOR_PATTERN,
+    GoldenLine,
+    facts_by_title,
+    tensor_fact_flags,
+    tensor_fact_items,
+    tensor_fact_shape,
+)
+from pytest_fwdorder.golden.parse import split_values, tensor_shapes
+
+# The kinds of change a cast makes; each counted in the sentence by what it is about.
+_CAST_KINDS = (
+    ChangeKind.PARAMETERS_CHANGED,
+    ChangeKind.INPUT_CHANGED,
+    ChangeKind.OUTPUT_CHANGED,
+)
+_TENSOR_TITLES = ("parameters", "buffers")
+
+
+@dataclass(frozen=True, slots=True)
+class DtypeChange:
+    """One dtype that changed to another at calls inside one call of the new trace.
+
+    `place` indexes the innermost call of the new lines that holds every one of `changes`
+    (itself possibly one of them); `changes` are the input, output and parameter changes
+    that are this cast and nothing else, in the order they came.
+    """
+
+    old_dtype: str
+    new_dtype: str
+    place: int
+    changes: tuple[Change, ...]
+
+
+def group_dtype_changes(changes: list[Change], tree: CallTree) -> list[DtypeChange]:
+    """The casts among `changes` that reach two calls or more, each with the place that
+    holds them; a change that is more than a cast (a shape too) is in none."""
+    by_cast: dict[tuple[str, str], list[Change]] = {}
+    for change in changes:
+        cast = dtype_cast(change)
+        if cast is not None:
+            by_cast.setdefault(cast, []).append(change)
+    found = []
+    for (old_dtype, new_dtype), group in by_cast.items():
+        positions = sorted({change.position for change in group if change.position is not None})
+        for part in _parts(tree, positions):
+            if len(part) < 2:
+                continue  # one call's cast reads as well by its kind of fact
+            inside = [change for change in group if change.position in part]
+            found.append(
+                DtypeChange(
+                    old_dtype, new_dtype, _innermost_holder(tree, sorted(part)), tuple(inside)
+                )
+            )
+    return found
+
+
+def _parts(tree: CallTree, positions: list[int]) -> list[set[int]]:
+    """`positions` (sorted) split where the cast has gaps: two stages cast apart, with a
+    stage between them that was not, are two places, not the whole model. Where the cast
+    enters at the call that holds them all (the model's input), they are one."""
+    holder = _innermost_holder(tree, positions)
+    if holder in positions:
+        return [set(positions)]
+    children = tree.roots if holder == NO_PARENT else tree.children[holder]
+    parts: list[set[int]] = []
+    waiting = iter(positions)
+    position = next(waiting, None)
+    adjacent = False  # whether the child before held some of them
+    for child in children:
+        inside = set()
+        while position is not None and position < tree.ends[child]:
+            inside.add(position)
+            position = next(waiting, None)
+        if inside and adjacent:
+            parts[-1] |= inside
+        elif inside:
+            parts.append(inside)
+        adjacent = bool(inside)
+    return parts
+
+
+def dtype_cast(change: Change) -> tuple[str, str] | None:
+    """The one dtype change (`('f32', 'f16')`) that is all of `change`, or None: its tensors
+    kept their shapes, names and flags, and every one whose dtype changed changed alike."""
+    if change.kind not in _CAST_KINDS or change.old is None or change.new is None:
+        return None
+    if change.position is None:
+        return None
+    if change.kind is ChangeKind.PARAMETERS_CHANGED:
+        return _tensor_facts_cast(change.old, change.new)
+    side = "inputs" if change.kind is ChangeKind.INPUT_CHANGED else "outputs"
+    old_text, new_text = getattr(change.old, side), getattr(change.new, side)
+    old_values, new_values = split_values(old_text), split_values(new_text)
+    if [TENSOR_PATTERN.sub("T", value) for value in old_values] != [
+        TENSOR_PATTERN.sub("T", value) for value in new_values
+    ]:
+        return None  # a value other than a tensor changed too
+    old_tensors, new_tensors = tensor_shapes(old_text), tensor_shapes(new_text)
+    if len(old_tensors) != len(new_tensors):
+        return None
+    casts = set()
+    for (old_dtype, old_shape), (new_dtype, new_shape) in zip(
+        old_tensors, new_tensors, strict=True
+    ):
+        if old_shape != new_shape:
+            return None
+        if old_dtype != new_dtype:
+            casts.add((old_dtype, new_dtype))
+    return casts.pop() if len(casts) == 1 else None
+
+
+def _tensor_facts_cast(old: GoldenLine, new: GoldenLine) -> tuple[str, str] | None:
+    """The one dtype change of a call's parameters and buffers, as `dtype_cast` says."""
+    old_facts, new_facts = facts_by_title(old), facts_by_title(new)
+    casts = set()
+    for title in _TENSOR_TITLES:
+        old_items = tensor_fact_items(old_facts.get(title, ""))
+        new_items = tensor_fact_items(new_facts.get(title, ""))
+        if old_items.keys() != new_items.keys():
+            return None
+        for name, old_description in old_items.items():
+            new_description = new_items[name]
+            if old_description == new_description:
+                continue
+            if tensor_fact_flags(old_description) != tensor_fact_flags(new_description):
+                return None
+            old_match = TENSOR_PATTERN.fullmatch(tensor_fact_shape(old_description))
+            new_match = TENSOR_PATTERN.fullmatch(tensor_fact_shape(new_description))
+            if old_match is None or new_match is None or old_match[2] != new_match[2]:
+                return None
+            casts.add((old_match[1], new_match[1]))
+    return casts.pop() if len(casts) == 1 else None
+
+
+def _innermost_holder(tree: CallTree, positions: list[int]) -> int:
+    """The innermost call that is or holds every call at `positions` (sorted), or
+    NO_PARENT where no one call does (top-level calls of a trace without a root call)."""
+    first, last = positions[0], positions[-1]
+    holder = first
+    while holder != NO_PARENT and tree.ends[holder] <= last:
+        holder = tree.parents[holder]
+    return holder
+
+
+def describe_dtype_change(
+    cast: DtypeChange, lines: list[GoldenLine], passed_on: int, *, name_free: bool = False
+) -> str:
+    """`dtype f32 -> f16 within layer4 (Sequential): the parameters and buffers of 10 calls,
+    7 inputs and 10 outputs (and 12 more inputs and outputs they passed on)`."""
+    counts = {kind: 0 for kind in _CAST_KINDS}
+    for change in cast.changes:
+        counts[change.kind] += 1
+    parts = []
+    if counts[ChangeKind.PARAMETERS_CHANGED]:
+        calls = counts[ChangeKind.PARAMETERS_CHANGED]
+        titles = " and ".join(_cast_titles(cast.changes))
+        parts.append(f"the {titles} of {_plural(calls, 'call')}")
+    for kind, noun in ((ChangeKind.INPUT_CHANGED, "input"), (ChangeKind.OUTPUT_CHANGED, "output")):
+        if counts[kind]:
+            parts.append(_plural(counts[kind], noun))
+    said = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+    more = f" (and {passed_on} more inputs and outputs they passed on)" if passed_on else ""
+    return f"dtype {cast.old_dtype} -> {cast.new_dtype} {_within(cast.place, lines, name_free)}: {said}{more}"
+
+
+def _cast_titles(changes: tuple[Change, ...]) -> list[str]:
+    """Which of `parameters` and `buffers` the cast changed at some call."""
+    changed = set()
+    for change in changes:
+        if change.kind is ChangeKind.PARAMETERS_CHANGED and change.old and change.new:
+            old_facts, new_facts = facts_by_title(change.old), facts_by_title(change.new)
+            changed |= {
+                title for title in _TENSOR_TITLES if old_facts.get(title) != new_facts.get(title)
+            }
+    return [title for title in _TENSOR_TITLES if title in changed]
+
+
+def _within(place: int, lines: list[GoldenLine], name_free: bool) -> str:
+    if place == NO_PARENT or lines[place].path == "<root>":
+        return "in the model"
+    line = lines[place]
+    if name_free:
+        return f"within the {line.module_type} {describe_place(lines, place)}"
+    return f"within {line.name} ({line.module_type})"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

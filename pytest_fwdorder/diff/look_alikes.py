@@ -1,0 +1,55 @@
+"""A call's look-alike among the children of a call on the other side: where the tree
+alignment finds the old call a new wrapper holds (or the new one an unwrapped call was
+inside). Pure, no torch.
+"""
+
+from __future__ import annotations
+
+from pytest_fwdorder.diff import call_keys
+from pytest_fwdorder.diff.call_tree import CallTree
+from pytest_fwdorder.golden.format import GoldenLine
+
+
+def first_alike(
+    tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
+) -> int | None:
+    """The unpaired child of `parent` that is `line`'s look-alike (class, shapes, facts), else
+    the first with its class and input; else its one unpaired child of that class, where it
+    kept its output or has calls of its own (a stem wrapped as its input channels changed:
+    the wrap and the settings change explain it with fewer changes than a type change and an
+    insertion); None when there is no such child, or several."""
+    same_class = [
+        child
+        for child in tree.children[parent]
+        if child not in partners and tree.lines[child].module_type == line.module_type
+    ]
+    look = call_keys.look(line)
+    for child in same_class:
+        if call_keys.look(tree.lines[child]) == look:
+            return child
+    for child in same_class:
+        if tree.lines[child].inputs == line.inputs:
+            return child
+    if len(same_class) == 1:
+        child = same_class[0]
+        # Its output kept, or calls of its own to pair by their names within it (a stage
+        # wrapped as its dtype changed): a wrap; a lone call changed at both ends is not.
+        if tree.lines[child].outputs == line.outputs or tree.children[child]:
+            return child
+    return None
+
+
+def exact_alike(
+    tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
+) -> int | None:
+    """The one unpaired child of `parent` without nested calls that is `line`'s exact
+    look-alike (class, shapes and facts, frozen or not), else None."""
+    look = call_keys.look_thawed(line)
+    alike = [
+        child
+        for child in tree.children[parent]
+        if child not in partners
+        and not tree.children[child]
+        and call_keys.look_thawed(tree.lines[child]) == look
+    ]
+    return alike[0] if len(alike) == 1 else None

@@ -1,0 +1,87 @@
+"""A dtype changed throughout one part of the model is said once, by place (diff/dtype_changes.py).
+
+The oracle is the model itself: which modules were cast is known from how each case is built,
+and torch's own `dtype` of every parameter says which calls' facts changed.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pytest_fwdorder import diff_traces, trace_forward
+from pytest_fwdorder.diff.call_tree import build_call_tree
+from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.diff.dtype_changes import dtype_cast, group_dtype_changes
+
+
+class Cast(nn.Module):
+    """Runs `inner` in `dtype`, converting its input and output."""
+
+    def __init__(self, inner: nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.inner, self.dtype = inner.to(dtype), dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x.to(self.dtype)).float()
+
+
+def blocks() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(*(nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(3)))
+
+
+def cast_blocks(casts: dict[int, torch.dtype]) -> nn.Sequential:
+    model = blocks()
+    for index, dtype in casts.items():
+        model[index] = Cast(model[index], dtype)
+    return model
+
+
+def changes_of(after: nn.Module) -> tuple[list, list]:
+    x = torch.randn(2, 8)
+    difference = diff_traces(trace_forward(blocks(), x), trace_forward(after, x))
+    return difference.changes, difference.new_lines
+
+
+def test_two_parts_cast_to_two_dtypes_are_two_places() -> None:
+    after = cast_blocks({0: torch.float16, 2: torch.bfloat16})
+    changes, new_lines = changes_of(after)
+
+    casts = group_dtype_changes(changes, build_call_tree(new_lines))
+
+    # The oracle: the modules cast, and their parameters' own dtypes.
+    assert {(cast.old_dtype, cast.new_dtype) for cast in casts} == {
+        ("f32", "f16"),
+        ("f32", "bf16"),
+    }
+    assert after[0].inner[0].weight.dtype == torch.float16
+    assert after[2].inner[0].weight.dtype == torch.bfloat16
+    places = {new_lines[cast.place].path for cast in casts}
+    assert places == {"0.inner", "2.inner"}
+
+
+def test_a_stage_not_cast_between_two_cast_ones_splits_the_place() -> None:
+    changes, new_lines = changes_of(cast_blocks({0: torch.float16, 2: torch.float16}))
+
+    casts = group_dtype_changes(changes, build_call_tree(new_lines))
+
+    assert sorted(new_lines[cast.place].path for cast in casts) == ["0.inner", "2.inner"]
+
+
+def test_a_change_of_shape_and_dtype_is_no_cast() -> None:
+    after = blocks()
+    after[1] = Cast(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)), torch.float16)
+    changes, _ = changes_of(after)
+
+    casts = {(change.kind, change.new.path): dtype_cast(change) for change in changes if change.new}
+
+    # Widened and cast: more than a cast, so in no group; the stage's input only was cast.
+    assert casts[(ChangeKind.PARAMETERS_CHANGED, "1.inner.0")] is None
+    assert casts[(ChangeKind.OUTPUT_CHANGED, "1.inner.0")] is None
+    assert casts[(ChangeKind.INPUT_CHANGED, "1.inner")] == ("f32", "f16")
+    summary = diff_traces(
+        trace_forward(blocks(), torch.randn(2, 8)), trace_forward(after, torch.randn(2, 8))
+    ).summary()
+    assert "dtype f32 -> f16 within" not in summary, summary
+    assert "out_features 8 -> 16" in summary, summary
