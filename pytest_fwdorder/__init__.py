@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         NotEquivalentError,
         ReferenceMismatchError,
         StructureMismatchError,
+        UnpicklableFacetWarning,
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
@@ -109,6 +110,7 @@ _HOMES = {
     "TraceDiff": "diff.classification",
     "TraceOptions": "options",
     "TraceSnapshotExtension": "snapshot.extension",
+    "UnpicklableFacetWarning": "errors",
     "UnregisteredModuleError": "errors",
     "UnwrappedModelWarning": "errors",
     "Tracer": "tracing.forward",
@@ -167,6 +169,7 @@ __all__ = [
     "TraceOptions",
     "TraceSnapshotExtension",
     "Tracer",
+    "UnpicklableFacetWarning",
     "UnregisteredModuleError",
     "UnwrappedModelWarning",
     "__version__",

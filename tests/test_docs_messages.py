@@ -203,6 +203,18 @@ def corpus_refactor(name: str) -> Callable[[], list[str]]:
             "40 calls before, 49 after: 3 wraps, 6 calls inserted",
             id="adapters-on-all-projections-but-one",
         ),
+        pytest.param(
+            corpus_refactor(
+                "PEFT-shaped adapters, their class also named Linear, on q_proj and v_proj"
+            ),
+            "28 calls before, 44 after: 4 wraps, 12 calls inserted",
+            id="peft-shaped-adapters",
+        ),
+        pytest.param(
+            corpus_refactor("run a stage in half precision inside a wrapper"),
+            "76 calls before, 77 after: 1 wrap, 7 calls input changed, 10 calls output changed, 10 calls parameters changed",
+            id="a-stage-in-half-precision",
+        ),
     ],
 )
 def test_gating_refactors_shows_the_real_summary(
