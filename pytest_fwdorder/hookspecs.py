@@ -366,7 +366,11 @@ def _built_in_first(implementations: Sequence[HookImpl]) -> list[HookImpl]:
 
 def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
     """Every facet offered now, checked once and kept until the plugins offering them change."""
-    from pytest_fwdorder.calls.facet_records import TraceFacet, checked_facets
+    from pytest_fwdorder.calls.facet_records import (
+        MeasuredTraceFacet,
+        WatchedTraceFacet,
+        checked_facets,
+    )
 
     manager = plugin_manager()
     caller = manager.hook.pytest_fwdorder_facets
@@ -386,7 +390,7 @@ def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
     per_call: list[Facet] = []
     per_trace: list[TraceFacet] = []
     for facet in checked:
-        if isinstance(facet, TraceFacet):
+        if isinstance(facet, (MeasuredTraceFacet, WatchedTraceFacet)):
             per_trace.append(facet)
         else:
             per_call.append(facet)

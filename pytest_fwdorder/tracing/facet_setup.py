@@ -16,7 +16,13 @@ from typing import Any
 
 from torch import nn
 
-from pytest_fwdorder.calls.facet_records import Facet, TraceFacet, TraceWatcher
+from pytest_fwdorder.calls.facet_records import (
+    Facet,
+    MeasuredTraceFacet,
+    TraceFacet,
+    TraceWatcher,
+    WatchedTraceFacet,
+)
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
@@ -54,7 +60,7 @@ class FacetRecording:
         watchers = {
             facet.title: facet.watcher(options)
             for facet in switched_on
-            if hasattr(facet, "watcher")
+            if isinstance(facet, WatchedTraceFacet)
         }
         return cls(options, facets=facets, trace_facets=switched_on, watchers=watchers)
 
@@ -121,7 +127,7 @@ class FacetRecording:
     ) -> None:
         """Give the trace each facet's value of the whole run, measured after the forward."""
         for facet in measured_facets(self.trace_facets):
-            value = facet.measure(model, args, kwargs, device)  # type: ignore[attr-defined]
+            value = facet.measure(model, args, kwargs, device)
             trace.trace_facet_values[facet.title] = value
         self._give_trace_facets(trace)
 
@@ -139,10 +145,10 @@ def switched_on_trace_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
     )
 
 
-def measured_facets(facets: tuple[TraceFacet, ...]) -> tuple[TraceFacet, ...]:
+def measured_facets(facets: tuple[TraceFacet, ...]) -> tuple[MeasuredTraceFacet, ...]:
     """Those of `facets` that take their value after the forward (`measure`), which a
     `record` block refuses (`record_refusal`)."""
-    return tuple(facet for facet in facets if hasattr(facet, "measure"))
+    return tuple(facet for facet in facets if isinstance(facet, MeasuredTraceFacet))
 
 
 def _switched_on(facet: object, option: object, options: TraceOptions) -> bool:

@@ -279,7 +279,7 @@ def _traced(
 def _check_recordable(options: TraceOptions) -> None:
     """Refuse the options a `record` block cannot honour."""
     for facet in measured_facets(switched_on_trace_facets(options)):
-        raise ValueError(facet.record_refusal)  # type: ignore[attr-defined]
+        raise ValueError(facet.record_refusal)
     if options.initialization:
         raise ValueError(
             "record(initialization=True) cannot watch the build: record takes a model "
