@@ -57,6 +57,7 @@ CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 BUILTIN_PLUGINS = (
     "pytest_fwdorder.recording.builtin_describers",
     "pytest_fwdorder.facets.values",
+    "pytest_fwdorder.facets.initialization",
     "pytest_fwdorder.facets.backward",
     "pytest_fwdorder.facets.graph_breaks",
 )

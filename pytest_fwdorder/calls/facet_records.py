@@ -379,6 +379,21 @@ class WatchedTraceFacet(TraceFacetMembers, Protocol):
     def watcher(self, options: Any) -> TraceWatcher: ...
 
 
+@runtime_checkable
+class BuildWatchingFacet(WatchedTraceFacet, Protocol):
+    """A watched facet whose watcher watches a builder's build, not the trace (initialization).
+
+    Its watcher has `building()`: a context manager `trace_forward` enters around each try
+    of the build (a builder on meta may be called again), under seed 0. It refuses a model
+    already built, `built_model_refusal(model_type)` saying what to do, and a `record` block
+    (`record_refusal`), which takes a model already built too.
+    """
+
+    record_refusal: str
+
+    def built_model_refusal(self, model_type: str) -> str: ...
+
+
 # What the facets hook may offer besides a `Facet`, and what a trace keeps in `trace_facets`.
 TraceFacet = MeasuredTraceFacet | WatchedTraceFacet
 

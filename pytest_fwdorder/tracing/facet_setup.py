@@ -3,8 +3,9 @@
 `trace_forward` and `record` both go through `FacetRecording`: operations and costs each
 enter their own context manager (which removes its hooks or mode on exit) only when the
 options ask for them. The facets behind the protocol (calls/facet_records.py: output values,
-backward, graph breaks, the plugins') are not named here: each one's option, device check,
-run context, observer and watcher are looked up on it.
+backward, graph breaks, initialization, the plugins') are not named here: each one's option,
+device check, run context, observer and watcher (of the trace, or of a builder's build) are
+looked up on it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from torch import nn
 
 from pytest_fwdorder.calls.facet_records import (
+    BuildWatchingFacet,
     Facet,
     MeasuredTraceFacet,
     TraceFacet,
@@ -93,6 +95,28 @@ class FacetRecording:
                 stack.enter_context(_facets_observed(recorder, self))
             yield
 
+    @property
+    def watches_build(self) -> bool:
+        """Whether a facet watches a builder's build (`BuildWatchingFacet`)."""
+        return any(isinstance(facet, BuildWatchingFacet) for facet in self.trace_facets)
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        """Each watcher that watches a build (`building()`), around one try of it."""
+        with ExitStack() as stack:
+            for watcher in self.watchers.values():
+                building = getattr(watcher, "building", None)
+                if building is not None:
+                    stack.enter_context(building())
+            yield
+
+    def refuse_built_model(self, model_type: str) -> None:
+        """Raise ValueError, saying what to do, when a facet that watches the build is on
+        and the model came built (a `model_type` instance, not a builder)."""
+        for facet in self.trace_facets:
+            if isinstance(facet, BuildWatchingFacet):
+                raise ValueError(facet.built_model_refusal(model_type))
+
     def run_forward(self, root: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call the model once under the watchers' forward contexts, then hand each the
         output (`trace_forward`'s forward; a `record` block runs the user's code instead)."""
@@ -114,7 +138,9 @@ class FacetRecording:
             trace.facets = self.facets
             trace.facet_values = self.facet_values
         for title, watcher in self.watchers.items():
-            trace.trace_facet_values[title] = watcher.value()
+            value = watcher.value()
+            if value is not None:  # a watcher that saw nothing to give (no build it watched)
+                trace.trace_facet_values[title] = value
         self._give_trace_facets(trace)
 
     def measure(
