@@ -1,5 +1,5 @@
-"""The core names no facet: recording, golden, diff, picture, report and cli iterate over
-facets (`Facet`, calls/facet_records.py) instead of branching on costs, values, backward, ...
+"""The core names no facet: recording, golden, diff, picture, report, checks and cli iterate
+over facets (`Facet`, calls/facet_records.py) instead of branching on costs, values, backward, ...
 
 Where a core module names a built-in facet today is listed below: each is a place that facet
 has not yet moved into its own module. The map must equal what the modules name, so a new
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_fwdorder"
-CORE = ("recording", "tracing", "golden", "diff", "picture", "report", "cli")
+CORE = ("recording", "tracing", "golden", "diff", "picture", "report", "checks", "cli")
 # Each built-in facet, by the words its names are made of (`render_call_costs`, `.flops`).
 VOCABULARY = {
     "costs": {"cost", "costs", "flops"},
@@ -61,6 +61,15 @@ NAMED_TODAY = {
     "picture/svg.py": {"operations"},
     "report/html.py": {"costs", "graph_breaks"},
     "report/review_format.py": {"operations"},
+    # The checks besides the golden: a budget or a gate on one facet's measure names it by
+    # its job (cost budgets, compile gates); structure comparison names what it may ignore or
+    # compare; "graph" is torch.export's graph and "tolerance" a parity tolerance.
+    "checks/compile_gates.py": {"graph_breaks"},
+    "checks/cost_budgets.py": {"costs"},
+    "checks/export_structure.py": {"graph_breaks"},
+    "checks/parity.py": {"values"},
+    "checks/parity_reference.py": {"costs"},
+    "checks/structure.py": {"backward", "costs", "initialization", "operations"},
     "cli/cost_table.py": {"costs"},
     "cli/main.py": {"costs", "operations"},
     "cli/parser.py": {"costs"},
