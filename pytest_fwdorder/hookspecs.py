@@ -122,7 +122,7 @@ class HookSpecifications:
         raise NotImplementedError
 
     @hookspec
-    def pytest_fwdorder_facets(self) -> Sequence[Facet] | None:
+    def pytest_fwdorder_facets(self) -> Sequence[Facet | TraceFacet] | None:
         """Facets every trace records (`pytest_fwdorder.Facet`); the built-in ones answer too.
 
         Called when a trace, diff or golden comparison first needs the facets, and again
@@ -131,7 +131,9 @@ class HookSpecifications:
         plugin's facets are recorded, after the built-in ones and in the order the plugins
         answer (a built-in facet with an `option` only when the option is on), and each writes a
         `| title: text` fact under the calls it has a value for. A golden written without a
-        facet differs from one written with it, as with any option.
+        facet differs from one written with it, as with any option. A facet with one value
+        per trace (`MeasuredTraceFacet` or `WatchedTraceFacet`, calls/facet_records.py) is
+        offered the same way, and recorded when its `option` is on.
 
             @pytest.hookimpl
             def pytest_fwdorder_facets():
