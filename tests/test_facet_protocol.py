@@ -20,6 +20,9 @@ from pytest_fwdorder.calls.facet_records import (
     MeasuredTraceFacet,
     WatchedTraceFacet,
     checked_facets,
+    is_measured,
+    is_watched,
+    watches_build,
 )
 from pytest_fwdorder.hookspecs import plugin_manager
 from pytest_fwdorder.snapshot.policy import golden_holds
@@ -209,6 +212,26 @@ def test_a_facet_per_trace_is_taken_as_the_one_kind_whose_members_it_has() -> No
     assert not isinstance(measured, WatchedTraceFacet)
     assert isinstance(watched, WatchedTraceFacet)
     assert not isinstance(watched, MeasuredTraceFacet)
+    # The fast tests the trace asks agree with the protocols' own.
+    assert [is_measured(measured), is_watched(measured)] == [True, False]
+    assert [is_measured(watched), is_watched(watched), watches_build(watched)] == [
+        False,
+        True,
+        False,
+    ]
+
+
+def test_a_facet_that_watches_a_build_without_its_record_refusal_is_refused() -> None:
+    facet = _HeaderCount()
+    facet.watcher = lambda options: None  # type: ignore[attr-defined]
+    facet.built_model_refusal = lambda model_type: "pass a builder"  # type: ignore[attr-defined]
+
+    with pytest.raises(TypeError, match=r"watches a build .* lacks `watcher` or `record_refusal`"):
+        checked_facets([facet], ())
+
+    facet.record_refusal = "record cannot watch a build"  # type: ignore[attr-defined]
+    assert checked_facets([facet], ()) == (facet,)
+    assert watches_build(facet)
 
 
 def test_a_measured_facet_without_its_record_refusal_is_refused() -> None:

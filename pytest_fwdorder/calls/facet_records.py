@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from pytest_fwdorder.calls.value_descriptions import ValueDescription
 
@@ -421,6 +421,24 @@ class TraceWatcher(Protocol):
     def value(self) -> Any: ...
 
 
+# What kind a facet with one value per trace is, asked of a facet `checked_facets` let through
+# (which checked each kind's every member): one attribute, where `isinstance` on a runtime
+# protocol reads them all (some 20 us, at every trace that records the facet).
+def is_measured(facet: TraceFacet) -> TypeGuard[MeasuredTraceFacet]:
+    """Whether the facet takes its value after the forward (`measure`)."""
+    return hasattr(facet, "measure")
+
+
+def is_watched(facet: TraceFacet) -> TypeGuard[WatchedTraceFacet]:
+    """Whether the facet watches the trace, or the build, as it runs (`watcher`)."""
+    return hasattr(facet, "watcher")
+
+
+def watches_build(facet: TraceFacet) -> TypeGuard[BuildWatchingFacet]:
+    """Whether the facet's watcher watches a builder's build (`built_model_refusal`)."""
+    return hasattr(facet, "built_model_refusal")
+
+
 def checked_facets(
     offered: Iterable[object], taken_titles: Sequence[str]
 ) -> tuple[Facet | TraceFacet, ...]:
@@ -455,6 +473,11 @@ def checked_facets(
                 f"facet {facet!r} has one value per trace but no way to take it: give it "
                 "`measure` and `record_refusal` (after the forward) or `watcher` (while the "
                 "trace runs)"
+            )
+        if hasattr(facet, "built_model_refusal") and not isinstance(facet, BuildWatchingFacet):
+            raise TypeError(
+                f"facet {facet!r} watches a build (`built_model_refusal`) but lacks `watcher` "
+                "or `record_refusal`: give it both, as facets/initialization.py does"
             )
         titles.add(facet.title)
         facets.append(facet)

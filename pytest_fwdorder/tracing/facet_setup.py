@@ -18,12 +18,13 @@ from typing import Any
 from torch import nn
 
 from pytest_fwdorder.calls.facet_records import (
-    BuildWatchingFacet,
     Facet,
     MeasuredTraceFacet,
     TraceFacet,
     TraceWatcher,
-    WatchedTraceFacet,
+    is_measured,
+    is_watched,
+    watches_build,
 )
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
@@ -60,9 +61,7 @@ class FacetRecording:
                 check_device(options.device)
         switched_on = switched_on_trace_facets(options)
         watchers = {
-            facet.title: facet.watcher(options)
-            for facet in switched_on
-            if isinstance(facet, WatchedTraceFacet)
+            facet.title: facet.watcher(options) for facet in switched_on if is_watched(facet)
         }
         return cls(options, facets=facets, trace_facets=switched_on, watchers=watchers)
 
@@ -98,7 +97,7 @@ class FacetRecording:
     @property
     def watches_build(self) -> bool:
         """Whether a facet watches a builder's build (`BuildWatchingFacet`)."""
-        return any(isinstance(facet, BuildWatchingFacet) for facet in self.trace_facets)
+        return any(map(watches_build, self.trace_facets))
 
     @contextmanager
     def building(self) -> Iterator[None]:
@@ -114,7 +113,7 @@ class FacetRecording:
         """Raise ValueError, saying what to do, when a facet that watches the build is on
         and the model came built (a `model_type` instance, not a builder)."""
         for facet in self.trace_facets:
-            if isinstance(facet, BuildWatchingFacet):
+            if watches_build(facet):
                 raise ValueError(facet.built_model_refusal(model_type))
 
     def run_forward(self, root: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -174,7 +173,7 @@ def switched_on_trace_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
 def measured_facets(facets: tuple[TraceFacet, ...]) -> tuple[MeasuredTraceFacet, ...]:
     """Those of `facets` that take their value after the forward (`measure`), which a
     `record` block refuses (`record_refusal`)."""
-    return tuple(facet for facet in facets if isinstance(facet, MeasuredTraceFacet))
+    return tuple(facet for facet in facets if is_measured(facet))
 
 
 def _switched_on(facet: object, option: object, options: TraceOptions) -> bool:

@@ -21,7 +21,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from pytest_fwdorder.calls.facet_records import BuildWatchingFacet
+from pytest_fwdorder.calls.facet_records import watches_build
 from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
@@ -278,7 +278,7 @@ def _check_recordable(options: TraceOptions) -> None:
     for facet in measured_facets(switched_on):
         raise ValueError(facet.record_refusal)
     for watched in switched_on:
-        if isinstance(watched, BuildWatchingFacet):  # a block takes a model already built
+        if watches_build(watched):  # a block takes a model already built
             raise ValueError(watched.record_refusal)
 
 
