@@ -57,6 +57,7 @@ CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 BUILTIN_PLUGINS = (
     "pytest_fwdorder.recording.builtin_describers",
     "pytest_fwdorder.facets.values",
+    "pytest_fwdorder.facets.initialization",
     "pytest_fwdorder.facets.backward",
     "pytest_fwdorder.facets.graph_breaks",
 )
@@ -121,7 +122,7 @@ class HookSpecifications:
         raise NotImplementedError
 
     @hookspec
-    def pytest_fwdorder_facets(self) -> Sequence[Facet] | None:
+    def pytest_fwdorder_facets(self) -> Sequence[Facet | TraceFacet] | None:
         """Facets every trace records (`pytest_fwdorder.Facet`); the built-in ones answer too.
 
         Called when a trace, diff or golden comparison first needs the facets, and again
@@ -130,7 +131,9 @@ class HookSpecifications:
         plugin's facets are recorded, after the built-in ones and in the order the plugins
         answer (a built-in facet with an `option` only when the option is on), and each writes a
         `| title: text` fact under the calls it has a value for. A golden written without a
-        facet differs from one written with it, as with any option.
+        facet differs from one written with it, as with any option. A facet with one value
+        per trace (`MeasuredTraceFacet` or `WatchedTraceFacet`, calls/facet_records.py) is
+        offered the same way, and recorded when its `option` is on.
 
             @pytest.hookimpl
             def pytest_fwdorder_facets():
@@ -366,7 +369,11 @@ def _built_in_first(implementations: Sequence[HookImpl]) -> list[HookImpl]:
 
 def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
     """Every facet offered now, checked once and kept until the plugins offering them change."""
-    from pytest_fwdorder.calls.facet_records import TraceFacet, checked_facets
+    from pytest_fwdorder.calls.facet_records import (
+        MeasuredTraceFacet,
+        WatchedTraceFacet,
+        checked_facets,
+    )
 
     manager = plugin_manager()
     caller = manager.hook.pytest_fwdorder_facets
@@ -386,7 +393,7 @@ def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
     per_call: list[Facet] = []
     per_trace: list[TraceFacet] = []
     for facet in checked:
-        if isinstance(facet, TraceFacet):
+        if isinstance(facet, (MeasuredTraceFacet, WatchedTraceFacet)):
             per_trace.append(facet)
         else:
             per_call.append(facet)

@@ -16,7 +16,14 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import Facet, diff_golden, trace_forward
-from pytest_fwdorder.calls.facet_records import checked_facets
+from pytest_fwdorder.calls.facet_records import (
+    MeasuredTraceFacet,
+    WatchedTraceFacet,
+    checked_facets,
+    is_measured,
+    is_watched,
+    watches_build,
+)
 from pytest_fwdorder.hookspecs import plugin_manager
 from pytest_fwdorder.snapshot.policy import golden_holds
 
@@ -174,6 +181,66 @@ def test_a_facet_that_cannot_be_written_is_refused_naming_it(
 
 def test_the_toy_facet_implements_the_public_protocol() -> None:
     assert isinstance(PositiveOutputs(), Facet)
+
+
+class _HeaderCount:
+    """A facet with one value per trace, its way of taking the value given by the test."""
+
+    title = "header count"
+    change_words = "header count changed"
+    option = "ops"
+
+    def header_lines(self, value: int) -> list[str]:
+        return [f"# header count: {value}"]
+
+    def read_header(self, header: Any) -> int | None:
+        return None
+
+    def describe_changes(self, old: int, new: int) -> list[str]:
+        return [f"{old} -> {new}"]
+
+
+def test_a_facet_per_trace_is_taken_as_the_one_kind_whose_members_it_has() -> None:
+    measured, watched = _HeaderCount(), _HeaderCount()
+    measured.measure = lambda model, args, kwargs, device: 1  # type: ignore[attr-defined]
+    measured.record_refusal = "record cannot count the header"  # type: ignore[attr-defined]
+    watched.watcher = lambda options: None  # type: ignore[attr-defined]
+    watched.title = "watched count"
+
+    assert checked_facets([measured, watched], ()) == (measured, watched)
+    assert isinstance(measured, MeasuredTraceFacet)
+    assert not isinstance(measured, WatchedTraceFacet)
+    assert isinstance(watched, WatchedTraceFacet)
+    assert not isinstance(watched, MeasuredTraceFacet)
+    # The fast tests the trace asks agree with the protocols' own.
+    assert [is_measured(measured), is_watched(measured)] == [True, False]
+    assert [is_measured(watched), is_watched(watched), watches_build(watched)] == [
+        False,
+        True,
+        False,
+    ]
+
+
+def test_a_facet_that_watches_a_build_without_its_record_refusal_is_refused() -> None:
+    facet = _HeaderCount()
+    facet.watcher = lambda options: None  # type: ignore[attr-defined]
+    facet.built_model_refusal = lambda model_type: "pass a builder"  # type: ignore[attr-defined]
+
+    with pytest.raises(TypeError, match=r"watches a build .* lacks `watcher` or `record_refusal`"):
+        checked_facets([facet], ())
+
+    facet.record_refusal = "record cannot watch a build"  # type: ignore[attr-defined]
+    assert checked_facets([facet], ()) == (facet,)
+    assert watches_build(facet)
+
+
+def test_a_measured_facet_without_its_record_refusal_is_refused() -> None:
+    """`measure` alone is not enough: a `record` block would have no message to raise."""
+    facet = _HeaderCount()
+    facet.measure = lambda model, args, kwargs, device: 1  # type: ignore[attr-defined]
+
+    with pytest.raises(TypeError, match=r"no way to take it: give it `measure` and "):
+        checked_facets([facet], ())
 
 
 def test_a_conftest_facet_reaches_the_golden_the_failure_and_the_report(

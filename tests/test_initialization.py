@@ -12,7 +12,8 @@ from torch import nn
 from pytest_fwdorder import record, trace_forward
 from pytest_fwdorder.calls.facet_records import InitializationRecords
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.golden.initialization_lines import initialization_steps
+from pytest_fwdorder.facets.initialization import INITIALIZATION, WrittenStep
+from pytest_fwdorder.golden.format import header_sections
 from pytest_fwdorder.golden.parse import parse_golden
 
 
@@ -24,7 +25,8 @@ class Built(nn.Module):
 
 
 def steps_of(text: str) -> list[str]:
-    found = initialization_steps(parse_golden(text)[0])
+    """The step lines of a golden's initialization section, as text (without `#   `)."""
+    found = header_sections(parse_golden(text)[0]).get("initialization")
     assert found is not None
     return found
 
@@ -223,6 +225,7 @@ def test_an_init_call_moved_ahead_fails_and_names_both_tensors() -> None:
         trace_forward(lambda: After(), x, initialization=True).render().replace("After", "Before")
     )
     summary = diff_golden(before, after).summary()
+    assert summary.splitlines()[0] == "1 call before, 1 after: initialization changed"
     assert summary.splitlines()[1] == (
         "initialization order changed: second.weight now before first.weight; every later "
         "draw shifted (2 of 6 steps differ from step 5 on)"
@@ -303,3 +306,32 @@ def test_assert_same_structure_compares_initialization_only_when_asked() -> None
     assert_same_structure(before, after)
     with pytest.raises(StructureMismatchError, match=r"initialization of weight changed"):
         assert_same_structure(before, after, compare=("initialization",))
+
+
+def test_a_golden_reads_back_into_the_steps_the_trace_recorded() -> None:
+    """The oracle: the trace's own records, each step's operations joined as written."""
+
+    class Net(Built):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 8)
+            self.table = nn.Embedding(5, 3, padding_idx=0)
+
+    trace = trace_forward(lambda: Net(), torch.zeros(2, 4), initialization=True)
+    records = trace.initialization
+    assert records is not None
+
+    read = INITIALIZATION.read_header(parse_golden(trace.render())[0])
+
+    assert read == tuple(
+        WrittenStep(step.target, " ".join(step.operations), step.draws) for step in records.steps
+    )
+    assert read is not None
+    assert len(read) == 4
+    assert read[2] == WrittenStep("table.weight", "normal_()", 15)
+
+
+def test_a_golden_without_the_section_reads_back_as_none() -> None:
+    text = trace_forward(lambda: nn.Linear(2, 2), torch.ones(1, 2)).render()
+
+    assert INITIALIZATION.read_header(parse_golden(text)[0]) is None

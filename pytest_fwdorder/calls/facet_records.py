@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from pytest_fwdorder.calls.value_descriptions import ValueDescription
 
@@ -309,8 +309,9 @@ class Facet(Protocol):
 
 
 @runtime_checkable
-class TraceFacet(Protocol):
-    """One facet of a trace with one value per trace, written as lines of the golden's header.
+class TraceFacetMembers(Protocol):
+    """What every facet with one value per trace has, however it takes its value: the members
+    the golden and the diff use.
 
     A built-in shape (graph breaks, facets/graph_breaks.py; backward, facets/backward.py),
     offered through the same hook as a `Facet`. `option` names the `TraceOptions` switch
@@ -319,14 +320,12 @@ class TraceFacet(Protocol):
     differs between two values read back, one sentence each ([] for none); `change_words`
     name such a change in a summary.
 
-    It takes its value in one of two ways, and has the members of one:
+    It takes its value in one of two ways, and is one of two protocols (`TraceFacet` is
+    either):
 
-    - `measure(model, args, kwargs, device)`: once the traced forward has run (the model
-      put back as it was), from the model, its inputs and the device (graph breaks
-      compiles the model); `record_refusal` is the message a `record` block, which has no
-      model call to measure, raises when asked for it.
-    - `watcher(options)`: a new `TraceWatcher` that watches the trace while it runs and
-      gives the value when it ends (backward), in `trace_forward` and `record` alike.
+    - `MeasuredTraceFacet`: `measure(...)` once the traced forward has run (graph breaks).
+    - `WatchedTraceFacet`: `watcher(options)`, a new `TraceWatcher` that watches the trace
+      while it runs and gives the value when it ends (backward).
 
     It may also have these members, which the trace, the golden and the diff look for:
 
@@ -338,7 +337,7 @@ class TraceFacet(Protocol):
       a golden's reader keeps it with the header lines `read_header` gets.
     - `change_noun`: what one of its sentences counts (`backward step`): the summary's
       totals then say `2 backward steps changed` and its line gives the first five
-      sentences after `change_words` (`backward order changed: ...; ...`); without one,
+      sentences after `change_words` (`backward steps changed: ...; ...`); without one,
       the totals say `change_words` and the line gives every sentence.
     """
 
@@ -353,8 +352,54 @@ class TraceFacet(Protocol):
     def describe_changes(self, old: Any, new: Any) -> list[str]: ...
 
 
+@runtime_checkable
+class MeasuredTraceFacet(TraceFacetMembers, Protocol):
+    """A facet with one value per trace, measured once the traced forward has run.
+
+    `measure(model, args, kwargs, device)` takes it from the model (put back as it was),
+    its inputs and the device (graph breaks compiles the model); `record_refusal` is the
+    message a `record` block, which has no model call to measure, raises when asked for it.
+    """
+
+    record_refusal: str
+
+    def measure(
+        self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: Any
+    ) -> Any: ...
+
+
+@runtime_checkable
+class WatchedTraceFacet(TraceFacetMembers, Protocol):
+    """A facet with one value per trace, watched while the trace runs.
+
+    `watcher(options)` gives a new `TraceWatcher` per trace (`options` are its
+    `TraceOptions`), in `trace_forward` and `record` alike.
+    """
+
+    def watcher(self, options: Any) -> TraceWatcher: ...
+
+
+@runtime_checkable
+class BuildWatchingFacet(WatchedTraceFacet, Protocol):
+    """A watched facet whose watcher watches a builder's build, not the trace (initialization).
+
+    Its watcher has `building()`: a context manager `trace_forward` enters around each try
+    of the build (a builder on meta may be called again), under seed 0. It refuses a model
+    already built, `built_model_refusal(model_type)` saying what to do, and a `record` block
+    (`record_refusal`), which takes a model already built too.
+    """
+
+    record_refusal: str
+
+    def built_model_refusal(self, model_type: str) -> str: ...
+
+
+# What the facets hook may offer besides a `Facet`, and what a trace keeps in `trace_facets`.
+TraceFacet = MeasuredTraceFacet | WatchedTraceFacet
+
+
 class TraceWatcher(Protocol):
-    """What a `TraceFacet`'s `watcher(options)` gives: it watches one trace as it runs.
+    """What a `WatchedTraceFacet`'s `watcher(options)` gives: it watches one trace as it runs.
 
     `watching()` is entered before the recorder's module hooks are installed and left after
     they are removed (global hooks run in the order they were registered, so the watcher's
@@ -376,6 +421,24 @@ class TraceWatcher(Protocol):
     def value(self) -> Any: ...
 
 
+# What kind a facet with one value per trace is, asked of a facet `checked_facets` let through
+# (which checked each kind's every member): one attribute, where `isinstance` on a runtime
+# protocol reads them all (some 20 us, at every trace that records the facet).
+def is_measured(facet: TraceFacet) -> TypeGuard[MeasuredTraceFacet]:
+    """Whether the facet takes its value after the forward (`measure`)."""
+    return hasattr(facet, "measure")
+
+
+def is_watched(facet: TraceFacet) -> TypeGuard[WatchedTraceFacet]:
+    """Whether the facet watches the trace, or the build, as it runs (`watcher`)."""
+    return hasattr(facet, "watcher")
+
+
+def watches_build(facet: TraceFacet) -> TypeGuard[BuildWatchingFacet]:
+    """Whether the facet's watcher watches a builder's build (`built_model_refusal`)."""
+    return hasattr(facet, "built_model_refusal")
+
+
 def checked_facets(
     offered: Iterable[object], taken_titles: Sequence[str]
 ) -> tuple[Facet | TraceFacet, ...]:
@@ -389,7 +452,7 @@ def checked_facets(
     facets: list[Facet | TraceFacet] = []
     titles = set(taken_titles)
     for facet in offered:
-        if not isinstance(facet, (Facet, TraceFacet)):
+        if not isinstance(facet, (Facet, TraceFacetMembers)):
             missing = [name for name in _MEMBERS if not hasattr(facet, name)]
             raise TypeError(
                 f"pytest_fwdorder_facets returned {facet!r}, which is no facet: it lacks "
@@ -405,12 +468,16 @@ def checked_facets(
                 f"facet {facet!r} has the title {facet.title!r}, which another fact of the "
                 "golden already uses: give it a title of its own"
             )
-        if not isinstance(facet, Facet) and not any(
-            hasattr(facet, name) for name in ("measure", "watcher")
-        ):
+        if not isinstance(facet, (Facet, MeasuredTraceFacet, WatchedTraceFacet)):
             raise TypeError(
                 f"facet {facet!r} has one value per trace but no way to take it: give it "
-                "`measure` (after the forward) or `watcher` (while the trace runs)"
+                "`measure` and `record_refusal` (after the forward) or `watcher` (while the "
+                "trace runs)"
+            )
+        if hasattr(facet, "built_model_refusal") and not isinstance(facet, BuildWatchingFacet):
+            raise TypeError(
+                f"facet {facet!r} watches a build (`built_model_refusal`) but lacks `watcher` "
+                "or `record_refusal`: give it both, as facets/initialization.py does"
             )
         titles.add(facet.title)
         facets.append(facet)

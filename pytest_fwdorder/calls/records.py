@@ -277,8 +277,6 @@ class TraceRecords(Sequence[Call]):
     parameter_uses: tuple[ParameterUse, ...] = ()
     # With `costs=True`: the totals (each call's own costs are on the call).
     costs: TraceCosts | None = None
-    # With `initialization=True`: how the builder's model initialized itself.
-    initialization: InitializationRecords | None = None
     # Forwards run without a module call (direct_forwards.py), in the order first seen, and
     # the indices of the calls recorded from such runs (shown `[direct]`).
     forward_runs: tuple[ForwardRun, ...] = ()
@@ -295,6 +293,13 @@ class TraceRecords(Sequence[Call]):
     # `backward=True`, graph breaks with `graph_breaks=True`), and each one's value by title.
     trace_facets: tuple[TraceFacet, ...] = ()
     trace_facet_values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def initialization(self) -> InitializationRecords | None:
+        """With `initialization=True`: how the builder's model initialized itself (the
+        initialization facet's value, facets/initialization.py)."""
+        value: InitializationRecords | None = self.trace_facet_values.get("initialization")
+        return value
 
     @overload
     def __getitem__(self, index: int) -> Call: ...

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.facets.initialization import INITIALIZATION
 from pytest_fwdorder.facets.values import VALUES
 from pytest_fwdorder.golden.costs_lines import render_trace_costs
 from pytest_fwdorder.golden.facet_facts import facet_header_lines
@@ -24,7 +25,6 @@ from pytest_fwdorder.golden.format import (
     make_line,
     mode_line,
 )
-from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.render import golden_lines
 from pytest_fwdorder.hookspecs import trace_facets
 
@@ -403,7 +403,7 @@ def _measurement_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
         [facet for facet in facets if _MEASURED_FACTS[facet.title] in ignored.compared]
     )
     if "initialization" in ignored.compared and trace.initialization is not None:
-        lines += render_initialization(trace.initialization)
+        lines += INITIALIZATION.header_lines(trace.initialization)
     return lines
 
 

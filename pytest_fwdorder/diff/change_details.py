@@ -1,5 +1,5 @@
 """Changed facts -> words: what changed in a call's inputs, outputs, settings, parameters,
-operations, FLOPs and initialization, each as the detail of one change. Pure, no torch.
+operations and FLOPs, each as the detail of one change. Pure, no torch.
 
 `classification` writes these details as it finds the changes; `explanation` puts the
 changes together into a summary.
@@ -17,7 +17,6 @@ from pytest_fwdorder.golden.format import (
     tensor_fact_items,
     tensor_fact_shape,
 )
-from pytest_fwdorder.golden.initialization_lines import initialization_step_parts
 from pytest_fwdorder.golden.parse import split_values, tensor_shapes
 
 
@@ -152,53 +151,3 @@ def describe_flops_change(old: int, new: int) -> str:
     """`1.85 G -> 2.61 G (+41%)`: the FLOPs before and after, and by how much they changed."""
     change = f" ({(new - old) / old:+.0%})" if old else ""
     return f"{human_count(old)} -> {human_count(new)}{change}"
-
-
-def describe_initialization_change(old_steps: list[str], new_steps: list[str]) -> str:
-    """The first initialization step that moved or changed, in words, and how many differ:
-    `initialization order changed: b.weight now before a.weight; every later draw shifted`."""
-    old = [initialization_step_parts(step) for step in old_steps]
-    new = [initialization_step_parts(step) for step in new_steps]
-    first = next(
-        (number for number, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
-        min(len(old), len(new)),
-    )
-    differing = sum(
-        1 for number in range(max(len(old), len(new)))
-        if number >= len(old) or number >= len(new) or old[number] != new[number]
-    )  # fmt: skip
-    tail = f" ({differing} of {len(new)} steps differ from step {first + 1} on)"
-    if first >= len(old):
-        target, operations, _ = new[first]
-        return f"initialization step added at the end: {target} {operations}{tail}"
-    if first >= len(new):
-        target, operations, _ = old[first]
-        return f"initialization step removed at the end: {target} {operations}{tail}"
-    (old_target, old_operations, old_draws) = old[first]
-    (new_target, new_operations, new_draws) = new[first]
-    old_later = {target for target, _, _ in old[first + 1 :]}
-    new_later = {target for target, _, _ in new[first + 1 :]}
-    shifted = (
-        "; every later draw shifted"
-        if any(draws for _, _, draws in new[first:]) and (old_draws or new_draws)
-        else ""
-    )
-    if old_target == new_target:
-        draws = f", {old_draws:,} -> {new_draws:,} draws" if old_draws != new_draws else ""
-        return (
-            f"initialization of {new_target} changed: {old_operations} -> {new_operations}"
-            f"{draws}{shifted}{tail}"
-        )
-    if new_target in old_later and old_target in new_later:
-        return f"initialization order changed: {new_target} now before {old_target}{shifted}{tail}"
-    if old_target in new_later:
-        return (
-            f"initialization step added: {new_target} {new_operations} before {old_target}"
-            f"{shifted}{tail}"
-        )
-    if new_target in old_later:
-        return f"initialization step removed: {old_target} {old_operations}{shifted}{tail}"
-    return (
-        f"initialization step {first + 1} changed: {old_target} {old_operations} -> "
-        f"{new_target} {new_operations}{shifted}{tail}"
-    )

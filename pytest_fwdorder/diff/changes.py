@@ -39,7 +39,6 @@ class ChangeKind(str, enum.Enum):
     OPERATION_REMOVED = "operation removed"
     FLOPS_CHANGED = "FLOPs changed"
     UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
-    INITIALIZATION_CHANGED = "initialization changed"
     # Header findings that appear or go (the odd block out, forwards run without a call).
     ODD_BLOCK_FOUND = "differing from the peers now"
     ODD_BLOCK_GONE = "agreeing with the peers now"

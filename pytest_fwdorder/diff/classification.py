@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 
 from pytest_fwdorder.diff.change_details import (
     describe_flops_change,
-    describe_initialization_change,
     describe_operation_change,
     describe_settings_change,
     describe_tensor_fact_changes,
@@ -45,7 +44,6 @@ from pytest_fwdorder.golden.format import (
     render_forward_run,
     render_odd_block,
 )
-from pytest_fwdorder.golden.initialization_lines import initialization_steps
 from pytest_fwdorder.hookspecs import trace_facets
 
 
@@ -206,7 +204,6 @@ def classify_diff(
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
     changes.extend(_uncounted_changes(old_header, new_header))
-    changes.extend(_initialization_changes(old_header, new_header))
     changes.extend(trace_facet_changes(old_header, new_header, trace_facets(FACT_TITLES)))
     changes.extend(_finding_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
@@ -412,17 +409,6 @@ def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Cha
         for name, count in new.items()
         if name not in old
     ]
-
-
-def _initialization_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
-    """The first initialization step that moved or changed (`initialization=True`), as one
-    change: every later step draws from a shifted stream, so the first is the one to fix.
-    Only when both traces recorded the initialization."""
-    old, new = initialization_steps(old_header), initialization_steps(new_header)
-    if old is None or new is None or old == new:
-        return []
-    detail = describe_initialization_change(old, new)
-    return [Change(ChangeKind.INITIALIZATION_CHANGED, None, None, detail)]
 
 
 def _finding_changes(old_header: list[str], new_header: list[str]) -> list[Change]:

@@ -50,7 +50,6 @@ _SUMMARY_ORDER = (
     ChangeKind.REUSE_CHANGED,
     ChangeKind.FLOPS_CHANGED,
     ChangeKind.UNCOUNTED_OPERATION_ADDED,
-    ChangeKind.INITIALIZATION_CHANGED,
     ChangeKind.FACET_CHANGED,
     ChangeKind.ODD_BLOCK_FOUND,
     ChangeKind.ODD_BLOCK_GONE,
@@ -107,8 +106,6 @@ def summarize(
         if kind in _FINDINGS
         else f"{plural(counts[kind], 'uncounted operation')} added"
         if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
-        else kind.value
-        if kind is ChangeKind.INITIALIZATION_CHANGED
         else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
         f"{kind.value.removeprefix('operation ')}"
         if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
@@ -323,10 +320,6 @@ def _describe_uncounted(diff: _Changes, kind: ChangeKind, changes: list[Change])
     )
 
 
-def _describe_header_sections(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return "; ".join(c.detail for c in changes)
-
-
 def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
     # One sentence per call: its settings, and the parameters that follow from them; the
     # same change at calls of one class said once, so that another is not lost behind it.
@@ -426,7 +419,6 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
     ChangeKind.OPERATION_REMOVED: _describe_operations_in_calls,
     ChangeKind.FLOPS_CHANGED: _describe_flops,
     ChangeKind.UNCOUNTED_OPERATION_ADDED: _describe_uncounted,
-    ChangeKind.INITIALIZATION_CHANGED: _describe_header_sections,
     ChangeKind.SETTINGS_CHANGED: _describe_settings,
     ChangeKind.PARAMETERS_CHANGED: _describe_parameters,
     ChangeKind.MODE_CHANGED: _describe_modes,
@@ -546,7 +538,7 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
     the call ends, and a parent's output moves because a child's did, so the first to end
     is where its values first differed (`..., first at project (Linear): ...; later: ...`).
     A facet of the header says its sentences one after the other (graph breaks), or, where
-    it counts them (`noun`), its words and the first five (`backward order changed: ...`)."""
+    it counts them (`noun`), its words and the first five (`backward steps changed: ...`)."""
     ended = _end_order(diff.new_lines)
     by_words: dict[str, list[Change]] = {}
     of_the_header: dict[tuple[str, str], list[str]] = {}

@@ -1,7 +1,19 @@
-"""Record how a model initializes itself while its builder runs (`initialization=True`).
+"""Record how a model initializes itself while its builder runs (`initialization=True`):
+the one owner of the facet.
 
-The one owner of the initialization record. Two public mechanisms watch the build, both
-removed when it ends:
+One module holds the whole facet behind the protocol (`WatchedTraceFacet`,
+calls/facet_records.py): its option, how it watches the build (`InitializationWatcher`),
+the header section it writes and reads back into `WrittenStep`s, and the words for a change.
+It is registered as a built-in plugin (`hookspecs.BUILTIN_PLUGINS`), so the trace, the
+golden and the diff reach it through the `pytest_fwdorder_facets` hook and never name it.
+torch is imported only when a trace asks for the initialization (pytest's start-up
+registers this module).
+
+    # initialization (3 steps, 544 random draws, seed 0):
+    #   fc.weight kaiming_uniform_(a=2.236) 512 draws
+    #   fc.bias uniform_(a=-0.1768, b=0.1768) 32 draws
+
+**Capture.** Two public mechanisms watch the build, both removed when it ends:
 - a profile function (`sys.setprofile`, chained to any profiler already set) sees each call
   of a `torch.nn.init` function (`kaiming_uniform_`, `trunc_normal_`, `constant_`, ...) and
   records it by its name and the arguments given away from their defaults, as the code
@@ -18,25 +30,217 @@ A random operation's draws are the elements it fills, counted from shapes, so me
 builds give the same figures (on meta nothing is drawn). Random draws into tensors the
 model does not keep are listed too, as temporaries: they move the random stream that every
 later step draws from.
+
+**Comparison.** The steps are compared in order, each as (target, operations, draws); a
+change names the first step that moved or changed, and how many differ.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any
-
-import torch
-from torch import nn
-from torch.overrides import TorchFunctionMode
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_fwdorder.calls.facet_records import InitializationRecords, InitializationStep
-from pytest_fwdorder.recording.describe import dtype_name
+from pytest_fwdorder.golden.format import SECTION_ITEM, header_sections
+from pytest_fwdorder.hookspecs import hookimpl
+from pytest_fwdorder.recording.seeding import SEED
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from pytest_fwdorder.calls.facet_records import TraceFacet
+    from pytest_fwdorder.options import TraceOptions
+
+TITLE = "initialization"
+_TITLE_PREFIX = f"# {TITLE} ("
+_DRAWS = re.compile(r" ([0-9,]+) draws?$")
+
+
+class WrittenStep(NamedTuple):
+    """A step as a golden gives it: `fc.weight kaiming_uniform_(a=2.236) 512 draws` is
+    ("fc.weight", "kaiming_uniform_(a=2.236)", 512); draws 0 when it drew none."""
+
+    target: str
+    operations: str
+    draws: int
+
+
+class InitializationFacet:
+    """The initialization as a facet with one value per trace: the `InitializationRecords`
+    of a builder's build, watched while it runs, written as a header section, read back as
+    `WrittenStep`s and compared step by step."""
+
+    title = TITLE
+    change_words = "initialization changed"
+    option = "initialization"
+    record_refusal = (
+        "record(initialization=True) cannot watch the build: record takes a model "
+        "already built. Pass a function that builds it to trace_forward(build, ..., "
+        "initialization=True), or leave initialization off for this recording"
+    )
+
+    def built_model_refusal(self, model_type: str) -> str:
+        """What `trace_forward` says when given a model already built, not a builder."""
+        return (
+            f"initialization=True needs the build to run under watch, but trace_forward "
+            f"got a model already built ({model_type}): pass a function that "
+            "builds it, trace_forward(lambda: MyModel(), x, initialization=True)"
+        )
+
+    def watcher(self, options: TraceOptions) -> InitializationWatcher:
+        return InitializationWatcher()
+
+    def header_lines(self, value: InitializationRecords) -> list[str]:
+        """The header's section: a title with the totals, then one step a line."""
+        return render_initialization(value)
+
+    def read_header(self, header: Sequence[str]) -> tuple[WrittenStep, ...] | None:
+        """The section's steps, or None when the golden has no initialization section."""
+        steps = header_sections(list(header)).get(TITLE)
+        return None if steps is None else tuple(map(read_step, steps))
+
+    def describe_changes(
+        self, old: tuple[WrittenStep, ...], new: tuple[WrittenStep, ...]
+    ) -> list[str]:
+        """One sentence, for the first step that moved or changed; [] when none did."""
+        return [] if old == new else [describe_initialization_change(old, new)]
+
+
+INITIALIZATION = InitializationFacet()
+
+
+@hookimpl
+def pytest_fwdorder_facets() -> list[TraceFacet]:
+    """The initialization facet."""
+    return [INITIALIZATION]
+
+
+class InitializationWatcher:
+    """Watches a builder's build (`building`, around each try) and names what it saw once
+    the trace ends (a `TraceWatcher`, calls/facet_records.py); the trace itself it leaves
+    alone."""
+
+    def __init__(self) -> None:
+        self.watch: InitializationWatch | None = None  # the last build's that returned
+        self.model: nn.Module | None = None
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        """The build watched for initializing operations; a build that raised is forgotten
+        (on meta a builder is called again, and the try that returned counts)."""
+        with initialization_recorded() as watch:
+            yield
+        self.watch = watch
+
+    def watching(self) -> nullcontext[None]:
+        return nullcontext()
+
+    def started(self, recorder: object) -> None:
+        """Nothing to read from the recorder: the build is over."""
+
+    def forward_context(self) -> nullcontext[None]:
+        return nullcontext()
+
+    def forward_ran(self, model: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+        """The model the build made, whose parameters and buffers name the steps."""
+        self.model = model
+
+    def value(self) -> InitializationRecords | None:
+        if self.watch is None or self.model is None:
+            return None
+        return initialization_records(self.model, self.watch, SEED)
+
+
+def render_initialization(records: InitializationRecords) -> list[str]:
+    """`# initialization (3 steps, 544 random draws, seed 0):`, then `#   ` and one step a
+    line: its target, its operations and its draws (`fc.weight kaiming_uniform_(a=2.236) 512
+    draws`)."""
+    count = len(records.steps)
+    seed = f", seed {records.seed}" if records.seed is not None else ""
+    title = (
+        f"{_TITLE_PREFIX}{count} step{'s' if count != 1 else ''}, "
+        f"{records.draws:,} random draw{'s' if records.draws != 1 else ''}{seed})"
+    )
+    lines = [title + (":" if records.steps else "")]
+    for step in records.steps:
+        draws = f" {step.draws:,} draw{'s' if step.draws != 1 else ''}" if step.draws else ""
+        lines.append(f"{SECTION_ITEM}{step.target} {' '.join(step.operations)}{draws}")
+    return lines
+
+
+def read_step(step: str) -> WrittenStep:
+    """A step line (without `#   `) as `render_initialization` writes it."""
+    match = _DRAWS.search(step)
+    draws = int(match.group(1).replace(",", "")) if match else 0
+    body = step[: match.start()] if match else step
+    if body.startswith("(temporary "):  # `(temporary f32[3,3]) randn(3, 3)`
+        end = body.index(")") + 1
+        return WrittenStep(body[:end], body[end:].strip(), draws)
+    target, _, operations = body.partition(" ")
+    return WrittenStep(target, operations, draws)
+
+
+def describe_initialization_change(old: Sequence[WrittenStep], new: Sequence[WrittenStep]) -> str:
+    """The first initialization step that moved or changed, in words, and how many differ:
+    `initialization order changed: b.weight now before a.weight; every later draw shifted`."""
+    first = next(
+        (number for number, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
+    differing = sum(
+        1 for number in range(max(len(old), len(new)))
+        if number >= len(old) or number >= len(new) or old[number] != new[number]
+    )  # fmt: skip
+    tail = f" ({differing} of {len(new)} steps differ from step {first + 1} on)"
+    if first >= len(old):
+        return f"initialization step added at the end: {_step_text(new[first])}{tail}"
+    if first >= len(new):
+        return f"initialization step removed at the end: {_step_text(old[first])}{tail}"
+    before, after = old[first], new[first]
+    old_later = {step.target for step in old[first + 1 :]}
+    new_later = {step.target for step in new[first + 1 :]}
+    shifted = (
+        "; every later draw shifted"
+        if any(step.draws for step in new[first:]) and (before.draws or after.draws)
+        else ""
+    )
+    if before.target == after.target:
+        draws = (
+            f", {before.draws:,} -> {after.draws:,} draws" if before.draws != after.draws else ""
+        )
+        return (
+            f"initialization of {after.target} changed: {before.operations} -> "
+            f"{after.operations}{draws}{shifted}{tail}"
+        )
+    if after.target in old_later and before.target in new_later:
+        return (
+            f"initialization order changed: {after.target} now before {before.target}"
+            f"{shifted}{tail}"
+        )
+    if before.target in new_later:
+        return (
+            f"initialization step added: {_step_text(after)} before {before.target}{shifted}{tail}"
+        )
+    if after.target in old_later:
+        return f"initialization step removed: {_step_text(before)}{shifted}{tail}"
+    return (
+        f"initialization step {first + 1} changed: {_step_text(before)} -> "
+        f"{_step_text(after)}{shifted}{tail}"
+    )
+
+
+def _step_text(step: WrittenStep) -> str:
+    return f"{step.target} {step.operations}"
+
 
 # Operations that fill their tensor (the first argument) with random numbers.
 _RANDOM_IN_PLACE = frozenset(
@@ -72,8 +276,11 @@ class _Seen:
     keywords: dict[str, object]
 
 
+@functools.cache
 def _init_functions() -> dict[CodeType, tuple[str, Callable[..., Any], inspect.Signature]]:
     """The in-place `torch.nn.init` functions by code object: name, function, signature."""
+    from torch import nn
+
     found: dict[CodeType, tuple[str, Callable[..., Any], inspect.Signature]] = {}
     for name in dir(nn.init):
         function = getattr(nn.init, name)
@@ -83,25 +290,49 @@ def _init_functions() -> dict[CodeType, tuple[str, Callable[..., Any], inspect.S
     return found
 
 
-_INIT_FUNCTIONS = _init_functions()
+@functools.cache
+def _mode_type() -> type[Any]:
+    """A `TorchFunctionMode` that hands each torch function to an `InitializationWatch`:
+    made on first use, so that importing this module imports no torch."""
+    from torch.overrides import TorchFunctionMode
+
+    class WatchMode(TorchFunctionMode):
+        def __init__(self, watch: InitializationWatch) -> None:
+            super().__init__()
+            self.watch = watch
+
+        def __torch_function__(
+            self,
+            func: Callable[..., Any],
+            types: object,
+            args: tuple[Any, ...] = (),
+            kwargs: dict[str, Any] | None = None,
+        ) -> Any:
+            return self.watch.torch_function(func, args, {} if kwargs is None else kwargs)
+
+    return WatchMode
 
 
-class InitializationMode(TorchFunctionMode):
+class InitializationWatch:
     """While a builder runs: keeps each initializing operation, with its target tensor.
 
     `profile` is the profile function that sees `torch.nn.init` calls; while one runs, the
-    tensor operations it makes are its own and are not kept.
+    tensor operations it makes are its own and are not kept. `torch_function` sees every
+    other torch function, through the mode `initialization_recorded` enters.
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        import torch
+
+        self.tensor_type = torch.Tensor
+        self.init_functions = _init_functions()
         self.seen: list[_Seen] = []
         self.inside: FrameType | None = None  # the frame of the nn.init call running
 
     def profile(self, frame: FrameType, event: str, argument: object) -> None:
         if event == "call":
             if self.inside is None:
-                found = _INIT_FUNCTIONS.get(frame.f_code)
+                found = self.init_functions.get(frame.f_code)
                 if found is not None:
                     self.inside = frame
                     self._init_call(frame, *found)
@@ -118,7 +349,7 @@ class InitializationMode(TorchFunctionMode):
         values = frame.f_locals
         parameters = list(signature.parameters.values())
         target = values.get(parameters[0].name) if parameters else None
-        if not isinstance(target, torch.Tensor):
+        if not isinstance(target, self.tensor_type):
             return
         given = {
             parameter.name: values[parameter.name]
@@ -134,19 +365,15 @@ class InitializationMode(TorchFunctionMode):
         draws = target.numel() if name in _RANDOM_IN_PLACE else 0
         self.seen.append(_Seen(target, text, draws, function, (None,), given))
 
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: object,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
+    def torch_function(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        kwargs = {} if kwargs is None else kwargs
+        """Run `func`, keeping it when it initializes a tensor (in place, or a random one)."""
         output = func(*args, **kwargs)
         if self.inside is not None:
             return output  # made by the nn.init call that is recorded
         name = getattr(func, "__name__", "")
-        if name in _RANDOM_FACTORIES and isinstance(output, torch.Tensor):
+        if name in _RANDOM_FACTORIES and isinstance(output, self.tensor_type):
             self.seen.append(
                 _Seen(
                     output,
@@ -162,7 +389,7 @@ class InitializationMode(TorchFunctionMode):
             and not name.startswith("_")
             and name not in _NOT_INITIALIZING
             and args
-            and isinstance(args[0], torch.Tensor)
+            and isinstance(args[0], self.tensor_type)
         ):
             target = args[0]
             draws = target.numel() if name in _RANDOM_IN_PLACE else 0
@@ -180,29 +407,32 @@ class InitializationMode(TorchFunctionMode):
 
 
 @contextmanager
-def initialization_recorded() -> Iterator[InitializationMode]:
+def initialization_recorded() -> Iterator[InitializationWatch]:
     """Watch the block (a builder's call) for initializing operations.
 
     The profile function set before is called as well, and put back at the end.
     """
-    mode = InitializationMode()
+    watch = InitializationWatch()
+    mode = _mode_type()(watch)
     previous = sys.getprofile()
 
     def profile(frame: FrameType, event: str, argument: object) -> None:
-        mode.profile(frame, event, argument)
+        watch.profile(frame, event, argument)
         if previous is not None:
             previous(frame, event, argument)  # type: ignore[arg-type]
 
     sys.setprofile(profile)
     try:
         with mode:
-            yield mode
+            yield watch
     finally:
         sys.setprofile(previous)
 
 
 def _equal_default(value: object, default: object) -> bool:
     """Whether an argument equals its default (`mode='fan_in'` passed as the default is)."""
+    import torch
+
     if default is inspect.Parameter.empty or isinstance(value, torch.Tensor):
         return False
     try:
@@ -212,16 +442,16 @@ def _equal_default(value: object, default: object) -> bool:
 
 
 def initialization_records(
-    model: nn.Module, mode: InitializationMode, seed: int | None
+    model: nn.Module, watch: InitializationWatch, seed: int | None
 ) -> InitializationRecords:
-    """The steps the mode saw, named after the model's parameters and buffers.
+    """The steps the watch saw, named after the model's parameters and buffers.
 
     Operations on one tensor that follow each other make one step. Steps on tensors the
     model does not keep are left out, unless they drew random numbers.
     """
     by_object, by_storage = _tensor_names(model)
     steps: list[InitializationStep] = []
-    for seen in mode.seen:
+    for seen in watch.seen:
         name = by_object.get(id(seen.target))
         view = None
         if name is None:
@@ -297,6 +527,8 @@ def _storage_key(tensor: torch.Tensor) -> object:
 
 
 def _tensor_text(tensor: torch.Tensor) -> str:
+    from pytest_fwdorder.recording.describe import dtype_name
+
     return f"{dtype_name(tensor.dtype)}[{','.join(map(str, tensor.shape))}]"
 
 
@@ -310,6 +542,8 @@ def _operation_text(
 
 
 def _argument_text(value: object, target: torch.Tensor | None) -> str:
+    import torch
+
     if isinstance(value, torch.Tensor):
         return "itself" if value is target else _tensor_text(value)
     if isinstance(value, torch.Generator):

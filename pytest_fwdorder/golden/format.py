@@ -20,8 +20,8 @@ others as `name=value`, in the signature's order, leaving out a None whose defau
 nothing). No running index numbers, ids, addresses or timings: inserting one call changes
 one line (and its facts).
 
-`costs:` facts and the initialization section are spelled in their modules (`costs_lines.py`,
-...); a facet behind the protocol (values, graph breaks, a plugin's) spells its own.
+`costs:` facts are spelled in their module (`costs_lines.py`); a facet behind the protocol
+(values, backward, graph breaks, initialization, a plugin's) spells its own.
 
 Every reader of golden text (diff, compare, view, report, the command line, the snapshot
 extension) reads a line where it is written, so a change to one kind of line is made in one

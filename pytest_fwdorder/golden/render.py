@@ -43,7 +43,6 @@ from pytest_fwdorder.golden.format import (
     render_tensor_fact,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
-from pytest_fwdorder.golden.initialization_lines import render_initialization
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
 
 __all__ = ["end_lines", "golden_lines", "render_header", "render_trace"]
@@ -163,8 +162,6 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
     if trace.costs is not None:
         header += render_trace_costs(trace.costs, parameters)
     header += facet_header_lines(trace.facets)
-    if trace.initialization is not None:
-        header += render_initialization(trace.initialization)
     for facet in trace.trace_facets:
         header += facet.header_lines(trace.trace_facet_values[facet.title])
     if trace.options.devices:

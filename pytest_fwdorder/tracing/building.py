@@ -1,7 +1,8 @@
 """The model a trace runs: the module given, or what a zero-argument builder returns.
 
 A builder is built where the trace runs (on meta through `build_on_meta`), seeded and
-watched when the options ask for it. `required_parameters` is the one builder check: the
+watched by the facets that watch a build (`FacetRecording.building`) when the options ask
+for it. `required_parameters` is the one builder check: the
 command line's TARGET check uses it too.
 """
 
@@ -14,22 +15,23 @@ from contextlib import nullcontext
 import torch
 from torch import nn
 
-from pytest_fwdorder.facets.initialization import InitializationMode, initialization_recorded
 from pytest_fwdorder.options import TraceOptions
 from pytest_fwdorder.recording.meta.build import build_on_meta
 from pytest_fwdorder.recording.resolve import resolve_model
 from pytest_fwdorder.recording.seeding import seeded
+from pytest_fwdorder.tracing.facet_setup import FacetRecording
 
 
 def model_to_trace(
     model: nn.Module | Callable[[], nn.Module],
     options: TraceOptions,
-    watched: list[InitializationMode],
+    facets: FacetRecording,
 ) -> nn.Module:
     """The model to trace: `model` itself, or what the builder `model` returns.
 
-    With `initialization` the build runs under an `InitializationMode` (the last try's is
-    appended to `watched`); with `initialization` or `values` it runs under seed 0.
+    The build runs under the watch of the trace's facets that watch a build (each try of
+    it, on meta), and then under seed 0, as it does with `values`. A model already built is
+    refused when such a facet is on.
     """
     # A method bound to a module (`model.forward`), a module class, a tensor: mistakes that
     # resolve_model explains. Any other callable, a builder object's method included, builds.
@@ -38,15 +40,10 @@ def model_to_trace(
         or not callable(model)
         or _is_module_method(model)
     ):
-        if options.initialization:
-            raise ValueError(
-                f"initialization=True needs the build to run under watch, but trace_forward "
-                f"got a model already built ({type(model).__name__}): pass a function that "
-                "builds it, trace_forward(lambda: MyModel(), x, initialization=True)"
-            )
+        facets.refuse_built_model(type(model).__name__)
         return resolve_model(model, entry_point="trace_forward")
     _check_builder(model)
-    builder = _watched_builder(model, options, watched)
+    builder = _watched_builder(model, options, facets)
     device = options.device
     if device is not None and torch.device(device).type == "meta":
         built = build_on_meta(builder)
@@ -78,20 +75,15 @@ def required_parameters(builder: Callable[..., object]) -> list[str]:
 
 
 def _watched_builder(
-    model: Callable[[], nn.Module], options: TraceOptions, watched: list[InitializationMode]
+    model: Callable[[], nn.Module], options: TraceOptions, facets: FacetRecording
 ) -> Callable[[], nn.Module]:
     """The builder as `model_to_trace` calls it: seeded and watched as the options ask."""
-    if not (options.initialization or options.values):
+    if not (facets.watches_build or options.values):
         return model
 
     def build() -> nn.Module:
-        with seeded():
-            if not options.initialization:
-                return model()
-            with initialization_recorded() as mode:
-                built = model()
-            watched.append(mode)
-            return built
+        with seeded(), facets.building():
+            return model()
 
     build.__qualname__ = getattr(model, "__qualname__", "build")  # as failures name it
     return build

@@ -3,8 +3,9 @@
 `trace_forward` and `record` both go through `FacetRecording`: operations and costs each
 enter their own context manager (which removes its hooks or mode on exit) only when the
 options ask for them. The facets behind the protocol (calls/facet_records.py: output values,
-backward, graph breaks, the plugins') are not named here: each one's option, device check,
-run context, observer and watcher are looked up on it.
+backward, graph breaks, initialization, the plugins') are not named here: each one's option,
+device check, run context, observer and watcher (of the trace, or of a builder's build) are
+looked up on it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from typing import Any
 
 from torch import nn
 
-from pytest_fwdorder.calls.facet_records import Facet, TraceFacet, TraceWatcher
+from pytest_fwdorder.calls.facet_records import (
+    Facet,
+    MeasuredTraceFacet,
+    TraceFacet,
+    TraceWatcher,
+    is_measured,
+    is_watched,
+    watches_build,
+)
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
@@ -52,9 +61,7 @@ class FacetRecording:
                 check_device(options.device)
         switched_on = switched_on_trace_facets(options)
         watchers = {
-            facet.title: facet.watcher(options)
-            for facet in switched_on
-            if hasattr(facet, "watcher")
+            facet.title: facet.watcher(options) for facet in switched_on if is_watched(facet)
         }
         return cls(options, facets=facets, trace_facets=switched_on, watchers=watchers)
 
@@ -87,6 +94,28 @@ class FacetRecording:
                 stack.enter_context(_facets_observed(recorder, self))
             yield
 
+    @property
+    def watches_build(self) -> bool:
+        """Whether a facet watches a builder's build (`BuildWatchingFacet`)."""
+        return any(map(watches_build, self.trace_facets))
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        """Each watcher that watches a build (`building()`), around one try of it."""
+        with ExitStack() as stack:
+            for watcher in self.watchers.values():
+                building = getattr(watcher, "building", None)
+                if building is not None:
+                    stack.enter_context(building())
+            yield
+
+    def refuse_built_model(self, model_type: str) -> None:
+        """Raise ValueError, saying what to do, when a facet that watches the build is on
+        and the model came built (a `model_type` instance, not a builder)."""
+        for facet in self.trace_facets:
+            if watches_build(facet):
+                raise ValueError(facet.built_model_refusal(model_type))
+
     def run_forward(self, root: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call the model once under the watchers' forward contexts, then hand each the
         output (`trace_forward`'s forward; a `record` block runs the user's code instead)."""
@@ -108,7 +137,9 @@ class FacetRecording:
             trace.facets = self.facets
             trace.facet_values = self.facet_values
         for title, watcher in self.watchers.items():
-            trace.trace_facet_values[title] = watcher.value()
+            value = watcher.value()
+            if value is not None:  # a watcher that saw nothing to give (no build it watched)
+                trace.trace_facet_values[title] = value
         self._give_trace_facets(trace)
 
     def measure(
@@ -121,7 +152,7 @@ class FacetRecording:
     ) -> None:
         """Give the trace each facet's value of the whole run, measured after the forward."""
         for facet in measured_facets(self.trace_facets):
-            value = facet.measure(model, args, kwargs, device)  # type: ignore[attr-defined]
+            value = facet.measure(model, args, kwargs, device)
             trace.trace_facet_values[facet.title] = value
         self._give_trace_facets(trace)
 
@@ -139,10 +170,10 @@ def switched_on_trace_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
     )
 
 
-def measured_facets(facets: tuple[TraceFacet, ...]) -> tuple[TraceFacet, ...]:
+def measured_facets(facets: tuple[TraceFacet, ...]) -> tuple[MeasuredTraceFacet, ...]:
     """Those of `facets` that take their value after the forward (`measure`), which a
     `record` block refuses (`record_refusal`)."""
-    return tuple(facet for facet in facets if hasattr(facet, "measure"))
+    return tuple(facet for facet in facets if is_measured(facet))
 
 
 def _switched_on(facet: object, option: object, options: TraceOptions) -> bool:

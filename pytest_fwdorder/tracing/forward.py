@@ -21,9 +21,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from pytest_fwdorder.calls.facet_records import watches_build
 from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
-from pytest_fwdorder.facets.initialization import InitializationMode, initialization_records
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
 from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly, process_rank
@@ -31,7 +31,6 @@ from pytest_fwdorder.recording.meta.failures import autocast_refused, meta_failu
 from pytest_fwdorder.recording.meta.fast_paths import fast_paths_refused
 from pytest_fwdorder.recording.recorder import Recorder, recording
 from pytest_fwdorder.recording.resolve import resolve_model
-from pytest_fwdorder.recording.seeding import SEED
 from pytest_fwdorder.recording.torch_release import check_torch_release
 from pytest_fwdorder.trace import Trace
 from pytest_fwdorder.tracing.building import model_to_trace
@@ -204,8 +203,7 @@ def trace_model(
     check_torch_release(torch.__version__)
     device = options.device
     facets = FacetRecording.for_options(options)  # refuses a facet the device cannot record
-    watched: list[InitializationMode] = []
-    root = model_to_trace(model, options, watched)
+    root = model_to_trace(model, options, facets)
     _check_model_keywords(root, kwargs)
     placed: dict[int, torch.Tensor] = {}  # one placed tensor per input tensor, and storage
     args = _place(args, device, placed)
@@ -223,8 +221,6 @@ def trace_model(
         facets.run_forward(root, args, kwargs)
     trace = cast(Trace, recorder.trace)  # _traced asks the recorder for a Trace
     facets.finish(trace)
-    if watched:
-        trace.initialization = initialization_records(root, watched[-1], SEED)
     facets.measure(trace, root, args, kwargs, device)
     check_finished_trace(trace, options)
     return trace
@@ -278,14 +274,12 @@ def _traced(
 
 def _check_recordable(options: TraceOptions) -> None:
     """Refuse the options a `record` block cannot honour."""
-    for facet in measured_facets(switched_on_trace_facets(options)):
-        raise ValueError(facet.record_refusal)  # type: ignore[attr-defined]
-    if options.initialization:
-        raise ValueError(
-            "record(initialization=True) cannot watch the build: record takes a model "
-            "already built. Pass a function that builds it to trace_forward(build, ..., "
-            "initialization=True), or leave initialization off for this recording"
-        )
+    switched_on = switched_on_trace_facets(options)
+    for facet in measured_facets(switched_on):
+        raise ValueError(facet.record_refusal)
+    for watched in switched_on:
+        if watches_build(watched):  # a block takes a model already built
+            raise ValueError(watched.record_refusal)
 
 
 def _check_model_keywords(root: nn.Module, kwargs: dict[str, Any]) -> None:
