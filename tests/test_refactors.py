@@ -337,8 +337,10 @@ def test_a_name_free_wrapper_is_not_taken_for_the_next_layers_type_change() -> N
 
 
 def test_a_layer_inserted_before_look_alike_blocks_one_of_them_changed_reads_as_no_swap() -> None:
-    """Which of three look-alike blocks went where cannot be told once one of them changed
-    (the second reader's case): the summary may say less, never that two were swapped."""
+    """Look-alike blocks renumbered by an insertion, one of them changed inside (the second
+    reader's case): with the changed one, as many blocks of their class and shapes are on
+    each side, so they pair in order: a renumbering, never a swap, and no block moved, by
+    name or name-free (where it read as two calls moved into another block)."""
     from refactor_corpus import _blocks_model
 
     inputs = torch.randn(2, 8)
@@ -348,8 +350,19 @@ def test_a_layer_inserted_before_look_alike_blocks_one_of_them_changed_reads_as_
     summary = before.diff(after).summary()
 
     assert "swapped" not in summary
-    assert "type changed at blocks.3.1: ReLU -> GELU" in summary.splitlines()
-    assert "1 call inserted: blocks.1 (Identity) after blocks.0 (Sequential)" in summary
+    assert summary.splitlines()[1:4] == [
+        "blocks.1 ... blocks.3 -> blocks.2 ... blocks.4, renumbered (3 subtrees, 9 calls "
+        "renamed with them)",
+        "type changed at blocks.3.1: ReLU -> GELU",
+        "1 call inserted: blocks.1 (Identity) after blocks.0 (Sequential)",
+    ], summary
+    with pytest.raises(StructureMismatchError, match="execution structure differs") as raised:
+        assert_same_structure(before, after, ignore=("paths",))
+    assert str(raised.value).partition("\n\n")[0].splitlines()[1:] == [
+        "14 calls before, 15 after: 1 call type changed, 1 call inserted",
+        "type changed at blocks.3.1: ReLU -> GELU",
+        "1 call inserted: blocks.1 (Identity) in blocks after blocks.0",
+    ]
 
 
 class _Parallel(nn.Module):

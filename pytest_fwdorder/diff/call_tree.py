@@ -36,6 +36,12 @@ class CallTree:
         """How many calls the subtree at `index` holds, itself included."""
         return self.ends[index] - index
 
+    def siblings(self, index: int) -> list[int]:
+        """The calls run inside the same call as `index` (the top-level calls for one of
+        them), itself included, in order."""
+        parent = self.parents[index]
+        return self.roots if parent == NO_PARENT else self.children[parent]
+
     def ancestors(self, index: int) -> list[int]:
         """The calls `index` runs inside, innermost first."""
         found = []

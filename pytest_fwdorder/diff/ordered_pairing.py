@@ -1,12 +1,13 @@
 """Two sequences of keys -> the pairs kept in order: a longest common subsequence, unique
-keys first, a longest increasing pairing, pairs by a key between pairs already made, and the
-rows that show them; or the runs where they differ. Pure, no torch."""
+keys first, a longest increasing pairing, pairs by a key (in order, or between pairs already
+made), whether pairs cross, and the rows that show them; or the runs where they differ. Pure,
+no torch."""
 
 from __future__ import annotations
 
 import bisect
 import difflib
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple, TypeVar
 
@@ -173,3 +174,30 @@ def pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
+
+
+def crossing(pairs: list[tuple[int, int]]) -> bool:
+    """Whether two pairs cross: their new calls in the other order than their old ones."""
+    in_new_order = [new for _, new in sorted(pairs)]
+    return any(map(int.__gt__, in_new_order, in_new_order[1:]))
+
+
+def pairs_by_key(
+    old_lines: Sequence[ItemT],
+    new_lines: Sequence[ItemT],
+    olds: list[int],
+    news: list[int],
+    key: Callable[[ItemT], Hashable],
+    new_key: Callable[[ItemT], Hashable] | None = None,
+) -> list[tuple[int, int]]:
+    """The items at `olds` and `news` with the same key paired in order of their occurrence
+    (`new_key` reads the new items where it differs)."""
+    waiting: dict[Hashable, list[int]] = defaultdict(list)
+    for j in news:
+        waiting[(new_key or key)(new_lines[j])].append(j)
+    pairs = []
+    for i in olds:
+        candidates = waiting.get(key(old_lines[i]))
+        if candidates:
+            pairs.append((i, candidates.pop(0)))
+    return pairs

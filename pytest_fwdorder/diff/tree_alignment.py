@@ -32,9 +32,11 @@ from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.look_alikes import exact_alike, first_alike
 from pytest_fwdorder.diff.ordered_pairing import (
     AlignedPair,
+    crossing,
     interleave,
     longest_increasing,
     pairs_between,
+    pairs_by_key,
 )
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -151,11 +153,13 @@ class _Matcher:
         if not olds or not news:
             return []
         if not self.match_paths:
-            return list(zip(olds, news, strict=True)) if len(olds) == len(news) else []
+            if len(olds) == len(news):
+                return list(zip(olds, news, strict=True))
+            return self._in_order_with_the_changed(olds, news)
         by_path = self._look_alikes_by(
             olds, news, (call_keys.path_and_number, call_keys.parent_path)
         )
-        if _crossing(by_path) and not self._all_keep_their_paths(by_path):
+        if crossing(by_path) and not self._all_keep_their_paths(by_path):
             # Same-path pairs that cross the others: a layer inserted or deleted before
             # look-alike blocks renumbered them all (`features.5`, now `features.6`, and
             # `features.6`, now `features.7`), so the old `features.6` is not the new one.
@@ -165,10 +169,41 @@ class _Matcher:
             # (saying less, never a swap). Only look-alikes that all kept their names were
             # called in another order.
             if len(olds) != len(news):
-                return []
+                return self._in_order_with_the_changed(olds, news)
             in_order = self._look_alikes_by(olds, news, (call_keys.parent_path,))
-            return [] if _crossing(in_order) else in_order
+            return [] if crossing(in_order) else in_order
         return by_path
+
+    def _in_order_with_the_changed(self, olds: list[int], news: list[int]) -> list[tuple[int, int]]:
+        """Look-alike blocks renumbered, one of them changed inside (a layer inserted before
+        four blocks, one block's activation replaced): with their siblings of the same class
+        and shapes they are as many on each side, under one parent each, and pair in order.
+        The changed one's call pairs here (its calls pair inside it later); the identical
+        pairs are returned. Else none pairs: which went where cannot be told."""
+        if not self._one_parent_each(olds, news):
+            return []
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        key = call_keys.structure(old_lines[olds[0]])
+        old_alikes = [
+            i
+            for i in self.old_tree.siblings(olds[0])
+            if i not in self.old_to_new and call_keys.structure(old_lines[i]) == key
+        ]
+        new_alikes = [
+            j
+            for j in self.new_tree.siblings(news[0])
+            if j not in self.new_to_old and call_keys.structure(new_lines[j]) == key
+        ]
+        if len(old_alikes) != len(new_alikes):
+            return []
+        identical_old, identical_new = set(olds), set(news)
+        pairs = []
+        for i, j in zip(old_alikes, new_alikes, strict=True):
+            if i in identical_old and j in identical_new:
+                pairs.append((i, j))
+            else:
+                self.pair(i, j)
+        return pairs
 
     def _look_alikes_by(
         self, olds: list[int], news: list[int], keys: tuple[Callable[[GoldenLine], Hashable], ...]
@@ -176,7 +211,7 @@ class _Matcher:
         """Look-alikes paired by each key in turn, then the one left on each side."""
         pairs: list[tuple[int, int]] = []
         for key in keys:
-            found = _pairs_by_key(self.old_tree.lines, self.new_tree.lines, olds, news, key)
+            found = pairs_by_key(self.old_tree.lines, self.new_tree.lines, olds, news, key)
             taken_old = {i for i, _ in found}
             taken_new = {j for _, j in found}
             olds = [i for i in olds if i not in taken_old]
@@ -451,7 +486,7 @@ class _Matcher:
         now `q.base_layer`: a wrap, not calls inserted and the weight removed), or the
         mirror image (an adapter merged away); returns the children still unpaired."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
-        namesakes = _pairs_by_key(old_lines, new_lines, olds, news, old_identity, new_identity)
+        namesakes = pairs_by_key(old_lines, new_lines, olds, news, old_identity, new_identity)
         if not self.match_paths:
             # Name-free, look-alikes pair in order only as many on each side; the wrapper's
             # unchanged siblings pair with them, or they would pair with the wrapper later.
@@ -562,30 +597,3 @@ class _Matcher:
         if old_parent == NO_PARENT:
             return new_parent == NO_PARENT
         return self.old_to_new.get(old_parent) == new_parent
-
-
-def _crossing(pairs: list[tuple[int, int]]) -> bool:
-    """Whether two pairs cross: their new calls in the other order than their old ones."""
-    in_new_order = [new for _, new in sorted(pairs)]
-    return any(map(int.__gt__, in_new_order, in_new_order[1:]))
-
-
-def _pairs_by_key(
-    old_lines: list[GoldenLine],
-    new_lines: list[GoldenLine],
-    olds: list[int],
-    news: list[int],
-    key: Callable[[GoldenLine], Hashable],
-    new_key: Callable[[GoldenLine], Hashable] | None = None,
-) -> list[tuple[int, int]]:
-    """Calls with the same key paired in order of their occurrence (`new_key` reads the new
-    calls where it differs)."""
-    waiting: dict[Hashable, list[int]] = defaultdict(list)
-    for j in news:
-        waiting[(new_key or key)(new_lines[j])].append(j)
-    pairs = []
-    for i in olds:
-        candidates = waiting.get(key(old_lines[i]))
-        if candidates:
-            pairs.append((i, candidates.pop(0)))
-    return pairs
