@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+from facet_plugins import offered
 from torch import nn
 
 from pytest_fwdorder import assert_same_structure, structure_diff, trace_forward
@@ -67,24 +68,12 @@ def signed_lines(model: nn.Module) -> Iterator[str]:
             )
 
 
-class _Plugin:
-    def __init__(self, facet: object) -> None:
-        self.facet = facet
-
-    def pytest_fwdorder_facets(self) -> list[object]:
-        return [self.facet]
-
-
 @pytest.fixture
 def weight_signs(request: pytest.FixtureRequest) -> Iterator[WeightSigns]:
     """The toy facet, offered by a plugin for the length of one test."""
     made = WeightSigns()
-    plugin = _Plugin(made)
-    request.config.pluginmanager.register(plugin)
-    try:
+    with offered(request.config, made):
         yield made
-    finally:
-        request.config.pluginmanager.unregister(plugin)
 
 
 def signed_model(sign: float) -> nn.Module:

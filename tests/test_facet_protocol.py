@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+from facet_plugins import FacetPlugin, offered
 from torch import nn
 
 from pytest_fwdorder import Facet, diff_golden, trace_forward
@@ -74,24 +75,12 @@ def signed_model(sign: float) -> nn.Module:
     return model
 
 
-class _Plugin:
-    def __init__(self, facet: object) -> None:
-        self.facet = facet
-
-    def pytest_fwdorder_facets(self) -> list[object]:
-        return [self.facet]
-
-
 @pytest.fixture
 def facet(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The toy facet, offered by a plugin for the length of one test."""
     made = PositiveOutputs()
-    plugin = _Plugin(made)
-    request.config.pluginmanager.register(plugin)
-    try:
+    with offered(request.config, made):
         yield made
-    finally:
-        request.config.pluginmanager.unregister(plugin)
 
 
 def positive_counts_by_global_hook(model: nn.Module, inputs: torch.Tensor) -> list[int]:
@@ -351,7 +340,7 @@ class _Failing:
 def test_a_facet_that_raises_keeps_its_error_with_a_note_naming_it(
     request: pytest.FixtureRequest,
 ) -> None:
-    plugin = _Plugin(_Failing())
+    plugin = FacetPlugin(_Failing())
     request.config.pluginmanager.register(plugin)
     try:
         with pytest.raises(ZeroDivisionError, match="the facet's own bug") as raised:
@@ -391,7 +380,7 @@ def test_the_facets_are_asked_for_once_while_the_plugins_stay_the_same(
         request.config.pluginmanager.unregister(unrelated)
         twice = PositiveOutputs()
         twice.title = "positive outputs again"
-        second = _Plugin(twice)  # another plugin that offers facets changes the answer
+        second = FacetPlugin(twice)  # another plugin that offers facets changes the answer
         request.config.pluginmanager.register(second)
         golden = trace_forward(signed_model(1.0), torch.ones(1, 4)).render()
         assert golden.count("| positive outputs again: 8") == 3
@@ -408,7 +397,7 @@ def test_a_facet_registered_after_a_trace_is_in_the_next_and_gone_once_unregiste
 ) -> None:
     model, inputs = signed_model(1.0), torch.ones(1, 4)
     assert "positive outputs" not in trace_forward(model, inputs).render()
-    plugin = _Plugin(PositiveOutputs())
+    plugin = FacetPlugin(PositiveOutputs())
     plugin_manager().register(plugin)  # the same manager as the session's, inside pytest
     try:
         assert trace_forward(model, inputs).render().count("| positive outputs: 8") == 3
