@@ -116,7 +116,7 @@ def test_a_rerun_against_the_accepted_golden_passes(accepted: pytest.Pytester) -
         ),
         pytest.param(
             {"dtype": "float64"},
-            # The whole model cast: said once, by place (diff/dtype_changes.py).
+            # The whole model cast: said once, by place (diff/uniform_changes.py).
             "dtype f32 -> f64 in the model: the parameters of 1 call, 1 input and 1 output "
             "(and 4 more inputs and outputs they passed on)",
             ["- <root>: Block (f32[2,4]) -> f32[2,8]", "+ <root>: Block (f64[2,4]) -> f64[2,8]"],

@@ -13,11 +13,6 @@ from dataclasses import dataclass
 from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.consequences import Followers, fold_consequences
-from pytest_fwdorder.diff.dtype_changes import (
-    DtypeChange,
-    describe_dtype_change,
-    group_dtype_changes,
-)
 from pytest_fwdorder.diff.places import (
     alike_siblings,
     called,
@@ -26,6 +21,11 @@ from pytest_fwdorder.diff.places import (
     subtree_end,
 )
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
+from pytest_fwdorder.diff.uniform_changes import (
+    UniformChange,
+    describe_uniform_change,
+    group_uniform_changes,
+)
 from pytest_fwdorder.golden.costs_lines import flops_of
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -141,7 +141,7 @@ def _kind_lines(
 ) -> list[str]:
     """A line per kind of change, in the summary's order; a dtype changed throughout a part
     of the model said once, by place, where the inputs' line would be."""
-    casts = group_dtype_changes(changes, tree)
+    casts = group_uniform_changes(changes, tree)
     cast = {id(change) for one in casts for change in one.changes}
     rest = [change for change in changes if id(change) not in cast]
     diff = _Changes(rest, old_lines, new_lines, followers, name_free)
@@ -157,11 +157,11 @@ def _kind_lines(
     return lines
 
 
-def _describe_cast(cast: DtypeChange, diff: _Changes) -> str:
+def _describe_cast(cast: UniformChange, diff: _Changes) -> str:
     passed_on = sum(
         len(diff.followers.get((change.kind, change.position or 0), [])) for change in cast.changes
     )
-    return describe_dtype_change(cast, diff.new_lines, passed_on, name_free=diff.name_free)
+    return describe_uniform_change(cast, diff.new_lines, passed_on, name_free=diff.name_free)
 
 
 def _facet_totals(changes: list[Change]) -> list[str]:

@@ -1,4 +1,4 @@
-"""A dtype changed throughout one part of the model is said once, by place (diff/dtype_changes.py).
+"""A change made throughout one part of the model is said once, by place (diff/uniform_changes.py).
 
 The oracle is the model itself: which modules were cast is known from how each case is built,
 and torch's own `dtype` of every parameter says which calls' facts changed.
@@ -6,13 +6,21 @@ and torch's own `dtype` of every parameter says which calls' facts changed.
 
 from __future__ import annotations
 
+import re
+
 import torch
+import torchvision
 from torch import nn
 
 from pytest_fwdorder import diff_traces, trace_forward
 from pytest_fwdorder.diff.call_tree import build_call_tree
 from pytest_fwdorder.diff.changes import ChangeKind
-from pytest_fwdorder.diff.dtype_changes import dtype_cast, group_dtype_changes
+from pytest_fwdorder.diff.uniform_changes import (
+    BATCH,
+    DTYPE,
+    group_uniform_changes,
+    uniform_change,
+)
 
 
 class Cast(nn.Module):
@@ -48,12 +56,12 @@ def test_two_parts_cast_to_two_dtypes_are_two_places() -> None:
     after = cast_blocks({0: torch.float16, 2: torch.bfloat16})
     changes, new_lines = changes_of(after)
 
-    casts = group_dtype_changes(changes, build_call_tree(new_lines))
+    casts = group_uniform_changes(changes, build_call_tree(new_lines))
 
     # The oracle: the modules cast, and their parameters' own dtypes.
-    assert {(cast.old_dtype, cast.new_dtype) for cast in casts} == {
-        ("f32", "f16"),
-        ("f32", "bf16"),
+    assert {(cast.of, cast.old, cast.new) for cast in casts} == {
+        (DTYPE, "f32", "f16"),
+        (DTYPE, "f32", "bf16"),
     }
     assert after[0].inner[0].weight.dtype == torch.float16
     assert after[2].inner[0].weight.dtype == torch.bfloat16
@@ -64,7 +72,7 @@ def test_two_parts_cast_to_two_dtypes_are_two_places() -> None:
 def test_a_stage_not_cast_between_two_cast_ones_splits_the_place() -> None:
     changes, new_lines = changes_of(cast_blocks({0: torch.float16, 2: torch.float16}))
 
-    casts = group_dtype_changes(changes, build_call_tree(new_lines))
+    casts = group_uniform_changes(changes, build_call_tree(new_lines))
 
     assert sorted(new_lines[cast.place].path for cast in casts) == ["0.inner", "2.inner"]
 
@@ -74,14 +82,57 @@ def test_a_change_of_shape_and_dtype_is_no_cast() -> None:
     after[1] = Cast(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)), torch.float16)
     changes, _ = changes_of(after)
 
-    casts = {(change.kind, change.new.path): dtype_cast(change) for change in changes if change.new}
+    casts = {
+        (change.kind, change.new.path): uniform_change(change) for change in changes if change.new
+    }
 
     # Widened and cast: more than a cast, so in no group; the stage's input only was cast.
     assert casts[(ChangeKind.PARAMETERS_CHANGED, "1.inner.0")] is None
     assert casts[(ChangeKind.OUTPUT_CHANGED, "1.inner.0")] is None
-    assert casts[(ChangeKind.INPUT_CHANGED, "1.inner")] == ("f32", "f16")
+    assert casts[(ChangeKind.INPUT_CHANGED, "1.inner")] == (DTYPE, "f32", "f16")
     summary = diff_traces(
         trace_forward(blocks(), torch.randn(2, 8)), trace_forward(after, torch.randn(2, 8))
     ).summary()
     assert "dtype f32 -> f16 within" not in summary, summary
     assert "out_features 8 -> 16" in summary, summary
+
+
+def test_another_batch_size_is_one_change_whose_counts_cover_every_call() -> None:
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    before = trace_forward(model, torch.randn(1, 3, 32, 32))
+    after = trace_forward(model, torch.randn(2, 3, 32, 32))
+
+    summary = before.diff(after).summary()
+
+    lines = summary.splitlines()
+    assert len(lines) == 2, summary
+    said = re.fullmatch(
+        r"batch size \(dimension 0\) 1 -> 2 in the model: (\d+) inputs and (\d+) outputs "
+        r"\(and (\d+) more inputs and outputs they passed on\)",
+        lines[1],
+    )
+    assert said is not None, summary
+    # The oracle: every call of this model takes one tensor and gives one, and each has the
+    # batch as its first dimension, so each call's input and output changed.
+    calls = len(list(before.calls))
+    assert calls == len(list(after.calls)) == 76
+    assert sum(map(int, said.groups())) == 2 * calls
+
+
+def test_a_first_dimension_changed_with_a_dtype_is_no_uniform_change() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(4, 4)
+    before = trace_forward(model, torch.randn(1, 4))
+    after = trace_forward(model.double(), torch.randn(2, 4, dtype=torch.float64))
+
+    changes = before.diff(after).changes
+
+    inputs = [change for change in changes if change.kind is ChangeKind.INPUT_CHANGED]
+    assert [uniform_change(change) for change in inputs] == [None]
+    # Each alone is one (the oracle that the check can say yes).
+    alone = trace_forward(nn.Linear(4, 4), torch.randn(2, 4))
+    only_batch = trace_forward(nn.Linear(4, 4), torch.randn(1, 4)).diff(alone).changes
+    assert {
+        uniform_change(change) for change in only_batch if change.kind is ChangeKind.INPUT_CHANGED
+    } == {(BATCH, "1", "2")}

@@ -1,10 +1,11 @@
-"""A dtype changed throughout one part of the model -> one sentence about that part.
+"""A change made throughout one part of the model -> one sentence about that part.
 
 Pure, no torch. A stage cast to f16 (`model.layer4.half()`, behind a wrapper that casts its
 input) changes the dtype of its parameters and of the tensors its calls pass on: per kind
 of fact that reads as inputs, outputs and parameters changed at a dozen calls each, three
 lines about one change. Said by place it is one: `dtype f32 -> f16 within layer4
-(Sequential): the parameters and buffers of 10 calls, 7 inputs and 10 outputs`.
+(Sequential): the parameters and buffers of 10 calls, 7 inputs and 10 outputs`. So is
+another batch size: `batch size (dimension 0) 1 -> 2 in the model: 31 inputs and 9 outputs`.
 """
 
 from __future__ import annotations
@@ -33,41 +34,46 @@ _CAST_KINDS = (
 _TENSOR_TITLES = ("parameters", "buffers")
 
 
-@dataclass(frozen=True, slots=True)
-class DtypeChange:
-    """One dtype that changed to another at calls inside one call of the new trace.
+# What a uniform change is of, as its sentence says it.
+DTYPE = "dtype"
+BATCH = "batch size (dimension 0)"
 
-    `place` indexes the innermost call of the new lines that holds every one of `changes`
-    (itself possibly one of them); `changes` are the input, output and parameter changes
-    that are this cast and nothing else, in the order they came.
+
+@dataclass(frozen=True, slots=True)
+class UniformChange:
+    """One dtype, or one size of the first dimension, changed alike at calls inside one call
+    of the new trace.
+
+    `of` says what changed (`DTYPE` or `BATCH`), from `old` to `new` (`f32`, `f16`; `1`,
+    `2`). `place` indexes the innermost call of the new lines that holds every one of
+    `changes` (itself possibly one of them); `changes` are the input, output and parameter
+    changes that are this change and nothing else, in the order they came.
     """
 
-    old_dtype: str
-    new_dtype: str
+    of: str
+    old: str
+    new: str
     place: int
     changes: tuple[Change, ...]
 
 
-def group_dtype_changes(changes: list[Change], tree: CallTree) -> list[DtypeChange]:
-    """The casts among `changes` that reach two calls or more, each with the place that
-    holds them; a change that is more than a cast (a shape too) is in none."""
-    by_cast: dict[tuple[str, str], list[Change]] = {}
+def group_uniform_changes(changes: list[Change], tree: CallTree) -> list[UniformChange]:
+    """The uniform changes among `changes` that reach two calls or more, each with the place
+    that holds them; a change that is more than one (a cast and a new shape) is in none."""
+    by_kind: dict[tuple[str, str, str], list[Change]] = {}
     for change in changes:
-        cast = dtype_cast(change)
-        if cast is not None:
-            by_cast.setdefault(cast, []).append(change)
+        uniform = uniform_change(change)
+        if uniform is not None:
+            by_kind.setdefault(uniform, []).append(change)
     found = []
-    for (old_dtype, new_dtype), group in by_cast.items():
+    for (of, old, new), group in by_kind.items():
         positions = sorted({change.position for change in group if change.position is not None})
         for part in _parts(tree, positions):
             if len(part) < 2:
-                continue  # one call's cast reads as well by its kind of fact
+                continue  # one call's change reads as well by its kind of fact
             inside = [change for change in group if change.position in part]
-            found.append(
-                DtypeChange(
-                    old_dtype, new_dtype, _innermost_holder(tree, sorted(part)), tuple(inside)
-                )
-            )
+            place = _innermost_holder(tree, sorted(part))
+            found.append(UniformChange(of, old, new, place, tuple(inside)))
     return found
 
 
@@ -96,15 +102,17 @@ def _parts(tree: CallTree, positions: list[int]) -> list[set[int]]:
     return parts
 
 
-def dtype_cast(change: Change) -> tuple[str, str] | None:
-    """The one dtype change (`('f32', 'f16')`) that is all of `change`, or None: its tensors
-    kept their shapes, names and flags, and every one whose dtype changed changed alike."""
+def uniform_change(change: Change) -> tuple[str, str, str] | None:
+    """What `change` is, where it is one change made alike to every tensor it changed: a
+    dtype (`('dtype', 'f32', 'f16')`: shapes, names and flags kept) or the size of the first
+    dimension (`(BATCH, '1', '2')`: dtypes and the other dimensions kept); else None."""
     if change.kind not in _CAST_KINDS or change.old is None or change.new is None:
         return None
     if change.position is None:
         return None
     if change.kind is ChangeKind.PARAMETERS_CHANGED:
-        return _tensor_facts_cast(change.old, change.new)
+        cast = _tensor_facts_cast(change.old, change.new)
+        return (DTYPE, *cast) if cast is not None else None
     side = "inputs" if change.kind is ChangeKind.INPUT_CHANGED else "outputs"
     old_text, new_text = getattr(change.old, side), getattr(change.new, side)
     old_values, new_values = split_values(old_text), split_values(new_text)
@@ -115,19 +123,25 @@ def dtype_cast(change: Change) -> tuple[str, str] | None:
     old_tensors, new_tensors = tensor_shapes(old_text), tensor_shapes(new_text)
     if len(old_tensors) != len(new_tensors):
         return None
-    casts = set()
+    found = set()
     for (old_dtype, old_shape), (new_dtype, new_shape) in zip(
         old_tensors, new_tensors, strict=True
     ):
-        if old_shape != new_shape:
+        if old_shape == new_shape and old_dtype != new_dtype:
+            found.add((DTYPE, old_dtype, new_dtype))
+        elif old_dtype == new_dtype and _first_size_only(old_shape, new_shape):
+            found.add((BATCH, str(old_shape[0]), str(new_shape[0])))
+        elif (old_dtype, old_shape) != (new_dtype, new_shape):
             return None
-        if old_dtype != new_dtype:
-            casts.add((old_dtype, new_dtype))
-    return casts.pop() if len(casts) == 1 else None
+    return found.pop() if len(found) == 1 else None
+
+
+def _first_size_only(old: tuple[int, ...], new: tuple[int, ...]) -> bool:
+    return len(old) == len(new) >= 1 and old[0] != new[0] and old[1:] == new[1:]
 
 
 def _tensor_facts_cast(old: GoldenLine, new: GoldenLine) -> tuple[str, str] | None:
-    """The one dtype change of a call's parameters and buffers, as `dtype_cast` says."""
+    """The one dtype change of a call's parameters and buffers, as `uniform_change` says."""
     old_facts, new_facts = facts_by_title(old), facts_by_title(new)
     casts = set()
     for title in _TENSOR_TITLES:
@@ -159,8 +173,8 @@ def _innermost_holder(tree: CallTree, positions: list[int]) -> int:
     return holder
 
 
-def describe_dtype_change(
-    cast: DtypeChange, lines: list[GoldenLine], passed_on: int, *, name_free: bool = False
+def describe_uniform_change(
+    cast: UniformChange, lines: list[GoldenLine], passed_on: int, *, name_free: bool = False
 ) -> str:
     """`dtype f32 -> f16 within layer4 (Sequential): the parameters and buffers of 10 calls,
     7 inputs and 10 outputs (and 12 more inputs and outputs they passed on)`."""
@@ -177,7 +191,8 @@ def describe_dtype_change(
             parts.append(_plural(counts[kind], noun))
     said = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
     more = f" (and {passed_on} more inputs and outputs they passed on)" if passed_on else ""
-    return f"dtype {cast.old_dtype} -> {cast.new_dtype} {_within(cast.place, lines, name_free)}: {said}{more}"
+    where = _within(cast.place, lines, name_free)
+    return f"{cast.of} {cast.old} -> {cast.new} {where}: {said}{more}"
 
 
 def _cast_titles(changes: tuple[Change, ...]) -> list[str]:
