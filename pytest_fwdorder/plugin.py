@@ -10,7 +10,7 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,12 @@ from pytest_fwdorder.snapshot.kept_comparisons import (
     PARITY_FAILURES_KEY,
     PARITY_WORKER_OUTPUT_KEY,
     WORKER_OUTPUT_KEY,
+    WORKER_WARNINGS_KEY,
     ParityFailure,
     from_worker_output,
     save_failed,
     to_worker_output,
+    warn_of_facets,
 )
 from pytest_fwdorder.snapshot.update_summary import (
     UpdateReview,
@@ -61,6 +63,8 @@ class _Outputs:
     report: Path | None
     save_directory: Path | None
     messages: list[str]
+    # The facets' warnings from xdist workers, given once the reports are written.
+    facet_warnings: list[str] = field(default_factory=list)
 
 
 _OUTPUTS_KEY = pytest.StashKey[_Outputs]()
@@ -354,7 +358,10 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     kept = node.config.stash.get(COMPARISONS_KEY, None)
     sent = worker_output.get(WORKER_OUTPUT_KEY)
     if kept is not None and sent:
-        kept.extend(from_worker_output(sent))
+        comparisons, problems = from_worker_output(sent)
+        kept.extend(comparisons)
+        outputs = node.config.stash[_OUTPUTS_KEY]
+        outputs.facet_warnings.extend([*worker_output.get(WORKER_WARNINGS_KEY, ()), *problems])
     parity = node.config.stash.get(PARITY_FAILURES_KEY, None)
     sent_parity = worker_output.get(PARITY_WORKER_OUTPUT_KEY)
     if parity is not None and sent_parity:
@@ -411,7 +418,9 @@ def _write_outputs(session: pytest.Session) -> None:
     parity_failures = config.stash[PARITY_FAILURES_KEY]
     worker_output = getattr(config, "workeroutput", None)
     if worker_output is not None:
-        worker_output[WORKER_OUTPUT_KEY] = to_worker_output(comparisons)
+        worker_output[WORKER_OUTPUT_KEY], worker_output[WORKER_WARNINGS_KEY] = to_worker_output(
+            comparisons
+        )
         worker_output[PARITY_WORKER_OUTPUT_KEY] = [vars(failure) for failure in parity_failures]
         return
     if outputs.save_directory is not None:
@@ -440,3 +449,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     outputs = terminalreporter.config.stash.get(_OUTPUTS_KEY, None)
     for message in outputs.messages if outputs is not None else ():
         terminalreporter.write_line(message)
+    if outputs is not None:
+        # Here pytest's warnings summary shows them, and the reports are written: an error
+        # filter (`filterwarnings = error`) fails the run without losing a comparison.
+        warn_of_facets(outputs.facet_warnings)

@@ -544,12 +544,13 @@ def _cases() -> list[Refactor]:
             {"settings changed": 21, "parameters changed": 1},
             # The one head change must not hide behind twenty alike: each change said once.
             (
-                "settings changed at 21 calls: eps 1e-05 -> 0.001 at 20 BatchNorm2d calls: bn1, "
-                "layer1.0.bn1, layer1.0.bn2 (+17 more); fc (Linear): bias True -> False "
+                "settings changed at 21 calls: 20 BatchNorm2d calls (bn1, layer1.0.bn1, "
+                "layer1.0.bn2, +17 more): eps 1e-05 -> 0.001; fc (Linear): bias True -> False "
                 "(removed bias (f32[1000]))",
             ),
             (
-                "eps 1e-05 -> 0.001 at 20 BatchNorm2d calls",
+                "20 BatchNorm2d calls (bn1, layer1.0.bn1, layer1.0.bn2, +17 more): eps 1e-05 -> "
+                "0.001",
                 "fc (Linear): bias True -> False",
             ),
         ),

@@ -437,3 +437,59 @@ def test_real_peft_lora_reads_as_the_model_and_four_projections_wrapped() -> Non
         old = path.removeprefix("base_model.model.")
         assert f"{path} (Linear) wraps the old {old}, now {path}.base_layer" in summary, summary
     assert "removed weight" not in summary, summary
+
+
+class _Projections(nn.Module):
+    """Four look-alike projections, as an attention block has."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.q, self.k, self.v, self.o = (nn.Linear(8, 8) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.o(self.q(x) + self.k(x) + self.v(x))
+
+
+class _NamedLinear(nn.Module):
+    """A wrapper whose class is named as the layer it wraps is (peft's `lora.Linear`)."""
+
+    def __init__(self, base_layer: nn.Module) -> None:
+        super().__init__()
+        self.base_layer, self.scale = base_layer, nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale(self.base_layer(x))
+
+
+_NamedLinear.__name__ = _NamedLinear.__qualname__ = "Linear"
+
+
+def test_a_namesake_wrap_beside_a_frozen_sibling_reads_the_same_name_free() -> None:
+    """The second reader's case: name-free, the frozen `k` kept the wrapped `q` from pairing
+    with its look-alike, and the diff read a move into `q` with `k`'s change lost."""
+    inputs = torch.randn(2, 8)
+    before = trace_forward(_Projections(), inputs)
+    model = _Projections()
+    model.q = _NamedLinear(model.q)
+    model.k.weight.requires_grad_(False)
+    after = trace_forward(model, inputs)
+
+    named = before.diff(after).summary().splitlines()
+    with pytest.raises(StructureMismatchError, match="execution structure differs") as raised:
+        assert_same_structure(before, after, ignore=("paths",))
+    name_free = str(raised.value).partition("\n\n")[0].splitlines()[1:]
+
+    assert named[:4] == [
+        "5 calls before, 7 after: 1 wrap, 1 call inserted, 1 call parameters changed, 1 block "
+        "differing from the peers now",
+        "q (Linear) wraps the old q, now q.base_layer (1 call renamed under it)",
+        "1 call inserted: q.scale (Identity) after q.base_layer (Linear)",
+        "parameters changed at 1 call: k (Linear): now frozen: k.weight",
+    ]
+    assert name_free == [
+        "5 calls before, 7 after: 1 wrap, 1 call inserted, 1 call parameters changed",
+        "q (Linear) wraps the old q, now q.base_layer",
+        "1 call inserted: q.scale (Identity) in q after base_layer",
+        "parameters changed at 1 call: k (Linear): now frozen: weight",
+    ]

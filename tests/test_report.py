@@ -325,6 +325,63 @@ def test_the_report_gathers_the_comparisons_of_xdist_workers(changed: pytest.Pyt
     assert (changed.path / "saved" / GOLDEN).is_file()
 
 
+_UNPICKLABLE_FACET = """
+import pytest
+
+
+class Rounded:
+    title = "rounded outputs"
+    change_words = "rounded outputs changed"
+
+    def __init__(self):
+        self.rounding = lambda value: value  # pickle refuses a lambda
+
+    def observe(self, output):
+        return None  # no value: the accepted goldens still hold
+
+    def render(self, value):
+        return str(value)
+
+    def parse(self, text):
+        return int(text)
+
+    def same(self, old, new):
+        return old == new
+
+    def describe_change(self, old, new):
+        return f"{old} -> {new}"
+
+
+@pytest.hookimpl
+def pytest_fwdorder_facets():
+    return [Rounded()]
+"""
+
+
+@pytest.mark.parametrize("as_errors", [False, True], ids=["warned", "warnings-as-errors"])
+def test_an_unpicklable_facet_under_xdist_loses_no_comparison(
+    changed: pytest.Pytester, as_errors: bool
+) -> None:
+    """The warning travels from the worker as text and is given on the controller once the
+    report is written: warned in the worker, `filterwarnings = error` lost every comparison."""
+    pytest.importorskip("xdist")
+    changed.makeconftest(_UNPICKLABLE_FACET)
+    if as_errors:
+        changed.makeini("[pytest]\nfilterwarnings =\n    error\n")
+
+    result = changed.runpytest_subprocess(
+        "-n", "2", "-p", "no:randomly", "--fwdorder-report=r.html"
+    )
+
+    page = (changed.path / "r.html").read_text(encoding="utf-8")
+    assert re.findall(r'data-status="(\w+)"', page) == ["failed", "passed"]
+    output = result.stdout.str() + result.stderr.str()
+    assert "fwdorder: report of 2 trace(s) written" in output
+    assert "UnpicklableFacetWarning: the facet 'rounded outputs' (Rounded) cannot be sent" in output
+    if not as_errors:
+        result.stdout.fnmatch_lines(["*warnings summary*", "*UnpicklableFacetWarning*"])
+
+
 def test_a_report_path_that_is_a_directory_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.mkdir("reports")
 

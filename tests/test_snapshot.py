@@ -16,6 +16,7 @@ from pytest_fwdorder.snapshot.kept_comparisons import (
     Comparison,
     from_worker_output,
     to_worker_output,
+    warn_of_facets,
 )
 
 MODEL_TEST = """
@@ -278,8 +279,11 @@ def test_an_unpicklable_facet_warns_naming_it_why_and_what_the_report_does_inste
         pickle.dumps(_FacetHoldingALambda())
     comparisons = [_comparison_with((_FacetHoldingALambda(),))] * 2
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the worker warns of nothing: its warnings travel
+        sent, messages = to_worker_output(comparisons)
     with pytest.warns(UnpicklableFacetWarning) as caught:
-        sent = to_worker_output(comparisons)
+        warn_of_facets(messages)
 
     assert len(caught) == 1  # once for the session's comparisons, not once per comparison
     message = str(caught[0].message)
@@ -287,22 +291,26 @@ def test_an_unpicklable_facet_warns_naming_it_why_and_what_the_report_does_inste
     assert "lambda" in message  # pickle's own reason
     assert "2 goldens compare with the registered facets instead" in message
     assert [item["facets"] for item in sent] == [None, None]
-    assert [comparison.facets for comparison in from_worker_output(sent)] == [None, None]
+    received, problems = from_worker_output(sent)
+    assert [comparison.facets for comparison in received] == [None, None]
+    assert problems == []
 
 
 def test_picklable_facets_travel_without_a_warning() -> None:
     comparisons = [_comparison_with((VALUES,))]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        sent = to_worker_output(comparisons)
-    assert from_worker_output(sent)[0].facets == (VALUES,)
+    sent, messages = to_worker_output(comparisons)
+    received, problems = from_worker_output(sent)
+    assert messages == problems == []
+    assert received[0].facets == (VALUES,)
 
 
 def test_facets_the_controller_cannot_unpickle_warn_saying_why() -> None:
-    sent = [{**to_worker_output([_comparison_with((VALUES,))])[0], "facets": b"not a pickle"}]
+    sent, _ = to_worker_output([_comparison_with((VALUES,))])
+    sent = [{**sent[0], "facets": b"not a pickle"}]
 
+    (comparison,), problems = from_worker_output(sent)
     with pytest.warns(UnpicklableFacetWarning, match=r"could not be unpickled here \(") as caught:
-        (comparison,) = from_worker_output(sent)
+        warn_of_facets(problems)
 
     assert "compares with the registered facets instead" in str(caught[0].message)
     assert comparison.facets is None

@@ -136,3 +136,29 @@ def test_a_first_dimension_changed_with_a_dtype_is_no_uniform_change() -> None:
     assert {
         uniform_change(change) for change in only_batch if change.kind is ChangeKind.INPUT_CHANGED
     } == {(BATCH, "1", "2")}
+
+
+def test_stages_cast_apart_side_by_side_are_each_their_own_place() -> None:
+    """The second reader's case: layer3 and layer4 each cast in a wrapper of its own read
+    `in the model`, the words of a whole model cast, though conv1 to layer2 stayed f32."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    image = torch.randn(1, 3, 32, 32)
+    before = trace_forward(model, image)
+    model.layer3 = Cast(model.layer3, torch.bfloat16)
+    model.layer4 = Cast(model.layer4, torch.bfloat16)
+
+    summary = before.diff(trace_forward(model, image)).summary()
+
+    # The oracle: which stages the model runs in bf16, from their own parameters.
+    cast = {
+        name
+        for name, module in model.named_children()
+        if next(module.parameters(), torch.zeros(0)).dtype == torch.bfloat16
+    }
+    assert cast == {"layer3", "layer4"}
+    said = [line for line in summary.splitlines() if line.startswith("dtype f32 -> bf16")]
+    assert [line.split(":")[0] for line in said] == [
+        "dtype f32 -> bf16 within layer3.inner (Sequential)",
+        "dtype f32 -> bf16 within layer4.inner (Sequential)",
+    ], summary

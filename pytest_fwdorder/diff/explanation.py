@@ -356,8 +356,8 @@ def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]
 
 def _alike_said_once(items: list[tuple[GoldenLine, str]]) -> list[str]:
     """`fc (Linear): bias True -> False` per call, in order; a change made alike at calls of
-    one class (its tensors named within each) once, where its first call is: `eps 1e-05 ->
-    0.001 at 20 BatchNorm2d calls: bn1, layer1.0.bn1, layer1.0.bn2 (+17 more)`."""
+    one class (its tensors named within each) once, where its first call is: `20 BatchNorm2d
+    calls (bn1, layer1.0.bn1, layer1.0.bn2, +17 more): eps 1e-05 -> 0.001`."""
     groups: dict[tuple[str, str], list[tuple[GoldenLine, str]]] = {}
     for line, what in items:
         key = (line.module_type, _without_prefix(what, line.path))
@@ -368,8 +368,13 @@ def _alike_said_once(items: list[tuple[GoldenLine, str]]) -> list[str]:
             line, written = group[0]
             said.append(f"{line.name} ({module_type}): {written}")
         else:
-            names = _examples([line.name for line, _ in group], limit=_FOLLOWERS_SHOWN)
-            said.append(f"{what} at {len(group)} {module_type} calls: {names}")
+            names = [line.name for line, _ in group]
+            shown = ", ".join(names[:_FOLLOWERS_SHOWN])
+            if len(names) > _FOLLOWERS_SHOWN:
+                shown += f", +{len(names) - _FOLLOWERS_SHOWN} more"
+            # The calls first: a change of several tensors is a list of its own.
+            what = what.replace("; ", ", ")
+            said.append(f"{len(group)} {module_type} calls ({shown}): {what}")
     return said
 
 

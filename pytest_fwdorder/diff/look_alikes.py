@@ -53,3 +53,28 @@ def exact_alike(
         and call_keys.look_thawed(tree.lines[child]) == look
     ]
     return alike[0] if len(alike) == 1 else None
+
+
+def wrapped_partner(
+    old_tree: CallTree,
+    new_tree: CallTree,
+    old_index: int,
+    new_index: int,
+    old_partners: dict[int, int],
+    new_partners: dict[int, int],
+) -> tuple[int, int] | None:
+    """The pair that makes two calls of one name and class a wrap: the old call (without
+    nested calls) and its exact look-alike inside the new one, or the mirror image, frozen
+    or not; None when they are the same call (perhaps frozen now) or no look-alike is there."""
+    old_line, new_line = old_tree.lines[old_index], new_tree.lines[new_index]
+    if call_keys.look_thawed(old_line) == call_keys.look_thawed(new_line):
+        return None
+    if not old_tree.children[old_index]:
+        inner = exact_alike(new_tree, new_index, old_line, new_partners)
+        if inner is not None:
+            return old_index, inner
+    if not new_tree.children[new_index]:
+        inner = exact_alike(old_tree, old_index, new_line, old_partners)
+        if inner is not None:
+            return inner, new_index
+    return None

@@ -29,7 +29,7 @@ from itertools import pairwise
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
-from pytest_fwdorder.diff.look_alikes import exact_alike, first_alike
+from pytest_fwdorder.diff.look_alikes import first_alike, wrapped_partner
 from pytest_fwdorder.diff.ordered_pairing import (
     AlignedPair,
     crossing,
@@ -488,8 +488,7 @@ class _Matcher:
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
         namesakes = pairs_by_key(old_lines, new_lines, olds, news, old_identity, new_identity)
         if not self.match_paths:
-            # Name-free, look-alikes pair in order only as many on each side; the wrapper's
-            # unchanged siblings pair with them, or they would pair with the wrapper later.
+            # Name-free, look-alikes pair in order only as many on each side.
             old_count = Counter(old_identity(old_lines[i]) for i in olds)
             new_count = Counter(new_identity(new_lines[j]) for j in news)
             namesakes = [
@@ -497,25 +496,25 @@ class _Matcher:
                 for i, j in namesakes
                 if old_count[old_identity(old_lines[i])] == new_count[new_identity(new_lines[j])]
             ]
-            if not any(
-                call_keys.look(old_lines[i]) != call_keys.look(new_lines[j]) for i, j in namesakes
-            ):
-                return olds, news  # no wrap among them: the passes below pair them
-        for i, j in namesakes:
-            if call_keys.look(old_lines[i]) == call_keys.look(new_lines[j]):
-                if not self.match_paths:
-                    self.pair(i, j)
-                continue  # the same call: paired by its name below
-            inner = None
-            if not self.old_tree.children[i]:
-                inner = exact_alike(self.new_tree, j, old_lines[i], self.new_to_old)
-                if inner is not None:
-                    self.pair(i, inner)
-                    continue
-            if not self.new_tree.children[j]:
-                inner = exact_alike(self.old_tree, i, new_lines[j], self.old_to_new)
-                if inner is not None:
-                    self.pair(inner, j)
+        wraps = [
+            (
+                i,
+                j,
+                wrapped_partner(
+                    self.old_tree, self.new_tree, i, j, self.old_to_new, self.new_to_old
+                ),
+            )
+            for i, j in namesakes
+        ]
+        if not any(partner for _, _, partner in wraps):
+            return olds, news  # no wrap among them: the passes below pair them
+        for i, j, partner in wraps:
+            if partner is not None:
+                self.pair(*partner)
+            elif not self.match_paths:
+                # The wrapper's siblings pair with theirs in order, changed or not (a layer
+                # frozen with it), or they would pair with the wrapper later.
+                self.pair(i, j)
         return (
             [i for i in olds if i not in self.old_to_new],
             [j for j in news if j not in self.new_to_old],

@@ -78,9 +78,10 @@ def group_uniform_changes(changes: list[Change], tree: CallTree) -> list[Uniform
 
 
 def _parts(tree: CallTree, positions: list[int]) -> list[set[int]]:
-    """`positions` (sorted) split where the cast has gaps: two stages cast apart, with a
-    stage between them that was not, are two places, not the whole model. Where the cast
-    enters at the call that holds them all (the model's input), they are one."""
+    """`positions` (sorted) split by place: where the change enters at the call that holds
+    them all (the model's input), or reaches every call inside it, they are one place; else
+    each call inside it that holds some is one (two stages cast apart, or side by side,
+    with a stage that was not are two places, not the whole model)."""
     holder = _innermost_holder(tree, positions)
     if holder in positions:
         return [set(positions)]
@@ -88,18 +89,15 @@ def _parts(tree: CallTree, positions: list[int]) -> list[set[int]]:
     parts: list[set[int]] = []
     waiting = iter(positions)
     position = next(waiting, None)
-    adjacent = False  # whether the child before held some of them
     for child in children:
         inside = set()
         while position is not None and position < tree.ends[child]:
             inside.add(position)
             position = next(waiting, None)
-        if inside and adjacent:
-            parts[-1] |= inside
-        elif inside:
-            parts.append(inside)
-        adjacent = bool(inside)
-    return parts
+        parts.append(inside)
+    if all(parts):
+        return [set(positions)]  # in every call the holder runs
+    return [part for part in parts if part]
 
 
 def uniform_change(change: Change) -> tuple[str, str, str] | None:

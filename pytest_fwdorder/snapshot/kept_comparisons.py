@@ -27,6 +27,7 @@ ComparisonStatus = Literal["passed", "failed", "missing", "updated", "created"]
 STATUSES: tuple[ComparisonStatus, ...] = get_args(ComparisonStatus)
 FAILED_STATUSES: tuple[ComparisonStatus, ...] = ("failed", "missing")
 WORKER_OUTPUT_KEY = "fwdorder_comparisons"
+WORKER_WARNINGS_KEY = "fwdorder_facet_warnings"
 # The report attribute that carries a test's goldens to the controller under pytest-xdist.
 GOLDENS_ATTRIBUTE = "fwdorder_goldens"
 
@@ -144,12 +145,14 @@ def relative_golden_path(path: Path, root: Path) -> str:
         return Path(*path.parts[-3:]).as_posix()
 
 
-def to_worker_output(comparisons: list[Comparison]) -> list[dict[str, Any]]:
-    """Plain dictionaries an xdist worker can send to the controller: the facets, objects of
-    their plugins' classes, travel pickled.
+def to_worker_output(comparisons: list[Comparison]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Plain dictionaries an xdist worker can send to the controller (the facets, objects of
+    their plugins' classes, travel pickled), and the warnings for the controller to give.
 
     Facets that cannot be pickled are left out (the controller's reports then compare with
-    the registered facets), with one `UnpicklableFacetWarning` naming the first and why.
+    the registered facets), with one warning naming the first and why. It travels as text:
+    warned in the worker's session end, it would raise there under `filterwarnings = error`
+    and lose every comparison the worker sends.
     """
     sent, unsent = [], []
     for comparison in comparisons:
@@ -163,30 +166,36 @@ def to_worker_output(comparisons: list[Comparison]) -> list[dict[str, Any]]:
                 "facets": facets,
             }
         )
-    if unsent:
-        _warn_unsent(unsent[0], len(unsent))
-    return sent
+    return sent, [_unsent_warning(unsent[0], len(unsent))] if unsent else []
 
 
-def from_worker_output(items: list[dict[str, Any]]) -> list[Comparison]:
-    """The comparisons a worker sent, back as `Comparison`s; facets that cannot be
-    unpickled here are left out, with one `UnpicklableFacetWarning` saying why."""
+def from_worker_output(items: list[dict[str, Any]]) -> tuple[list[Comparison], list[str]]:
+    """The comparisons a worker sent, back as `Comparison`s, and a warning where facets could
+    not be unpickled here (they are left out)."""
     problems: list[Exception] = []
-    comparisons = [
-        Comparison(**{**item, "facets": _unpickled(item.get("facets"), problems)}) for item in items
+    comparisons = []
+    for item in items:
+        facets, problem = _unpickled(item.get("facets"))
+        comparisons.append(Comparison(**{**item, "facets": facets}))
+        if problem is not None:
+            problems.append(problem)
+    if not problems:
+        return comparisons, []
+    error = problems[0]
+    return comparisons, [
+        f"the facets of {_goldens(len(problems))} sent by a pytest-xdist worker could not be "
+        f"unpickled here ({type(error).__name__}: {error}): the report compares with the "
+        "registered facets instead, without the trace's own (a tolerance it was given); "
+        "make the facets' classes importable where pytest runs (not defined in a test "
+        "function)"
     ]
-    if problems:
-        error = problems[0]
-        warnings.warn(
-            f"the facets of {_goldens(len(problems))} sent by a pytest-xdist worker could not be "
-            f"unpickled here ({type(error).__name__}: {error}): the report compares with the "
-            "registered facets instead, without the trace's own (a tolerance it was given); "
-            "make the facets' classes importable where pytest runs (not defined in a test "
-            "function)",
-            UnpicklableFacetWarning,
-            stacklevel=2,
-        )
-    return comparisons
+
+
+def warn_of_facets(messages: list[str]) -> None:
+    """Each message of `to_worker_output` or `from_worker_output` as an
+    `UnpicklableFacetWarning`, on the controller once its reports are written."""
+    for message in messages:
+        warnings.warn(message, UnpicklableFacetWarning, stacklevel=2)
 
 
 class _Unpicklable(NamedTuple):
@@ -216,16 +225,14 @@ def _refused_facet(facets: tuple[Facet, ...], error: Exception) -> _Unpicklable:
     return _Unpicklable(facets[0], error)
 
 
-def _warn_unsent(first: _Unpicklable, count: int) -> None:
+def _unsent_warning(first: _Unpicklable, count: int) -> str:
     facet, error = first
-    warnings.warn(
+    return (
         f"the facet {getattr(facet, 'title', '?')!r} ({type(facet).__qualname__}) cannot be "
         f"sent from a pytest-xdist worker: pickling it failed ({type(error).__name__}: "
         f"{error}); {_goldens(count)} compare with the registered facets instead, without "
         "the trace's own (a tolerance it was given), in --fwdorder-report and the CI reports: "
-        "keep the facet's attributes picklable (no lambdas or local functions)",
-        UnpicklableFacetWarning,
-        stacklevel=3,
+        "keep the facet's attributes picklable (no lambdas or local functions)"
     )
 
 
@@ -233,13 +240,12 @@ def _goldens(count: int) -> str:
     return "1 golden" if count == 1 else f"{count} goldens"
 
 
-def _unpickled(data: bytes | None, problems: list[Exception]) -> tuple[Facet, ...] | None:
-    """The facets a worker sent, or None; a failure is appended to `problems`."""
+def _unpickled(data: bytes | None) -> tuple[tuple[Facet, ...] | None, Exception | None]:
+    """The facets a worker sent (or None), and the error where they could not be unpickled."""
     try:
-        return None if data is None else tuple(pickle.loads(data))  # sent by our own worker
+        return (None if data is None else tuple(pickle.loads(data))), None  # our own worker's
     except Exception as error:  # a facet class the controller cannot import
-        problems.append(error)
-        return None
+        return None, error
 
 
 def save_failed(comparisons: list[Comparison], directory: Path) -> list[Path]:
