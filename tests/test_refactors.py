@@ -427,7 +427,8 @@ def test_real_peft_lora_reads_as_the_model_and_four_projections_wrapped() -> Non
     ]
     assert len(replaced) == 4
 
-    difference = trace_forward(base(), tokens).diff(trace_forward(adapted, tokens))
+    after = trace_forward(adapted, tokens)
+    difference = trace_forward(base(), tokens).diff(after)
 
     summary = difference.summary()
     counts = difference.explained_counts()
@@ -437,6 +438,12 @@ def test_real_peft_lora_reads_as_the_model_and_four_projections_wrapped() -> Non
         old = path.removeprefix("base_model.model.")
         assert f"{path} (Linear) wraps the old {old}, now {path}.base_layer" in summary, summary
     assert "removed weight" not in summary, summary
+    # Name-free too: the frozen layers beside the wrapped ones pair with theirs.
+    with pytest.raises(StructureMismatchError, match="execution structure differs") as raised:
+        assert_same_structure(trace_forward(base(), tokens), after, ignore=("paths",))
+    assert str(raised.value).splitlines()[1] == (
+        "28 calls before, 45 after: 5 wraps, 12 calls inserted, 19 calls frozen state changed"
+    )
 
 
 class _Projections(nn.Module):
