@@ -812,7 +812,7 @@ def test_the_cyclic_garbage_oracle_sees_a_recorder_that_holds_its_own_hooks() ->
     assert {"Recorder", "ModuleEntry"} <= _cyclic_garbage_types(cyclic_recorder)
 
 
-SIGNATURES_SEEN: list[inspect.Signature] = []  # outside the model: a trace puts it back
+signatures_seen: list[inspect.Signature] = []  # outside the model: a trace puts it back
 
 
 class TakesNamesOfTheWatch(nn.Module):
@@ -823,7 +823,7 @@ class TakesNamesOfTheWatch(nn.Module):
         self.child = KeywordsNamedLikeTheWatch()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        SIGNATURES_SEEN.append(inspect.signature(self.child.forward))
+        signatures_seen.append(inspect.signature(self.child.forward))
         return self.child.forward(x, module=1, forward=2, watch=3, thread_id=4)
 
 
@@ -839,9 +839,9 @@ def test_a_watched_forward_keeps_its_signature_and_takes_any_keyword_name() -> N
     x = torch.ones(2)
     expected = inspect.signature(model.child.forward)
     assert str(expected) != "(*args, **kwargs)"  # the oracle tells the two apart
-    SIGNATURES_SEEN.clear()
+    signatures_seen.clear()
     trace = trace_forward(model, x, direct_forwards="watch")
-    assert SIGNATURES_SEEN == [expected]
+    assert signatures_seen == [expected]
     assert [call.path for call in trace.calls] == ["", "child"]
     assert [name for name, _ in trace.calls[1].kwargs] == [
         "module",

@@ -30,6 +30,7 @@ from pytest_fwdorder.recording.attribute_layout import (
 )
 from pytest_fwdorder.recording.buffer_values import BufferValues
 from pytest_fwdorder.recording.direct_forwards import is_watching_forward
+from pytest_fwdorder.recording.index_cache import TENSOR_SIGNATURE, ModelReading
 from pytest_fwdorder.recording.model_index import ModelIndex
 from pytest_fwdorder.recording.module_facts import buffers_of, is_uninitialized, parameters_of
 from pytest_fwdorder.recording.numpy_random import restore_numpy_random, save_numpy_random
@@ -102,26 +103,36 @@ class ModelState:
         modules: Sequence[nn.Module],
         paths: Sequence[str],
         kept_layout: KeptLayout | None = None,
+        reading: ModelReading | None = None,
     ) -> None:
         """Capture these modules' own state (not their children's).
 
         Every step is a `map`, `filter` or `compress` over all the modules at once, so that
         the work per module runs in C: a trace watches every module of the model. The plan
-        of their attributes is looked for in `kept_layout` first, and kept there.
+        of their attributes is looked for in `kept_layout` first, and kept there. `reading`
+        is what checking the model's kept index read of these very modules just before:
+        their dicts, attributes and tensors are taken from it rather than read again.
         """
         self.modules += modules
         self.paths += paths
-        attribute_dicts = list(map(vars, modules))
-        parameter_dicts = list(map(parameters_of, modules))
-        buffer_dicts = list(map(buffers_of, modules))
-        names = list(chain.from_iterable(attribute_dicts))
-        values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
+        if reading is None:
+            attribute_dicts = list(map(vars, modules))
+            parameter_dicts = list(map(parameters_of, modules))
+            buffer_dicts = list(map(buffers_of, modules))
+            names = list(chain.from_iterable(attribute_dicts))
+            values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
+            module_types = set(map(type, modules))
+        else:
+            attribute_dicts, parameter_dicts = reading.attribute_dicts, reading.parameter_dicts
+            buffer_dicts = reading.buffer_dicts
+            names, values = reading.attribute_names, reading.attribute_values
+            module_types = set(reading.types)
         layout = attribute_layout(len(modules), names, list(map(type, values)), kept_layout)
         self._watch_lists_and_sets(
             list(compress(values, layout.list_places)) if layout.list_places else [],
             list(compress(values, layout.set_places)) if layout.set_places else [],
         )
-        lazy_types = {kind for kind in set(map(type, modules)) if issubclass(kind, LazyModuleMixin)}
+        lazy_types = {kind for kind in module_types if issubclass(kind, LazyModuleMixin)}
         if lazy_types:
             self.lazy_modules += compress(modules, map(lazy_types.__contains__, map(type, modules)))
         if layout.own_container_places:
@@ -137,15 +148,28 @@ class ModelState:
             [
                 *parameter_dicts,
                 *buffer_dicts,
-                *other_dicts(layout, attribute_dicts, values, parameter_dicts, buffer_dicts),
+                *other_dicts(
+                    layout,
+                    attribute_dicts,
+                    values,
+                    parameter_dicts,
+                    buffer_dicts,
+                    by_name=reading is not None,
+                ),
             ]
         )
-        parameters = list(
-            filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
-        )
-        self.parameters += parameters
-        self.parameter_signatures += _signatures(parameters)
-        self._copy_buffers(chain.from_iterable(map(dict.values, filter(None, buffer_dicts))))
+        if reading is None:
+            parameters = list(
+                filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
+            )
+            self.parameters += parameters
+            self.parameter_signatures += _signatures(parameters)
+            self._copy_buffers(chain.from_iterable(map(dict.values, filter(None, buffer_dicts))))
+        else:  # the check read every tensor's signature (parameters first) a moment ago
+            count = reading.parameter_count
+            self.parameters += reading.tensors[:count]
+            self.parameter_signatures += reading.tensor_signatures[:count]  # type: ignore[arg-type]
+            self._copy_buffers(reading.tensors[count:])
 
     def _watch_dicts(self, dicts: list[dict[str, Any]]) -> None:
         """Copy the dicts that hold something; of an empty one, its emptiness is the copy."""
@@ -228,7 +252,7 @@ class ParameterSignature(NamedTuple):
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
 # ParameterSignature's fields, read in C: captured as plain tuples, named when one differs.
 _RawSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
-_SIGNATURE = operator.attrgetter("_version", "requires_grad", "dtype", "shape", "device")
+_SIGNATURE = TENSOR_SIGNATURE
 
 
 def _signatures(parameters: Sequence[torch.Tensor]) -> list[_RawSignature]:
@@ -262,7 +286,10 @@ def capture_state(index: ModelIndex) -> ModelState:
     state = ModelState()
     modules = index.python_modules
     entries = index.entries
-    state.add_modules(modules, [entries[id(module)].path for module in modules], index.kept_layout)
+    reading, index.reading = index.reading, None  # read right before: taken once
+    state.add_modules(
+        modules, [entries[id(module)].path for module in modules], index.kept_layout, reading
+    )
     return state
 
 

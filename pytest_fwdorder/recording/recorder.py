@@ -518,6 +518,7 @@ def _start_recorder(
     claimed = claim_modules(index)
     try:
         state = capture_state(index) if restore_state else None
+        index.reading = None  # taken by the capture, or not wanted: the trace keeps none
         stand_ins = StandIns(target) if target is not None else None
         recorder = Recorder(
             index, trace, capture_outputs=capture_outputs, state=state, stand_ins=stand_ins
