@@ -285,6 +285,17 @@ def _live_modules(shape: ModelShape, root: nn.Module) -> ModelReading | None:
         )
     ):
         return None
+    tensors = _live_tensors(shape, dicts)
+    if tensors is None:
+        return None
+    return ModelReading(modules, types, dicts, names, values, *tensors)
+
+
+def _live_tensors(
+    shape: ModelShape, dicts: list[dict[str, Any]]
+) -> tuple[list[Any], list[Any], list[Any], int, list[tuple[object, ...]]] | None:
+    """The modules' parameter and buffer dicts, their tensors, how many are parameters and
+    each one's signature, if none changed since `shape`; else None."""
     tensors: list[Any] = list(map(_CALL, shape.tensors))
     if any(map(operator.is_, tensors, repeat(None))):
         return None
@@ -307,18 +318,7 @@ def _live_modules(shape: ModelShape, root: nn.Module) -> ModelReading | None:
         and list(map(_NON_PERSISTENT, dicts)) == shape.non_persistent
     ):
         return None
-    return ModelReading(
-        modules,
-        types,
-        dicts,
-        names,
-        values,
-        parameter_dicts,
-        buffer_dicts,
-        tensors,
-        shape.parameter_count,
-        signatures,
-    )
+    return parameter_dicts, buffer_dicts, tensors, shape.parameter_count, signatures
 
 
 def _same_own_values(shape: ModelShape, values: list[Any]) -> bool:

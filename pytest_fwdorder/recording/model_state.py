@@ -115,18 +115,9 @@ class ModelState:
         """
         self.modules += modules
         self.paths += paths
-        if reading is None:
-            attribute_dicts = list(map(vars, modules))
-            parameter_dicts = list(map(parameters_of, modules))
-            buffer_dicts = list(map(buffers_of, modules))
-            names = list(chain.from_iterable(attribute_dicts))
-            values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
-            module_types = set(map(type, modules))
-        else:
-            attribute_dicts, parameter_dicts = reading.attribute_dicts, reading.parameter_dicts
-            buffer_dicts = reading.buffer_dicts
-            names, values = reading.attribute_names, reading.attribute_values
-            module_types = set(reading.types)
+        attribute_dicts, parameter_dicts, buffer_dicts, names, values, module_types = _read_modules(
+            modules, reading
+        )
         layout = attribute_layout(len(modules), names, list(map(type, values)), kept_layout)
         self._watch_lists_and_sets(
             list(compress(values, layout.list_places)) if layout.list_places else [],
@@ -158,6 +149,15 @@ class ModelState:
                 ),
             ]
         )
+        self._add_tensors(parameter_dicts, buffer_dicts, reading)
+
+    def _add_tensors(
+        self,
+        parameter_dicts: list[dict[str, Any]],
+        buffer_dicts: list[dict[str, Any]],
+        reading: ModelReading | None,
+    ) -> None:
+        """Keep the parameters with their signatures, and copy the buffers' values."""
         if reading is None:
             parameters = list(
                 filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
@@ -234,6 +234,39 @@ class ModelState:
             for name, value in parameters.items()
             if value is not None
         ]
+
+
+class _ModulesRead(NamedTuple):
+    """What a capture reads of its modules: their dicts, and their attributes flat."""
+
+    attribute_dicts: list[dict[str, Any]]
+    parameter_dicts: list[dict[str, Any]]
+    buffer_dicts: list[dict[str, Any]]
+    names: list[str]
+    values: list[Any]
+    module_types: set[type]
+
+
+def _read_modules(modules: Sequence[nn.Module], reading: ModelReading | None) -> _ModulesRead:
+    """Read the modules' dicts and attributes, or take them from `reading` (the same)."""
+    if reading is not None:
+        return _ModulesRead(
+            reading.attribute_dicts,
+            reading.parameter_dicts,
+            reading.buffer_dicts,
+            reading.attribute_names,
+            reading.attribute_values,
+            set(reading.types),
+        )
+    attribute_dicts = list(map(vars, modules))
+    return _ModulesRead(
+        attribute_dicts,
+        list(map(parameters_of, modules)),
+        list(map(buffers_of, modules)),
+        list(chain.from_iterable(attribute_dicts)),
+        list(chain.from_iterable(map(dict.values, attribute_dicts))),
+        set(map(type, modules)),
+    )
 
 
 class ParameterSignature(NamedTuple):
