@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
 import torch
@@ -52,7 +52,6 @@ from pytest_fwdorder.recording.model_state import (
 from pytest_fwdorder.recording.module_claims import claim_modules, release_modules
 from pytest_fwdorder.recording.stand_ins import StandIns, check_stand_ins_possible
 from pytest_fwdorder.recording.torch_call_frames import (
-    CALL_FRAME_CODE,
     KEYWORD_FRAME_CODE,
     WRAPPED_CALL_FRAME_CODE,
     forget_keyword_flag,
@@ -90,6 +89,7 @@ _NOT_FINISHED = object()
 _RAISED = object()
 # describe.raw_value's tuple for a plain strided tensor, read in C.
 _RAW_TENSOR = operator.attrgetter("shape", "dtype", "device")
+_PATH = operator.attrgetter("path")
 
 
 class Recorder:
@@ -130,7 +130,7 @@ class Recorder:
         # `keep_alive` so that their ids cannot be reused by another module mid-trace.
         self.entries: dict[int, ModuleEntry] = dict(index.entries)
         self.keep_alive: list[nn.Module] = []
-        self.taken_paths = {entry.path for entry in self.entries.values()}
+        self.taken_paths = set(map(_PATH, self.entries.values()))
         self.call_counts: dict[int, int] = {}
         self.open_calls: list[CallRecord] = []
         self.keyword_frame_code = KEYWORD_FRAME_CODE
@@ -175,7 +175,8 @@ class Recorder:
         """The pre-hook: opens a call and keeps its raw record, before the module runs."""
         thread_id, get_ident, get_frame = self.thread_id, threading.get_ident, sys._getframe
         keyword_frame_code = self.keyword_frame_code
-        call_frame_code, wrapped_call_frame_code = CALL_FRAME_CODE, WRAPPED_CALL_FRAME_CODE
+        # Without `inner`'s layout, neither frame is read: per-module hooks read keywords.
+        wrapped_call_frame_code = WRAPPED_CALL_FRAME_CODE if keyword_frame_code else None
         get_entry, enter_unregistered = self.entries.get, self._enter_unregistered
         call_counts, open_calls, records = self.call_counts, self.open_calls, self.records
         count_of, open_call, append_record = call_counts.get, open_calls.append, records.append
@@ -193,29 +194,27 @@ class Recorder:
                     return  # a module outside the model, called outside the model
                 entry = enter_unregistered(module)
             nth = call_counts[module_id] = count_of(module_id, 0) + 1
-            kwargs = None
-            frame: FrameType = get_frame(1)
-            if frame.f_code is keyword_frame_code:
-                caller = frame.f_back
-                outer = caller.f_back if caller is not None else None
-                if (
-                    outer is not None
-                    and outer.f_code is wrapped_call_frame_code
-                    and caller.f_code is call_frame_code  # type: ignore[union-attr]
-                ):
-                    keyword_arguments = outer.f_locals["kwargs"]
-                else:  # `module._call_impl(...)` called directly
-                    keyword_arguments = frame.f_locals.get("kwargs")
+            try:  # `module(...)`: `_wrapped_call_impl` -> `_call_impl` -> `inner` -> this hook
+                outer: FrameType | None = get_frame(3)
+            except ValueError:  # fewer frames: called from C, not from `module(...)`
+                outer = None
+            kwargs: tuple[tuple[str, Any], ...] | None
+            if outer is not None and outer.f_code is wrapped_call_frame_code:
+                # Only `module(...)` has the wrapper there (a direct forward's run has the
+                # user's frame), and its three locals are cheaper to read than `inner`'s.
+                keyword_arguments = outer.f_locals["kwargs"]
                 kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
-            try:  # raw_value, inlined for the common case: a plain strided tensor
-                raw_args = [
-                    tensor_metadata(value)
-                    if type(value) is tensor_type and value.layout is strided
-                    else raw_value(value)
-                    for value in args
-                ]
-            except RuntimeError:  # a nested tensor is strided but has no sizes to read
-                raw_args = [raw_value(value) for value in args]
+            else:
+                kwargs = _inner_keywords(get_frame(1), keyword_frame_code)
+            value = args[0] if len(args) == 1 else None
+            raw_args: list[object]
+            if type(value) is tensor_type and value.layout is strided:  # the common case
+                try:
+                    raw_args = [tensor_metadata(value)]
+                except RuntimeError:  # a nested tensor is strided but has no sizes to read
+                    raw_args = [raw_value(value)]
+            else:
+                raw_args = _raw_arguments(args)
             depth = len(open_calls)
             parent = open_calls[-1].number if depth else -1
             # CallRecord(...) without its Python __new__: the values in its fields' order.
@@ -289,23 +288,24 @@ class Recorder:
         late_kwargs = self.late_kwargs
         new_call = object.__new__
         children_of: dict[int, list[Call]] = {}
-        for record in self.records[len(calls) :]:
-            entry = record.entry
-            parent = calls[record.parent] if record.parent >= 0 else None
-            output = outputs[record.number]
-            kwargs = record.kwargs
+        # A record unpacked at once: one step, where each field read by name is a call.
+        for _, entry, nth, depth, parent_number, raw_args, kwargs, number in self.records[
+            len(calls) :
+        ]:
+            parent = calls[parent_number] if parent_number >= 0 else None
+            output = outputs[number]
             if kwargs is None:
-                kwargs = late_kwargs.get(record.number, ())
+                kwargs = late_kwargs.get(number, ())
             # What Call(...) does, without parsing fifteen keyword arguments per call.
             call = new_call(Call)
             call.path = entry.path
             call.module_type = entry.module_type
-            call.nth = record.nth
-            call.depth = record.depth
+            call.nth = nth
+            call.depth = depth
             call.parent = parent
             call.registered = entry.registered
             call.index = len(calls)
-            call.args = finish_arguments(record.args)
+            call.args = finish_arguments(raw_args)
             call.kwargs = kwargs
             call.output = (
                 None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
@@ -318,9 +318,9 @@ class Recorder:
             call.children = ()
             calls.append(call)
             if parent is not None:
-                siblings = children_of.get(record.parent)
+                siblings = children_of.get(parent_number)
                 if siblings is None:
-                    children_of[record.parent] = [call]
+                    children_of[parent_number] = [call]
                 else:
                     siblings.append(call)
         for parent_index, children in children_of.items():
@@ -417,6 +417,31 @@ class Recorder:
             for call in shown
         )
         return "\n".join(lines)
+
+
+def _raw_arguments(args: tuple[Any, ...]) -> list[object]:
+    """What a pre-hook keeps of a call's arguments: `raw_value` of each, inlined for tensors."""
+    try:
+        return [
+            _RAW_TENSOR(value)
+            if type(value) is torch.Tensor and value.layout is torch.strided
+            else raw_value(value)
+            for value in args
+        ]
+    except RuntimeError:  # a nested tensor is strided but has no sizes to read
+        return [raw_value(value) for value in args]
+
+
+def _inner_keywords(
+    frame: FrameType, keyword_frame_code: CodeType | None
+) -> tuple[tuple[str, Any], ...] | None:
+    """The keyword arguments of a call whose pre-hook runs in `frame`, read from `inner`'s
+    frame when that is it (`module._call_impl(...)` called directly); None when the frame
+    does not show them (a direct forward's run, another torch release): read later."""
+    if frame.f_code is not keyword_frame_code:
+        return None
+    keyword_arguments = frame.f_locals.get("kwargs")
+    return describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
 
 
 def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
