@@ -60,6 +60,10 @@ def _module_call_codes() -> frozenset[CodeType]:
 
 
 _MODULE_CALL_CODES = _module_call_codes()
+# Asked by id: a code object's hash is worked out afresh from its contents at every ask
+# (about a microsecond for `_call_impl`'s), an int's costs nothing. The codes above, and
+# the classes of the modules traced, keep these ids theirs.
+_MODULE_CALL_CODE_IDS = frozenset(map(id, _MODULE_CALL_CODES))
 
 
 class _Watch:
@@ -70,6 +74,7 @@ class _Watch:
         self.thread_id = threading.get_ident()
         self.runs: dict[tuple[int, str, str | None, str], int] = {}
         self.direct_numbers: list[int] = []
+        self.forward_codes: frozenset[CodeType] = frozenset()  # "profile"'s, held
 
     def note(self, module: nn.Module, how: str, caller: FrameType | None) -> None:
         """Count one run of `module`'s forward without a call, from the `caller` frame."""
@@ -136,7 +141,7 @@ def _forward_watched(
     """The instance attribute `forward` of one module for the length of a trace, with its
     first four arguments bound by `partial` (made in C: a trace gives one to every module)."""
     caller = _get_frame(1)  # the caller of the partial, which makes no frame of its own
-    if caller.f_code in _MODULE_CALL_CODES or _get_ident() != thread_id:
+    if id(caller.f_code) in _MODULE_CALL_CODE_IDS or _get_ident() != thread_id:
         return forward(*args, **kwargs)  # a module call: the hooks record it
     return watch.run_direct(module, forward, caller, args, kwargs)
 
@@ -248,6 +253,7 @@ def forward_codes(modules: list[nn.Module]) -> frozenset[CodeType]:
 
 
 _FORWARD_UNIMPLEMENTED = nn.Module.forward.__code__
+_RUN_DIRECT_CODE = _Watch.run_direct.__code__
 
 
 def _first_argument(frame: FrameType) -> object:
@@ -263,21 +269,22 @@ def _first_argument(frame: FrameType) -> object:
 
 def _profile_function(watch: _Watch, modules: list[nn.Module]) -> Callable[..., None]:
     """The profile function of "profile": counts forward code started without a call."""
-    codes = forward_codes(modules)
+    watch.forward_codes = forward_codes(modules)  # held: their ids stay theirs
+    codes = frozenset(map(id, watch.forward_codes))  # asked by id, as above
     # A module call, the watch's `.forward` and its recorded direct run start forward code.
-    accounted = _MODULE_CALL_CODES | {_FORWARD_WATCHED_CODE, _Watch.run_direct.__code__}
+    accounted = _MODULE_CALL_CODE_IDS | {id(_FORWARD_WATCHED_CODE), id(_RUN_DIRECT_CODE)}
     entries, note = watch.recorder.entries, watch.note
 
     def profile(frame: FrameType, event: str, argument: object) -> None:
-        if event != "call" or frame.f_code not in codes:
+        if event != "call" or id(frame.f_code) not in codes:
             return
         caller = frame.f_back
-        if caller is None or caller.f_code in accounted:
+        if caller is None or id(caller.f_code) in accounted:
             return
         module = _first_argument(frame)
         if id(module) not in entries:
             return
-        if caller.f_code in codes and _first_argument(caller) is module:
+        if id(caller.f_code) in codes and _first_argument(caller) is module:
             return  # a subclass's super().forward, or a decorator's call, on the same module
         name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # 3.11+: qualified
         note(module, f"run as {name}", caller)  # type: ignore[arg-type]
