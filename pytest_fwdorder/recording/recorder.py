@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any, NamedTuple
 
 import torch
@@ -28,11 +28,13 @@ from torch.nn.modules.module import (
 )
 
 from pytest_fwdorder.calls.records import Call, RenderOptions, TraceRecords
+from pytest_fwdorder.calls.value_descriptions import ValueDescription
 from pytest_fwdorder.errors import MetaTraceError
 from pytest_fwdorder.recording.describe import (
     describe_keyword_arguments,
     finish_arguments,
     finish_value,
+    raw_arguments,
     raw_value,
     tensors_of,
 )
@@ -55,6 +57,7 @@ from pytest_fwdorder.recording.torch_call_frames import (
     KEYWORD_FRAME_CODE,
     WRAPPED_CALL_FRAME_CODE,
     forget_keyword_flag,
+    inner_keywords,
 )
 
 __all__ = [
@@ -205,7 +208,7 @@ class Recorder:
                 keyword_arguments = outer.f_locals["kwargs"]
                 kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
             else:
-                kwargs = _inner_keywords(get_frame(1), keyword_frame_code)
+                kwargs = inner_keywords(get_frame(1), keyword_frame_code)
             value = args[0] if len(args) == 1 else None
             raw_args: list[object]
             if type(value) is tensor_type and value.layout is strided:  # the common case
@@ -214,7 +217,7 @@ class Recorder:
                 except RuntimeError:  # a nested tensor is strided but has no sizes to read
                     raw_args = [raw_value(value)]
             else:
-                raw_args = _raw_arguments(args)
+                raw_args = raw_arguments(args)
             depth = len(open_calls)
             parent = open_calls[-1].number if depth else -1
             # CallRecord(...) without its Python __new__: the values in its fields' order.
@@ -235,20 +238,25 @@ class Recorder:
         tensor_type, strided, tensor_metadata = torch.Tensor, torch.strided, _RAW_TENSOR
         capture_outputs, captured_records = self.capture_outputs, self.captured_records
         output_observers = self.output_observers  # filled after the hooks are made
+        missing = _RAISED
 
-        def after_forward(module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
+        def after_forward(
+            module: nn.Module,
+            args: tuple[Any, ...],
+            keyword_arguments: Any = missing,
+            output: Any = missing,
+        ) -> None:
             # torch calls this with (kwargs, output) normally, and with (output,) alone when
-            # forward raised (the always_call path ignores with_kwargs).
+            # forward raised (the always_call path ignores with_kwargs): no output then.
             if get_ident() != thread_id:
                 return
             if not open_calls or open_calls[-1].module is not module:
                 return
             record = close_call()
             number = record.number
-            if len(rest) != 2:
+            if output is missing:
                 outputs[number] = raised
                 return
-            keyword_arguments, output = rest
             if record.kwargs is None and number not in late_kwargs:
                 # neither the frame nor a per-module hook saw them
                 late_kwargs[number] = (
@@ -288,6 +296,10 @@ class Recorder:
         late_kwargs = self.late_kwargs
         new_call = object.__new__
         children_of: dict[int, list[Call]] = {}
+        # By a raw tensor: its finished description, and its one-tensor arguments. One look-up
+        # for a call that takes or returns a tensor finished before (most calls).
+        descriptions: dict[object, ValueDescription] = {}
+        one_tensor_arguments: dict[object, tuple[ValueDescription, ...]] = {}
         # A record unpacked at once: one step, where each field read by name is a call.
         for _, entry, nth, depth, parent_number, raw_args, kwargs, number in self.records[
             len(calls) :
@@ -305,11 +317,23 @@ class Recorder:
             call.parent = parent
             call.registered = entry.registered
             call.index = len(calls)
-            call.args = finish_arguments(raw_args)
+            if len(raw_args) == 1 and type(raw_args[0]) is tuple:
+                arguments = one_tensor_arguments.get(raw_args[0])
+                if arguments is None:
+                    arguments = one_tensor_arguments[raw_args[0]] = finish_arguments(raw_args)
+                call.args = arguments
+            else:
+                call.args = finish_arguments(raw_args)
             call.kwargs = kwargs
-            call.output = (
-                None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
-            )
+            if type(output) is tuple:
+                description = descriptions.get(output)
+                if description is None:
+                    description = descriptions[output] = finish_value(output)
+                call.output = description
+            else:
+                call.output = (
+                    None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
+                )
             call.raised = output is _RAISED
             call.frozen = entry.facts.tensors.frozen
             call.scripted = entry.scripted
@@ -323,10 +347,7 @@ class Recorder:
                     children_of[parent_number] = [call]
                 else:
                     siblings.append(call)
-        for parent_index, children in children_of.items():
-            # `+`: a parent finished in an earlier batch keeps the children it had then.
-            parent = calls[parent_index]
-            parent.children = (*parent.children, *children)
+        _add_children(calls, children_of)
 
     def _enter_unregistered(self, module: nn.Module) -> ModuleEntry:
         parent_record = self.open_calls[-1]
@@ -419,29 +440,11 @@ class Recorder:
         return "\n".join(lines)
 
 
-def _raw_arguments(args: tuple[Any, ...]) -> list[object]:
-    """What a pre-hook keeps of a call's arguments: `raw_value` of each, inlined for tensors."""
-    try:
-        return [
-            _RAW_TENSOR(value)
-            if type(value) is torch.Tensor and value.layout is torch.strided
-            else raw_value(value)
-            for value in args
-        ]
-    except RuntimeError:  # a nested tensor is strided but has no sizes to read
-        return [raw_value(value) for value in args]
-
-
-def _inner_keywords(
-    frame: FrameType, keyword_frame_code: CodeType | None
-) -> tuple[tuple[str, Any], ...] | None:
-    """The keyword arguments of a call whose pre-hook runs in `frame`, read from `inner`'s
-    frame when that is it (`module._call_impl(...)` called directly); None when the frame
-    does not show them (a direct forward's run, another torch release): read later."""
-    if frame.f_code is not keyword_frame_code:
-        return None
-    keyword_arguments = frame.f_locals.get("kwargs")
-    return describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
+def _add_children(calls: list[Call], children_of: dict[int, list[Call]]) -> None:
+    """Give each parent its children finished now, after those it had (an earlier batch's)."""
+    for parent_index, children in children_of.items():
+        parent = calls[parent_index]
+        parent.children = (*parent.children, *children)
 
 
 def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
