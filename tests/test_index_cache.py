@@ -239,3 +239,38 @@ def test_a_kept_index_reading_is_taken_by_one_capture_only() -> None:
     assert index.reading is not None
     capture_state(index)
     assert index.reading is None  # a second capture reads the model itself
+
+
+class HoldsNones(nn.Module):
+    """A None child and a None parameter: the places the kept index marks one past the last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 3, bias=False)
+        self.register_module("spare", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def fill_none_child(model: HoldsNones) -> None:
+    model.spare = nn.Identity()
+
+
+def fill_none_parameter(model: HoldsNones) -> None:
+    model.linear.bias = nn.Parameter(torch.zeros(3))
+
+
+@pytest.mark.parametrize("fill", [fill_none_child, fill_none_parameter])
+def test_a_none_child_or_parameter_filled_between_traces_makes_the_index_walked_again(
+    fill: Callable[[HoldsNones], None],
+) -> None:
+    model = HoldsNones()
+    for _ in range(2):
+        trace_forward(model, torch.ones(1, 2))
+    kept = index_model(model)
+    assert index_model(model).entries is kept.entries  # kept, Nones and all
+
+    fill(model)
+
+    assert index_model(model).entries is not kept.entries

@@ -77,12 +77,12 @@ class ModelShape:
     weak_values: list[weakref.ref[Any]]
     child_counts: list[int]
     child_names: list[str]
-    child_places: list[int]
+    child_places: Callable[[list[Any]], Sequence[Any]]  # `_places`' getter
     tensors: list[weakref.ref[torch.Tensor]]
     tensor_counts: list[int]  # parameters of each module, then buffers of each module
     parameter_count: int  # the parameters among the tensors (they come first)
     tensor_names: list[str]
-    tensor_places: list[int]
+    tensor_places: Callable[[list[Any]], Sequence[Any]]
     tensor_types: list[type]
     tensor_states: list[tuple[object, ...]]
     non_persistent: list[set[str]]
@@ -203,10 +203,20 @@ def model_shape(modules: list[nn.Module], facts: list[object]) -> ModelShape | N
     )
 
 
-def _places(found: Iterable[object], objects: Sequence[object]) -> list[int]:
-    """Where each found object is among `objects`; one past the last for None."""
-    places = {id(value): place for place, value in enumerate(objects)}
-    return [len(objects) if value is None else places[id(value)] for value in found]
+def _places(
+    found: Iterable[object], objects: Sequence[object]
+) -> Callable[[list[Any]], Sequence[Any]]:
+    """A getter of the found objects, in order, from `objects` with None added last: where
+    each found object is among them (one past the last for None), taken in one C call."""
+    where = {id(value): place for place, value in enumerate(objects)}
+    places = [len(objects) if value is None else where[id(value)] for value in found]
+    if len(places) >= 2:
+        return operator.itemgetter(*places)  # a tuple of the objects at these places
+    return functools.partial(_at_places, places)  # itemgetter gives one object, not a tuple
+
+
+def _at_places(places: list[int], objects: list[Any]) -> list[Any]:
+    return [objects[place] for place in places]
 
 
 def _own_attributes(
@@ -334,18 +344,15 @@ def _same_contents(
     counts: list[int],
     names: list[str],
     objects: list[Any],
-    places: list[int],
+    places: Callable[[list[Any]], Sequence[Any]],
 ) -> bool:
-    """Whether the dicts hold these names, in order, and the objects at these places."""
-    padded = [*objects, None]  # one past the last: a None value
-    return (
-        list(map(len, dicts)) == counts
-        and list(chain.from_iterable(dicts)) == names
-        and all(
-            map(
-                operator.is_,
-                chain.from_iterable(map(dict.values, dicts)),
-                map(padded.__getitem__, places),
-            )
-        )
+    """Whether the dicts hold these names, in order, and the objects `places` takes from
+    `objects` (with None added last)."""
+    if list(map(len, dicts)) != counts:
+        return False
+    # Only the dicts that hold something are read on: most are empty (a leaf's children, a
+    # module's buffers), and reading one costs an iterator.
+    held = list(compress(dicts, counts))
+    return list(chain.from_iterable(held)) == names and all(
+        map(operator.is_, chain.from_iterable(map(dict.values, held)), places([*objects, None]))
     )
