@@ -62,9 +62,12 @@ class ModelState:
         # would otherwise leave a tensor of the trace's device in the model.
         self.watched: list[dict[str, Any]] = []
         self.copies: list[dict[str, Any]] = []
-        # The dicts that were empty (most: a module's hook dicts): each must be empty again
-        # after forward. No copy of them is made, and one C pass checks them all.
-        self.empty_dicts: list[dict[str, Any]] = []
+        # Every dict watched, empty ones too (most: a module's hook dicts), and how many
+        # entries the watched ones held: once those are put back, every dict together holds
+        # that many again exactly when the empty ones are empty again. No list of the empty
+        # ones is made, and one C pass (the sum of lengths) checks them all.
+        self.every_dict: list[dict[str, Any]] = []
+        self.watched_entries = 0
         # Lists and sets a module holds (`self.seen.append(...)`), with copies, compared the
         # same way; lazy modules with their first-call hooks, which may stay.
         self.watched_lists: list[list[Any]] = []
@@ -173,11 +176,12 @@ class ModelState:
 
     def _watch_dicts(self, dicts: list[dict[str, Any]]) -> None:
         """Copy the dicts that hold something; of an empty one, its emptiness is the copy."""
-        # A dict's truth is whether it holds something: each filter is one pass in C.
+        # A dict's truth is whether it holds something: the filter is one pass in C.
         watched = list(filter(None, dicts))
         self.watched += watched
         self.copies += map(dict.copy, watched)
-        self.empty_dicts += filterfalse(None, dicts)
+        self.every_dict += dicts
+        self.watched_entries += sum(map(len, watched))
 
     def _watch_lists_and_sets(self, lists: list[list[Any]], sets: list[set[Any]]) -> None:
         """As `_watch_dicts`, for the plain lists and sets the modules hold."""
@@ -283,6 +287,7 @@ class ParameterSignature(NamedTuple):
 
 
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
+_PATH = operator.attrgetter("path")
 # ParameterSignature's fields, read in C: captured as plain tuples, named when one differs.
 _RawSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
 _SIGNATURE = TENSOR_SIGNATURE
@@ -320,9 +325,8 @@ def capture_state(index: ModelIndex) -> ModelState:
     modules = index.python_modules
     entries = index.entries
     reading, index.reading = index.reading, None  # read right before: taken once
-    state.add_modules(
-        modules, [entries[id(module)].path for module in modules], index.kept_layout, reading
-    )
+    paths = list(map(_PATH, map(entries.__getitem__, map(id, modules))))
+    state.add_modules(modules, paths, index.kept_layout, reading)
     return state
 
 
@@ -372,7 +376,9 @@ def restore_state(state: ModelState) -> None:
             if not dicts_unchanged([current], [original]):
                 current.clear()
                 current.update(original)
-    _empty_again(state.empty_dicts)
+    if sum(map(len, state.every_dict)) != state.watched_entries:  # an empty one is not
+        held = set(map(id, state.watched))
+        _empty_again([found for found in state.every_dict if id(found) not in held])
     _restore_lists_and_sets(state)
     for initialized in (*state.initialized_lazy, *late):
         vars(initialized.module).update(initialized.attributes)
