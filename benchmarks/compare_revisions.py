@@ -4,6 +4,7 @@
     python benchmarks/compare_revisions.py main --rounds 41 --smoke
     python benchmarks/compare_revisions.py main --only ResNet   # the rows whose case names this
     python benchmarks/compare_revisions.py main --scale --only 100,001 --rounds 5
+    python benchmarks/compare_revisions.py HEAD~1 --new HEAD    # one commit against its parent
 
 The baseline revision is exported with `git archive` into a temporary folder. One worker
 process per revision builds the same models (same seeds); the driver asks them for one
@@ -121,6 +122,7 @@ def worker(smoke: bool, clock: str, threads: int | None, scale: bool) -> None:
 
 def export_revision(revision: str, into: Path) -> Path:
     """The package tree of `revision`, exported with git archive (no worktree touched)."""
+    into.mkdir(parents=True, exist_ok=True)
     archive = into / "tree.tar"
     subprocess.run(
         ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), revision],
@@ -160,13 +162,19 @@ def ask_round(process: subprocess.Popen[str], case: str) -> dict[str, float]:
 
 
 def compare(
-    baseline: str, rounds: int, smoke: bool, options: list[str], only: list[str] | None = None
+    baseline: str,
+    rounds: int,
+    smoke: bool,
+    options: list[str],
+    only: list[str] | None = None,
+    new: str | None = None,
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="fwdorder-baseline-") as folder:
-        old_root = export_revision(baseline, Path(folder))
+        old_root = export_revision(baseline, Path(folder) / "old")
+        new_root = ROOT if new is None else export_revision(new, Path(folder) / "new")
         workers = {
             "old": start_worker(old_root, smoke, options),
-            "new": start_worker(ROOT, smoke, options),
+            "new": start_worker(new_root, smoke, options),
         }
         for label, (_, header) in workers.items():
             print(f"{label}: {header['package']}")
@@ -226,6 +234,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("baseline", nargs="?", default="main", help="git revision to compare with")
+    parser.add_argument(
+        "--new", help="git revision to time as the new one (default: this working tree)"
+    )
     parser.add_argument("--rounds", type=int, default=31, help="interleaved rounds per case")
     parser.add_argument("--smoke", action="store_true", help="tiny models, for a quick check")
     parser.add_argument(
@@ -247,7 +258,14 @@ def main() -> None:
     if arguments.threads is not None:
         options += ["--threads", str(arguments.threads)]
     print(f"clock: {arguments.clock}, torch threads: {arguments.threads or 'default'}")
-    compare(arguments.baseline, arguments.rounds, arguments.smoke, options, arguments.only)
+    compare(
+        arguments.baseline,
+        arguments.rounds,
+        arguments.smoke,
+        options,
+        arguments.only,
+        arguments.new,
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ import torch
 from torch import nn
 
 from pytest_fwdorder import trace_forward
+from pytest_fwdorder.recording import model_index as model_index_module
 from pytest_fwdorder.recording.model_index import ModelIndex, index_model
+from pytest_fwdorder.recording.model_state import ModelState, capture_state
 
 
 class Scaled(nn.Module):
@@ -193,3 +195,83 @@ def test_a_model_is_kept_from_its_second_walk_on() -> None:
 
     assert first.entries is not second.entries  # a model seen once pays a weak reference only
     assert third.entries is second.entries
+
+
+def captured(state: ModelState) -> list[object]:
+    """What a state capture holds that the put-back reads: objects by identity, flags by value."""
+    return [
+        list(map(id, state.modules)),
+        list(map(id, state.attribute_dicts)),
+        state.attribute_lengths,
+        state.attribute_names,
+        list(map(id, state.attribute_values)),
+        list(map(id, state.parameter_dicts)),
+        list(map(id, state.watched)),
+        [[(name, id(value)) for name, value in copy.items()] for copy in state.copies],
+        list(map(id, state.every_dict)),
+        state.watched_entries,
+        list(map(id, state.parameters)),
+        state.parameter_signatures,
+        sorted(state.copied_buffers),
+        [id(buffer) for group in state.buffer_values.groups for buffer in group.buffers],
+        [id(buffer) for buffer, _ in state.buffer_values.singles],
+    ]
+
+
+def test_a_kept_index_gives_the_state_capture_what_a_walk_would() -> None:
+    model = build()
+    kept_after_two_traces(model)
+    walked = model_index_module._walk_model(model, ask_plugins=False)
+
+    from_kept = capture_state(index_model(model))
+
+    assert captured(from_kept) == captured(capture_state(walked))
+    # The oracle can fail: a parameter swapped for another makes the captures differ.
+    before = captured(from_kept)
+    model[0].bias = nn.Parameter(torch.zeros(3))
+    assert captured(capture_state(index_model(model))) != before
+
+
+def test_a_kept_index_reading_is_taken_by_one_capture_only() -> None:
+    model = build()
+    kept_after_two_traces(model)
+    index = index_model(model)
+
+    assert index.reading is not None
+    capture_state(index)
+    assert index.reading is None  # a second capture reads the model itself
+
+
+class HoldsNones(nn.Module):
+    """A None child and a None parameter: the places the kept index marks one past the last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 3, bias=False)
+        self.register_module("spare", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def fill_none_child(model: HoldsNones) -> None:
+    model.spare = nn.Identity()
+
+
+def fill_none_parameter(model: HoldsNones) -> None:
+    model.linear.bias = nn.Parameter(torch.zeros(3))
+
+
+@pytest.mark.parametrize("fill", [fill_none_child, fill_none_parameter])
+def test_a_none_child_or_parameter_filled_between_traces_makes_the_index_walked_again(
+    fill: Callable[[HoldsNones], None],
+) -> None:
+    model = HoldsNones()
+    for _ in range(2):
+        trace_forward(model, torch.ones(1, 2))
+    kept = index_model(model)
+    assert index_model(model).entries is kept.entries  # kept, Nones and all
+
+    fill(model)
+
+    assert index_model(model).entries is not kept.entries

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import inspect
 import threading
 import typing
 import warnings
@@ -809,3 +810,43 @@ def test_the_cyclic_garbage_oracle_sees_a_recorder_that_holds_its_own_hooks() ->
         recorder.hook_pair = recorder.make_hooks()
 
     assert {"Recorder", "ModuleEntry"} <= _cyclic_garbage_types(cyclic_recorder)
+
+
+signatures_seen: list[inspect.Signature] = []  # outside the model: a trace puts it back
+
+
+class TakesNamesOfTheWatch(nn.Module):
+    """Runs its child's forward directly with keywords named as the watch's own arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.child = KeywordsNamedLikeTheWatch()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        signatures_seen.append(inspect.signature(self.child.forward))
+        return self.child.forward(x, module=1, forward=2, watch=3, thread_id=4)
+
+
+class KeywordsNamedLikeTheWatch(nn.Module):
+    def forward(
+        self, x: torch.Tensor, *, module: int, forward: int, watch: int, thread_id: int
+    ) -> torch.Tensor:
+        return x * (module + forward + watch + thread_id)
+
+
+def test_a_watched_forward_keeps_its_signature_and_takes_any_keyword_name() -> None:
+    model = TakesNamesOfTheWatch()
+    x = torch.ones(2)
+    expected = inspect.signature(model.child.forward)
+    assert str(expected) != "(*args, **kwargs)"  # the oracle tells the two apart
+    signatures_seen.clear()
+    trace = trace_forward(model, x, direct_forwards="watch")
+    assert signatures_seen == [expected]
+    assert [call.path for call in trace.calls] == ["", "child"]
+    assert [name for name, _ in trace.calls[1].kwargs] == [
+        "module",
+        "forward",
+        "watch",
+        "thread_id",
+    ]
+    assert "forward" not in vars(model.child)

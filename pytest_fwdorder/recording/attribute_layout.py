@@ -178,17 +178,20 @@ def other_dicts(
     values: list[Any],
     parameter_dicts: list[dict[str, Any]],
     buffer_dicts: list[dict[str, Any]],
+    *,
+    by_name: bool = False,
 ) -> list[dict[str, Any]]:
     """The dicts among the attributes, but for the modules' parameter and buffer dicts
     (watched already): by place where those sit under torch's names and not under the
-    user's, else by identity."""
-    if (
+    user's, else by identity. `by_name`: the caller read the parameter and buffer dicts
+    from the attributes under torch's names (they sit there)."""
+    under_torch_names = by_name or (
         _same_objects(map(dict.get, attribute_dicts, repeat("_parameters")), parameter_dicts)
         and _same_objects(map(dict.get, attribute_dicts, repeat("_buffers")), buffer_dicts)
-        and (
-            layout.user_dict_places is None
-            or _disjoint(compress(values, layout.user_dict_places), parameter_dicts, buffer_dicts)
-        )
+    )
+    if under_torch_names and (
+        layout.user_dict_places is None
+        or _disjoint(compress(values, layout.user_dict_places), parameter_dicts, buffer_dicts)
     ):
         return list(compress(values, layout.other_dict_places))
     watched_already = set(map(id, chain(parameter_dicts, buffer_dicts)))

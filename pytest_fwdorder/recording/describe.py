@@ -7,6 +7,7 @@ depends on memory addresses, ids or values that change from run to run.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,6 +64,7 @@ _DEVICE_NAMES: dict[torch.device, str] = {}
 # Hooks run between heavy kernels with cold caches, so they do as little as possible and
 # `finish_value` turns this into a TensorDescription once the forward is over.
 RawTensor = tuple[torch.Size, torch.dtype, torch.device]
+_RAW_TENSOR = operator.attrgetter("shape", "dtype", "device")
 
 
 def raw_value(value: object) -> object:
@@ -73,6 +75,19 @@ def raw_value(value: object) -> object:
         except RuntimeError:  # a nested tensor is strided but has no sizes to read
             pass
     return describe_value(value)
+
+
+def raw_arguments(args: tuple[Any, ...]) -> list[object]:
+    """What a pre-hook keeps of a call's arguments: `raw_value` of each, inlined for tensors."""
+    try:
+        return [
+            _RAW_TENSOR(value)
+            if type(value) is torch.Tensor and value.layout is torch.strided
+            else raw_value(value)
+            for value in args
+        ]
+    except RuntimeError:  # a nested tensor is strided but has no sizes to read
+        return [raw_value(value) for value in args]
 
 
 def finish_value(raw: object) -> ValueDescription:

@@ -24,10 +24,14 @@ model (there is no path to name it by), and runs in other threads.
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
+from itertools import repeat
 from pathlib import PurePath
 from types import CodeType, FrameType
 from typing import Any
@@ -56,6 +60,10 @@ def _module_call_codes() -> frozenset[CodeType]:
 
 
 _MODULE_CALL_CODES = _module_call_codes()
+# Asked by id: a code object's hash is worked out afresh from its contents at every ask
+# (about a microsecond for `_call_impl`'s), an int's costs nothing. The codes above, and
+# the classes of the modules traced, keep these ids theirs.
+_MODULE_CALL_CODE_IDS = frozenset(map(id, _MODULE_CALL_CODES))
 
 
 class _Watch:
@@ -66,6 +74,7 @@ class _Watch:
         self.thread_id = threading.get_ident()
         self.runs: dict[tuple[int, str, str | None, str], int] = {}
         self.direct_numbers: list[int] = []
+        self.forward_codes: frozenset[CodeType] = frozenset()  # "profile"'s, held
 
     def note(self, module: nn.Module, how: str, caller: FrameType | None) -> None:
         """Count one run of `module`'s forward without a call, from the `caller` frame."""
@@ -120,33 +129,74 @@ class _Watch:
         return tuple(found)
 
 
-def _watching_forward(
-    watch: _Watch, module: nn.Module, forward: Callable[..., Any]
-) -> Callable[..., Any]:
-    """The instance attribute `forward` of one module for the length of a trace."""
-    get_frame, get_ident, thread_id = sys._getframe, threading.get_ident, watch.thread_id
-    module_call_codes, run_direct = _MODULE_CALL_CODES, watch.run_direct
+def _forward_watched(
+    thread_id: int,
+    watch: _Watch,
+    module: nn.Module,
+    forward: Callable[..., Any],
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """The instance attribute `forward` of one module for the length of a trace, with its
+    first four arguments bound by `partial` (made in C: a trace gives one to every module)."""
+    caller = _get_frame(1)  # the caller of the partial, which makes no frame of its own
+    if id(caller.f_code) in _MODULE_CALL_CODE_IDS or _get_ident() != thread_id:
+        return forward(*args, **kwargs)  # a module call: the hooks record it
+    return watch.run_direct(module, forward, caller, args, kwargs)
 
-    def forward_watched(*args: Any, **kwargs: Any) -> Any:
-        caller = get_frame(1)
-        if caller.f_code in module_call_codes or get_ident() != thread_id:
-            return forward(*args, **kwargs)  # a module call: the hooks record it
-        return run_direct(module, forward, caller, args, kwargs)
 
-    forward_watched.__wrapped__ = forward  # type: ignore[attr-defined]  # inspect.signature
-    return forward_watched
-
-
-_FORWARD_WATCHED_CODE: CodeType = next(
-    value
-    for value in _watching_forward.__code__.co_consts
-    if isinstance(value, CodeType) and value.co_name == "forward_watched"
-)
+_FORWARD_WATCHED_CODE: CodeType = _forward_watched.__code__
+_get_frame, _get_ident = sys._getframe, threading.get_ident
+_FORWARD = operator.attrgetter("forward")
 
 
 def is_watching_forward(value: object) -> bool:
     """Whether `value` is the `forward` a trace's watch gave a module for its length."""
-    return getattr(value, "__code__", None) is _FORWARD_WATCHED_CODE
+    return type(value) is partial and value.func is _forward_watched
+
+
+def _install_watch(
+    watch: _Watch, modules: list[nn.Module]
+) -> tuple[list[dict[str, Any]], list[object], list[partial[Any]]]:
+    """Give each module its watching `forward`: (their `__dict__`s, what each held under
+    `forward` before, or _ABSENT, and the watching forwards). Each step is a `map` in C."""
+    attribute_dicts = list(map(vars, modules))
+    forwards = list(map(_FORWARD, modules))
+    wrappers = list(
+        map(
+            partial,
+            repeat(_forward_watched),
+            repeat(watch.thread_id),
+            repeat(watch),
+            modules,
+            forwards,
+        )
+    )
+    # inspect.signature(module.forward) follows __wrapped__ to the module's own forward.
+    deque(map(setattr, wrappers, repeat("__wrapped__"), forwards), maxlen=0)
+    previous = list(map(dict.get, attribute_dicts, repeat("forward"), repeat(_ABSENT)))
+    deque(map(dict.__setitem__, attribute_dicts, repeat("forward"), wrappers), maxlen=0)
+    return attribute_dicts, previous, wrappers
+
+
+def _remove_watch(
+    attribute_dicts: list[dict[str, Any]], previous: list[object], wrappers: list[partial[Any]]
+) -> None:
+    """Put back what each module held under `forward` (nothing, mostly) where the watch's
+    forward is still there; where forward replaced it, the model's state check puts that back."""
+    if all(map(operator.is_, previous, repeat(_ABSENT))) and all(
+        map(operator.is_, map(dict.get, attribute_dicts, repeat("forward")), wrappers)
+    ):
+        deque(map(dict.__delitem__, attribute_dicts, repeat("forward")), maxlen=0)
+        return
+    for attributes, before, wrapper in zip(attribute_dicts, previous, wrappers, strict=True):
+        if attributes.get("forward") is not wrapper:
+            continue
+        if before is _ABSENT:
+            del attributes["forward"]
+        else:
+            attributes["forward"] = before
 
 
 @contextmanager
@@ -158,15 +208,11 @@ def forwards_watched(recorder: Any, modules: list[nn.Module], mode: str) -> Iter
         yield
         return
     watch = _Watch(recorder)
-    installed: list[tuple[dict[str, Any], object, Callable[..., Any]]] = []
+    installed: tuple[list[dict[str, Any]], list[object], list[partial[Any]]] | None = None
     previous_profile = sys.getprofile()
     profiling = False
     try:
-        for module in modules:
-            attributes = vars(module)
-            wrapper = _watching_forward(watch, module, module.forward)
-            installed.append((attributes, attributes.get("forward", _ABSENT), wrapper))
-            attributes["forward"] = wrapper
+        installed = _install_watch(watch, modules)
         if mode == "profile":
             if previous_profile is not None:
                 warn_at_caller(
@@ -181,13 +227,8 @@ def forwards_watched(recorder: Any, modules: list[nn.Module], mode: str) -> Iter
     finally:
         if profiling:
             sys.setprofile(previous_profile)
-        for attributes, previous, wrapper in installed:
-            if attributes.get("forward") is not wrapper:
-                continue  # forward replaced it: the model's state check puts that back
-            if previous is _ABSENT:
-                del attributes["forward"]
-            else:
-                attributes["forward"] = previous
+        if installed is not None:
+            _remove_watch(*installed)
         recorder.trace.forward_runs = watch.forward_runs()
         recorder.trace.direct_calls = frozenset(watch.direct_numbers)
 
@@ -212,6 +253,7 @@ def forward_codes(modules: list[nn.Module]) -> frozenset[CodeType]:
 
 
 _FORWARD_UNIMPLEMENTED = nn.Module.forward.__code__
+_RUN_DIRECT_CODE = _Watch.run_direct.__code__
 
 
 def _first_argument(frame: FrameType) -> object:
@@ -227,21 +269,22 @@ def _first_argument(frame: FrameType) -> object:
 
 def _profile_function(watch: _Watch, modules: list[nn.Module]) -> Callable[..., None]:
     """The profile function of "profile": counts forward code started without a call."""
-    codes = forward_codes(modules)
+    watch.forward_codes = forward_codes(modules)  # held: their ids stay theirs
+    codes = frozenset(map(id, watch.forward_codes))  # asked by id, as above
     # A module call, the watch's `.forward` and its recorded direct run start forward code.
-    accounted = _MODULE_CALL_CODES | {_FORWARD_WATCHED_CODE, _Watch.run_direct.__code__}
+    accounted = _MODULE_CALL_CODE_IDS | {id(_FORWARD_WATCHED_CODE), id(_RUN_DIRECT_CODE)}
     entries, note = watch.recorder.entries, watch.note
 
     def profile(frame: FrameType, event: str, argument: object) -> None:
-        if event != "call" or frame.f_code not in codes:
+        if event != "call" or id(frame.f_code) not in codes:
             return
         caller = frame.f_back
-        if caller is None or caller.f_code in accounted:
+        if caller is None or id(caller.f_code) in accounted:
             return
         module = _first_argument(frame)
         if id(module) not in entries:
             return
-        if caller.f_code in codes and _first_argument(caller) is module:
+        if id(caller.f_code) in codes and _first_argument(caller) is module:
             return  # a subclass's super().forward, or a decorator's call, on the same module
         name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # 3.11+: qualified
         note(module, f"run as {name}", caller)  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import torch
 from torch import nn
@@ -40,14 +40,16 @@ from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.module_facts import is_uninitialized, remembered_facts
 from pytest_fwdorder.recording.module_settings import SETTINGS_PLANS, SettingsPlan
 
-__all__ = ["KeptIndexes", "ModelShape", "model_shape"]
+__all__ = ["TENSOR_SIGNATURE", "KeptIndexes", "ModelReading", "ModelShape", "model_shape"]
 
 IndexT = TypeVar("IndexT")
 
 _CALL: Callable[[Callable[[], Any]], Any] = operator.call  # a weak reference's target
 _FORWARD = operator.attrgetter("forward")
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
-_TENSOR_STATE = operator.attrgetter("dtype", "shape", "requires_grad", "_version")
+# A tensor's version, requires_grad, dtype, shape and device, read in C: what the index is
+# checked against, and the parameter signature the state capture compares after forward.
+TENSOR_SIGNATURE = operator.attrgetter("_version", "requires_grad", "dtype", "shape", "device")
 # A module's own dicts and set, read from its __dict__ (as nn.Module's methods read them).
 _CHILDREN = operator.itemgetter("_modules")
 _PARAMETERS = operator.itemgetter("_parameters")
@@ -75,14 +77,32 @@ class ModelShape:
     weak_values: list[weakref.ref[Any]]
     child_counts: list[int]
     child_names: list[str]
-    child_places: list[int]
+    child_places: Callable[[list[Any]], Sequence[Any]]  # `_places`' getter
     tensors: list[weakref.ref[torch.Tensor]]
     tensor_counts: list[int]  # parameters of each module, then buffers of each module
+    parameter_count: int  # the parameters among the tensors (they come first)
     tensor_names: list[str]
-    tensor_places: list[int]
+    tensor_places: Callable[[list[Any]], Sequence[Any]]
     tensor_types: list[type]
     tensor_states: list[tuple[object, ...]]
     non_persistent: list[set[str]]
+
+
+class ModelReading(NamedTuple):
+    """What checking a kept index read of the model, in index order: the state capture that
+    follows it at once, before any user code runs, reads the model from here rather than
+    again (model_state.py)."""
+
+    modules: list[nn.Module]
+    types: list[type]
+    attribute_dicts: list[dict[str, Any]]
+    attribute_names: list[str]
+    attribute_values: list[Any]  # every module's __dict__ values, flat
+    parameter_dicts: list[dict[str, Any]]
+    buffer_dicts: list[dict[str, Any]]
+    tensors: list[torch.Tensor]  # the parameters (None left out), then the buffers
+    parameter_count: int
+    tensor_signatures: list[tuple[object, ...]]  # TENSOR_SIGNATURE of each tensor
 
 
 @dataclass(slots=True)
@@ -101,20 +121,20 @@ class KeptIndexes(Generic[IndexT]):
         # By the root's id (the entry's weak reference tells a new root of a dead one's id).
         self.kept: BoundedCache[int, _Kept[IndexT]] = BoundedCache(most)
 
-    def find(self, root: nn.Module) -> tuple[list[nn.Module], IndexT] | None:
-        """The model's modules and the index kept for `root`, if nothing it was made from
-        changed since; else None."""
+    def find(self, root: nn.Module) -> tuple[ModelReading, IndexT] | None:
+        """What the check read of the model and the index kept for `root`, if nothing it
+        was made from changed since; else None."""
         kept = self.kept.get(id(root))
         if kept is None or kept.root() is not root or kept.known is None:
             return None
         shape, index = kept.known
         try:
-            modules = _live_modules(shape, root)
+            reading = _live_modules(shape, root)
         except (KeyError, RuntimeError):  # a module without its dicts, a tensor's version
             return None
-        if modules is None or module_facts_hooks_exist():
+        if reading is None or module_facts_hooks_exist():
             return None
-        return modules, index
+        return reading, index
 
     def keep(
         self,
@@ -145,7 +165,8 @@ def model_shape(modules: list[nn.Module], facts: list[object]) -> ModelShape | N
     types = list(map(type, modules))
     plans = list(map(SETTINGS_PLANS.get, types))
     attributes = _own_attributes(dicts)
-    tensor_dicts = [*map(_PARAMETERS, dicts), *map(_BUFFERS, dicts)]
+    parameter_dicts = list(map(_PARAMETERS, dicts))
+    tensor_dicts = [*parameter_dicts, *map(_BUFFERS, dicts)]
     tensors = list(filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, tensor_dicts))))
     if (
         attributes is None
@@ -171,18 +192,31 @@ def model_shape(modules: list[nn.Module], facts: list[object]) -> ModelShape | N
         child_places=_places(chain.from_iterable(map(dict.values, children)), modules),
         tensors=list(map(weakref.ref, tensors)),
         tensor_counts=list(map(len, tensor_dicts)),
+        parameter_count=sum(
+            map(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
+        ),
         tensor_names=list(chain.from_iterable(tensor_dicts)),
         tensor_places=_places(chain.from_iterable(map(dict.values, tensor_dicts)), tensors),
         tensor_types=list(map(type, tensors)),
-        tensor_states=list(map(_TENSOR_STATE, tensors)),
+        tensor_states=list(map(TENSOR_SIGNATURE, tensors)),
         non_persistent=[set(names) for names in map(_NON_PERSISTENT, dicts)],
     )
 
 
-def _places(found: Iterable[object], objects: Sequence[object]) -> list[int]:
-    """Where each found object is among `objects`; one past the last for None."""
-    places = {id(value): place for place, value in enumerate(objects)}
-    return [len(objects) if value is None else places[id(value)] for value in found]
+def _places(
+    found: Iterable[object], objects: Sequence[object]
+) -> Callable[[list[Any]], Sequence[Any]]:
+    """A getter of the found objects, in order, from `objects` with None added last: where
+    each found object is among them (one past the last for None), taken in one C call."""
+    where = {id(value): place for place, value in enumerate(objects)}
+    places = [len(objects) if value is None else where[id(value)] for value in found]
+    if len(places) >= 2:
+        return operator.itemgetter(*places)  # a tuple of the objects at these places
+    return functools.partial(_at_places, places)  # itemgetter gives one object, not a tuple
+
+
+def _at_places(places: list[int], objects: list[Any]) -> list[Any]:
+    return [objects[place] for place in places]
 
 
 def _own_attributes(
@@ -228,14 +262,15 @@ def _is_atomic(value: object) -> bool:
     return type(value) in (tuple, frozenset) and all(map(_is_atomic, value))  # type: ignore[call-overload]
 
 
-def _live_modules(shape: ModelShape, root: nn.Module) -> list[nn.Module] | None:
-    """The model's modules if nothing in `shape` changed, else None. Each step is a `map`
-    in C over every module, attribute or tensor; the cheapest come first."""
+def _live_modules(shape: ModelShape, root: nn.Module) -> ModelReading | None:
+    """What the model is made of, read afresh, if nothing in `shape` changed; else None.
+    Each step is a `map` in C over every module, attribute or tensor; the cheapest first."""
     modules: list[Any] = list(map(_CALL, shape.modules))
+    types = list(map(type, modules))
     if (
         modules[0] is not root
         or any(map(operator.is_, modules, repeat(None)))
-        or list(map(type, modules)) != shape.types
+        or types != shape.types
     ):
         return None
     dicts: list[dict[str, Any]] = list(map(vars, modules))
@@ -243,8 +278,14 @@ def _live_modules(shape: ModelShape, root: nn.Module) -> list[nn.Module] | None:
         all(map(operator.is_, map(_FORWARD, shape.types), shape.forwards))
         and all(map(operator.is_, map(SETTINGS_PLANS.get, shape.types), shape.plans))
         and list(map(len, dicts)) == shape.attribute_counts
-        and list(chain.from_iterable(dicts)) == shape.attribute_names
-        and _same_own_values(shape, dicts)
+    ):
+        return None
+    names = list(chain.from_iterable(dicts))
+    if names != shape.attribute_names:
+        return None
+    values = list(chain.from_iterable(map(dict.values, dicts)))
+    if not (
+        _same_own_values(shape, values)
         and _same_contents(
             list(map(_CHILDREN, dicts)),
             shape.child_counts,
@@ -254,31 +295,48 @@ def _live_modules(shape: ModelShape, root: nn.Module) -> list[nn.Module] | None:
         )
     ):
         return None
+    tensors = _live_tensors(shape, dicts)
+    if tensors is None:
+        return None
+    return ModelReading(modules, types, dicts, names, values, *tensors)
+
+
+def _live_tensors(
+    shape: ModelShape, dicts: list[dict[str, Any]]
+) -> tuple[list[Any], list[Any], list[Any], int, list[tuple[object, ...]]] | None:
+    """The modules' parameter and buffer dicts, their tensors, how many are parameters and
+    each one's signature, if none changed since `shape`; else None."""
     tensors: list[Any] = list(map(_CALL, shape.tensors))
+    if any(map(operator.is_, tensors, repeat(None))):
+        return None
+    parameter_dicts = list(map(_PARAMETERS, dicts))
+    buffer_dicts = list(map(_BUFFERS, dicts))
     if not (
-        not any(map(operator.is_, tensors, repeat(None)))
-        and _same_contents(
-            [*map(_PARAMETERS, dicts), *map(_BUFFERS, dicts)],
+        _same_contents(
+            [*parameter_dicts, *buffer_dicts],
             shape.tensor_counts,
             shape.tensor_names,
             tensors,
             shape.tensor_places,
         )
         and list(map(type, tensors)) == shape.tensor_types
-        and list(map(_TENSOR_STATE, tensors)) == shape.tensor_states
+    ):
+        return None
+    signatures = list(map(TENSOR_SIGNATURE, tensors))
+    if not (
+        signatures == shape.tensor_states
         and list(map(_NON_PERSISTENT, dicts)) == shape.non_persistent
     ):
         return None
-    return modules
+    return parameter_dicts, buffer_dicts, tensors, shape.parameter_count, signatures
 
 
-def _same_own_values(shape: ModelShape, dicts: list[dict[str, Any]]) -> bool:
+def _same_own_values(shape: ModelShape, values: list[Any]) -> bool:
     """Whether the attributes compared by identity hold the very values they held."""
     expected = shape.own_values.copy()
     for place, value in zip(shape.weak_places, shape.weak_values, strict=True):
         expected[place] = value()
-    found = compress(chain.from_iterable(map(dict.values, dicts)), shape.own_places)
-    return all(map(operator.is_, found, expected))
+    return all(map(operator.is_, compress(values, shape.own_places), expected))
 
 
 def _same_contents(
@@ -286,18 +344,15 @@ def _same_contents(
     counts: list[int],
     names: list[str],
     objects: list[Any],
-    places: list[int],
+    places: Callable[[list[Any]], Sequence[Any]],
 ) -> bool:
-    """Whether the dicts hold these names, in order, and the objects at these places."""
-    padded = [*objects, None]  # one past the last: a None value
-    return (
-        list(map(len, dicts)) == counts
-        and list(chain.from_iterable(dicts)) == names
-        and all(
-            map(
-                operator.is_,
-                chain.from_iterable(map(dict.values, dicts)),
-                map(padded.__getitem__, places),
-            )
-        )
+    """Whether the dicts hold these names, in order, and the objects `places` takes from
+    `objects` (with None added last)."""
+    if list(map(len, dicts)) != counts:
+        return False
+    # Only the dicts that hold something are read on: most are empty (a leaf's children, a
+    # module's buffers), and reading one costs an iterator.
+    held = list(compress(dicts, counts))
+    return list(chain.from_iterable(held)) == names and all(
+        map(operator.is_, chain.from_iterable(map(dict.values, held)), places([*objects, None]))
     )

@@ -16,7 +16,7 @@ from pytest_fwdorder.hookspecs import module_facts_hooks_exist
 from pytest_fwdorder.recording.attribute_layout import KeptLayout
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.distributed import qualified_class_name, user_class
-from pytest_fwdorder.recording.index_cache import KeptIndexes
+from pytest_fwdorder.recording.index_cache import KeptIndexes, ModelReading
 from pytest_fwdorder.recording.module_facts import (
     TensorIndex,
     index_tensors,
@@ -120,6 +120,9 @@ class ModelIndex:
     # The plan of where its modules' containers are (attribute_layout.py): one object that
     # every copy of a kept index shares, so the model's next traces find it planned.
     kept_layout: KeptLayout = field(default_factory=KeptLayout)
+    # What checking a kept index read of the model, for the state capture right after it
+    # (model_state.capture_state takes it, once); None for a model walked afresh.
+    reading: ModelReading | None = None
 
 
 def index_model(root: nn.Module) -> ModelIndex:
@@ -127,10 +130,14 @@ def index_model(root: nn.Module) -> ModelIndex:
     (index_cache.py), else walked again."""
     found = _KEPT_INDEXES.find(root)
     if found is not None:
-        modules, kept = found
+        reading, kept = found
         # Fresh lists and the trace's own aliases; entries are only read (the recorder copies).
         return replace(
-            kept, modules=modules, python_modules=list(modules), aliases=dict(kept.aliases)
+            kept,
+            modules=reading.modules,
+            python_modules=list(reading.modules),
+            aliases=dict(kept.aliases),
+            reading=reading,
         )
     ask_plugins = module_facts_hooks_exist()
     index = _walk_model(root, ask_plugins=ask_plugins)

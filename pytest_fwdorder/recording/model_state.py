@@ -30,6 +30,7 @@ from pytest_fwdorder.recording.attribute_layout import (
 )
 from pytest_fwdorder.recording.buffer_values import BufferValues
 from pytest_fwdorder.recording.direct_forwards import is_watching_forward
+from pytest_fwdorder.recording.index_cache import TENSOR_SIGNATURE, ModelReading
 from pytest_fwdorder.recording.model_index import ModelIndex
 from pytest_fwdorder.recording.module_facts import buffers_of, is_uninitialized, parameters_of
 from pytest_fwdorder.recording.numpy_random import restore_numpy_random, save_numpy_random
@@ -61,9 +62,12 @@ class ModelState:
         # would otherwise leave a tensor of the trace's device in the model.
         self.watched: list[dict[str, Any]] = []
         self.copies: list[dict[str, Any]] = []
-        # The dicts that were empty (most: a module's hook dicts): each must be empty again
-        # after forward. No copy of them is made, and one C pass checks them all.
-        self.empty_dicts: list[dict[str, Any]] = []
+        # Every dict watched, empty ones too (most: a module's hook dicts), and how many
+        # entries the watched ones held: once those are put back, every dict together holds
+        # that many again exactly when the empty ones are empty again. No list of the empty
+        # ones is made, and one C pass (the sum of lengths) checks them all.
+        self.every_dict: list[dict[str, Any]] = []
+        self.watched_entries = 0
         # Lists and sets a module holds (`self.seen.append(...)`), with copies, compared the
         # same way; lazy modules with their first-call hooks, which may stay.
         self.watched_lists: list[list[Any]] = []
@@ -102,26 +106,27 @@ class ModelState:
         modules: Sequence[nn.Module],
         paths: Sequence[str],
         kept_layout: KeptLayout | None = None,
+        reading: ModelReading | None = None,
     ) -> None:
         """Capture these modules' own state (not their children's).
 
         Every step is a `map`, `filter` or `compress` over all the modules at once, so that
         the work per module runs in C: a trace watches every module of the model. The plan
-        of their attributes is looked for in `kept_layout` first, and kept there.
+        of their attributes is looked for in `kept_layout` first, and kept there. `reading`
+        is what checking the model's kept index read of these very modules just before:
+        their dicts, attributes and tensors are taken from it rather than read again.
         """
         self.modules += modules
         self.paths += paths
-        attribute_dicts = list(map(vars, modules))
-        parameter_dicts = list(map(parameters_of, modules))
-        buffer_dicts = list(map(buffers_of, modules))
-        names = list(chain.from_iterable(attribute_dicts))
-        values = list(chain.from_iterable(map(dict.values, attribute_dicts)))
+        attribute_dicts, parameter_dicts, buffer_dicts, names, values, module_types = _read_modules(
+            modules, reading
+        )
         layout = attribute_layout(len(modules), names, list(map(type, values)), kept_layout)
         self._watch_lists_and_sets(
             list(compress(values, layout.list_places)) if layout.list_places else [],
             list(compress(values, layout.set_places)) if layout.set_places else [],
         )
-        lazy_types = {kind for kind in set(map(type, modules)) if issubclass(kind, LazyModuleMixin)}
+        lazy_types = {kind for kind in module_types if issubclass(kind, LazyModuleMixin)}
         if lazy_types:
             self.lazy_modules += compress(modules, map(lazy_types.__contains__, map(type, modules)))
         if layout.own_container_places:
@@ -137,23 +142,46 @@ class ModelState:
             [
                 *parameter_dicts,
                 *buffer_dicts,
-                *other_dicts(layout, attribute_dicts, values, parameter_dicts, buffer_dicts),
+                *other_dicts(
+                    layout,
+                    attribute_dicts,
+                    values,
+                    parameter_dicts,
+                    buffer_dicts,
+                    by_name=reading is not None,
+                ),
             ]
         )
-        parameters = list(
-            filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
-        )
-        self.parameters += parameters
-        self.parameter_signatures += _signatures(parameters)
-        self._copy_buffers(chain.from_iterable(map(dict.values, filter(None, buffer_dicts))))
+        self._add_tensors(parameter_dicts, buffer_dicts, reading)
+
+    def _add_tensors(
+        self,
+        parameter_dicts: list[dict[str, Any]],
+        buffer_dicts: list[dict[str, Any]],
+        reading: ModelReading | None,
+    ) -> None:
+        """Keep the parameters with their signatures, and copy the buffers' values."""
+        if reading is None:
+            parameters = list(
+                filter(_IS_NOT_NONE, chain.from_iterable(map(dict.values, parameter_dicts)))
+            )
+            self.parameters += parameters
+            self.parameter_signatures += _signatures(parameters)
+            self._copy_buffers(chain.from_iterable(map(dict.values, filter(None, buffer_dicts))))
+        else:  # the check read every tensor's signature (parameters first) a moment ago
+            count = reading.parameter_count
+            self.parameters += reading.tensors[:count]
+            self.parameter_signatures += reading.tensor_signatures[:count]  # type: ignore[arg-type]
+            self._copy_buffers(reading.tensors[count:])
 
     def _watch_dicts(self, dicts: list[dict[str, Any]]) -> None:
         """Copy the dicts that hold something; of an empty one, its emptiness is the copy."""
-        # A dict's truth is whether it holds something: each filter is one pass in C.
+        # A dict's truth is whether it holds something: the filter is one pass in C.
         watched = list(filter(None, dicts))
         self.watched += watched
         self.copies += map(dict.copy, watched)
-        self.empty_dicts += filterfalse(None, dicts)
+        self.every_dict += dicts
+        self.watched_entries += sum(map(len, watched))
 
     def _watch_lists_and_sets(self, lists: list[list[Any]], sets: list[set[Any]]) -> None:
         """As `_watch_dicts`, for the plain lists and sets the modules hold."""
@@ -212,6 +240,39 @@ class ModelState:
         ]
 
 
+class _ModulesRead(NamedTuple):
+    """What a capture reads of its modules: their dicts, and their attributes flat."""
+
+    attribute_dicts: list[dict[str, Any]]
+    parameter_dicts: list[dict[str, Any]]
+    buffer_dicts: list[dict[str, Any]]
+    names: list[str]
+    values: list[Any]
+    module_types: set[type]
+
+
+def _read_modules(modules: Sequence[nn.Module], reading: ModelReading | None) -> _ModulesRead:
+    """Read the modules' dicts and attributes, or take them from `reading` (the same)."""
+    if reading is not None:
+        return _ModulesRead(
+            reading.attribute_dicts,
+            reading.parameter_dicts,
+            reading.buffer_dicts,
+            reading.attribute_names,
+            reading.attribute_values,
+            set(reading.types),
+        )
+    attribute_dicts = list(map(vars, modules))
+    return _ModulesRead(
+        attribute_dicts,
+        list(map(parameters_of, modules)),
+        list(map(buffers_of, modules)),
+        list(chain.from_iterable(attribute_dicts)),
+        list(chain.from_iterable(map(dict.values, attribute_dicts))),
+        set(map(type, modules)),
+    )
+
+
 class ParameterSignature(NamedTuple):
     """A parameter as it was: what forward can change in it while it stays the same object."""
 
@@ -226,9 +287,10 @@ class ParameterSignature(NamedTuple):
 
 
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
+_PATH = operator.attrgetter("path")
 # ParameterSignature's fields, read in C: captured as plain tuples, named when one differs.
 _RawSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
-_SIGNATURE = operator.attrgetter("_version", "requires_grad", "dtype", "shape", "device")
+_SIGNATURE = TENSOR_SIGNATURE
 
 
 def _signatures(parameters: Sequence[torch.Tensor]) -> list[_RawSignature]:
@@ -262,7 +324,9 @@ def capture_state(index: ModelIndex) -> ModelState:
     state = ModelState()
     modules = index.python_modules
     entries = index.entries
-    state.add_modules(modules, [entries[id(module)].path for module in modules], index.kept_layout)
+    reading, index.reading = index.reading, None  # read right before: taken once
+    paths = list(map(_PATH, map(entries.__getitem__, map(id, modules))))
+    state.add_modules(modules, paths, index.kept_layout, reading)
     return state
 
 
@@ -312,7 +376,9 @@ def restore_state(state: ModelState) -> None:
             if not dicts_unchanged([current], [original]):
                 current.clear()
                 current.update(original)
-    _empty_again(state.empty_dicts)
+    if sum(map(len, state.every_dict)) != state.watched_entries:  # an empty one is not
+        held = set(map(id, state.watched))
+        _empty_again([found for found in state.every_dict if id(found) not in held])
     _restore_lists_and_sets(state)
     for initialized in (*state.initialized_lazy, *late):
         vars(initialized.module).update(initialized.attributes)

@@ -28,11 +28,13 @@ from torch.nn.modules.module import (
 )
 
 from pytest_fwdorder.calls.records import Call, RenderOptions, TraceRecords
+from pytest_fwdorder.calls.value_descriptions import ValueDescription
 from pytest_fwdorder.errors import MetaTraceError
 from pytest_fwdorder.recording.describe import (
     describe_keyword_arguments,
     finish_arguments,
     finish_value,
+    raw_arguments,
     raw_value,
     tensors_of,
 )
@@ -52,10 +54,10 @@ from pytest_fwdorder.recording.model_state import (
 from pytest_fwdorder.recording.module_claims import claim_modules, release_modules
 from pytest_fwdorder.recording.stand_ins import StandIns, check_stand_ins_possible
 from pytest_fwdorder.recording.torch_call_frames import (
-    CALL_FRAME_CODE,
     KEYWORD_FRAME_CODE,
     WRAPPED_CALL_FRAME_CODE,
     forget_keyword_flag,
+    inner_keywords,
 )
 
 __all__ = [
@@ -90,6 +92,7 @@ _NOT_FINISHED = object()
 _RAISED = object()
 # describe.raw_value's tuple for a plain strided tensor, read in C.
 _RAW_TENSOR = operator.attrgetter("shape", "dtype", "device")
+_PATH = operator.attrgetter("path")
 
 
 class Recorder:
@@ -130,7 +133,7 @@ class Recorder:
         # `keep_alive` so that their ids cannot be reused by another module mid-trace.
         self.entries: dict[int, ModuleEntry] = dict(index.entries)
         self.keep_alive: list[nn.Module] = []
-        self.taken_paths = {entry.path for entry in self.entries.values()}
+        self.taken_paths = set(map(_PATH, self.entries.values()))
         self.call_counts: dict[int, int] = {}
         self.open_calls: list[CallRecord] = []
         self.keyword_frame_code = KEYWORD_FRAME_CODE
@@ -175,7 +178,8 @@ class Recorder:
         """The pre-hook: opens a call and keeps its raw record, before the module runs."""
         thread_id, get_ident, get_frame = self.thread_id, threading.get_ident, sys._getframe
         keyword_frame_code = self.keyword_frame_code
-        call_frame_code, wrapped_call_frame_code = CALL_FRAME_CODE, WRAPPED_CALL_FRAME_CODE
+        # Without `inner`'s layout, neither frame is read: per-module hooks read keywords.
+        wrapped_call_frame_code = WRAPPED_CALL_FRAME_CODE if keyword_frame_code else None
         get_entry, enter_unregistered = self.entries.get, self._enter_unregistered
         call_counts, open_calls, records = self.call_counts, self.open_calls, self.records
         count_of, open_call, append_record = call_counts.get, open_calls.append, records.append
@@ -193,29 +197,27 @@ class Recorder:
                     return  # a module outside the model, called outside the model
                 entry = enter_unregistered(module)
             nth = call_counts[module_id] = count_of(module_id, 0) + 1
-            kwargs = None
-            frame: FrameType = get_frame(1)
-            if frame.f_code is keyword_frame_code:
-                caller = frame.f_back
-                outer = caller.f_back if caller is not None else None
-                if (
-                    outer is not None
-                    and outer.f_code is wrapped_call_frame_code
-                    and caller.f_code is call_frame_code  # type: ignore[union-attr]
-                ):
-                    keyword_arguments = outer.f_locals["kwargs"]
-                else:  # `module._call_impl(...)` called directly
-                    keyword_arguments = frame.f_locals.get("kwargs")
+            try:  # `module(...)`: `_wrapped_call_impl` -> `_call_impl` -> `inner` -> this hook
+                outer: FrameType | None = get_frame(3)
+            except ValueError:  # fewer frames: called from C, not from `module(...)`
+                outer = None
+            kwargs: tuple[tuple[str, Any], ...] | None
+            if outer is not None and outer.f_code is wrapped_call_frame_code:
+                # Only `module(...)` has the wrapper there (a direct forward's run has the
+                # user's frame), and its three locals are cheaper to read than `inner`'s.
+                keyword_arguments = outer.f_locals["kwargs"]
                 kwargs = describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
-            try:  # raw_value, inlined for the common case: a plain strided tensor
-                raw_args = [
-                    tensor_metadata(value)
-                    if type(value) is tensor_type and value.layout is strided
-                    else raw_value(value)
-                    for value in args
-                ]
-            except RuntimeError:  # a nested tensor is strided but has no sizes to read
-                raw_args = [raw_value(value) for value in args]
+            else:
+                kwargs = inner_keywords(get_frame(1), keyword_frame_code)
+            value = args[0] if len(args) == 1 else None
+            raw_args: list[object]
+            if type(value) is tensor_type and value.layout is strided:  # the common case
+                try:
+                    raw_args = [tensor_metadata(value)]
+                except RuntimeError:  # a nested tensor is strided but has no sizes to read
+                    raw_args = [raw_value(value)]
+            else:
+                raw_args = raw_arguments(args)
             depth = len(open_calls)
             parent = open_calls[-1].number if depth else -1
             # CallRecord(...) without its Python __new__: the values in its fields' order.
@@ -236,20 +238,25 @@ class Recorder:
         tensor_type, strided, tensor_metadata = torch.Tensor, torch.strided, _RAW_TENSOR
         capture_outputs, captured_records = self.capture_outputs, self.captured_records
         output_observers = self.output_observers  # filled after the hooks are made
+        missing = _RAISED
 
-        def after_forward(module: nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
+        def after_forward(
+            module: nn.Module,
+            args: tuple[Any, ...],
+            keyword_arguments: Any = missing,
+            output: Any = missing,
+        ) -> None:
             # torch calls this with (kwargs, output) normally, and with (output,) alone when
-            # forward raised (the always_call path ignores with_kwargs).
+            # forward raised (the always_call path ignores with_kwargs): no output then.
             if get_ident() != thread_id:
                 return
             if not open_calls or open_calls[-1].module is not module:
                 return
             record = close_call()
             number = record.number
-            if len(rest) != 2:
+            if output is missing:
                 outputs[number] = raised
                 return
-            keyword_arguments, output = rest
             if record.kwargs is None and number not in late_kwargs:
                 # neither the frame nor a per-module hook saw them
                 late_kwargs[number] = (
@@ -289,27 +296,44 @@ class Recorder:
         late_kwargs = self.late_kwargs
         new_call = object.__new__
         children_of: dict[int, list[Call]] = {}
-        for record in self.records[len(calls) :]:
-            entry = record.entry
-            parent = calls[record.parent] if record.parent >= 0 else None
-            output = outputs[record.number]
-            kwargs = record.kwargs
+        # By a raw tensor: its finished description, and its one-tensor arguments. One look-up
+        # for a call that takes or returns a tensor finished before (most calls).
+        descriptions: dict[object, ValueDescription] = {}
+        one_tensor_arguments: dict[object, tuple[ValueDescription, ...]] = {}
+        # A record unpacked at once: one step, where each field read by name is a call.
+        for _, entry, nth, depth, parent_number, raw_args, kwargs, number in self.records[
+            len(calls) :
+        ]:
+            parent = calls[parent_number] if parent_number >= 0 else None
+            output = outputs[number]
             if kwargs is None:
-                kwargs = late_kwargs.get(record.number, ())
+                kwargs = late_kwargs.get(number, ())
             # What Call(...) does, without parsing fifteen keyword arguments per call.
             call = new_call(Call)
             call.path = entry.path
             call.module_type = entry.module_type
-            call.nth = record.nth
-            call.depth = record.depth
+            call.nth = nth
+            call.depth = depth
             call.parent = parent
             call.registered = entry.registered
             call.index = len(calls)
-            call.args = finish_arguments(record.args)
+            if len(raw_args) == 1 and type(raw_args[0]) is tuple:
+                arguments = one_tensor_arguments.get(raw_args[0])
+                if arguments is None:
+                    arguments = one_tensor_arguments[raw_args[0]] = finish_arguments(raw_args)
+                call.args = arguments
+            else:
+                call.args = finish_arguments(raw_args)
             call.kwargs = kwargs
-            call.output = (
-                None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
-            )
+            if type(output) is tuple:
+                description = descriptions.get(output)
+                if description is None:
+                    description = descriptions[output] = finish_value(output)
+                call.output = description
+            else:
+                call.output = (
+                    None if output is _NOT_FINISHED or output is _RAISED else finish_value(output)
+                )
             call.raised = output is _RAISED
             call.frozen = entry.facts.tensors.frozen
             call.scripted = entry.scripted
@@ -318,15 +342,12 @@ class Recorder:
             call.children = ()
             calls.append(call)
             if parent is not None:
-                siblings = children_of.get(record.parent)
+                siblings = children_of.get(parent_number)
                 if siblings is None:
-                    children_of[record.parent] = [call]
+                    children_of[parent_number] = [call]
                 else:
                     siblings.append(call)
-        for parent_index, children in children_of.items():
-            # `+`: a parent finished in an earlier batch keeps the children it had then.
-            parent = calls[parent_index]
-            parent.children = (*parent.children, *children)
+        _add_children(calls, children_of)
 
     def _enter_unregistered(self, module: nn.Module) -> ModuleEntry:
         parent_record = self.open_calls[-1]
@@ -417,6 +438,13 @@ class Recorder:
             for call in shown
         )
         return "\n".join(lines)
+
+
+def _add_children(calls: list[Call], children_of: dict[int, list[Call]]) -> None:
+    """Give each parent its children finished now, after those it had (an earlier batch's)."""
+    for parent_index, children in children_of.items():
+        parent = calls[parent_index]
+        parent.children = (*parent.children, *children)
 
 
 def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
@@ -518,6 +546,7 @@ def _start_recorder(
     claimed = claim_modules(index)
     try:
         state = capture_state(index) if restore_state else None
+        index.reading = None  # taken by the capture, or not wanted: the trace keeps none
         stand_ins = StandIns(target) if target is not None else None
         recorder = Recorder(
             index, trace, capture_outputs=capture_outputs, state=state, stand_ins=stand_ins

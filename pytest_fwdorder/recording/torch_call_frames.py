@@ -7,16 +7,20 @@ that frame, found once per process, and the clean-up a `with_kwargs=True` global
 
 from __future__ import annotations
 
-from types import CodeType
+from types import CodeType, FrameType
+from typing import Any
 
 from torch import nn
 from torch.nn.modules import module as torch_module
+
+from pytest_fwdorder.recording.describe import describe_keyword_arguments
 
 __all__ = [
     "CALL_FRAME_CODE",
     "KEYWORD_FRAME_CODE",
     "WRAPPED_CALL_FRAME_CODE",
     "forget_keyword_flag",
+    "inner_keywords",
 ]
 
 
@@ -58,3 +62,15 @@ def forget_keyword_flag(handle_id: int) -> None:
     flags = getattr(torch_module, "_global_forward_hooks_with_kwargs", None)
     if isinstance(flags, dict):
         flags.pop(handle_id, None)
+
+
+def inner_keywords(
+    frame: FrameType, keyword_frame_code: CodeType | None
+) -> tuple[tuple[str, Any], ...] | None:
+    """The keyword arguments of a call whose pre-hook runs in `frame`, read from `inner`'s
+    frame when that is it (`module._call_impl(...)` called directly); None when the frame
+    does not show them (a direct forward's run, another torch release): read later."""
+    if frame.f_code is not keyword_frame_code:
+        return None
+    keyword_arguments = frame.f_locals.get("kwargs")
+    return describe_keyword_arguments(keyword_arguments) if keyword_arguments else ()
