@@ -45,7 +45,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from types import CodeType, FrameType
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_fwdorder.calls.facet_records import InitializationRecords, InitializationStep
@@ -277,16 +277,18 @@ class _Seen:
 
 
 @functools.cache
-def _init_functions() -> dict[CodeType, tuple[str, Callable[..., Any], inspect.Signature]]:
-    """The in-place `torch.nn.init` functions by code object: name, function, signature."""
+def _init_functions() -> dict[int, tuple[str, Callable[..., Any], inspect.Signature]]:
+    """The in-place `torch.nn.init` functions by the id of their code object (a code
+    object's hash is computed anew at each lookup, and this one runs at every Python call
+    of a build; `nn.init` keeps the code objects alive): name, function, signature."""
     from torch import nn
 
-    found: dict[CodeType, tuple[str, Callable[..., Any], inspect.Signature]] = {}
+    found: dict[int, tuple[str, Callable[..., Any], inspect.Signature]] = {}
     for name in dir(nn.init):
         function = getattr(nn.init, name)
         code = getattr(function, "__code__", None)
         if name.endswith("_") and not name.startswith("_") and code is not None:
-            found[code] = (name, function, inspect.signature(function))
+            found[id(code)] = (name, function, inspect.signature(function))
     return found
 
 
@@ -332,7 +334,7 @@ class InitializationWatch:
     def profile(self, frame: FrameType, event: str, argument: object) -> None:
         if event == "call":
             if self.inside is None:
-                found = self.init_functions.get(frame.f_code)
+                found = self.init_functions.get(id(frame.f_code))
                 if found is not None:
                     self.inside = frame
                     self._init_call(frame, *found)
