@@ -500,3 +500,35 @@ def test_a_namesake_wrap_beside_a_frozen_sibling_reads_the_same_name_free() -> N
         "1 call inserted: q.scale (Identity) in q after base_layer",
         "parameters changed at 1 call: k (Linear): now frozen: weight",
     ]
+
+
+class _Reused(nn.Module):
+    """`fc` called twice, with a ReLU between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc, self.act, self.out = nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.fc(self.act(self.fc(x))))
+
+
+def test_a_namesake_wrap_of_a_module_called_twice_is_a_wrap_at_both_calls() -> None:
+    """The second reader's case: a module's later calls show no facts, so its second call
+    looked the same as the wrapper's, and only the first read as a wrap."""
+    inputs = torch.randn(2, 8)
+    before = trace_forward(_Reused(), inputs)
+    model = _Reused()
+    model.fc = _NamedLinear(model.fc)
+    after = trace_forward(model, inputs)
+
+    summary = before.diff(after).summary().splitlines()
+
+    assert summary == [
+        "5 calls before, 9 after: 2 wraps, 2 calls inserted",
+        "fc #1 (Linear) wraps the old fc #1, now fc.base_layer #1 (1 call renamed under it)",
+        "fc #2 (Linear) wraps the old fc #2, now fc.base_layer #2 (1 call renamed under it)",
+        "2 calls inserted: fc.scale #1 (Identity) after fc.base_layer #1 (Linear); fc.scale #2 "
+        "(Identity) after fc.base_layer #2 (Linear)",
+    ]

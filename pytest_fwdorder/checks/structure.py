@@ -25,7 +25,7 @@ from pytest_fwdorder.golden.format import (
     make_line,
     mode_line,
 )
-from pytest_fwdorder.golden.render import golden_lines
+from pytest_fwdorder.golden.render import end_lines, golden_lines
 from pytest_fwdorder.hookspecs import trace_facets
 
 if TYPE_CHECKING:
@@ -421,15 +421,8 @@ def _section_lines(trace: TraceRecords, ignored: _Ignored) -> list[str]:
         dtype = "*" if ignored.dtypes else match.group(1)
         return f"{dtype}[?]" if ignored.shapes else f"{dtype}[{match.group(2)}]"
 
-    lines: list[str] = []
-    counts = trace.counts()
-    for facet in trace.trace_facets:
-        write = getattr(facet, "end_lines", None)
-        if write is None or facet.title in ignored.sections:
-            continue
-        section = write(trace.trace_facet_values[facet.title], trace, counts)
-        lines += [TENSOR_PATTERN.sub(tensor, line) for line in section]
-    return lines
+    sections = end_lines(trace, left_out=ignored.sections)
+    return [TENSOR_PATTERN.sub(tensor, line) for line in sections]
 
 
 def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:

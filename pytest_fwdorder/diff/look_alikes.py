@@ -67,13 +67,15 @@ def wrapped_partner(
     nested calls) and its exact look-alike inside the new one, or the mirror image, frozen
     or not; None when they are the same call (perhaps frozen now) or no look-alike is there."""
     old_line, new_line = old_tree.lines[old_index], new_tree.lines[new_index]
-    if call_keys.look_thawed(old_line) == call_keys.look_thawed(new_line):
+    old_leaf, new_leaf = not old_tree.children[old_index], not new_tree.children[new_index]
+    # A module's later calls show no facts: one with calls inside is no longer the same call.
+    if old_leaf == new_leaf and call_keys.look_thawed(old_line) == call_keys.look_thawed(new_line):
         return None
-    if not old_tree.children[old_index]:
+    if old_leaf:
         inner = exact_alike(new_tree, new_index, old_line, new_partners)
         if inner is not None:
             return old_index, inner
-    if not new_tree.children[new_index]:
+    if new_leaf:
         inner = exact_alike(old_tree, old_index, new_line, old_partners)
         if inner is not None:
             return inner, new_index

@@ -9,6 +9,7 @@ the calls they ran between, and the facets' sections after the calls.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from pytest_fwdorder.calls.facet_records import ParameterUse
@@ -329,14 +330,16 @@ def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
     return body
 
 
-def end_lines(trace: TraceRecords, counts: dict[str, int] | None = None) -> list[str]:
+def end_lines(
+    trace: TraceRecords, counts: dict[str, int] | None = None, *, left_out: Collection[str] = ()
+) -> list[str]:
     """The sections the trace's facets write after the calls (`end_lines`), in the facets'
     order; empty when none has one. `counts`: the calls per path where the caller counted
-    them already."""
+    them already; `left_out`: the titles of facets whose sections to leave out."""
     lines: list[str] = []
     for facet in trace.trace_facets:
         write = getattr(facet, "end_lines", None)
-        if write is not None:
+        if write is not None and facet.title not in left_out:
             counts = trace.counts() if counts is None else counts
             lines += write(trace.trace_facet_values[facet.title], trace, counts)
     return lines
