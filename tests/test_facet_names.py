@@ -31,8 +31,6 @@ NAMED_TODAY = {
     "recording/describe.py": {"local_shapes"},
     "recording/distributed.py": {"graph_breaks", "local_shapes"},
     "recording/meta/failures.py": {"devices"},
-    "recording/model_state.py": {"initialization"},
-    "recording/recorder.py": {"initialization"},
     "tracing/facet_setup.py": {"costs", "operations"},
     "tracing/forward.py": {"devices", "graph_breaks", "local_shapes"},
     # A facet's own golden lines, torch-free, beside the format they extend (each names its

@@ -211,7 +211,7 @@ class ModelState:
         self.copied_buffers.update(map(id, buffers))
         self.buffer_values.add(buffers)
 
-    def keep_initialization(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+    def keep_materialized(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         """A forward pre-hook that runs after a lazy module's initializing one: what the
         initialization set (attributes such as `in_channels`, the materialized buffers'
         values) is taken as the state to put back, as a plain first forward leaves it."""

@@ -396,7 +396,7 @@ class Recorder:
                 # Appended after torch's initializing pre-hook, so it sees the initialization.
                 for module in self.state.lazy_modules:
                     if "_initialize_hook" in vars(module):
-                        handle = module.register_forward_pre_hook(self.state.keep_initialization)
+                        handle = module.register_forward_pre_hook(self.state.keep_materialized)
                         stack.callback(handle.remove)
             if self.keyword_frame_code is None:
                 for module in self.index.python_modules:
