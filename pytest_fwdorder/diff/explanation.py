@@ -56,8 +56,8 @@ _SUMMARY_ORDER = (
     ChangeKind.FORWARD_RUN_FOUND,
     ChangeKind.FORWARD_RUN_GONE,
 )
-# Where a dtype changed throughout a part of the model is said: with its inputs.
-_CASTS_AT = _SUMMARY_ORDER.index(ChangeKind.INPUT_CHANGED)
+# Where a change made throughout a part of the model is said: with the inputs.
+_UNIFORM_AT = _SUMMARY_ORDER.index(ChangeKind.INPUT_CHANGED)
 # Header findings, counted by what they are about and described item by item.
 _FINDINGS = {
     ChangeKind.ODD_BLOCK_FOUND: "block",
@@ -139,29 +139,32 @@ def _kind_lines(
     tree: CallTree,
     name_free: bool,
 ) -> list[str]:
-    """A line per kind of change, in the summary's order; a dtype changed throughout a part
-    of the model said once, by place, where the inputs' line would be."""
-    casts = group_uniform_changes(changes, tree)
-    cast = {id(change) for one in casts for change in one.changes}
-    rest = [change for change in changes if id(change) not in cast]
+    """A line per kind of change, in the summary's order; a change made throughout a part of
+    the model (a dtype, a batch size) said once, by place, where the inputs' line would be."""
+    uniform = group_uniform_changes(changes, tree)
+    grouped = {id(change) for one in uniform for change in one.changes}
+    rest = [change for change in changes if id(change) not in grouped]
     diff = _Changes(rest, old_lines, new_lines, followers, name_free)
     described = {change.kind for change in rest}
     lines = []
     for kind in kinds:
-        if kind is ChangeKind.INPUT_CHANGED or (casts and _SUMMARY_ORDER.index(kind) > _CASTS_AT):
-            lines += [_describe_cast(one, diff) for one in casts]
-            casts = []
+        if kind is ChangeKind.INPUT_CHANGED or (
+            uniform and _SUMMARY_ORDER.index(kind) > _UNIFORM_AT
+        ):
+            lines += [_describe_uniform(one, diff) for one in uniform]
+            uniform = []
         if kind in described:
             lines.append(_describe_kind(diff, kind))
-    lines += [_describe_cast(one, diff) for one in casts]
+    lines += [_describe_uniform(one, diff) for one in uniform]
     return lines
 
 
-def _describe_cast(cast: UniformChange, diff: _Changes) -> str:
+def _describe_uniform(uniform: UniformChange, diff: _Changes) -> str:
     passed_on = sum(
-        len(diff.followers.get((change.kind, change.position or 0), [])) for change in cast.changes
+        len(diff.followers.get((change.kind, change.position or 0), []))
+        for change in uniform.changes
     )
-    return describe_uniform_change(cast, diff.new_lines, passed_on, name_free=diff.name_free)
+    return describe_uniform_change(uniform, diff.new_lines, passed_on, name_free=diff.name_free)
 
 
 def _facet_totals(changes: list[Change]) -> list[str]:

@@ -25,8 +25,8 @@ from pytest_fwdorder.golden.format import (
 )
 from pytest_fwdorder.golden.parse import split_values, tensor_shapes
 
-# The kinds of change a cast makes; each counted in the sentence by what it is about.
-_CAST_KINDS = (
+# The kinds of change a uniform change is made of; each counted by what it is about.
+_UNIFORM_KINDS = (
     ChangeKind.PARAMETERS_CHANGED,
     ChangeKind.INPUT_CHANGED,
     ChangeKind.OUTPUT_CHANGED,
@@ -104,7 +104,7 @@ def uniform_change(change: Change) -> tuple[str, str, str] | None:
     """What `change` is, where it is one change made alike to every tensor it changed: a
     dtype (`('dtype', 'f32', 'f16')`: shapes, names and flags kept) or the size of the first
     dimension (`(BATCH, '1', '2')`: dtypes and the other dimensions kept); else None."""
-    if change.kind not in _CAST_KINDS or change.old is None or change.new is None:
+    if change.kind not in _UNIFORM_KINDS or change.old is None or change.new is None:
         return None
     if change.position is None:
         return None
@@ -172,29 +172,29 @@ def _innermost_holder(tree: CallTree, positions: list[int]) -> int:
 
 
 def describe_uniform_change(
-    cast: UniformChange, lines: list[GoldenLine], passed_on: int, *, name_free: bool = False
+    uniform: UniformChange, lines: list[GoldenLine], passed_on: int, *, name_free: bool = False
 ) -> str:
     """`dtype f32 -> f16 within layer4 (Sequential): the parameters and buffers of 10 calls,
     7 inputs and 10 outputs (and 12 more inputs and outputs they passed on)`."""
-    counts = {kind: 0 for kind in _CAST_KINDS}
-    for change in cast.changes:
+    counts = {kind: 0 for kind in _UNIFORM_KINDS}
+    for change in uniform.changes:
         counts[change.kind] += 1
     parts = []
     if counts[ChangeKind.PARAMETERS_CHANGED]:
         calls = counts[ChangeKind.PARAMETERS_CHANGED]
-        titles = " and ".join(_cast_titles(cast.changes))
+        titles = " and ".join(_changed_titles(uniform.changes))
         parts.append(f"the {titles} of {_plural(calls, 'call')}")
     for kind, noun in ((ChangeKind.INPUT_CHANGED, "input"), (ChangeKind.OUTPUT_CHANGED, "output")):
         if counts[kind]:
             parts.append(_plural(counts[kind], noun))
     said = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
     more = f" (and {passed_on} more inputs and outputs they passed on)" if passed_on else ""
-    where = _within(cast.place, lines, name_free)
-    return f"{cast.of} {cast.old} -> {cast.new} {where}: {said}{more}"
+    where = _within(uniform.place, lines, name_free)
+    return f"{uniform.of} {uniform.old} -> {uniform.new} {where}: {said}{more}"
 
 
-def _cast_titles(changes: tuple[Change, ...]) -> list[str]:
-    """Which of `parameters` and `buffers` the cast changed at some call."""
+def _changed_titles(changes: tuple[Change, ...]) -> list[str]:
+    """Which of `parameters` and `buffers` changed at some call of `changes`."""
     changed = set()
     for change in changes:
         if change.kind is ChangeKind.PARAMETERS_CHANGED and change.old and change.new:
