@@ -34,10 +34,8 @@ NAMED_TODAY = {
     "tracing/facet_setup.py": {"costs", "operations"},
     "tracing/forward.py": {"devices", "graph_breaks", "local_shapes"},
     # A facet's own golden lines, torch-free, beside the format they extend (each names its
-    # facet by design; "operations" here are the words of uncounted and initialization ones).
+    # facet by design; "operations" here are the words of uncounted ones).
     "golden/costs_lines.py": {"costs", "operations"},
-    # Only the initialization section's writer, a copy of facets/initialization.py's that
-    # checks/structure.py imports until it takes the facet's.
     "golden/folding.py": {"operations"},
     "golden/format.py": {"costs", "devices", "local_shapes", "operations"},
     "golden/parse.py": {"operations"},

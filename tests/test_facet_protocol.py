@@ -152,7 +152,7 @@ def test_without_the_plugin_the_golden_has_no_facet_fact() -> None:
 
 
 @pytest.mark.parametrize(
-    ("offered", "error", "match"),
+    ("candidate", "error", "match"),
     [
         (object(), TypeError, r"returned <object .*>, which is no facet: it lacks title, "),
         (PositiveOutputs(), ValueError, r"title 'settings', which another fact"),
@@ -160,12 +160,12 @@ def test_without_the_plugin_the_golden_has_no_facet_fact() -> None:
     ],
 )
 def test_a_facet_that_cannot_be_written_is_refused_naming_it(
-    offered: Any, error: type[Exception], match: str
+    candidate: Any, error: type[Exception], match: str
 ) -> None:
-    if isinstance(offered, PositiveOutputs):
-        offered.title = "settings" if "settings" in match else "Positive: outputs"
+    if isinstance(candidate, PositiveOutputs):
+        candidate.title = "settings" if "settings" in match else "Positive: outputs"
     with pytest.raises(error, match=match):
-        checked_facets([offered], ("settings", "parameters"))
+        checked_facets([candidate], ("settings", "parameters"))
 
 
 def test_the_toy_facet_implements_the_public_protocol() -> None:
