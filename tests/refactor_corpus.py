@@ -41,6 +41,10 @@ def image() -> tuple[torch.Tensor, ...]:
     return (torch.randn(1, 3, 32, 32),)
 
 
+def small_image() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(1, 3, 16, 16),)
+
+
 def gray_image() -> tuple[torch.Tensor, ...]:
     return (torch.randn(1, 1, 32, 32),)
 
@@ -522,6 +526,24 @@ def _cases() -> list[Refactor]:
                 "dtype f32 -> f16 within the Sequential at the start of layer2",
                 "dtype f32 -> f16 within the Sequential at the start of layer4",
             ),
+        ),
+        Refactor(
+            "feed another input resolution",
+            resnet18,
+            resnet18,
+            image,
+            # Each stage's sizes shrink by their own factor (8x8 -> 4x4 after the stem, 2x2
+            # -> 1x1 in layer3, and layer4 is 1x1 in both), so no one change is made alike;
+            # nothing but the input changed, so every shape follows from it. The oracle, the
+            # recorded calls compared one by one: 61 inputs and 55 outputs differ, the
+            # 1 + 24 + 6 + 85 below.
+            {"input changed": 25, "output changed": 6},
+            (
+                "the model's input (1, 3, 32, 32) -> (1, 3, 16, 16), and so 24 more inputs and "
+                "6 outputs changed shape (and 85 more inputs and outputs they passed on)",
+            ),
+            ("the model's input (1, 3, 32, 32) -> (1, 3, 16, 16), and so 24 more inputs",),
+            example_after=small_image,
         ),
         Refactor(
             "a whole MLP in double precision, fed doubles",

@@ -157,7 +157,13 @@ def rebuilt_frozen_and_train_mode(model: nn.Module) -> nn.Module:
 def corpus_refactor(name: str) -> Callable[[], list[str]]:
     """The explanation of the refactor corpus's refactor `name`."""
     (refactor,) = [refactor for refactor in REFACTORS if refactor.name == name]
-    return lambda: explain(refactor.before(), refactor.after(), *refactor.example())
+    example_after = refactor.example_after or refactor.example
+
+    def explanation() -> list[str]:
+        before = trace_forward(refactor.before(), *refactor.example())
+        return diff_traces(before, trace_forward(refactor.after(), *example_after())).explanation()
+
+    return explanation
 
 
 @pytest.mark.parametrize(
@@ -214,6 +220,11 @@ def corpus_refactor(name: str) -> Callable[[], list[str]]:
             corpus_refactor("run a stage in half precision inside a wrapper"),
             "76 calls before, 77 after: 1 wrap, 7 calls input changed, 10 calls output changed, 10 calls parameters changed",
             id="a-stage-in-half-precision",
+        ),
+        pytest.param(
+            corpus_refactor("feed another input resolution"),
+            "76 calls before, 76 after: 25 calls input changed, 6 calls output changed",
+            id="another-input-resolution",
         ),
     ],
 )

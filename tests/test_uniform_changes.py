@@ -18,6 +18,7 @@ from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.uniform_changes import (
     BATCH,
     DTYPE,
+    describe_uniform_change,
     group_uniform_changes,
     uniform_change,
 )
@@ -162,3 +163,76 @@ def test_stages_cast_apart_side_by_side_are_each_their_own_place() -> None:
         "dtype f32 -> bf16 within layer3.inner (Sequential)",
         "dtype f32 -> bf16 within layer4.inner (Sequential)",
     ], summary
+
+
+def _differing_tensors(before: list, after: list) -> int:
+    """How many calls' inputs and outputs differ between two traces of one model, read from
+    the recorded calls themselves (not from the diff)."""
+    pairs = list(zip(before, after, strict=True))
+    return sum((old.args, old.kwargs) != (new.args, new.kwargs) for old, new in pairs) + sum(
+        old.output != new.output for old, new in pairs
+    )
+
+
+def test_another_input_resolution_is_said_once_as_the_models_input_and_what_followed() -> None:
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    before = trace_forward(model, torch.randn(1, 3, 64, 64))
+    after = trace_forward(model, torch.randn(1, 3, 32, 32))
+
+    summary = before.diff(after).summary()
+
+    lines = summary.splitlines()
+    assert len(lines) == 2, summary
+    said = re.fullmatch(
+        r"the model's input \(1, 3, 64, 64\) -> \(1, 3, 32, 32\), and so (\d+) more inputs "
+        r"and (\d+) outputs changed shape \(and (\d+) more inputs and outputs they passed on\)",
+        lines[1],
+    )
+    assert said is not None, summary
+    # The oracle: the recorded calls, compared one by one. The head's input and output
+    # (after the average pool) kept their shapes, so fewer than every call's changed.
+    differing = _differing_tensors(list(before.calls), list(after.calls))
+    assert differing < 2 * len(list(before.calls))
+    assert 1 + sum(map(int, said.groups())) == differing
+
+
+def test_another_input_resolution_with_another_change_is_said_by_kind() -> None:
+    # Where a call changed besides the shapes it was given, the shapes after it need not
+    # follow from the model's input alone: nothing is said to follow from it.
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    before = trace_forward(model, torch.randn(1, 3, 64, 64))
+    model.conv1.stride = (1, 1)
+    after = trace_forward(model, torch.randn(1, 3, 32, 32))
+
+    summary = before.diff(after).summary()
+
+    assert "the model's input" not in summary, summary
+    assert "stride (2, 2) -> (1, 1)" in summary, summary
+
+
+def test_one_call_whose_input_changed_is_said_by_its_name() -> None:
+    # One change reads as well by its kind of fact, which names the call.
+    model = nn.Linear(4, 4)
+
+    summary = (
+        trace_forward(model, torch.randn(1, 4))
+        .diff(trace_forward(model, torch.randn(2, 4)))
+        .summary()
+    )
+
+    assert summary.splitlines()[1] == (
+        "input changed at 1 call: <root> (Linear) input (1, 4) -> (2, 4), "
+        "and so the output of the model"
+    ), summary
+
+
+def test_one_value_passed_on_is_said_in_the_singular() -> None:
+    changes, new_lines = changes_of(cast_blocks({0: torch.float16}))
+    (cast,) = group_uniform_changes(changes, build_call_tree(new_lines))
+
+    one, two = (describe_uniform_change(cast, new_lines, count) for count in (1, 2))
+
+    assert one.endswith("(and 1 more input or output they passed on)"), one
+    assert two.endswith("(and 2 more inputs and outputs they passed on)"), two

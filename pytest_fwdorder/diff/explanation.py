@@ -23,7 +23,9 @@ from pytest_fwdorder.diff.places import (
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.diff.uniform_changes import (
     UniformChange,
+    describe_entry_change,
     describe_uniform_change,
+    entry_change,
     group_uniform_changes,
 )
 from pytest_fwdorder.golden.costs_lines import flops_of
@@ -140,8 +142,15 @@ def _kind_lines(
     name_free: bool,
 ) -> list[str]:
     """A line per kind of change, in the summary's order; a change made throughout a part of
-    the model (a dtype, a batch size) said once, by place, where the inputs' line would be."""
+    the model (a dtype, a batch size) said once, by place, where the inputs' line would be;
+    so is a change of the model's input that every change follows from."""
     uniform = group_uniform_changes(changes, tree)
+    entry = None if uniform else entry_change(changes, tree)
+    if entry is not None:
+        passed_on = sum(
+            len(followers.get((change.kind, change.position or 0), [])) for change in entry.changes
+        )
+        return [describe_entry_change(entry, passed_on)]
     grouped = {id(change) for one in uniform for change in one.changes}
     rest = [change for change in changes if id(change) not in grouped]
     diff = _Changes(rest, old_lines, new_lines, followers, name_free)

@@ -6,6 +6,10 @@ of fact that reads as inputs, outputs and parameters changed at a dozen calls ea
 lines about one change. Said by place it is one: `dtype f32 -> f16 within layer4
 (Sequential): the parameters and buffers of 10 calls, 7 inputs and 10 outputs`. So is
 another batch size: `batch size (dimension 0) 1 -> 2 in the model: 31 inputs and 9 outputs`.
+Another input resolution changes each stage's sizes by its own factor, so no one change is
+made alike; but where nothing else changed, every shape follows from the model's input:
+`the model's input (1, 3, 64, 64) -> (1, 3, 32, 32), and so 29 more inputs and 8 outputs
+changed shape`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+from pytest_fwdorder.diff.change_details import describe_value_change
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.places import describe_place
 from pytest_fwdorder.golden.format import (
@@ -32,6 +37,8 @@ _UNIFORM_KINDS = (
     ChangeKind.OUTPUT_CHANGED,
 )
 _TENSOR_TITLES = ("parameters", "buffers")
+# The kinds of change that flow from the model's input along the calls.
+_FLOWING_KINDS = (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED)
 
 
 # What a uniform change is of, as its sentence says it.
@@ -77,6 +84,86 @@ def group_uniform_changes(changes: list[Change], tree: CallTree) -> list[Uniform
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class EntryChange:
+    """The model's input changed, and every other change is the shape or dtype of a call's
+    input or output that follows from it: no call changed in any other way.
+
+    `old_inputs` and `new_inputs` are the root call's inputs as the golden writes them;
+    `changes` are all the changes, the root's input change first.
+    """
+
+    old_inputs: str
+    new_inputs: str
+    changes: tuple[Change, ...]
+
+
+def entry_change(changes: list[Change], tree: CallTree) -> EntryChange | None:
+    """The change of the model's input that every one of `changes` follows from, or None.
+
+    Only where the trace has one root call, the model's input changed, and every change is
+    a tensor's shape or dtype in a call's input or output (no setting, parameter, type or
+    call changed), so nothing but the input can have made them.
+    """
+    if len(tree.roots) != 1 or tree.ends[tree.roots[0]] != len(tree.lines):
+        return None
+    root = tree.roots[0]
+    entry = None
+    for change in changes:
+        if change.kind not in _FLOWING_KINDS or not _tensors_only(change):
+            return None
+        if change.kind is ChangeKind.INPUT_CHANGED and change.position == root:
+            entry = change
+    if entry is None or entry.old is None or entry.new is None or len(changes) < 2:
+        return None  # one change reads as well by its kind of fact, which names the call
+    others = (change for change in changes if change is not entry)
+    return EntryChange(entry.old.inputs, entry.new.inputs, (entry, *others))
+
+
+def _tensors_only(change: Change) -> bool:
+    """Whether `change` (an input or output change) is in its tensors' shapes or dtypes
+    alone: as many tensors, every other value the same."""
+    if change.old is None or change.new is None:
+        return False
+    side = "inputs" if change.kind is ChangeKind.INPUT_CHANGED else "outputs"
+    old_text, new_text = getattr(change.old, side), getattr(change.new, side)
+    return len(tensor_shapes(old_text)) == len(tensor_shapes(new_text)) and _blanked(
+        old_text
+    ) == _blanked(new_text)
+
+
+def _blanked(text: str) -> list[str]:
+    """The values of an inputs or outputs text, each tensor blanked to `T`."""
+    return [TENSOR_PATTERN.sub("T", value) for value in split_values(text)]
+
+
+def describe_entry_change(entry: EntryChange, passed_on: int) -> str:
+    """`the model's input (1, 3, 64, 64) -> (1, 3, 32, 32), and so 29 more inputs and 8
+    outputs changed shape (and 112 more inputs and outputs they passed on)`."""
+    detail = describe_value_change(entry.old_inputs, entry.new_inputs)
+    inputs = sum(change.kind is ChangeKind.INPUT_CHANGED for change in entry.changes) - 1
+    outputs = sum(change.kind is ChangeKind.OUTPUT_CHANGED for change in entry.changes)
+    parts = [
+        _plural(count, noun)
+        for count, noun in ((inputs, "more input"), (outputs, "output"))
+        if count
+    ]
+    sentence = f"the model's input {detail}"
+    if parts:
+        shapes_only = all(
+            _dtypes(change, "old") == _dtypes(change, "new") for change in entry.changes
+        )
+        what = "shape" if shapes_only else "shape or dtype"
+        sentence += f", and so {' and '.join(parts)} changed {what}"
+    return sentence + _passed_on(passed_on)
+
+
+def _dtypes(change: Change, side: str) -> list[str]:
+    line = getattr(change, side)
+    text = line.inputs if change.kind is ChangeKind.INPUT_CHANGED else line.outputs
+    return [dtype for dtype, _ in tensor_shapes(text)]
+
+
 def _parts(tree: CallTree, positions: list[int]) -> list[set[int]]:
     """`positions` (sorted) split by place: where the change enters at the call that holds
     them all (the model's input), or reaches every call inside it, they are one place; else
@@ -113,14 +200,9 @@ def uniform_change(change: Change) -> tuple[str, str, str] | None:
         return (DTYPE, *cast) if cast is not None else None
     side = "inputs" if change.kind is ChangeKind.INPUT_CHANGED else "outputs"
     old_text, new_text = getattr(change.old, side), getattr(change.new, side)
-    old_values, new_values = split_values(old_text), split_values(new_text)
-    if [TENSOR_PATTERN.sub("T", value) for value in old_values] != [
-        TENSOR_PATTERN.sub("T", value) for value in new_values
-    ]:
+    if not _tensors_only(change):
         return None  # a value other than a tensor changed too
     old_tensors, new_tensors = tensor_shapes(old_text), tensor_shapes(new_text)
-    if len(old_tensors) != len(new_tensors):
-        return None
     found = set()
     for (old_dtype, old_shape), (new_dtype, new_shape) in zip(
         old_tensors, new_tensors, strict=True
@@ -188,7 +270,7 @@ def describe_uniform_change(
         if counts[kind]:
             parts.append(_plural(counts[kind], noun))
     said = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
-    more = f" (and {passed_on} more inputs and outputs they passed on)" if passed_on else ""
+    more = _passed_on(passed_on)
     where = _within(uniform.place, lines, name_free)
     return f"{uniform.of} {uniform.old} -> {uniform.new} {where}: {said}{more}"
 
@@ -212,6 +294,13 @@ def _within(place: int, lines: list[GoldenLine], name_free: bool) -> str:
     if name_free:
         return f"within the {line.module_type} {describe_place(lines, place)}"
     return f"within {line.name} ({line.module_type})"
+
+
+def _passed_on(count: int) -> str:
+    if not count:
+        return ""
+    said = "input or output" if count == 1 else "inputs and outputs"
+    return f" (and {count} more {said} they passed on)"
 
 
 def _plural(count: int, noun: str) -> str:
