@@ -27,6 +27,7 @@ from pytest_fwdorder import (
     assert_same_structure,
     check_checkpoint,
     copy_weights,
+    structure_diff,
     trace_forward,
 )
 
@@ -514,9 +515,10 @@ class _Reused(nn.Module):
         return self.out(self.fc(self.act(self.fc(x))))
 
 
-def test_a_namesake_wrap_of_a_module_called_twice_is_a_wrap_at_both_calls() -> None:
+def test_a_namesake_wrap_of_a_module_called_twice_is_one_wrap_of_both_calls() -> None:
     """The second reader's case: a module's later calls show no facts, so its second call
-    looked the same as the wrapper's, and only the first read as a wrap."""
+    looked the same as the wrapper's, and only the first read as a wrap. One module was
+    wrapped, so it is one wrap, said once with its calls counted (it read as two)."""
     inputs = torch.randn(2, 8)
     before = trace_forward(_Reused(), inputs)
     model = _Reused()
@@ -526,9 +528,41 @@ def test_a_namesake_wrap_of_a_module_called_twice_is_a_wrap_at_both_calls() -> N
     summary = before.diff(after).summary().splitlines()
 
     assert summary == [
-        "5 calls before, 9 after: 2 wraps, 2 calls inserted",
-        "fc #1 (Linear) wraps the old fc #1, now fc.base_layer #1 (1 call renamed under it)",
-        "fc #2 (Linear) wraps the old fc #2, now fc.base_layer #2 (1 call renamed under it)",
+        "5 calls before, 9 after: 1 wrap, 2 calls inserted",
+        "fc (Linear, 2 calls) wraps the old fc, now fc.base_layer (2 calls renamed under it)",
         "2 calls inserted: fc.scale #1 (Identity) after fc.base_layer #1 (Linear); fc.scale #2 "
         "(Identity) after fc.base_layer #2 (Linear)",
+    ]
+
+
+def test_a_module_called_twice_wrapped_and_unwrapped_is_one_wrap_and_one_unwrap() -> None:
+    inputs = torch.randn(2, 8)
+    before = trace_forward(_Reused(), inputs)
+    model = _Reused()
+    model.fc = nn.Sequential(model.fc, nn.Identity())
+    after = trace_forward(model, inputs)
+    # The oracle: torch's own count of the wrapper's calls, by a forward hook.
+    calls = []
+    handle = model.fc.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        model(inputs)
+    finally:
+        handle.remove()
+    assert len(calls) == 2
+
+    wrapped = before.diff(after).summary().splitlines()
+    unwrapped = after.diff(before).summary().splitlines()
+    name_free = structure_diff(after, before, ignore=("paths",)).summary().splitlines()
+
+    assert wrapped[:2] == [
+        "5 calls before, 9 after: 1 wrap, 2 calls inserted",
+        "fc (Sequential, 2 calls) wraps the old fc, now fc.0 (2 calls renamed under it)",
+    ]
+    assert unwrapped[:2] == [
+        "9 calls before, 5 after: 1 unwrap, 2 calls removed",
+        "fc (Sequential, 2 calls) unwrapped: the old fc.0 is now fc (2 calls renamed under it)",
+    ]
+    assert name_free[:2] == [
+        "9 calls before, 5 after: 1 unwrap, 2 calls removed",
+        "fc (Sequential, 2 calls) unwrapped: the old fc.0 is now fc",
     ]

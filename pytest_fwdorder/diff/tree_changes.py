@@ -18,7 +18,7 @@ per-call changes it explains, so a summary states them once.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
@@ -144,7 +144,7 @@ class _Finder:
         return "model" if name == "<root>" else name
 
     def wraps(self) -> list[TreeChange]:
-        found = []
+        wrapping = {}
         for wrapper in range(len(self.new_tree.lines)):
             if wrapper in self.new_to_old:
                 continue
@@ -155,43 +155,54 @@ class _Finder:
                 if child in self.new_to_old
                 and self.expected_parent(self.new_to_old[child]) == parent
             ]
-            if not wrapped:
-                continue
-            line = self.new_names[wrapper]
+            if wrapped:
+                wrapping[wrapper] = wrapped
+        found = []
+        for calls in _one_per_module(wrapping, self.new_names, self._child_paths):
+            line = self.new_names[calls[0]]
+            roots = [child for call in calls for child in wrapping[call]]
+            said = wrapping[calls[0]] if len(calls) > 1 else None
             sentence, olds, news = self._regrouped(
-                f"{line.name} ({line.module_type}) wraps", wrapped, now=", now"
+                f"{_called(line, len(calls))} wraps", roots, now=", now", said=said
             )
-            self.explained_new.add(wrapper)
-            found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | {wrapper}))
+            self.explained_new |= set(calls)
+            found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | set(calls)))
         return found
 
+    def _child_paths(self, new_children: list[int]) -> tuple[str, ...]:
+        """The old and the new paths of paired new calls."""
+        old_paths = (self.old_names[self.new_to_old[child]].path for child in new_children)
+        return (*old_paths, *(self.new_names[child].path for child in new_children))
+
     def unwraps(self) -> list[TreeChange]:
-        found = []
+        unwrapping = {}
         for wrapper in range(len(self.old_tree.lines)):
             if wrapper in self.old_to_new:
                 continue
             place = self.expected_parent(wrapper)
             kept = [
-                child
+                self.old_to_new[child]
                 for child in self.old_tree.children[wrapper]
                 if child in self.old_to_new
                 and place != _UNPAIRED
                 and self.new_tree.parents[self.old_to_new[child]] == place
             ]
-            if not kept:
-                continue
-            line = self.old_names[wrapper]
+            if kept:
+                unwrapping[wrapper] = kept
+        found = []
+        for calls in _one_per_module(unwrapping, self.old_names, self._child_paths):
+            line = self.old_names[calls[0]]
+            roots = [child for call in calls for child in unwrapping[call]]
+            said = unwrapping[calls[0]] if len(calls) > 1 else None
             sentence, olds, news = self._regrouped(
-                f"{line.name} ({line.module_type}) unwrapped:",
-                [self.old_to_new[child] for child in kept],
-                now=" is now",
+                f"{_called(line, len(calls))} unwrapped:", roots, now=" is now", said=said
             )
-            self.explained_old.add(wrapper)
-            found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | {wrapper}, news))
+            self.explained_old |= set(calls)
+            found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | set(calls), news))
         return found
 
     def _regrouped(
-        self, head: str, new_roots: list[int], *, now: str
+        self, head: str, new_roots: list[int], *, now: str, said: list[int] | None = None
     ) -> tuple[str, frozenset[int], frozenset[int]]:
         """The sentence of a wrap or an unwrap whose children are now these new subtrees, and
         the calls it explains (old, new), marked explained.
@@ -201,8 +212,12 @@ class _Finder:
         """
         renamed = self.renamed_under(new_roots)
         olds, news = self.explain_subtrees(new_roots)
-        old = ", ".join(self.old_name(self.new_to_old[root]) for root in new_roots)
-        new = ", ".join(self.new_names[root].name for root in new_roots)
+        if said is None:
+            old = ", ".join(self.old_name(self.new_to_old[root]) for root in new_roots)
+            new = ", ".join(self.new_names[root].name for root in new_roots)
+        else:  # the children of one call of a module wrapped at each of its calls, by path
+            old = ", ".join(self.old_names[self.new_to_old[root]].path for root in said)
+            new = ", ".join(self.new_names[root].path for root in said)
         sentence = f"{head} the old {old}"
         if old != new:
             sentence += f"{now} {new}"
@@ -446,6 +461,36 @@ def _rewritten(
         old_path.startswith(f"{old_prefix}.")
         and new_path == new_prefix + old_path[len(old_prefix) :]
     )
+
+
+def _one_per_module(
+    wrapping: dict[int, list[int]],
+    names: list[GoldenLine],
+    child_paths: Callable[[list[int]], tuple[str, ...]],
+) -> list[list[int]]:
+    """The wrapper calls of `wrapping` (wrapper index in `names` -> the new calls it wraps or
+    wrapped) grouped into one wrap per module, in call order: every call of one module, each
+    around calls of the same modules (`child_paths`), is one wrap or unwrap (a module called
+    twice is wrapped once); any other call is one of its own."""
+    calls_of = Counter(line.path for line in names)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for wrapper, children in wrapping.items():
+        groups.setdefault((names[wrapper].path, *child_paths(children)), []).append(wrapper)
+    found = []
+    for (path, *_), calls in groups.items():
+        if len(calls) > 1 and len(calls) == calls_of[path]:
+            found.append(calls)
+        else:
+            found += [[call] for call in calls]
+    return sorted(found)
+
+
+def _called(line: GoldenLine, calls: int) -> str:
+    """A wrapper as its sentence names it: `fc (Linear)` for one call, `fc (Linear, 2
+    calls)` for a module wrapped at each of its calls."""
+    if calls == 1:
+        return f"{line.name} ({line.module_type})"
+    return f"{line.path} ({line.module_type}, {_calls(calls)})"
 
 
 def _calls(count: int, noun: str = "call") -> str:
