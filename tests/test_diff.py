@@ -404,3 +404,37 @@ def test_a_one_call_model_is_counted_in_the_singular() -> None:
     after = trace_forward(nn.Linear(4, 9), torch.randn(1, 4))
     assert before.headline() == "<Trace of Linear: 1 call>"
     assert before.diff(after).summary().startswith("1 call before, 1 after: ")
+
+
+def test_a_diff_builds_each_call_tree_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The alignment's trees serve the summary and its counts too, which built the new one
+    again each."""
+    from pytest_fwdorder.diff import (
+        call_tree,
+        classification,
+        consequences,
+        explanation,
+        tree_alignment,
+    )
+
+    built: list[int] = []
+
+    def counted(lines: list) -> call_tree.CallTree:
+        built.append(len(lines))
+        return call_tree.build_call_tree(lines)
+
+    for module in (tree_alignment, classification, consequences, explanation):
+        monkeypatch.setattr(module, "build_call_tree", counted, raising=False)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    before = trace_forward(model, torch.randn(1, 4))
+    model[1] = nn.GELU()
+    after = trace_forward(model, torch.randn(2, 4))
+
+    difference = diff_traces(before, after)
+    summary = difference.summary()
+    counts = difference.explained_counts()
+
+    # The oracle that the counter sees every tree: one each for the old and new calls.
+    assert built == [4, 4], built
+    assert "type changed" in summary, summary
+    assert counts["type changed"] == 1, counts

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field, replace
 
+from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.change_details import (
     describe_flops_change,
     describe_operation_change,
@@ -71,6 +72,14 @@ class TraceDiff:
     # comparison): what the summary names calls by.
     old_names: list[GoldenLine] = field(default_factory=list, repr=False)
     new_names: list[GoldenLine] = field(default_factory=list, repr=False)
+    # The call tree of the new lines the summary names calls by, built once: the alignment's
+    # own where those are the aligned lines (a name-free comparison's are blanked).
+    new_tree: CallTree | None = field(default=None, repr=False)
+
+    def _new_tree(self) -> CallTree:
+        if self.new_tree is None:
+            self.new_tree = build_call_tree(self.new_names or self.new_lines)
+        return self.new_tree
 
     @property
     def _rows(self) -> list[DiffRow]:
@@ -107,6 +116,7 @@ class TraceDiff:
                     self.new_names or self.new_lines,
                     self.tree_changes,
                     name_free=bool(self.old_names),
+                    tree=self._new_tree(),
                 ),
             ]
         )
@@ -117,7 +127,11 @@ class TraceDiff:
         nor an input or output change that only passes another on (the model's output after
         its head's).
         """
-        kept, _ = fold_consequences(unexplained(self.changes, self.tree_changes), self.new_lines)
+        kept, _ = fold_consequences(
+            unexplained(self.changes, self.tree_changes),
+            self.new_names or self.new_lines,
+            self._new_tree(),
+        )
         # A facet's changes count under the facet's own words.
         kinds = [change.kind.value for change in self.tree_changes]
         kinds += [change.kind_words for change in kept]
@@ -220,6 +234,7 @@ def classify_diff(
         nesting,
         old_names=old_names,
         new_names=new_names,
+        new_tree=alignment.new_tree if alignment is not None and names is None else None,
     )
 
 

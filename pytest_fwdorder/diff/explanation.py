@@ -88,12 +88,14 @@ def summarize(
     nesting: list[TreeChange] | None = None,
     *,
     name_free: bool = False,
+    tree: CallTree | None = None,
 ) -> str:
     """A paragraph: one line of totals, then one line per change to the nesting (a wrap, an
     unwrap, a move to another parent, a renamed subtree), then one per kind of the other
-    changes. The per-call changes a change to the nesting explains are not repeated."""
+    changes. The per-call changes a change to the nesting explains are not repeated. `tree`
+    is the call tree of `new_lines`, where the caller has it."""
     nesting = nesting or []
-    tree = build_call_tree(new_lines)
+    tree = tree or build_call_tree(new_lines)
     changes, followers = fold_consequences(unexplained(changes, nesting), new_lines, tree)
     nesting_counts = Counter(change.kind for change in nesting)
     counts = Counter(change.kind for change in changes)
