@@ -5,8 +5,8 @@ new), their facts and operations, long unchanged runs elided. Pure functions on 
 from __future__ import annotations
 
 from pytest_fwdorder.diff.changes import DiffRow
-from pytest_fwdorder.diff.explanation import plural
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
+from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.golden.format import GoldenLine
 
 

@@ -18,6 +18,7 @@ from pytest_fwdorder.diff.places import (
     called,
     describe_place,
     describe_where,
+    plural,
     subtree_end,
 )
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
@@ -229,10 +230,6 @@ def _biggest_first(changes: list[Change]) -> list[Change]:
         return abs((new or 0) - (old or 0))
 
     return sorted(changes, key=size, reverse=True)
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:

@@ -1,10 +1,16 @@
-"""Where a call is, in words: `after layer3.2.bn2 (BatchNorm2d)`, `in layer3.2 after bn2`,
-and which of its siblings it cannot be told apart from. Pure, no torch.
+"""Where a call is, and how many, in words: `after layer3.2.bn2 (BatchNorm2d)`, `in
+layer3.2 after bn2`, `3 calls`, and which of its siblings it cannot be told apart from.
+Pure, no torch.
 """
 
 from __future__ import annotations
 
 from pytest_fwdorder.golden.format import GoldenLine
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 call`, `3 calls`: a count and its noun, made plural by an `s`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def called(line: GoldenLine) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -222,7 +223,7 @@ class _Finder:
         if old != new:
             sentence += f"{now} {new}"
         if renamed:
-            sentence += f" ({_calls(renamed)} renamed under it)"
+            sentence += f" ({plural(renamed, 'call')} renamed under it)"
         return sentence, olds, news
 
     def swaps(self) -> list[TreeChange]:
@@ -284,7 +285,7 @@ class _Finder:
                 1 for old, new in ((one, new_one), (other, new_other)) if old.path != new.path
             )
         if renamed > 0:
-            sentence += f" ({_calls(renamed)} renamed under them)"
+            sentence += f" ({plural(renamed, 'call')} renamed under them)"
         return sentence
 
     def unexplained_pairs(self) -> Iterator[tuple[int, int]]:
@@ -301,7 +302,7 @@ class _Finder:
                 continue
             old_line, new_line = self.old_names[old_index], self.new_names[new_index]
             nested = self.old_tree.size(old_index) - 1
-            inner = f", with {_calls(nested, 'nested call')}" if nested else ""
+            inner = f", with {plural(nested, 'nested call')}" if nested else ""
             if old_line.path != new_line.path:
                 to = new_line.name
             else:
@@ -388,7 +389,7 @@ class _Finder:
                 TreeChange(
                     ChangeKind.RENAMED,
                     f"{line.name} ({line.module_type}) -> {self.new_names[new_index].name} "
-                    f"({_calls(len(following) + 1)} renamed with it)",
+                    f"({plural(len(following) + 1, 'call')} renamed with it)",
                     frozenset([old_index, *(self.new_to_old[i] for i in following)]),
                     frozenset([new_index, *following]),
                 )
@@ -425,7 +426,7 @@ def _renumbered(
         result[places[0]] = replace(
             renames[places[0]],
             sentence=f"{prefix}{first} ... {prefix}{last} -> {prefix}{first + shift} ... "
-            f"{prefix}{last + shift}, renumbered ({len(places)} subtrees, {_calls(calls)} "
+            f"{prefix}{last + shift}, renumbered ({len(places)} subtrees, {plural(calls, 'call')} "
             "renamed with them)",
         )
         for place in places[1:]:
@@ -490,8 +491,4 @@ def _called(line: GoldenLine, calls: int) -> str:
     calls)` for a module wrapped at each of its calls."""
     if calls == 1:
         return f"{line.name} ({line.module_type})"
-    return f"{line.path} ({line.module_type}, {_calls(calls)})"
-
-
-def _calls(count: int, noun: str = "call") -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    return f"{line.path} ({line.module_type}, {plural(calls, 'call')})"

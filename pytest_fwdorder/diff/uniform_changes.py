@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.change_details import describe_value_change
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.diff.places import describe_place
+from pytest_fwdorder.diff.places import describe_place, plural
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     GoldenLine,
@@ -144,7 +144,7 @@ def describe_entry_change(entry: EntryChange, passed_on: int) -> str:
     inputs = sum(change.kind is ChangeKind.INPUT_CHANGED for change in entry.changes) - 1
     outputs = sum(change.kind is ChangeKind.OUTPUT_CHANGED for change in entry.changes)
     parts = [
-        _plural(count, noun)
+        plural(count, noun)
         for count, noun in ((inputs, "more input"), (outputs, "output"))
         if count
     ]
@@ -265,10 +265,10 @@ def describe_uniform_change(
     if counts[ChangeKind.PARAMETERS_CHANGED]:
         calls = counts[ChangeKind.PARAMETERS_CHANGED]
         titles = " and ".join(_changed_titles(uniform.changes))
-        parts.append(f"the {titles} of {_plural(calls, 'call')}")
+        parts.append(f"the {titles} of {plural(calls, 'call')}")
     for kind, noun in ((ChangeKind.INPUT_CHANGED, "input"), (ChangeKind.OUTPUT_CHANGED, "output")):
         if counts[kind]:
-            parts.append(_plural(counts[kind], noun))
+            parts.append(plural(counts[kind], noun))
     said = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
     more = _passed_on(passed_on)
     where = _within(uniform.place, lines, name_free)
@@ -301,7 +301,3 @@ def _passed_on(count: int) -> str:
         return ""
     said = "input or output" if count == 1 else "inputs and outputs"
     return f" (and {count} more {said} they passed on)"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -16,7 +16,7 @@ from pytest_fwdorder.diff.changed_calls import rows_to_show
 from pytest_fwdorder.diff.changes import DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.diff.explanation import plural
+from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.report.ci_targets import CiTargets
 from pytest_fwdorder.snapshot.kept_comparisons import (

@@ -14,7 +14,7 @@ from pytest_fwdorder.diff.changed_calls import rows_to_show
 from pytest_fwdorder.diff.changes import ChangeKind, DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.diff.explanation import plural
+from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.facets.graph_breaks import (
     GRAPH_BREAKS_SECTION,
     RECOMPILATIONS_SECTION,

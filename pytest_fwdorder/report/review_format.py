@@ -33,6 +33,7 @@ import re
 from typing import Any
 
 from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.golden.folding import colorize_diff
 from pytest_fwdorder.report.git_review import Review, ReviewedGolden
 
@@ -83,11 +84,11 @@ def review_total(review: Review) -> str:
                 reasons[phrase] = reasons.get(phrase, 0) + 1
         order = _phrase_order(reasons)
         grouped = ", ".join(f"{reasons[phrase]} {phrase}" for phrase in order if phrase in reasons)
-        parts.append(f"{_plural(len(changed), 'golden')} changed: {grouped}")
+        parts.append(f"{plural(len(changed), 'golden')} changed: {grouped}")
     for status in ("added", "deleted"):
         count = sum(golden.status == status for golden in review.goldens)
         if count:
-            parts.append(f"{_plural(count, 'golden')} {status}")
+            parts.append(f"{plural(count, 'golden')} {status}")
     return "; ".join(parts) if parts else "no goldens changed"
 
 
@@ -252,7 +253,7 @@ def _markdown_block(golden: ReviewedGolden, kept: int | None = None) -> str:
         fence = "`" * max([3, *runs])
         lines += ["", f"{fence}diff", *calls, fence]
     if len(shown) < len(content):
-        lines += ["", f"_{_plural(len(content) - len(shown), 'more line')} left out_"]
+        lines += ["", f"_{plural(len(content) - len(shown), 'more line')} left out_"]
     return "\n".join([*lines, "", "</details>", "", ""])
 
 
@@ -271,7 +272,7 @@ def _lines_that_fit(golden: ReviewedGolden, room: int) -> int | None:
 
 
 def _left_out_note(budget: int, goldens: int, lines: int) -> str:
-    counts = [_plural(count, noun) for count, noun in ((goldens, "golden"), (lines, "line"))]
+    counts = [plural(count, noun) for count, noun in ((goldens, "golden"), (lines, "line"))]
     left_out = " and ".join(count for count in counts if not count.startswith("0 "))
     return (
         f"**Cut to stay within {budget:,} characters:** {left_out or 'nothing'} left "
@@ -282,7 +283,3 @@ def _left_out_note(budget: int, goldens: int, lines: int) -> str:
 def _markdown_text(text: str) -> str:
     """Text shown as itself in Markdown: its special characters and HTML escaped."""
     return html.escape(_MARKDOWN_SPECIAL.sub(r"\\\1", text), quote=False)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
