@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
@@ -367,6 +367,16 @@ def _built_in_first(implementations: Sequence[HookImpl]) -> list[HookImpl]:
     return built_in + [one for one in in_call_order if one.plugin_name not in BUILTIN_PLUGINS]
 
 
+def _answered_by(implementation: HookImpl) -> str:
+    """`from the pytest_fwdorder_facets hook of the plugin 'name' (module.function)`."""
+    function = implementation.function
+    where = f"{function.__module__}.{function.__qualname__}"
+    return (
+        f"from the pytest_fwdorder_facets hook of the plugin {implementation.plugin_name!r} "
+        f"({where})"
+    )
+
+
 def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
     """Every facet offered now, checked once and kept until the plugins offering them change."""
     from pytest_fwdorder.calls.facet_records import (
@@ -385,11 +395,20 @@ def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
             and resolved.taken_titles == titles
         ):
             return resolved
-    answers = [
-        cast("Iterable[object] | None", implementation.function())
-        for implementation in _built_in_first(implementations)
-    ]
-    checked = checked_facets((facet for answer in answers for facet in answer or ()), titles)
+    answering: list[HookImpl] = []
+
+    def offered() -> Iterator[object]:
+        for implementation in _built_in_first(implementations):
+            answering[:] = [implementation]
+            yield from cast("Iterable[object] | None", implementation.function()) or ()
+
+    try:
+        checked = checked_facets(offered(), titles)
+    except Exception as error:
+        # Which plugin's hook raised, or offered what is refused, said where it is known.
+        if answering:
+            error.add_note(_answered_by(answering[0]))
+        raise
     per_call: list[Facet] = []
     per_trace: list[TraceFacet] = []
     for facet in checked:

@@ -425,3 +425,34 @@ def test_a_facet_that_cannot_be_written_is_refused_at_every_trace(
         request.config.pluginmanager.unregister(plugin)
     assert plugin.asked == 3  # a refusal is not kept: each ask checks again
     assert "positive outputs" not in trace_forward(model, inputs).render()
+
+
+class _RaisingFacetsPlugin:
+    def pytest_fwdorder_facets(self) -> list[object]:
+        raise RuntimeError("the plugin's own bug")
+
+
+@pytest.mark.parametrize(
+    ("plugin", "error", "message"),
+    [
+        (_RaisingFacetsPlugin(), RuntimeError, "the plugin's own bug"),
+        (FacetPlugin(object()), TypeError, "which is no facet"),
+    ],
+    ids=["its-hook-raises", "it-offers-no-facet"],
+)
+def test_a_facets_hook_that_fails_is_named_by_a_note_on_its_error(
+    plugin: object, error: type[Exception], message: str, request: pytest.FixtureRequest
+) -> None:
+    manager = request.config.pluginmanager
+    manager.register(plugin, name="failing-facets")
+    try:
+        with pytest.raises(error, match=message) as raised:
+            trace_forward(nn.Linear(2, 2), torch.randn(1, 2))
+    finally:
+        manager.unregister(name="failing-facets")
+
+    (note,) = raised.value.__notes__
+    assert note.startswith("from the pytest_fwdorder_facets hook of the plugin 'failing-facets' (")
+    assert note.endswith(f"{type(plugin).__qualname__}.pytest_fwdorder_facets)")
+    # The oracle that the note is the failing plugin's: with it gone, the trace runs.
+    trace_forward(nn.Linear(2, 2), torch.randn(1, 2))

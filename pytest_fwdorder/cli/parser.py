@@ -8,7 +8,6 @@ breaks only the commands that need the facets (`_FacetsCheckingParser`), not `--
 from __future__ import annotations
 
 import argparse
-import traceback
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, NoReturn
 
 from pytest_fwdorder.cli.cost_table import COST_ORDERS
 from pytest_fwdorder.golden.format import FACT_TITLES
-from pytest_fwdorder.hookspecs import ENTRY_POINT_GROUP, plugin_manager, trace_facets
+from pytest_fwdorder.hookspecs import ENTRY_POINT_GROUP, trace_facets
 from pytest_fwdorder.options import OPTIONS
 
 PROGRAM = "fwdorder"
@@ -62,7 +61,8 @@ class _FacetsCheckingParser(argparse.ArgumentParser):
     """`fwdorder`'s parser: when the plugins' facets could not be had (`facets_problem`), a
     command that needs them is a usage error saying so; `--help` and the others still run."""
 
-    # What went wrong, as a clause: `the plugin 'x' (module.function) raised ValueError: ...`.
+    # What went wrong, as a clause: `ValueError: ... (from the pytest_fwdorder_facets hook of
+    # the plugin 'x' (module.function))`.
     facets_problem: str | None = None
 
     def parse_known_args(  # type: ignore[override]
@@ -150,27 +150,10 @@ def _sectioned_facets() -> tuple[list[Any], str | None]:
 
 
 def _facets_problem(error: Exception) -> str:
-    """A clause for a facets hook that failed: the plugin (the one whose hook is in the
-    traceback, else every plugin that offers facets) and the error."""
-    implementations = plugin_manager().hook.pytest_fwdorder_facets.get_hookimpls()
-    by_code = {
-        getattr(implementation.function, "__code__", None): implementation
-        for implementation in implementations
-    }
-    raised_in = [
-        by_code[frame.f_code]
-        for frame, _ in traceback.walk_tb(error.__traceback__)
-        if frame.f_code in by_code
-    ]
-    if raised_in:
-        implementation = raised_in[-1]
-        function = implementation.function
-        where = f"{function.__module__}.{function.__qualname__}"
-        plugin = f"the plugin {implementation.plugin_name!r} ({where}) raised"
-    else:
-        names = ", ".join(repr(implementation.plugin_name) for implementation in implementations)
-        plugin = f"one of the plugins that offer facets ({names}) failed:"
-    return f"{plugin} {type(error).__name__}: {error}"
+    """A clause for a facets hook that failed: the error, and the plugin whose hook raised it
+    or offered what was refused (the note the facets' resolution adds)."""
+    notes = "; ".join(getattr(error, "__notes__", ()))
+    return f"{type(error).__name__}: {error}" + (f" ({notes})" if notes else "")
 
 
 def _common_options() -> argparse.ArgumentParser:
