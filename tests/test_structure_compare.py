@@ -136,3 +136,39 @@ def test_comparing_costs_of_traces_without_them_says_to_trace_with_costs() -> No
         assert_same_structure(with_costs, without, compare=("costs",))
     with pytest.raises(ValueError, match=r"`expected` and `actual` have none: trace both"):
         structure_diff(without, without, compare=("costs",))
+
+
+def _tanh_and_relu_traces() -> tuple[object, object]:
+    x = torch.randn(1, 4)
+    torch.manual_seed(0)
+    tanh = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+    torch.manual_seed(0)
+    relu = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    return trace_forward(tanh, x, backward=True), trace_forward(relu, x, backward=True)
+
+
+def test_types_taken_as_the_same_are_the_same_in_the_backward_section() -> None:
+    tanh, relu = _tanh_and_relu_traces()
+    # The oracle: the backward sections differ in the class only (its step names it).
+    assert "1: Tanh <- f32[1,4]" in tanh.render().splitlines()[-3:][1]
+    assert "1: ReLU <- f32[1,4]" in relu.render().splitlines()[-3:][1]
+
+    passed = assert_same_structure(tanh, relu, ignore=({"Tanh": "ReLU"},))
+    every_type = structure_diff(tanh, relu, ignore=("types",)).summary()
+
+    assert passed.summary().startswith("same structure"), passed.summary()
+    # Every type ignored: the section's classes too (a setting of ReLU's that Tanh has not
+    # is another matter, said as such).
+    assert "backward" not in every_type, every_type
+
+
+def test_types_taken_as_the_same_leave_another_backward_change_found() -> None:
+    tanh, _ = _tanh_and_relu_traces()
+    torch.manual_seed(0)
+    # ReLU, and the first layer's weight frozen: its gradient step is gone from backward.
+    deeper = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    deeper[0].requires_grad_(False)
+    frozen = trace_forward(deeper, torch.randn(1, 4), backward=True)
+
+    with pytest.raises(StructureMismatchError, match="backward step"):
+        assert_same_structure(tanh, frozen, ignore=({"Tanh": "ReLU"}, "frozen"))

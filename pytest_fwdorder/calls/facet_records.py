@@ -335,6 +335,10 @@ class TraceFacetMembers(Protocol):
     - `end_lines(value, trace, counts)`: a section written after the calls, its first line
       the title and a colon (`backward:`), from the trace's records and its calls per path;
       a golden's reader keeps it with the header lines `read_header` gets.
+    - `types_renamed(value, type_names)`: the value with the module classes it names
+      renamed by `type_names` (a mapping whose `get(name, name)` gives the new name), for
+      a structure comparison that takes two classes as the same (`ignore=({"Tanh":
+      "ReLU"},)`, or `"types"`); a facet that names classes in its section needs it.
     - `change_noun`: what one of its sentences counts (`backward step`): the summary's
       totals then say `2 backward steps changed` and its line gives the first five
       sentences after `change_words` (`backward steps changed: ...; ...`); without one,

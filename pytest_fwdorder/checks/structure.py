@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -421,8 +421,25 @@ def _section_lines(trace: TraceRecords, ignored: _Ignored) -> list[str]:
         dtype = "*" if ignored.dtypes else match.group(1)
         return f"{dtype}[?]" if ignored.shapes else f"{dtype}[{match.group(2)}]"
 
-    sections = end_lines(trace, left_out=ignored.sections)
+    type_names = _EVERY_TYPE if ignored.types else dict(ignored.type_names)
+    sections = end_lines(trace, left_out=ignored.sections, type_names=type_names)
     return [TENSOR_PATTERN.sub(tensor, line) for line in sections]
+
+
+class _EveryTypeAs(Mapping[str, str]):
+    """Every module class named `?`: how a comparison that ignores types writes them."""
+
+    def __getitem__(self, name: str) -> str:
+        return "?"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_EVERY_TYPE = _EveryTypeAs()
 
 
 def _mode_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:

@@ -38,9 +38,9 @@ recorder's own hooks (recorder.py) record the forward calls these refer to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.calls.facet_records import BackwardRecords, BackwardStep
@@ -87,6 +87,17 @@ class BackwardFacet:
         if value.loss.startswith("sum "):
             return [f"# {TITLE}: {steps}, from the {value.loss}"]
         return [f"# {TITLE}: {steps}, from {value.loss}(output)"]
+
+    def types_renamed(
+        self, value: BackwardRecords, type_names: Mapping[str, str]
+    ) -> BackwardRecords:
+        """The steps with their module classes renamed, `Tanh` as `ReLU`: the section names
+        each step's class."""
+        steps = tuple(
+            replace(step, module_type=type_names.get(step.module_type, step.module_type))
+            for step in value.steps
+        )
+        return replace(value, steps=steps)
 
     def end_lines(
         self, value: BackwardRecords, trace: TraceRecords, counts: dict[str, int]

@@ -9,7 +9,7 @@ the calls they ran between, and the facets' sections after the calls.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from pytest_fwdorder.calls.facet_records import ParameterUse
@@ -331,17 +331,26 @@ def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
 
 
 def end_lines(
-    trace: TraceRecords, counts: dict[str, int] | None = None, *, left_out: Collection[str] = ()
+    trace: TraceRecords,
+    counts: dict[str, int] | None = None,
+    *,
+    left_out: Collection[str] = (),
+    type_names: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The sections the trace's facets write after the calls (`end_lines`), in the facets'
     order; empty when none has one. `counts`: the calls per path where the caller counted
-    them already; `left_out`: the titles of facets whose sections to leave out."""
+    them already; `left_out`: the titles of facets whose sections to leave out;
+    `type_names`: module classes to write under another name (`types_renamed`)."""
     lines: list[str] = []
     for facet in trace.trace_facets:
         write = getattr(facet, "end_lines", None)
         if write is not None and facet.title not in left_out:
             counts = trace.counts() if counts is None else counts
-            lines += write(trace.trace_facet_values[facet.title], trace, counts)
+            value = trace.trace_facet_values[facet.title]
+            rename = getattr(facet, "types_renamed", None)
+            if type_names is not None and rename is not None:
+                value = rename(value, type_names)
+            lines += write(value, trace, counts)
     return lines
 
 
