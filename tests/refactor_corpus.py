@@ -169,12 +169,21 @@ class LoRA(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, width: int) -> None:
+    """Attention with its q, k and v projections apart, or `fused` into one `qkv`."""
+
+    def __init__(self, width: int, fused: bool = False) -> None:
         super().__init__()
-        self.q, self.k, self.v, self.o = (nn.Linear(width, width) for _ in range(4))
+        if fused:
+            self.qkv = nn.Linear(width, 3 * width)
+        else:
+            self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.o = nn.Linear(width, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self.q(x), self.k(x), self.v(x)
+        if hasattr(self, "qkv"):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
         weights = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
         return self.o(weights @ v)
 
@@ -252,6 +261,10 @@ def adapters(skip: int | None = None) -> Callable[[Decoder], None]:
                 setattr(attention, name, LoRA(getattr(attention, name)))
 
     return change
+
+
+def fused_attention_in_block_1(model: Decoder) -> None:
+    model.blocks[1].attn = Attention(16, fused=True)
 
 
 def freeze_embedding(model: Decoder) -> None:
@@ -525,6 +538,46 @@ def _cases() -> list[Refactor]:
             (
                 "dtype f32 -> f16 within the Sequential at the start of layer2",
                 "dtype f32 -> f16 within the Sequential at the start of layer4",
+            ),
+        ),
+        Refactor(
+            "split one block's fused qkv projection into q, k and v",
+            with_decoder(fused_attention_in_block_1),
+            with_decoder(unchanged),
+            tokens,
+            {"inserted": 3, "removed": 1},
+            # The names say which are new: q, k and v (o kept its name), not "one of v, o".
+            (
+                "3 calls inserted: blocks.1.attn.q (Linear) at the start of blocks.1.attn "
+                "(Attention); blocks.1.attn.k (Linear) after blocks.1.attn.q (Linear); "
+                "blocks.1.attn.v (Linear) after blocks.1.attn.k (Linear)",
+                "1 call removed: blocks.1.attn.qkv (Linear) at the start of blocks.1.attn "
+                "(Attention)",
+            ),
+            # Without names, which three of the four look-alike projections are new cannot
+            # be told: said as such, not as `o` inserted.
+            (
+                "3 calls inserted: 3 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
+                "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
+                "1 call removed: blocks.1.attn.qkv (Linear) at the start of blocks.1.attn",
+            ),
+        ),
+        Refactor(
+            "fuse one block's q, k and v projections into one qkv",
+            with_decoder(unchanged),
+            with_decoder(fused_attention_in_block_1),
+            tokens,
+            {"inserted": 1, "removed": 3},
+            (
+                "1 call inserted: blocks.1.attn.qkv (Linear) at the start of blocks.1.attn "
+                "(Attention)",
+                "3 calls removed: blocks.1.attn.q (Linear) at the start of blocks.1.attn "
+                "(Attention); blocks.1.attn.k (Linear) after blocks.1.attn.q (Linear); "
+                "blocks.1.attn.v (Linear) after blocks.1.attn.k (Linear)",
+            ),
+            (
+                "3 calls removed: 3 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
+                "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
             ),
         ),
         Refactor(

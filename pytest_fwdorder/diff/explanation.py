@@ -14,12 +14,13 @@ from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.consequences import Followers, fold_consequences
 from pytest_fwdorder.diff.places import (
-    alike_siblings,
     called,
     describe_place,
     describe_where,
+    look_alikes,
     plural,
     subtree_end,
+    which_of,
 )
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.diff.uniform_changes import (
@@ -490,6 +491,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
     }
     items: list[str] = []
     changed = {change.position for change in changes}
+    said_with_look_alikes: set[int] = set()
     last_nested = -1
     nested = 0
     root: Change | None = None
@@ -497,17 +499,22 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
         if change is not None and change.position is not None and change.position < last_nested:
             nested += 1
             continue
-        if root is not None and root.position is not None:
+        if root is not None and root.position in said_with_look_alikes:
+            pass  # said with the look-alikes it cannot be told from
+        elif root is not None and root.position is not None:
             line = lines[root.position]
             inner = f", with {plural(nested, 'nested call')}" if nested else ""
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
             shown = kind is not ChangeKind.MOVED and len(items) < _EXAMPLES
-            alike = alike_siblings(lines, root.position, changed) if shown else []
-            if len(alike) > 1:
+            alike = look_alikes(lines, root.position, diff.name_free) if shown else []
+            which = which_of(lines, alike, changed)
+            if which is not None:
                 # The trace cannot tell which of these went (or came): say all of them.
                 where = (describe_place if diff.name_free else describe_where)(lines, alike[0])
-                names = ", ".join(lines[index].name for index in alike)
-                item = f"one of {names} ({line.module_type} look-alikes{inner}) {where}"
+                went = [index for index in alike if index in changed]
+                each = " each" if inner and len(went) > 1 else ""
+                item = f"{which} ({line.module_type} look-alikes{inner}{each}) {where}"
+                said_with_look_alikes.update(went)
             if kind is ChangeKind.MOVED and root.new is not None:
                 partner = renamed.get((root.new.name, line.name))
                 if partner is not None:

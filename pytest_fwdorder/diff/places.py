@@ -64,9 +64,9 @@ def _within(line: GoldenLine, parent: GoldenLine) -> str:
     return line.name
 
 
-def alike_siblings(lines: list[GoldenLine], index: int, changed: set[int | None]) -> list[int]:
+def alike_siblings(lines: list[GoldenLine], index: int) -> list[int]:
     """The call at `index` and the siblings next to it that are alike to it but for their
-    names (same classes, shapes and facts under them) and not changed themselves, in order."""
+    names (same classes, shapes and facts under them), in order."""
     end = subtree_end(lines, index)
     shape = [_look(line, lines[index].depth) for line in lines[index:end]]
     size = end - index
@@ -74,7 +74,7 @@ def alike_siblings(lines: list[GoldenLine], index: int, changed: set[int | None]
     before = index
     while True:
         sibling = _previous_sibling(lines, before)
-        if sibling is None or sibling in changed or sibling + size != before:
+        if sibling is None or sibling + size != before:
             break
         if [_look(line, lines[sibling].depth) for line in lines[sibling:before]] != shape:
             break
@@ -82,13 +82,45 @@ def alike_siblings(lines: list[GoldenLine], index: int, changed: set[int | None]
         before = sibling
     after = end
     while after + size <= len(lines) and lines[after].depth == lines[index].depth:
-        if after in changed or subtree_end(lines, after) != after + size:
+        if subtree_end(lines, after) != after + size:
             break
         if [_look(line, lines[after].depth) for line in lines[after : after + size]] != shape:
             break
         found.append(after)
         after += size
     return found
+
+
+def look_alikes(lines: list[GoldenLine], index: int, name_free: bool) -> list[int]:
+    """The calls next to the call at `index` that it cannot be told from, itself among them,
+    changed or not; none where its name tells it apart.
+
+    Names are not compared in a name-free comparison. With names, a numbered one
+    (`blocks.3`) says only where a call is, so look-alike numbered siblings may be any of
+    them; a named one (`attn.v`, beside the kept `attn.o`) is itself, and the smaller
+    account is that it came.
+    """
+    if name_free:
+        return alike_siblings(lines, index)
+    if not _numbered(lines[index]):
+        return []
+    alike = alike_siblings(lines, index)
+    return [sibling for sibling in alike if _numbered(lines[sibling])]
+
+
+def which_of(lines: list[GoldenLine], alike: list[int], changed: set[int | None]) -> str | None:
+    """`one of blocks.2, blocks.3` (or `3 of q, k, v, o`) where look-alikes (`look_alikes`)
+    outnumber the changed calls among them, so which went or came cannot be told; else
+    None."""
+    went = sum(index in changed for index in alike)
+    if len(alike) <= went:
+        return None
+    names = ", ".join(lines[index].name for index in alike)
+    return f"{'one' if went == 1 else went} of {names}"
+
+
+def _numbered(line: GoldenLine) -> bool:
+    return line.path.rpartition(".")[2].isdigit()
 
 
 def _previous_sibling(lines: list[GoldenLine], index: int) -> int | None:

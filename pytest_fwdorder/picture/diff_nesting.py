@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.diff.places import alike_siblings, subtree_end
+from pytest_fwdorder.diff.places import look_alikes, subtree_end, which_of
 from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -213,8 +213,8 @@ def _look_alike_names(
     changes: list[Change], kind: ChangeKind, lines: list[GoldenLine]
 ) -> dict[int, str]:
     """`one of features.10, features.11` for each outermost call removed (or inserted) next
-    to siblings alike to it but for their names: the trace cannot tell which one it was, so
-    the summary names them all, and so does its box."""
+    to siblings alike to it but for their numbered names: the trace cannot tell which one
+    it was, so the summary names them all (`which_of`), and so does its box."""
     changed: set[int | None] = {change.position for change in changes if change.kind is kind}
     names: dict[int, str] = {}
     nested_until = -1
@@ -222,9 +222,9 @@ def _look_alike_names(
         if position < nested_until:
             continue  # inside a call changed with it: the outer box says it
         nested_until = subtree_end(lines, position)
-        alike = alike_siblings(lines, position, changed)
-        if len(alike) > 1:
-            names[position] = "one of " + ", ".join(lines[index].name for index in alike)
+        which = which_of(lines, look_alikes(lines, position, name_free=False), changed)
+        if which is not None:
+            names[position] = which
     return names
 
 
