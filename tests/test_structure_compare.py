@@ -172,3 +172,31 @@ def test_types_taken_as_the_same_leave_another_backward_change_found() -> None:
 
     with pytest.raises(StructureMismatchError, match="backward step"):
         assert_same_structure(tanh, frozen, ignore=({"Tanh": "ReLU"}, "frozen"))
+
+
+class _Scaled(nn.Module):
+    """A Linear inside a container that may hold a parameter of its own (a layer scale)."""
+
+    def __init__(self, scaled: bool) -> None:
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+        if scaled:
+            self.gamma = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.inner(x)
+        return y * self.gamma if hasattr(self, "gamma") else y
+
+
+def test_a_name_free_comparison_sees_a_parameter_added_to_a_module_that_had_none() -> None:
+    x = torch.randn(1, 4)
+    plain = trace_forward(nn.Sequential(_Scaled(False)), x)
+    scaled = trace_forward(nn.Sequential(_Scaled(True)), x)
+    # The oracle: torch's own parameters of the container, and the named comparison.
+    assert [
+        name for name, _ in nn.Sequential(_Scaled(True))[0].named_parameters(recurse=False)
+    ] == ["gamma"]
+    assert "added 0.gamma (f32[4])" in plain.diff(scaled).summary()
+
+    with pytest.raises(StructureMismatchError, match=r"added gamma \(f32\[4\]\)"):
+        assert_same_structure(plain, scaled, ignore=("paths",))

@@ -22,6 +22,7 @@ from pytest_fwdorder.golden.format import (
     TIED_PATTERN,
     GoldenLine,
     fact_title,
+    is_first_call,
     make_line,
     mode_line,
 )
@@ -241,6 +242,7 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
             operations=()
             if ignored.operations
             else tuple(TENSOR_PATTERN.sub(tensor, operation) for operation in line.operations),
+            nameless_first_call=ignored.paths and is_first_call(line),
         )
         for line in lines
     ]

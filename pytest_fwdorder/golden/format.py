@@ -143,6 +143,9 @@ class GoldenLine:
     # The facets' values (calls/facet_records.py), each with its facet, typed as the facet
     # reads them: their text is among `facts`, which equality compares.
     facet_values: tuple[tuple[Facet, Any], ...] = field(default=(), compare=False)
+    # Whether a line whose path a comparison blanked was its module's first call, where the
+    # module's facts are (`is_first_call`): not part of equality, as its path is not.
+    nameless_first_call: bool = field(default=False, compare=False)
 
     @property
     def fact_lines(self) -> list[str]:
@@ -187,17 +190,19 @@ def make_line(
     index: int = -1,
     direct: bool = False,
     facet_values: tuple[tuple[Facet, Any], ...] = (),
+    nameless_first_call: bool = False,
 ) -> GoldenLine:
     """A call line and its text; an empty `path` (a comparison ignoring paths) shows no path.
 
-    `step` marks an outermost call `[step N]` (0: no mark).
+    `step` marks an outermost call `[step N]` (0: no mark); `nameless_first_call`: with an
+    empty path, whether the call was its module's first.
     """
     marks = call_marks(nth, reused, frozen, mode, registered, scripted, direct, step)
     text = call_text(depth, path, module_type, marks, inputs, outputs)
     # Positional, as a render's loop makes its lines: sixteen keywords cost more than the line.
     return GoldenLine(
         depth, path, module_type, nth, registered, inputs, outputs, text, frozen, reused,
-        scripted, mode, facts, operations, direct, index, facet_values,
+        scripted, mode, facts, operations, direct, index, facet_values, nameless_first_call,
     )  # fmt: skip
 
 
@@ -421,12 +426,9 @@ def tensor_fact_flags(description: str) -> set[str]:
 
 
 def is_first_call(line: GoldenLine) -> bool:
-    """A module's first call, where its facts are, even when it has none.
-
-    Without a path (a comparison that ignores paths) calls are not told apart by module,
-    and only calls that both show facts are compared.
-    """
-    return line.nth == 1 and bool(line.path)
+    """A module's first call, where its facts are, even when it has none; for a line whose
+    path a comparison blanked, as the comparison kept it (`nameless_first_call`)."""
+    return line.nth == 1 if line.path else line.nameless_first_call
 
 
 def mode_line(mode: str) -> str:
