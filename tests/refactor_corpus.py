@@ -80,6 +80,10 @@ def wrapped_layer2(model: nn.Module) -> None:
     model.layer2 = nn.Sequential(model.layer2, nn.Identity())
 
 
+def twice_wrapped_layer2(model: nn.Module) -> None:
+    model.layer2 = nn.Sequential(nn.Sequential(model.layer2))
+
+
 def wrapped_layer2_with_extra(model: nn.Module) -> None:
     model.layer2.add_module("extra", nn.Identity())
     wrapped_layer2(model)
@@ -376,6 +380,36 @@ def _cases() -> list[Refactor]:
                 "layer2 (Sequential) unwrapped: the old layer2.0 is now layer2 (18 calls renamed under it)",
             ),
             ("layer2 (Sequential) unwrapped",),
+        ),
+        Refactor(
+            "wrap a stage in two wrappers, one inside the other",
+            resnet18,
+            with_resnet(twice_wrapped_layer2),
+            image,
+            # One wrapping, two levels deep: the old stage neither moved nor had a wrapper
+            # inserted beside it (it read as `layer2 moved to layer2.0.0` and `layer2
+            # (Sequential, with 1 nested call)` inserted).
+            {"wrapped": 1},
+            (
+                "layer2 (Sequential) and layer2.0 (Sequential) wrap the old layer2, now "
+                "layer2.0.0 (18 calls renamed under it)",
+            ),
+            ("layer2 (Sequential) and layer2.0 (Sequential) wrap the old layer2, now layer2.0.0",),
+        ),
+        Refactor(
+            "unwrap a stage from two wrappers, one inside the other",
+            with_resnet(twice_wrapped_layer2),
+            resnet18,
+            image,
+            {"unwrapped": 1},
+            (
+                "layer2 (Sequential) and layer2.0 (Sequential) unwrapped: the old layer2.0.0 "
+                "is now layer2 (18 calls renamed under it)",
+            ),
+            (
+                "layer2 (Sequential) and layer2.0 (Sequential) unwrapped: the old layer2.0.0 "
+                "is now layer2",
+            ),
         ),
         Refactor(
             "wrap a stage with nothing else",

@@ -145,29 +145,34 @@ class _Finder:
         return "model" if name == "<root>" else name
 
     def wraps(self) -> list[TreeChange]:
-        wrapping = {}
-        for wrapper in range(len(self.new_tree.lines)):
+        wrapping: dict[int, list[int]] = {}
+        chains: dict[int, list[int]] = {}
+        tree = self.new_tree
+        for wrapper in range(len(tree.lines)):
             if wrapper in self.new_to_old:
                 continue
-            parent = self.new_tree.parents[wrapper]
-            wrapped = [
-                child
-                for child in self.new_tree.children[wrapper]
-                if child in self.new_to_old
-                and self.expected_parent(self.new_to_old[child]) == parent
-            ]
-            if wrapped:
-                wrapping[wrapper] = wrapped
+            outward = _unpaired_chain(tree, self.new_to_old, wrapper)
+            for depth, holder in enumerate(outward):
+                wrapped = [
+                    child
+                    for child in tree.children[wrapper]
+                    if child in self.new_to_old
+                    and self.expected_parent(self.new_to_old[child]) == tree.parents[holder]
+                ]
+                if wrapped:
+                    wrapping[wrapper] = wrapped
+                    chains[wrapper] = outward[: depth + 1][::-1]
+                    break
         found = []
         for calls in _one_per_module(wrapping, self.new_names, self._child_paths):
-            line = self.new_names[calls[0]]
             roots = [child for call in calls for child in wrapping[call]]
             said = wrapping[calls[0]] if len(calls) > 1 else None
-            sentence, olds, news = self._regrouped(
-                f"{_called(line, len(calls))} wraps", roots, now=", now", said=said
-            )
-            self.explained_new |= set(calls)
-            found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | set(calls)))
+            head = _wrappers(self.new_names, chains[calls[0]], len(calls))
+            verb = "wrap" if len(chains[calls[0]]) > 1 else "wraps"
+            sentence, olds, news = self._regrouped(f"{head} {verb}", roots, now=", now", said=said)
+            wrappers = {holder for call in calls for holder in chains[call]}
+            self.explained_new |= wrappers
+            found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | wrappers))
         return found
 
     def _child_paths(self, new_children: list[int]) -> tuple[str, ...]:
@@ -176,30 +181,37 @@ class _Finder:
         return (*old_paths, *(self.new_names[child].path for child in new_children))
 
     def unwraps(self) -> list[TreeChange]:
-        unwrapping = {}
-        for wrapper in range(len(self.old_tree.lines)):
+        unwrapping: dict[int, list[int]] = {}
+        chains: dict[int, list[int]] = {}
+        tree = self.old_tree
+        for wrapper in range(len(tree.lines)):
             if wrapper in self.old_to_new:
                 continue
-            place = self.expected_parent(wrapper)
-            kept = [
-                self.old_to_new[child]
-                for child in self.old_tree.children[wrapper]
-                if child in self.old_to_new
-                and place != _UNPAIRED
-                and self.new_tree.parents[self.old_to_new[child]] == place
-            ]
-            if kept:
-                unwrapping[wrapper] = kept
+            outward = _unpaired_chain(tree, self.old_to_new, wrapper)
+            for depth, holder in enumerate(outward):
+                place = self.expected_parent(holder)
+                kept = [
+                    self.old_to_new[child]
+                    for child in tree.children[wrapper]
+                    if child in self.old_to_new
+                    and place != _UNPAIRED
+                    and self.new_tree.parents[self.old_to_new[child]] == place
+                ]
+                if kept:
+                    unwrapping[wrapper] = kept
+                    chains[wrapper] = outward[: depth + 1][::-1]
+                    break
         found = []
         for calls in _one_per_module(unwrapping, self.old_names, self._child_paths):
-            line = self.old_names[calls[0]]
             roots = [child for call in calls for child in unwrapping[call]]
             said = unwrapping[calls[0]] if len(calls) > 1 else None
+            head = _wrappers(self.old_names, chains[calls[0]], len(calls))
             sentence, olds, news = self._regrouped(
-                f"{_called(line, len(calls))} unwrapped:", roots, now=" is now", said=said
+                f"{head} unwrapped:", roots, now=" is now", said=said
             )
-            self.explained_old |= set(calls)
-            found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | set(calls), news))
+            wrappers = {holder for call in calls for holder in chains[call]}
+            self.explained_old |= wrappers
+            found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | wrappers, news))
         return found
 
     def _regrouped(
@@ -484,6 +496,25 @@ def _one_per_module(
         else:
             found += [[call] for call in calls]
     return sorted(found)
+
+
+def _unpaired_chain(tree: CallTree, partners: dict[int, int], wrapper: int) -> list[int]:
+    """`wrapper`, then each call it runs inside that has no partner and runs nothing else
+    (a wrapper around a wrapper), innermost first: the wrappers one change may have put
+    around the calls under `wrapper`."""
+    chain = [wrapper]
+    parent = tree.parents[wrapper]
+    while parent != NO_PARENT and parent not in partners and len(tree.children[parent]) == 1:
+        chain.append(parent)
+        parent = tree.parents[parent]
+    return chain
+
+
+def _wrappers(names: list[GoldenLine], chain: list[int], calls: int) -> str:
+    """The wrappers of one wrap, outermost first: `layer2 (Sequential)`, or `layer2
+    (Sequential) and layer2.0 (Sequential)` for a wrapper inside a wrapper."""
+    said = [_called(names[holder], calls) for holder in chain]
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
 
 
 def _called(line: GoldenLine, calls: int) -> str:
