@@ -247,3 +247,24 @@ def test_a_conftest_annotation_reaches_the_golden_and_its_comparison(
         "input changed at 1 call: <root> (Sequential) input f32[2,4]#8 -> f32[2,4]"
         in failed.stdout.str()
     )
+
+
+class Unreadable:
+    """An annotation that cannot read its text back."""
+
+    title = "unreadable"
+
+    def annotate(self, tensor: TensorDescription, text: str) -> str:
+        return f"{text}!"
+
+    def header_line(self) -> str:
+        return "# unreadable: shown"
+
+
+def test_an_annotation_without_read_is_refused_naming_what_it_lacks() -> None:
+    with pytest.raises(
+        TypeError,
+        match=r"Unreadable object .*, which is no facet: it lacks read; give it every member "
+        r"of TensorAnnotation",
+    ):
+        checked_facets([Unreadable()], ())

@@ -510,10 +510,16 @@ def checked_facets(
     titles = set(taken_titles)
     for facet in offered:
         if not isinstance(facet, (Facet, TraceFacetMembers, TensorAnnotation)):
-            missing = [name for name in _MEMBERS if not hasattr(facet, name)]
+            # One that annotates tensors was meant as an annotation: name what it lacks of one.
+            members, protocol = (
+                (_ANNOTATION_MEMBERS, "TensorAnnotation (calls/facet_records.py)")
+                if hasattr(facet, "annotate")
+                else (_MEMBERS, "pytest_fwdorder.Facet")
+            )
+            missing = [name for name in members if not hasattr(facet, name)]
             raise TypeError(
                 f"pytest_fwdorder_facets returned {facet!r}, which is no facet: it lacks "
-                f"{', '.join(missing)}; give it every member of pytest_fwdorder.Facet"
+                f"{', '.join(missing)}; give it every member of {protocol}"
             )
         if not isinstance(facet.title, str) or not _TITLE.fullmatch(facet.title):
             raise ValueError(
@@ -542,3 +548,4 @@ def checked_facets(
 
 
 _MEMBERS = ("title", "change_words", "observe", "render", "parse", "same", "describe_change")
+_ANNOTATION_MEMBERS = ("title", "annotate", "read", "header_line")
