@@ -18,8 +18,8 @@ and the `fwdorder` command use a `FwdOrderPluginManager` that loads the plugins 
 under the entry-point group `pytest_fwdorder`; pytest loads that group too, so a plugin
 registered there works in both. The built-in describers
 (`pytest_fwdorder.recording.builtin_describers`) and the built-in facets
-(`pytest_fwdorder.facets.values`, `...backward`, `...graph_breaks`) are the first plugins of
-either manager.
+(`pytest_fwdorder.facets.values`, `...backward`, `...graph_breaks`, `...devices`, ...) are the
+first plugins of either manager.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pluggy import HookImpl
     from torch import nn
 
-    from pytest_fwdorder.calls.facet_records import Facet, TraceFacet
+    from pytest_fwdorder.calls.facet_records import Facet, TensorAnnotation, TraceFacet
     from pytest_fwdorder.calls.value_descriptions import (
         LiteralDescription,
         ObjectDescription,
@@ -60,6 +60,8 @@ BUILTIN_PLUGINS = (
     "pytest_fwdorder.facets.initialization",
     "pytest_fwdorder.facets.backward",
     "pytest_fwdorder.facets.graph_breaks",
+    "pytest_fwdorder.facets.devices",
+    "pytest_fwdorder.facets.local_shapes",
 )
 
 
@@ -122,7 +124,7 @@ class HookSpecifications:
         raise NotImplementedError
 
     @hookspec
-    def pytest_fwdorder_facets(self) -> Sequence[Facet | TraceFacet] | None:
+    def pytest_fwdorder_facets(self) -> Sequence[Facet | TraceFacet | TensorAnnotation] | None:
         """Facets every trace records (`pytest_fwdorder.Facet`); the built-in ones answer too.
 
         Called when a trace, diff or golden comparison first needs the facets, and again
@@ -133,7 +135,8 @@ class HookSpecifications:
         `| title: text` fact under the calls it has a value for. A golden written without a
         facet differs from one written with it, as with any option. A facet with one value
         per trace (`MeasuredTraceFacet` or `WatchedTraceFacet`, calls/facet_records.py) is
-        offered the same way, and recorded when its `option` is on.
+        offered the same way, and recorded when its `option` is on; so is a
+        `TensorAnnotation`, written onto each tensor's text (`f32[2,4]@cuda:0`).
 
             @pytest.hookimpl
             def pytest_fwdorder_facets():
@@ -323,6 +326,7 @@ class _ResolvedFacets:
     taken_titles: tuple[str, ...]
     facets: tuple[Facet, ...]
     trace_facets: tuple[TraceFacet, ...]
+    annotations: tuple[TensorAnnotation, ...]
 
 
 # The last facets resolved. Every trace, diff and golden comparison asks; the answer stays
@@ -348,6 +352,12 @@ def trace_facets(taken_titles: Sequence[str]) -> tuple[TraceFacet, ...]:
     """The facets with one value per trace, written in the header, offered now (the
     built-in backward and graph breaks facets), checked, in their order."""
     return _resolved_facets(taken_titles).trace_facets
+
+
+def tensor_annotations(taken_titles: Sequence[str]) -> tuple[TensorAnnotation, ...]:
+    """The annotations of each tensor's text offered now (the built-in devices and local
+    shapes first), checked, in their order."""
+    return _resolved_facets(taken_titles).annotations
 
 
 def _built_in_first(implementations: Sequence[HookImpl]) -> list[HookImpl]:
@@ -381,6 +391,7 @@ def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
     """Every facet offered now, checked once and kept until the plugins offering them change."""
     from pytest_fwdorder.calls.facet_records import (
         MeasuredTraceFacet,
+        TensorAnnotation,
         WatchedTraceFacet,
         checked_facets,
     )
@@ -411,11 +422,16 @@ def _resolved_facets(taken_titles: Sequence[str]) -> _ResolvedFacets:
         raise
     per_call: list[Facet] = []
     per_trace: list[TraceFacet] = []
+    annotations: list[TensorAnnotation] = []
     for facet in checked:
         if isinstance(facet, (MeasuredTraceFacet, WatchedTraceFacet)):
             per_trace.append(facet)
+        elif isinstance(facet, TensorAnnotation):
+            annotations.append(facet)
         else:
             per_call.append(facet)
-    resolved = _ResolvedFacets(manager, implementations, titles, (*per_call,), (*per_trace,))
+    resolved = _ResolvedFacets(
+        manager, implementations, titles, (*per_call,), (*per_trace,), (*annotations,)
+    )
     _RESOLVED_FACETS[:] = [resolved]
     return resolved

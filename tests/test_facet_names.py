@@ -28,21 +28,23 @@ VOCABULARY = {
 # Module below the package -> the built-in facets it still names (issue 32: each goes when
 # that facet is one module behind the protocol, as a plugin's facet already is).
 NAMED_TODAY = {
+    # A DTensor's description, not the local shapes facet (facets/local_shapes.py, which only
+    # writes it): its shard shape is read with its placements (torch's `to_local`) and kept
+    # in the description's `local_shape`, as a tensor's device is kept whether shown or not.
     "recording/describe.py": {"local_shapes"},
     "recording/distributed.py": {"graph_breaks", "local_shapes"},
-    "recording/meta/failures.py": {"devices"},
     "tracing/facet_setup.py": {"costs", "operations"},
-    "tracing/forward.py": {"devices", "graph_breaks", "local_shapes"},
+    "tracing/forward.py": {"graph_breaks"},
     # A facet's own golden lines, torch-free, beside the format they extend (each names its
     # facet by design; "operations" here are the words of uncounted ones).
     "golden/costs_lines.py": {"costs", "operations"},
     "golden/folding.py": {"operations"},
-    "golden/format.py": {"costs", "devices", "local_shapes", "operations"},
+    "golden/format.py": {"costs", "operations"},
     "golden/parse.py": {"operations"},
-    "golden/render.py": {"costs", "devices", "local_shapes", "operations"},
+    "golden/render.py": {"costs", "operations"},
     # The call lines, split from render.py for speed (one loop per call): the per-call
-    # devices, local shapes and operations lines render.py's header sections also name.
-    "golden/call_lines.py": {"devices", "local_shapes", "operations"},
+    # operations lines render.py's header sections also name.
+    "golden/call_lines.py": {"operations"},
     "golden/upgrades.py": {"operations"},
     "diff/call_tree.py": {"operations"},
     "diff/changed_calls.py": {"operations"},

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from pytest_fwdorder.calls.value_descriptions import ValueDescription
+from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,6 +425,63 @@ class TraceWatcher(Protocol):
     def value(self) -> Any: ...
 
 
+@runtime_checkable
+class TensorAnnotation(Protocol):
+    """Something written onto each tensor's text in the golden: its device (`f32[2,4]@cuda:0`,
+    facets/devices.py), a DTensor's shard shape (`f32[2,16]{Shard(1) local=[2,8]}`,
+    facets/local_shapes.py), or a plugin's.
+
+    Offered through the `pytest_fwdorder_facets` hook like a `Facet`. `title` names it (it
+    takes a title no fact uses); `annotate(tensor, text)` gives the text of the tensor
+    `tensor` describes with the annotation added to `text`, what the golden shows so far
+    (`f32[2,4]`, with the annotations before it already in); `read(text)` is its inverse: a
+    tensor's text as written -> (that text without the annotation, the annotation's value,
+    None where the text has none); `header_line()` says in the golden's header that the
+    annotation is shown (`# devices: shown`). A trace keeps the annotations its options
+    switch on (`trace.options.annotations`, in the order they were offered), and renders
+    each tensor once per golden: a tensor's text costs nothing more when none is on.
+
+        @dataclass(frozen=True)
+        class Elements:
+            title = "elements"
+
+            def annotate(self, tensor, text):
+                return f"{text}#{math.prod(tensor.shape)}"
+
+            def read(self, text):
+                plain, mark, count = text.rpartition("#")
+                return (plain, int(count)) if mark else (text, None)
+
+            def header_line(self):
+                return "# elements: shown"
+
+    writes `f32[2,4]#8`. It may also have `option` (the `TraceOptions` switch that turns it
+    on; without one every trace shows it) and `configured(options)` (the annotation as a
+    trace with these options shows it: local shapes keeps the process's rank for its header
+    line). Annotations are kept on the trace and pickled with it: make them frozen
+    dataclasses, or other values that compare and pickle as one.
+    """
+
+    title: str
+
+    def annotate(self, tensor: TensorDescription, text: str) -> str: ...
+
+    def read(self, text: str) -> tuple[str, Any]: ...
+
+    def header_line(self) -> str: ...
+
+
+def read_annotations(
+    text: str, annotations: Sequence[TensorAnnotation]
+) -> tuple[str, dict[str, Any]]:
+    """One tensor's text as the golden shows it -> (its text without `annotations`, each
+    annotation's value by title): the last one added is read first, as it was written last."""
+    values: dict[str, Any] = {}
+    for annotation in reversed(annotations):
+        text, values[annotation.title] = annotation.read(text)
+    return text, values
+
+
 # What kind a facet with one value per trace is, asked of a facet `checked_facets` let through
 # (which checked each kind's every member): one attribute, where `isinstance` on a runtime
 # protocol reads them all (some 20 us, at every trace that records the facet).
@@ -445,22 +502,28 @@ def watches_build(facet: TraceFacet) -> TypeGuard[BuildWatchingFacet]:
 
 def checked_facets(
     offered: Iterable[object], taken_titles: Sequence[str]
-) -> tuple[Facet | TraceFacet, ...]:
-    """The facets plugins offered, each checked once: a `Facet` (or a built-in
-    `TraceFacet`) with a title of its own.
+) -> tuple[Facet | TraceFacet | TensorAnnotation, ...]:
+    """The facets plugins offered, each checked once: a `Facet` (or a `TraceFacet`, or a
+    `TensorAnnotation`) with a title of its own.
 
     `taken_titles` are the fact titles the golden already uses (`settings`, `costs`, ...).
     Raises TypeError for an object that is not a facet and ValueError for a title that is
     malformed or taken.
     """
-    facets: list[Facet | TraceFacet] = []
+    facets: list[Facet | TraceFacet | TensorAnnotation] = []
     titles = set(taken_titles)
     for facet in offered:
-        if not isinstance(facet, (Facet, TraceFacetMembers)):
-            missing = [name for name in _MEMBERS if not hasattr(facet, name)]
+        if not isinstance(facet, (Facet, TraceFacetMembers, TensorAnnotation)):
+            # One that annotates tensors was meant as an annotation: name what it lacks of one.
+            members, protocol = (
+                (_ANNOTATION_MEMBERS, "TensorAnnotation (calls/facet_records.py)")
+                if hasattr(facet, "annotate")
+                else (_MEMBERS, "pytest_fwdorder.Facet")
+            )
+            missing = [name for name in members if not hasattr(facet, name)]
             raise TypeError(
                 f"pytest_fwdorder_facets returned {facet!r}, which is no facet: it lacks "
-                f"{', '.join(missing)}; give it every member of pytest_fwdorder.Facet"
+                f"{', '.join(missing)}; give it every member of {protocol}"
             )
         if not isinstance(facet.title, str) or not _TITLE.fullmatch(facet.title):
             raise ValueError(
@@ -472,7 +535,7 @@ def checked_facets(
                 f"facet {facet!r} has the title {facet.title!r}, which another fact of the "
                 "golden already uses: give it a title of its own"
             )
-        if not isinstance(facet, (Facet, MeasuredTraceFacet, WatchedTraceFacet)):
+        if not isinstance(facet, (Facet, MeasuredTraceFacet, WatchedTraceFacet, TensorAnnotation)):
             raise TypeError(
                 f"facet {facet!r} has one value per trace but no way to take it: give it "
                 "`measure` and `record_refusal` (after the forward) or `watcher` (while the "
@@ -489,3 +552,4 @@ def checked_facets(
 
 
 _MEMBERS = ("title", "change_words", "observe", "render", "parse", "same", "describe_change")
+_ANNOTATION_MEMBERS = ("title", "annotate", "read", "header_line")

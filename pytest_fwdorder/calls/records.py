@@ -21,6 +21,7 @@ from pytest_fwdorder.calls.facet_records import (
     InitializationRecords,
     Operation,
     ParameterUse,
+    TensorAnnotation,
     TraceCosts,
     TraceFacet,
 )
@@ -235,18 +236,18 @@ class Call:
 
 @dataclass(frozen=True)
 class RenderOptions:
-    """What a rendered trace shows: devices (off by default), and the facets it hides.
+    """What a rendered trace shows: the facets it hides, and what it writes onto each
+    tensor's text.
 
-    `local_shapes`: each DTensor's local shard shape too; `rank` names the process it was
-    recorded in (`rank 0 of 2`), since local shapes can differ between ranks.
+    `annotations`: what each tensor's text shows besides its dtype, shape and placements
+    (its device, a DTensor's shard shape: calls/facet_records.py's `TensorAnnotation`), in
+    the order they are written.
     `fold`: module paths or type names whose calls are written as one line each, their
     inside summarized; `call_views`: (path, "fold" or "hide") that plugins chose.
     """
 
-    devices: bool = False
     hidden: frozenset[str] = frozenset()
-    local_shapes: bool = False
-    rank: str | None = None
+    annotations: tuple[TensorAnnotation, ...] = ()
     fold: tuple[str, ...] = ()
     call_views: tuple[tuple[str, str], ...] = ()
 

@@ -108,7 +108,7 @@ class BackwardFacet:
         (indented as the call is in forward, `#2` for a module called more than once), or
         a module run again to recompute activations, `recomputed block.0: Linear`.
         """
-        devices, local_shapes = trace.options.devices, trace.options.local_shapes
+        annotations = trace.options.annotations
         lines = [f"{TITLE}:"]
         for step in value.steps:
             indent = "  " * step.depth
@@ -117,7 +117,7 @@ class BackwardFacet:
                 lines.append(f"{indent}{RECOMPUTED_PREFIX}{name}: {step.module_type}")
                 continue
             nth = f" #{step.nth}" if counts.get(step.path, 0) > 1 else ""
-            gradient = render_value(step.gradient, devices, local_shapes)
+            gradient = render_value(step.gradient, annotations)
             lines.append(f"{indent}{name}: {step.module_type}{nth}{GRADIENT_ARROW}{gradient}")
         return lines
 

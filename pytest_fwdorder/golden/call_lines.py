@@ -8,7 +8,6 @@ parts once and renders each shared description, argument list and fact list once
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 from pytest_fwdorder.calls.records import Call, ForwardParameters, ModuleFacts, TraceRecords
 from pytest_fwdorder.calls.value_descriptions import LiteralDescription, ValueDescription
@@ -101,8 +100,7 @@ class _SharedTexts:
     times): each is rendered once per golden, found by identity while the trace holds it."""
 
     def __init__(self, trace: TraceRecords) -> None:
-        self.devices = trace.options.devices
-        self.local_shapes = trace.options.local_shapes
+        self.annotations = trace.options.annotations
         self.hidden = trace.options.hidden
         self.names = "argument_names" not in self.hidden
         self.tied = tied_names(trace)
@@ -116,21 +114,19 @@ class _SharedTexts:
     def text_of(self, value: ValueDescription | None) -> str:
         text = self.texts.get(id(value))
         if text is None:
-            text = self.texts[id(value)] = render_value(value, self.devices, self.local_shapes)
+            text = self.texts[id(value)] = render_value(value, self.annotations)
         return text
 
     def inputs_of(self, call: Call) -> str:
         args = call.args
         if len(args) != 1 or call.kwargs:
-            return render_inputs(call, self.devices, self.names, self.local_shapes, self.text_of)
+            return render_inputs(call, self.names, self.text_of)
         # One argument, the common call: its text depends only on forward's parameters
         # (the shared facts') and the shared description.
         key = (id(call.facts), id(args[0]))
         text = self.inputs.get(key)
         if text is None:
-            text = self.inputs[key] = render_inputs(
-                call, self.devices, self.names, self.local_shapes, self.text_of
-            )
+            text = self.inputs[key] = render_inputs(call, self.names, self.text_of)
         return text
 
     def operations_of(self, call: Call) -> tuple[str, ...]:
@@ -161,19 +157,16 @@ def tied_names(trace: TraceRecords) -> dict[str, tuple[str, ...]]:
 
 def render_inputs(
     call: Call,
-    devices: bool = False,
     names: bool = True,
-    local_shapes: bool = False,
-    text_of: Callable[[ValueDescription | None], str] | None = None,
+    text_of: Callable[[ValueDescription | None], str] = render_value,
 ) -> str:
     """The arguments in parentheses: by forward's parameter names where they can be read.
 
     Without names (or when forward's signature is unknown) positional arguments come first
     as given, then keyword arguments in the order they were passed. `text_of` renders one
-    value (a memo shared by the lines of one golden); by default `render_value`.
+    value (a memo shared by the lines of one golden, with the trace's annotations); by
+    default `render_value`.
     """
-    if text_of is None:
-        text_of = partial(render_value, devices=devices, local_shapes=local_shapes)
     forward = call.facts.forward if names and call.facts is not None else None
     args = call.args
     if (
@@ -237,5 +230,7 @@ def _bind(
     ]
 
 
-def render_outputs(call: Call, devices: bool = False, local_shapes: bool = False) -> str:
-    return RAISED if call.raised else render_value(call.output, devices, local_shapes)
+def render_outputs(
+    call: Call, text_of: Callable[[ValueDescription | None], str] = render_value
+) -> str:
+    return RAISED if call.raised else text_of(call.output)

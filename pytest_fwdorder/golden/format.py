@@ -52,7 +52,9 @@ from pytest_fwdorder.calls.value_descriptions import (
 )
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.calls.facet_records import Facet
+    from collections.abc import Sequence
+
+    from pytest_fwdorder.calls.facet_records import Facet, TensorAnnotation
 
 FORMAT_VERSION = 2
 FORMAT_LINE = f"# pytest-fwdorder trace (format {FORMAT_VERSION})"
@@ -258,45 +260,38 @@ def escape_line_breaks(line: str) -> str:
 
 
 def render_value(
-    value: ValueDescription | None, devices: bool = False, local_shapes: bool = False
+    value: ValueDescription | None, annotations: Sequence[TensorAnnotation] = ()
 ) -> str:
     """One described value as golden text: `f32[1,3,224,224]`, `(f32[2], None)`, `{'a': i64[]}`.
 
-    A DTensor adds its placements, and with `local_shapes` its shard's shape:
-    `f32[2,16]{Shard(1)}`, `f32[2,16]{Shard(1) local=[2,8]}`.
+    A DTensor adds its placements, `f32[2,16]{Shard(1)}`; each of `annotations` (a trace's
+    `options.annotations`) then adds to each tensor's text what it shows (`@cuda:0`).
     """
     if isinstance(value, TensorDescription):
         text = f"{value.dtype}[{','.join(map(str, value.shape))}]"
         if value.placements is not None:
-            text += render_layout(value, local_shapes)
-        return f"{text}@{value.device}" if devices else text
+            text += f"{{{value.placements}}}"
+        if annotations:
+            for annotation in annotations:
+                text = annotation.annotate(value, text)
+        return text
     if isinstance(value, LiteralDescription):
         return value.text
     if isinstance(value, SequenceDescription):
-        items = ", ".join(render_value(item, devices, local_shapes) for item in value.items)
+        items = ", ".join(render_value(item, annotations) for item in value.items)
         if value.kind == "list":
             return f"[{items}]"
         return f"({items},)" if len(value.items) == 1 else f"({items})"
     if isinstance(value, MappingDescription):
-        items = ", ".join(
-            f"{key}: {render_value(item, devices, local_shapes)}" for key, item in value.items
-        )
+        items = ", ".join(f"{key}: {render_value(item, annotations)}" for key, item in value.items)
         prefix = "" if value.type_name == "dict" else value.type_name
         return f"{prefix}{{{items}}}"
     if isinstance(value, ObjectDescription):
         fields = ", ".join(
-            f"{name}={render_value(item, devices, local_shapes)}" for name, item in value.fields
+            f"{name}={render_value(item, annotations)}" for name, item in value.fields
         )
         return f"{value.type_name}({fields})"
     return "?"  # a call still running has no output yet
-
-
-def render_layout(tensor: TensorDescription, local_shapes: bool = False) -> str:
-    """A DTensor's placements in braces, `{Shard(1)}`; with `local_shapes` its shard's shape."""
-    local = ""
-    if local_shapes and tensor.local_shape is not None:
-        local = f" local=[{','.join(map(str, tensor.local_shape))}]"
-    return f"{{{tensor.placements}{local}}}"
 
 
 def render_operation(

@@ -165,11 +165,7 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
     header += facet_header_lines(trace.facets)
     for facet in trace.trace_facets:
         header += facet.header_lines(trace.trace_facet_values[facet.title])
-    if trace.options.devices:
-        header.append("# devices: shown")
-    if trace.options.local_shapes:
-        rank = f" ({trace.options.rank})" if trace.options.rank else ""
-        header.append(f"# local shapes: shown{rank}")
+    header += [annotation.header_line() for annotation in trace.options.annotations]
     return header
 
 

@@ -4,7 +4,7 @@ The one owner of how these are seen by a trace:
 
 - a `DTensor` (tensor parallelism, FSDP2) is described by its global shape and its
   placements (`Shard(1)`, `Replicate()`, `Partial(sum)`), with its local shard's shape kept
-  for `show_local_shapes`;
+  for `show_local_shapes` (which facets/local_shapes.py writes);
 - FSDP2's `fully_shard` (and torch's composable `replicate`) swap a module's class for a
   generated subclass, `FSDPLinear` for `Linear`: the golden names the user's class;
 - compiled modules run eagerly for the length of a trace, so hooks see every call and the
@@ -269,11 +269,3 @@ def _compiled_inner(module: nn.Module | None) -> nn.Module | None:
 def _put_back_compiled(replaced: list[tuple[dict[str, nn.Module | None], str, nn.Module]]) -> None:
     for registry, name, compiled in reversed(replaced):
         registry[name] = compiled
-
-
-def process_rank() -> str | None:
-    """`rank 0 of 2` in an initialized process group; None outside one."""
-    module = sys.modules.get("torch.distributed")
-    if module is None or not module.is_available() or not module.is_initialized():
-        return None
-    return f"rank {module.get_rank()} of {module.get_world_size()}"

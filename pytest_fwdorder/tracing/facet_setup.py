@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from torch import nn
 
 from pytest_fwdorder.calls.facet_records import (
     Facet,
     MeasuredTraceFacet,
+    TensorAnnotation,
     TraceFacet,
     TraceWatcher,
     is_measured,
@@ -29,7 +30,7 @@ from pytest_fwdorder.calls.facet_records import (
 from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
-from pytest_fwdorder.hookspecs import plugin_facets, trace_facets
+from pytest_fwdorder.hookspecs import plugin_facets, tensor_annotations, trace_facets
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions
 from pytest_fwdorder.trace import Trace
 
@@ -191,8 +192,23 @@ def recorded_facets(options: TraceOptions) -> tuple[Facet, ...]:
     """The registered facets a trace with `options` records, in their order: each one an
     option switches on (`option`) only when it is on, every other one always; each as its
     `configured(options)` makes it, where it has one."""
+    return _configured(plugin_facets(FACT_TITLES), options)
+
+
+def shown_annotations(options: TraceOptions) -> tuple[TensorAnnotation, ...]:
+    """The registered annotations of each tensor's text (devices, local shapes, the
+    plugins') that a trace with `options` shows, chosen and configured as `recorded_facets`."""
+    return _configured(tensor_annotations(FACT_TITLES), options)
+
+
+_Offered = TypeVar("_Offered", Facet, TensorAnnotation)
+
+
+def _configured(offered: tuple[_Offered, ...], options: TraceOptions) -> tuple[_Offered, ...]:
+    """Those of `offered` that `options` switch on (or that name no option), each as its
+    `configured(options)` makes it, where it has one."""
     found = []
-    for facet in plugin_facets(FACT_TITLES):
+    for facet in offered:
         option = getattr(facet, "option", None)
         if option is not None and not _switched_on(facet, option, options):
             continue

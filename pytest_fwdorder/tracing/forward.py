@@ -26,7 +26,7 @@ from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.errors import EmptyTraceError, did_you_mean
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions, take_options
-from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly, process_rank
+from pytest_fwdorder.recording.distributed import compiled_code_run_eagerly
 from pytest_fwdorder.recording.meta.failures import autocast_refused, meta_failures_explained
 from pytest_fwdorder.recording.meta.fast_paths import fast_paths_refused
 from pytest_fwdorder.recording.recorder import Recorder, recording
@@ -37,6 +37,7 @@ from pytest_fwdorder.tracing.building import model_to_trace
 from pytest_fwdorder.tracing.facet_setup import (
     FacetRecording,
     measured_facets,
+    shown_annotations,
     switched_on_trace_facets,
 )
 from pytest_fwdorder.tracing.trace_checks import check_finished_trace
@@ -305,10 +306,8 @@ def _check_model_keywords(root: nn.Module, kwargs: dict[str, Any]) -> None:
 
 def _render_options(options: TraceOptions) -> RenderOptions:
     return RenderOptions(
-        devices=options.show_devices,
         hidden=frozenset(options.hide),
-        local_shapes=options.show_local_shapes,
-        rank=process_rank() if options.show_local_shapes else None,
+        annotations=shown_annotations(options),
         fold=options.fold,
     )
 

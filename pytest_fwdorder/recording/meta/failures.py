@@ -185,12 +185,12 @@ def autocast_refused(device: torch.device | str | None) -> Iterator[None]:
         handle.remove()
 
 
-_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
+_AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps", "hpu")
 
 
 def _refuse_autocast_on(what: str) -> None:
     """Raise `MetaTraceError` when autocast is on for a device: `what` ran under it."""
-    for device_type in _AUTOCAST_DEVICES:
+    for device_type in _AUTOCAST_DEVICE_TYPES:
         try:
             enabled = torch.is_autocast_enabled(device_type)
         except RuntimeError:  # a device type this build of torch does not know
