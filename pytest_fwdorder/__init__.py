@@ -14,7 +14,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.calls.facet_records import Facet, ForwardRun, OddBlock
+    from pytest_fwdorder.calls.facet_records import (
+        Facet,
+        ForwardRun,
+        MeasuredTraceFacet,
+        OddBlock,
+        TensorAnnotation,
+        TraceFacet,
+        WatchedTraceFacet,
+    )
     from pytest_fwdorder.calls.records import Call
     from pytest_fwdorder.calls.value_descriptions import TensorDescription
     from pytest_fwdorder.checks.checkpoint import (
@@ -99,6 +107,10 @@ _HOMES = {
     "Picture": "picture.svg",
     "EmptyTraceError": "errors",
     "Facet": "calls.facet_records",
+    "MeasuredTraceFacet": "calls.facet_records",
+    "TensorAnnotation": "calls.facet_records",
+    "TraceFacet": "calls.facet_records",
+    "WatchedTraceFacet": "calls.facet_records",
     "EquivalenceReport": "checks.equivalence",
     "FwdOrderWarning": "errors",
     "MetaTraceError": "errors",
@@ -153,6 +165,7 @@ __all__ = [
     "Facet",
     "ForwardRun",
     "FwdOrderWarning",
+    "MeasuredTraceFacet",
     "MetaTraceError",
     "NotEquivalentError",
     "OddBlock",
@@ -162,16 +175,19 @@ __all__ = [
     "Reference",
     "ReferenceMismatchError",
     "StructureMismatchError",
+    "TensorAnnotation",
     "TensorDescription",
     "TensorSpec",
     "Trace",
     "TraceDiff",
+    "TraceFacet",
     "TraceOptions",
     "TraceSnapshotExtension",
     "Tracer",
     "UnpicklableFacetWarning",
     "UnregisteredModuleError",
     "UnwrappedModelWarning",
+    "WatchedTraceFacet",
     "__version__",
     "assert_checkpoint_compatible",
     "assert_checkpoint_loads",
