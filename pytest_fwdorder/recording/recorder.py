@@ -60,11 +60,7 @@ from pytest_fwdorder.recording.torch_call_frames import (
     inner_keywords,
 )
 
-__all__ = [
-    "CallRecord",
-    "Recorder",
-    "recording",
-]
+__all__ = ["CallRecord", "Recorder", "recording"]
 
 # Calls listed in the note added to an exception raised by forward.
 _CALLS_IN_FAILURE_NOTE = 12
@@ -595,3 +591,7 @@ def _put_back(recorder: Recorder, in_flight: BaseException | None) -> None:
     finally:
         release_modules(recorder.claimed)
         recorder.finish()
+        # The raw records are garbage once finished: freed here, while trace_forward keeps the
+        # collector paused, its one pass afterwards does not walk them (0.06 s at 100k calls).
+        del recorder.records[:], recorder.outputs[:]
+        recorder.late_kwargs.clear()
