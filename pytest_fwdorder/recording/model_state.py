@@ -133,10 +133,12 @@ class ModelState:
             self.unwatched += _unwatched_containers(
                 attribute_dicts, paths, names, values, layout.own_container_places
             )
-        self.attribute_dicts += attribute_dicts
+        # Taken as they are at the first call (the model's modules, millions of attributes
+        # in a big model), not copied: these lists are only ever replaced, never changed.
+        self.attribute_dicts = _joined(self.attribute_dicts, attribute_dicts)
         self.attribute_lengths += map(len, attribute_dicts)
-        self.attribute_names += names
-        self.attribute_values += values
+        self.attribute_names = _joined(self.attribute_names, names)
+        self.attribute_values = _joined(self.attribute_values, values)
         self.parameter_dicts += parameter_dicts
         self._watch_dicts(
             [
@@ -180,7 +182,7 @@ class ModelState:
         watched = list(filter(None, dicts))
         self.watched += watched
         self.copies += map(dict.copy, watched)
-        self.every_dict += dicts
+        self.every_dict = _joined(self.every_dict, dicts)
         self.watched_entries += sum(map(len, watched))
 
     def _watch_lists_and_sets(self, lists: list[list[Any]], sets: list[set[Any]]) -> None:
@@ -238,6 +240,15 @@ class ModelState:
             for name, value in parameters.items()
             if value is not None
         ]
+
+
+def _joined(held: list[Any], more: list[Any]) -> list[Any]:
+    """`held` followed by `more`: `more` itself when nothing is held yet (no copy made).
+
+    For lists a capture only replaces, never changes in place, as `more` may be shared
+    (a kept layout holds the attribute names it was planned from).
+    """
+    return more if not held else held + more
 
 
 class _ModulesRead(NamedTuple):
