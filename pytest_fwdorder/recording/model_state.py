@@ -298,7 +298,6 @@ class ParameterSignature(NamedTuple):
 
 
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
-_PATH = operator.attrgetter("path")
 # ParameterSignature's fields, read in C: captured as plain tuples, named when one differs.
 _RawSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
 _SIGNATURE = TENSOR_SIGNATURE
@@ -333,11 +332,8 @@ def _version(tensor: torch.Tensor) -> int:
 def capture_state(index: ModelIndex) -> ModelState:
     """Capture the state of the model's Python modules and of the process around it."""
     state = ModelState()
-    modules = index.python_modules
-    entries = index.entries
     reading, index.reading = index.reading, None  # read right before: taken once
-    paths = list(map(_PATH, map(entries.__getitem__, map(id, modules))))
-    state.add_modules(modules, paths, index.kept_layout, reading)
+    state.add_modules(index.python_modules, index.python_paths, index.kept_layout, reading)
     return state
 
 
