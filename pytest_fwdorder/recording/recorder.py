@@ -129,7 +129,7 @@ class Recorder:
         # `keep_alive` so that their ids cannot be reused by another module mid-trace.
         self.entries: dict[int, ModuleEntry] = dict(index.entries)
         self.keep_alive: list[nn.Module] = []
-        self.taken_paths = set(map(_PATH, self.entries.values()))
+        self.taken_paths: set[str] | None = None  # made at the first unregistered module
         self.call_counts: dict[int, int] = {}
         self.open_calls: list[CallRecord] = []
         self.keyword_frame_code = KEYWORD_FRAME_CODE
@@ -358,6 +358,8 @@ class Recorder:
                 break
         if path is None:
             path = _attribute_path(parent_module, module, prefix)
+        if self.taken_paths is None:  # the model's paths, and then the unregistered ones'
+            self.taken_paths = set(map(_PATH, self.entries.values()))
         if path is None or path in self.taken_paths:
             base = f"{prefix}<{type(module).__name__}>"
             path, number = base, 1
