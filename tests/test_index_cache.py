@@ -45,6 +45,7 @@ def described(index: ModelIndex) -> list[object]:
         index.tensors,
         [index.entries[id(module)].path for module in index.modules],
         [index.entries[id(module)].path for module in index.python_modules],
+        index.python_paths,  # what the state capture names the modules by (warnings)
         index.facts_by_path,
         index.classes_by_path,
     ]
@@ -201,6 +202,7 @@ def captured(state: ModelState) -> list[object]:
     """What a state capture holds that the put-back reads: objects by identity, flags by value."""
     return [
         list(map(id, state.modules)),
+        state.paths,  # what a warning names a module by
         list(map(id, state.attribute_dicts)),
         state.attribute_lengths,
         state.attribute_names,

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder import FwdOrderWarning, TensorSpec, trace_forward
+from pytest_fwdorder import FwdOrderWarning, TensorSpec, record, trace_forward
 
 
 class ReplacesItsHead(nn.Module):
@@ -369,3 +369,47 @@ def test_a_forward_that_changes_nothing_nested_does_not_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trace_forward(model, torch.ones(1, 4))
+
+
+class NotesItsCall(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.note = "after"
+        return x
+
+
+class ChangesAnUnregisteredAndARegisteredModule(nn.Module):
+    """Its helper is kept in a plain list (joins the state capture at its first call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        self.helpers = [NotesItsCall()]
+        self.helpers[0].note = "before"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.linear.extra = x
+        return self.helpers[0](self.linear(x))
+
+
+def _attributes(module: nn.Module) -> list[tuple[str, int]]:
+    return [(name, id(value)) for name, value in vars(module).items()]
+
+
+def test_a_model_traced_again_gets_its_and_its_unregistered_modules_attributes_back() -> None:
+    # From the second trace on, the capture takes the kept index's reading of the model,
+    # and the unregistered helper's attributes join it at its first call.
+    model = ChangesAnUnregisteredAndARegisteredModule()
+    before = [_attributes(model), _attributes(model.linear), _attributes(model.helpers[0])]
+
+    for _ in range(3):
+        trace_forward(model, torch.ones(1, 2))
+
+        assert [
+            _attributes(model),
+            _attributes(model.linear),
+            _attributes(model.helpers[0]),
+        ] == before
+    with record(model, restore_state=False):  # the oracle sees a change left in place
+        model(torch.ones(1, 2))
+    assert _attributes(model.linear) != before[1]
+    assert model.helpers[0].note == "after"

@@ -22,6 +22,7 @@ from pytest_fwdorder import (
     record,
     trace_forward,
 )
+from pytest_fwdorder.calls.records import RenderOptions
 from pytest_fwdorder.recording import model_index as model_index_module
 from pytest_fwdorder.recording import recorder as recorder_module
 from pytest_fwdorder.recording import torch_call_frames
@@ -799,6 +800,33 @@ def test_a_trace_leaves_its_recorder_to_reference_counting_not_to_the_cyclic_col
     left = _cyclic_garbage_types(lambda: trace_forward(model, inputs))
 
     assert not left & {"Recorder", "ModuleEntry", "CallRecord", "ModelState"}
+
+
+def test_the_raw_records_are_let_go_when_the_recording_ends_and_every_call_stays() -> None:
+    # Freed before trace_forward turns the collector back on, so its pass skips them.
+    model, inputs = SharedActivation(), torch.randn(1, 3, 8, 8)
+    seen: list[tuple[str, int]] = []
+    names = {id(module): name for name, module in model.named_modules()}
+    handles = [
+        module.register_forward_pre_hook(
+            lambda module, args: seen.append(
+                (names[id(module)], sum(path == names[id(module)] for path, _ in seen) + 1)
+            )
+        )
+        for module in model.modules()
+    ]
+    try:
+        with recorder_module.recording(model, RenderOptions()) as recorder:
+            model(inputs)
+            records_inside = len(recorder.records)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+    assert records_inside == len(seen) == 5  # the oracle: a plain counting hook
+    assert (recorder.records, recorder.outputs) == ([], [])
+    assert [(call.path, call.nth) for call in recorder.calls] == seen
+    assert [call.index for call in recorder.calls] == list(range(5))  # finished once
 
 
 def test_the_cyclic_garbage_oracle_sees_a_recorder_that_holds_its_own_hooks() -> None:

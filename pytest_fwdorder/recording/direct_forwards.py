@@ -146,6 +146,24 @@ def _forward_watched(
     return watch.run_direct(module, forward, caller, args, kwargs)
 
 
+class _WatchingForward(partial[Any]):
+    """`_forward_watched` with its first four arguments bound: the `forward` a module holds
+    for the length of a trace.
+
+    `__wrapped__` (which `inspect.signature(module.forward)` follows to the module's own
+    forward) is read from the bound arguments rather than set on each one: setting it would
+    give every one of them a `__dict__`, a third of the watch's cost on a model of many
+    modules. A subclass, still called in C (no frame of its own).
+    """
+
+    __slots__ = ()
+
+    @property
+    def __wrapped__(self) -> Callable[..., Any]:
+        forward: Callable[..., Any] = self.args[3]
+        return forward
+
+
 _FORWARD_WATCHED_CODE: CodeType = _forward_watched.__code__
 _get_frame, _get_ident = sys._getframe, threading.get_ident
 _FORWARD = operator.attrgetter("forward")
@@ -153,19 +171,19 @@ _FORWARD = operator.attrgetter("forward")
 
 def is_watching_forward(value: object) -> bool:
     """Whether `value` is the `forward` a trace's watch gave a module for its length."""
-    return type(value) is partial and value.func is _forward_watched
+    return type(value) is _WatchingForward
 
 
 def _install_watch(
     watch: _Watch, modules: list[nn.Module]
-) -> tuple[list[dict[str, Any]], list[object], list[partial[Any]]]:
+) -> tuple[list[dict[str, Any]], list[object], list[_WatchingForward]]:
     """Give each module its watching `forward`: (their `__dict__`s, what each held under
     `forward` before, or _ABSENT, and the watching forwards). Each step is a `map` in C."""
     attribute_dicts = list(map(vars, modules))
     forwards = list(map(_FORWARD, modules))
     wrappers = list(
         map(
-            partial,
+            _WatchingForward,
             repeat(_forward_watched),
             repeat(watch.thread_id),
             repeat(watch),
@@ -173,15 +191,13 @@ def _install_watch(
             forwards,
         )
     )
-    # inspect.signature(module.forward) follows __wrapped__ to the module's own forward.
-    deque(map(setattr, wrappers, repeat("__wrapped__"), forwards), maxlen=0)
     previous = list(map(dict.get, attribute_dicts, repeat("forward"), repeat(_ABSENT)))
     deque(map(dict.__setitem__, attribute_dicts, repeat("forward"), wrappers), maxlen=0)
     return attribute_dicts, previous, wrappers
 
 
 def _remove_watch(
-    attribute_dicts: list[dict[str, Any]], previous: list[object], wrappers: list[partial[Any]]
+    attribute_dicts: list[dict[str, Any]], previous: list[object], wrappers: list[_WatchingForward]
 ) -> None:
     """Put back what each module held under `forward` (nothing, mostly) where the watch's
     forward is still there; where forward replaced it, the model's state check puts that back."""
@@ -208,7 +224,7 @@ def forwards_watched(recorder: Any, modules: list[nn.Module], mode: str) -> Iter
         yield
         return
     watch = _Watch(recorder)
-    installed: tuple[list[dict[str, Any]], list[object], list[partial[Any]]] | None = None
+    installed: tuple[list[dict[str, Any]], list[object], list[_WatchingForward]] | None = None
     previous_profile = sys.getprofile()
     profiling = False
     try:

@@ -112,6 +112,7 @@ class ModelIndex:
     callable_paths: tuple[str, ...]
     # The modules whose state Python owns: not TorchScript ones, nor anything inside them.
     python_modules: list[nn.Module]
+    python_paths: list[str]  # their paths, in their order: a kept index keeps these too
     tensors: TensorIndex
     # What a trace records of every module, by path: (class name, facts) and the qualified
     # class. Made once per walk, as a kept index is traced many times.
@@ -163,6 +164,7 @@ def _walk_model(root: nn.Module, *, ask_plugins: bool) -> ModelIndex:
     scripted_prefixes: list[str] = []
     callable_paths: list[str] = []
     python_modules: list[nn.Module] = []
+    python_paths: list[str] = []
     named_modules = list(root.named_modules(remove_duplicate=False))
     remember_modules(len(named_modules))
     for path, module in named_modules:
@@ -183,6 +185,7 @@ def _walk_model(root: nn.Module, *, ask_plugins: bool) -> ModelIndex:
             callable_paths.append(path)
             continue
         python_modules.append(module)
+        python_paths.append(path)
         if type(module).forward is not nn.Module.forward:
             callable_paths.append(path)
     return ModelIndex(
@@ -191,6 +194,7 @@ def _walk_model(root: nn.Module, *, ask_plugins: bool) -> ModelIndex:
         aliases={entries[module_id].path: tuple(names) for module_id, names in other_names.items()},
         callable_paths=tuple(callable_paths),
         python_modules=python_modules,
+        python_paths=python_paths,
         tensors=index_tensors(root, named_modules, with_keys=False),
         facts_by_path={entry.path: typed_facts(entry) for entry in entries.values()},
         classes_by_path={

@@ -133,10 +133,12 @@ class ModelState:
             self.unwatched += _unwatched_containers(
                 attribute_dicts, paths, names, values, layout.own_container_places
             )
-        self.attribute_dicts += attribute_dicts
+        # Taken as they are at the first call (the model's modules, millions of attributes
+        # in a big model), not copied: these lists are only ever replaced, never changed.
+        self.attribute_dicts = _joined(self.attribute_dicts, attribute_dicts)
         self.attribute_lengths += map(len, attribute_dicts)
-        self.attribute_names += names
-        self.attribute_values += values
+        self.attribute_names = _joined(self.attribute_names, names)
+        self.attribute_values = _joined(self.attribute_values, values)
         self.parameter_dicts += parameter_dicts
         self._watch_dicts(
             [
@@ -180,7 +182,7 @@ class ModelState:
         watched = list(filter(None, dicts))
         self.watched += watched
         self.copies += map(dict.copy, watched)
-        self.every_dict += dicts
+        self.every_dict = _joined(self.every_dict, dicts)
         self.watched_entries += sum(map(len, watched))
 
     def _watch_lists_and_sets(self, lists: list[list[Any]], sets: list[set[Any]]) -> None:
@@ -240,6 +242,15 @@ class ModelState:
         ]
 
 
+def _joined(held: list[Any], more: list[Any]) -> list[Any]:
+    """`held` followed by `more`: `more` itself when nothing is held yet (no copy made).
+
+    For lists a capture only replaces, never changes in place, as `more` may be shared
+    (a kept layout holds the attribute names it was planned from).
+    """
+    return more if not held else held + more
+
+
 class _ModulesRead(NamedTuple):
     """What a capture reads of its modules: their dicts, and their attributes flat."""
 
@@ -287,7 +298,6 @@ class ParameterSignature(NamedTuple):
 
 
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
-_PATH = operator.attrgetter("path")
 # ParameterSignature's fields, read in C: captured as plain tuples, named when one differs.
 _RawSignature = tuple[int, bool, torch.dtype, "torch.Size | None", torch.device]
 _SIGNATURE = TENSOR_SIGNATURE
@@ -322,11 +332,8 @@ def _version(tensor: torch.Tensor) -> int:
 def capture_state(index: ModelIndex) -> ModelState:
     """Capture the state of the model's Python modules and of the process around it."""
     state = ModelState()
-    modules = index.python_modules
-    entries = index.entries
     reading, index.reading = index.reading, None  # read right before: taken once
-    paths = list(map(_PATH, map(entries.__getitem__, map(id, modules))))
-    state.add_modules(modules, paths, index.kept_layout, reading)
+    state.add_modules(index.python_modules, index.python_paths, index.kept_layout, reading)
     return state
 
 

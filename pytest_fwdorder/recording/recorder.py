@@ -60,11 +60,7 @@ from pytest_fwdorder.recording.torch_call_frames import (
     inner_keywords,
 )
 
-__all__ = [
-    "CallRecord",
-    "Recorder",
-    "recording",
-]
+__all__ = ["CallRecord", "Recorder", "recording"]
 
 # Calls listed in the note added to an exception raised by forward.
 _CALLS_IN_FAILURE_NOTE = 12
@@ -133,7 +129,7 @@ class Recorder:
         # `keep_alive` so that their ids cannot be reused by another module mid-trace.
         self.entries: dict[int, ModuleEntry] = dict(index.entries)
         self.keep_alive: list[nn.Module] = []
-        self.taken_paths = set(map(_PATH, self.entries.values()))
+        self.taken_paths: set[str] | None = None  # made at the first unregistered module
         self.call_counts: dict[int, int] = {}
         self.open_calls: list[CallRecord] = []
         self.keyword_frame_code = KEYWORD_FRAME_CODE
@@ -362,6 +358,8 @@ class Recorder:
                 break
         if path is None:
             path = _attribute_path(parent_module, module, prefix)
+        if self.taken_paths is None:  # the model's paths, and then the unregistered ones'
+            self.taken_paths = set(map(_PATH, self.entries.values()))
         if path is None or path in self.taken_paths:
             base = f"{prefix}<{type(module).__name__}>"
             path, number = base, 1
@@ -595,3 +593,7 @@ def _put_back(recorder: Recorder, in_flight: BaseException | None) -> None:
     finally:
         release_modules(recorder.claimed)
         recorder.finish()
+        # The raw records are garbage once finished: freed here, while trace_forward keeps the
+        # collector paused, its one pass afterwards does not walk them (0.06 s at 100k calls).
+        del recorder.records[:], recorder.outputs[:]
+        recorder.late_kwargs.clear()
