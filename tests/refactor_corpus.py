@@ -329,6 +329,19 @@ def wrapped(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
     return wrap
 
 
+def dropout_at(index: int) -> Callable[[], nn.Module]:
+    """A numbered MLP whose Dropout is at `index` among its other layers."""
+
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        layers: list[nn.Module] = [nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16)]
+        layers.append(nn.Linear(16, 2))
+        layers.insert(index, nn.Dropout(0.1))
+        return nn.Sequential(*layers).eval()
+
+    return build
+
+
 def steps(*names: str, split: bool = False) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         torch.manual_seed(0)
@@ -613,6 +626,22 @@ def _cases() -> list[Refactor]:
                 "3 calls removed: 3 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
                 "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
             ),
+        ),
+        Refactor(
+            "move a dropout to the end of a numbered MLP, past layers that change its input",
+            dropout_at(1),
+            dropout_at(4),
+            features,
+            # The layers after it are renumbered; it now takes the head's output, so its
+            # input (and output) changed. No layer was inserted, removed, resized or changed
+            # type (it read as `type changed at 4: Linear -> Dropout`, a Linear inserted,
+            # `out_features 16 -> 2` and a weight removed).
+            {"moved": 1, "renamed": 3, "input changed": 1},
+            (
+                "1 call moved: 1 (Dropout) -> 4",
+                "3 calls renamed: 2 (ReLU) -> 1, 3 (Linear) -> 2, 4 (Linear) -> 3",
+            ),
+            ("1 call moved: 1 (Dropout) now after 3",),
         ),
         Refactor(
             "feed another input resolution",

@@ -23,7 +23,7 @@ def within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[Gold
 
     if key is path:
         return relative
-    return lambda line: (relative(line), line.module_type)
+    return lambda line: _identity(relative(line), line)
 
 
 def path_and_number(line: GoldenLine) -> Hashable:
@@ -51,10 +51,23 @@ def identity_and_number(line: GoldenLine) -> tuple[str, str, int]:
     return (line.path, line.module_type, line.nth)
 
 
-def identity(line: GoldenLine) -> tuple[str, str]:
+def path_and_class(line: GoldenLine) -> tuple[str, str]:
+    return (line.path, line.module_type)
+
+
+def identity(line: GoldenLine) -> Hashable:
     # The class is part of a call's identity: wrapping a model moves `0` from a Linear to
     # the wrapper, and the two must not pair. The call number follows from the order.
-    return (line.path, line.module_type)
+    return _identity(line.path, line)
+
+
+def _identity(path: str, line: GoldenLine) -> Hashable:
+    if path.rpartition(".")[2].isdigit():
+        # A numbered name says where a call is, not which: the old `3`, a Linear, is the
+        # new `2` when a layer before it moved away, and the new `3`, another Linear, is
+        # not it. It is the same call only looking the same; else its look pairs it.
+        return (path, line.module_type, line.inputs, line.outputs)
+    return (path, line.module_type)
 
 
 def path(line: GoldenLine) -> Hashable:
@@ -64,6 +77,11 @@ def path(line: GoldenLine) -> Hashable:
 def structure(line: GoldenLine) -> Hashable:
     # No depth: wrapping shifts every depth by one, and the calls must still pair.
     return (line.module_type, line.inputs, line.outputs)
+
+
+def kind(line: GoldenLine) -> Hashable:
+    """A call's class and facts, not its shapes: the same layer given other inputs."""
+    return (line.module_type, line.facts)
 
 
 def look(line: GoldenLine) -> Hashable:

@@ -418,7 +418,35 @@ class _Matcher:
                 taken_new = {j for _, j in out_of_order}
                 olds = [i for i in olds if i not in taken_old]
                 news = [j for j in news if j not in taken_new]
+        for pair in self._moved_taking_other_shapes(olds, news, [*pairs, *crossed]):
+            # Crossing the others, it moved; else it is in order, its shapes changed.
+            if crossing([pair, *pairs]):
+                crossed.append(pair)
+            else:
+                pairs = sorted([*pairs, pair])
         return pairs, crossed
+
+    def _moved_taking_other_shapes(
+        self, olds: list[int], news: list[int], taken: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """Children still unpaired whose class and facts (settings, tensors) are found once
+        on each side, and whose nested calls are the same but for shapes: one layer moved
+        within its parent past layers that change what it takes (a Dropout moved after the
+        head), not one removed and another inserted."""
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        taken_old = {i for i, _ in taken}
+        taken_new = {j for _, j in taken}
+        free_old = [i for i in olds if i not in taken_old and self.old_tree.size(i) == 1]
+        free_new = [j for j in news if j not in taken_new and self.new_tree.size(j) == 1]
+        old_count = Counter(call_keys.kind(old_lines[i]) for i in free_old)
+        new_count = Counter(call_keys.kind(new_lines[j]) for j in free_new)
+        by_kind = {call_keys.kind(new_lines[j]): j for j in free_new}
+        return [
+            (i, by_kind[call_keys.kind(old_lines[i])])
+            for i in free_old
+            if old_count[call_keys.kind(old_lines[i])] == 1
+            and new_count[call_keys.kind(old_lines[i])] == 1
+        ]
 
     def _renamed_prefixes(self, old_parent: int) -> tuple[str, str]:
         """The paths of a paired parent and its partner, each with a `.`, where the two
@@ -553,9 +581,9 @@ class _Matcher:
             removed: dict[tuple[str, str], list[int]] = defaultdict(list)
             for i in olds:
                 if old_lines[i].path:
-                    removed[call_keys.identity(old_lines[i])].append(i)
+                    removed[call_keys.path_and_class(old_lines[i])].append(i)
             for j in news:
-                candidates = removed.get(call_keys.identity(new_lines[j]))
+                candidates = removed.get(call_keys.path_and_class(new_lines[j]))
                 if candidates:
                     self.pair(candidates.pop(0), j)
                     self.out_of_order.add(self.new_to_old[j])
