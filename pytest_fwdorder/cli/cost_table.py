@@ -10,7 +10,7 @@ from typing import Literal
 
 from pytest_fwdorder.calls.facet_records import CallCosts
 from pytest_fwdorder.calls.records import Call, TraceRecords
-from pytest_fwdorder.golden.costs_lines import (
+from pytest_fwdorder.facets.costs import (
     human_bytes,
     human_count,
 )

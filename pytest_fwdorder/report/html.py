@@ -15,14 +15,14 @@ from pytest_fwdorder.diff.changes import ChangeKind, DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.diff.explanation import plural
-from pytest_fwdorder.facets.graph_breaks import (
-    GRAPH_BREAKS_SECTION,
-    RECOMPILATIONS_SECTION,
-)
-from pytest_fwdorder.golden.costs_lines import (
+from pytest_fwdorder.facets.costs import (
     COSTS_PREFIX,
     flops_of,
     human_count,
+)
+from pytest_fwdorder.facets.graph_breaks import (
+    GRAPH_BREAKS_SECTION,
+    RECOMPILATIONS_SECTION,
 )
 from pytest_fwdorder.golden.format import (
     FACT_PREFIX,
