@@ -143,3 +143,19 @@ class ComparedCallNesting(CallNesting):
         return f"nesting changed at {len(calls)} calls, most first: " + "; ".join(
             f"{name} {detail}" for name, _, _, detail in ordered
         )
+
+
+class NestingBars(ComparedCallNesting):
+    """`ComparedCallNesting` that the HTML report draws as a bar per call: its nesting's
+    share of the outermost calls' (`bar_class`, `bar_measure`, `bar_words`)."""
+
+    bar_class = "fo-nesting"
+
+    def configured(self, options: object) -> NestingBars:
+        return NestingBars("parameters" in getattr(options, "hide", ()))
+
+    def bar_measure(self, value: int) -> int:
+        return value
+
+    def bar_words(self, measure: int, total: int) -> tuple[str, str]:
+        return f"{measure} of {total}", f"nesting {measure}"

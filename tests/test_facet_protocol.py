@@ -7,13 +7,14 @@ without changing a single shape, so only the facet can see the change.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
-from facet_plugins import CallNesting, ComparedCallNesting, FacetPlugin, offered
+from facet_plugins import CallNesting, ComparedCallNesting, FacetPlugin, NestingBars, offered
 from torch import nn
 
 from pytest_fwdorder import Facet, diff_golden, trace_forward
@@ -26,6 +27,7 @@ from pytest_fwdorder.calls.facet_records import (
     watches_build,
 )
 from pytest_fwdorder.hookspecs import plugin_manager
+from pytest_fwdorder.report.html import trace_html
 from pytest_fwdorder.snapshot.policy import golden_holds
 
 pytest_plugins = ["pytester"]
@@ -293,6 +295,26 @@ def test_a_watched_facets_call_facts_that_its_rule_calls_the_same_are_no_change(
         old = trace_forward(model, torch.ones(1), ops=True).render()
         difference = diff_golden(old, old.replace("| nesting: 2\n", "| nesting: 2 again\n"))
     assert "nesting" not in difference.summary()
+
+
+def test_the_report_draws_a_watched_facets_bar_per_call_with_its_words(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The outermost call has nesting 0 (no fact): no total, no bar; a golden whose first
+    call has a fact gets one bar per call with a fact, its width that call's share."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, NestingBars()):
+        text = trace_forward(model, torch.ones(1), ops=True).render()
+        without_total = trace_html(text)
+        # Give the outermost call a fact of 4: the calls' 1, 1 and 2 are 25%, 25%, 50%.
+        root = next(line for line in text.splitlines() if line.startswith("<root>"))
+        with_total = trace_html(text.replace(root, f"{root}\n  | nesting: 4"))
+    assert "fo-nesting-bar" not in without_total.split("</style>", 1)[1]
+    widths = re.findall(r'class="fo-nesting-bar" style="width: ([0-9.]+)%"', with_total)
+    assert widths == ["100.0", "25.0", "25.0", "50.0"]
+    assert 'title="2 of 4"' in with_total
+    assert ">nesting 2<" in with_total
+    assert ".fwdorder .fo-nesting-bar {" in with_total
 
 
 def test_a_facet_that_watches_a_build_without_its_record_refusal_is_refused() -> None:

@@ -348,6 +348,11 @@ class TraceFacetMembers(Protocol):
       summary names it, old value, new value, words) each (costs: `FLOPs changed at 2
       calls: ...`, the biggest first); without one, the line the facets with a value per
       call get (`... changed at 2 calls, first at ...`).
+    - `bar_class`, `bar_measure(value)` and `bar_words(measure, total)`: the HTML report
+      draws a bar after each call with such a fact, as long as its measure's share of the
+      outermost calls' (costs: FLOPs), styled by the CSS class `bar_class` (`fo-cost`), with
+      `bar_words`' title and figures (`4,096 of the forward's 8,192 FLOPs`, `4.10 k FLOPs,
+      50.0%`).
     - `end_lines(value, trace, counts)`: a section written after the calls, its first line
       the title and a colon (`backward:`), from the trace's records and its calls per path;
       a golden's reader keeps it with the header lines `read_header` gets.

@@ -139,6 +139,21 @@ class CostsFacet:
         count = f"{len(calls)} call{'s' if len(calls) != 1 else ''}"
         return f"{self.change_words} at {count}: {shown}"
 
+    # The HTML report's bar per call: its share of the whole forward's FLOPs.
+    bar_class = "fo-cost"
+
+    def bar_measure(self, value: WrittenCosts) -> int:
+        return value.flops
+
+    def bar_words(self, measure: int, total: int) -> tuple[str, str]:
+        """The bar's title, `4,096 of the forward's 8,192 FLOPs`, and the figures after it,
+        `4.10 k FLOPs, 50.0%`."""
+        share = measure / total if total else 0.0
+        return (
+            f"{measure:,} of the forward's {total:,} FLOPs",
+            f"{human_count(measure)} FLOPs, {100 * share:.1f}%",
+        )
+
     def read_header(self, header: Sequence[str]) -> WrittenTraceCosts | None:
         """The header's totals and uncounted operations; None for a golden without costs."""
         return read_trace_costs(header)
