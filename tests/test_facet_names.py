@@ -60,7 +60,6 @@ NAMED_TODAY = {
     "checks/cost_budgets.py": {"costs"},
     "checks/export_structure.py": {"graph_breaks"},
     "checks/parity.py": {"values"},
-    "checks/parity_reference.py": {"costs"},
     "checks/structure.py": {"costs", "initialization", "operations"},
     "cli/cost_table.py": {"costs"},
     "cli/main.py": {"costs", "operations"},

@@ -26,6 +26,7 @@ from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
+from pytest_fwdorder.golden.figures import human_bytes, human_count
 from pytest_fwdorder.golden.format import (
     UNCOUNTED_SECTION,
     GoldenLine,
@@ -52,8 +53,6 @@ _FLOPS = re.compile(r"([0-9,]+) FLOPs")
 _OUTPUT = re.compile(r", output ([0-9,]+) B")
 _TENSOR_BYTES = re.compile(r", parameters and buffers ([0-9,]+) B")
 _EXAMPLES = 5  # the calls a summary line names before it counts the rest, as the others do
-_COUNT_UNITS = ("", "k", "M", "G", "T", "P", "E")
-_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 class WrittenCosts(NamedTuple):
@@ -215,26 +214,6 @@ class CostsWatcher:
     def value(self) -> TraceCosts | None:
         """The trace's totals; None when nothing was counted."""
         return self.totals
-
-
-def human_count(count: int) -> str:
-    """A count to three significant digits with an SI prefix: `231 M`, `1.85 G`, `512`."""
-    return _human(count, 1000, _COUNT_UNITS)
-
-
-def human_bytes(count: int) -> str:
-    """Bytes to three significant digits in binary units: `784 KiB`, `44.6 MiB`, `12 B`."""
-    return _human(count, 1024, _BYTE_UNITS)
-
-
-def _human(count: int, base: int, units: tuple[str, ...]) -> str:
-    value, unit = float(count), 0
-    while abs(value) >= 999.5 and unit < len(units) - 1:  # 999.7 k would round to 1000 k
-        value, unit = value / base, unit + 1
-    if unit == 0:
-        return f"{count} {units[0]}".rstrip()
-    digits = 2 if abs(value) < 9.995 else 1 if abs(value) < 99.95 else 0
-    return f"{value:.{digits}f} {units[unit]}"
 
 
 def _amount(count: int, unit: str, human: str) -> str:
