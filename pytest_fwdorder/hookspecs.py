@@ -18,7 +18,7 @@ and the `fwdorder` command use a `FwdOrderPluginManager` that loads the plugins 
 under the entry-point group `pytest_fwdorder`; pytest loads that group too, so a plugin
 registered there works in both. The built-in describers
 (`pytest_fwdorder.recording.builtin_describers`) and the built-in facets
-(`pytest_fwdorder.facets.values`, `...backward`, `...graph_breaks`, `...devices`, ...) are the
+(`pytest_fwdorder.facets.values`, `...backward`, `...costs`, `...graph_breaks`, ...) are the
 first plugins of either manager.
 """
 
@@ -59,6 +59,8 @@ BUILTIN_PLUGINS = (
     "pytest_fwdorder.facets.values",
     "pytest_fwdorder.facets.initialization",
     "pytest_fwdorder.facets.backward",
+    # After backward: its header lines follow backward's (`summary_lines`).
+    "pytest_fwdorder.facets.costs",
     "pytest_fwdorder.facets.graph_breaks",
     "pytest_fwdorder.facets.devices",
     "pytest_fwdorder.facets.local_shapes",

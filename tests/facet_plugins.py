@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -28,3 +29,133 @@ def offered(config: pytest.Config, facet: object) -> Iterator[object]:
         yield facet
     finally:
         config.pluginmanager.unregister(plugin)
+
+
+class CallNesting:
+    """A toy facet with one value per trace that gives each call a fact when the trace ends,
+    as costs does: how many module calls were open when the call started, seen by a global
+    forward pre-hook of its own (not the recorder's depth).
+
+    It uses the members a watched facet may add: `configured(options)` (with parameters
+    hidden it says so in each fact), `call_facts(value, trace)`, and its watcher's
+    `recording(recorder, root)` and `trace_ended(trace)`.
+    """
+
+    title = "nesting"
+    change_words = "nesting changed"
+    option = "ops"
+
+    def __init__(self, parameters_hidden: bool = False) -> None:
+        self.parameters_hidden = parameters_hidden
+
+    def configured(self, options: object) -> CallNesting:
+        return CallNesting("parameters" in getattr(options, "hide", ()))
+
+    def watcher(self, options: object) -> NestingWatcher:
+        return NestingWatcher()
+
+    def header_lines(self, value: tuple[int, ...]) -> list[str]:
+        return [f"# nesting: {len(value)} calls"]
+
+    def call_facts(self, value: tuple[int, ...], trace: object) -> list[str | None]:
+        suffix = " (parameters hidden)" if self.parameters_hidden else ""
+        return [f"{nesting}{suffix}" if nesting else None for nesting in value]
+
+    def read_header(self, header: list[str]) -> str | None:
+        return next((line for line in header if line.startswith("# nesting: ")), None)
+
+    def describe_changes(self, old: str, new: str) -> list[str]:
+        return [] if old == new else [f"{old} -> {new}"]
+
+
+class NestingWatcher:
+    """Counts the open calls at each call's start with global forward hooks, installed only
+    inside the recording (`recording`), and matches them to the trace's calls at its end."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.open = 0
+        self.recording_entered_with: tuple[object, object] | None = None
+        self.nesting: tuple[int, ...] | None = None
+
+    @contextmanager
+    def watching(self) -> Iterator[None]:
+        yield
+
+    def started(self, recorder: object) -> None:
+        pass
+
+    @contextmanager
+    def recording(self, recorder: object, root: object) -> Iterator[None]:
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
+        def before(module: object, args: object) -> None:
+            self.seen.append(self.open)
+            self.open += 1
+
+        def after(module: object, args: object, output: object) -> None:
+            self.open -= 1
+
+        self.recording_entered_with = (recorder, root)
+        pre = register_module_forward_pre_hook(before)
+        post = register_module_forward_hook(after, always_call=True)
+        try:
+            yield
+        finally:
+            pre.remove()
+            post.remove()
+
+    @contextmanager
+    def forward_context(self) -> Iterator[None]:
+        yield
+
+    def forward_ran(self, model: object, inputs: object, output: object) -> None:
+        pass
+
+    def trace_ended(self, trace: Any) -> None:
+        calls = trace.calls
+        assert len(calls) == len(self.seen), "one nesting per call, in the order calls started"
+        self.nesting = tuple(self.seen)
+
+    def value(self) -> tuple[int, ...] | None:
+        return self.nesting
+
+
+class ComparedCallNesting(CallNesting):
+    """`CallNesting` that also reads its per-call facts back and compares them: the diff
+    says a changed nesting in the facet's own summary line, the biggest change first."""
+
+    def configured(self, options: object) -> ComparedCallNesting:
+        return ComparedCallNesting("parameters" in getattr(options, "hide", ()))
+
+    def read_call_fact(self, text: str) -> int | None:
+        number = text.split(" ")[0]
+        return int(number) if number.isdigit() else None
+
+    def describe_call_change(self, old: int, new: int) -> str | None:
+        return None if old == new else f"{old} -> {new}"
+
+    def summary_line(self, calls: list[tuple[str, int, int, str]]) -> str:
+        ordered = sorted(calls, key=lambda call: abs(call[2] - call[1]), reverse=True)
+        return f"nesting changed at {len(calls)} calls, most first: " + "; ".join(
+            f"{name} {detail}" for name, _, _, detail in ordered
+        )
+
+
+class NestingBars(ComparedCallNesting):
+    """`ComparedCallNesting` that the HTML report draws as a bar per call: its nesting's
+    share of the outermost calls' (`bar_class`, `bar_measure`, `bar_words`)."""
+
+    bar_class = "fo-nesting"
+
+    def configured(self, options: object) -> NestingBars:
+        return NestingBars("parameters" in getattr(options, "hide", ()))
+
+    def bar_measure(self, value: int) -> int:
+        return value
+
+    def bar_words(self, measure: int, total: int) -> tuple[str, str]:
+        return f"{measure} of {total}", f"nesting {measure}"

@@ -13,7 +13,7 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode, get_shape, register_flop_formula
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.facets.costs import CostMode, shape_key, shapes_of
+from pytest_fwdorder.facets.cost_counting import CostMode, shape_key, shapes_of
 
 torch.library.define("fwdorder_costs_shapes::tally", "(Tensor x) -> Tensor")
 # The shapes the formula below was called with, in order: how often it was worked out.

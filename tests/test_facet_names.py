@@ -33,30 +33,27 @@ NAMED_TODAY = {
     # in the description's `local_shape`, as a tensor's device is kept whether shown or not.
     "recording/describe.py": {"local_shapes"},
     "recording/distributed.py": {"graph_breaks", "local_shapes"},
-    "tracing/facet_setup.py": {"costs", "operations"},
+    "tracing/facet_setup.py": {"operations"},
     "tracing/forward.py": {"graph_breaks"},
-    # A facet's own golden lines, torch-free, beside the format they extend (each names its
-    # facet by design; "operations" here are the words of uncounted ones).
-    "golden/costs_lines.py": {"costs", "operations"},
     "golden/folding.py": {"operations"},
-    "golden/format.py": {"costs", "operations"},
+    "golden/format.py": {"operations"},
     "golden/parse.py": {"operations"},
-    "golden/render.py": {"costs", "operations"},
+    "golden/render.py": {"operations"},
     # The call lines, split from render.py for speed (one loop per call): the per-call
     # operations lines render.py's header sections also name.
     "golden/call_lines.py": {"operations"},
     "golden/upgrades.py": {"operations"},
     "diff/call_tree.py": {"operations"},
     "diff/changed_calls.py": {"operations"},
-    "diff/change_details.py": {"costs", "operations"},
-    "diff/changes.py": {"costs", "operations"},
-    "diff/classification.py": {"costs", "operations"},
-    "diff/explanation.py": {"costs", "operations"},
+    "diff/change_details.py": {"operations"},
+    "diff/changes.py": {"operations"},
+    "diff/classification.py": {"operations"},
+    "diff/explanation.py": {"operations"},
     "diff/places.py": {"operations"},
     "picture/layout.py": {"operations"},
     "picture/parity_picture.py": {"values"},
     "picture/svg.py": {"operations"},
-    "report/html.py": {"costs", "graph_breaks"},
+    "report/html.py": {"graph_breaks"},
     "report/review_format.py": {"operations"},
     # The checks besides the golden: a budget or a gate on one facet's measure names it by
     # its job (cost budgets, compile gates); structure comparison names what it may ignore or
@@ -65,7 +62,6 @@ NAMED_TODAY = {
     "checks/cost_budgets.py": {"costs"},
     "checks/export_structure.py": {"graph_breaks"},
     "checks/parity.py": {"values"},
-    "checks/parity_reference.py": {"costs"},
     "checks/structure.py": {"costs", "initialization", "operations"},
     "cli/cost_table.py": {"costs"},
     "cli/main.py": {"costs", "operations"},

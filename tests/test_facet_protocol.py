@@ -7,13 +7,14 @@ without changing a single shape, so only the facet can see the change.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
-from facet_plugins import FacetPlugin, offered
+from facet_plugins import CallNesting, ComparedCallNesting, FacetPlugin, NestingBars, offered
 from torch import nn
 
 from pytest_fwdorder import Facet, diff_golden, trace_forward
@@ -26,6 +27,7 @@ from pytest_fwdorder.calls.facet_records import (
     watches_build,
 )
 from pytest_fwdorder.hookspecs import plugin_manager
+from pytest_fwdorder.report.html import trace_html
 from pytest_fwdorder.snapshot.policy import golden_holds
 
 pytest_plugins = ["pytester"]
@@ -208,6 +210,111 @@ def test_a_facet_per_trace_is_taken_as_the_one_kind_whose_members_it_has() -> No
         True,
         False,
     ]
+
+
+def test_a_watched_facet_gives_each_call_a_fact_when_the_trace_ends(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`call_facts` after the module facts, from a watcher's `recording` and `trace_ended`;
+    the oracle is the golden's own indentation, which the recorder's depth makes."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+    with offered(request.config, CallNesting()):
+        lines = trace_forward(model, torch.ones(1, 4), ops=True).render().splitlines()
+    written = []  # (the indentation of the call line above, its nesting fact)
+    for number, line in enumerate(lines):
+        if line.lstrip().startswith("| nesting: "):
+            owner = next(above for above in reversed(lines[:number]) if "| " not in above)
+            indent = (len(owner) - len(owner.lstrip())) // 2
+            written.append((indent, line.split(": ")[1]))
+    assert "# nesting: 5 calls" in lines
+    # Every call but the root, which nothing was open around, in the order they started.
+    assert written == [(1, "1"), (1, "1"), (2, "2"), (2, "2")]
+
+
+def test_the_oracle_of_nesting_facts_differs_from_a_flat_model(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A model whose calls are all at one depth gets facts of 1 only: the oracle can tell."""
+    with offered(request.config, CallNesting()):
+        text = trace_forward(nn.Sequential(nn.ReLU(), nn.ReLU()), torch.ones(1), ops=True).render()
+    assert [line.strip() for line in text.splitlines() if "| nesting" in line] == [
+        "| nesting: 1",
+        "| nesting: 1",
+    ]
+
+
+def test_a_watched_facet_is_kept_as_its_configured_facet_and_its_hooks_go(
+    request: pytest.FixtureRequest,
+) -> None:
+    hooks = dict(nn.modules.module._global_forward_pre_hooks)
+    with offered(request.config, CallNesting()):
+        trace = trace_forward(
+            nn.Sequential(nn.ReLU()), torch.ones(1), ops=True, hide=("parameters",)
+        )
+    (nesting,) = [facet for facet in trace.trace_facets if facet.title == "nesting"]
+    assert nesting.parameters_hidden  # type: ignore[union-attr]
+    assert "| nesting: 1 (parameters hidden)" in trace.render()
+    assert dict(nn.modules.module._global_forward_pre_hooks) == hooks
+
+
+def test_a_watched_facets_call_facts_are_not_read_as_a_plugins_unread_facts(
+    request: pytest.FixtureRequest,
+) -> None:
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, CallNesting()):
+        text = trace_forward(model, torch.ones(1), ops=True).render()
+        difference = diff_golden(text, text.replace("| nesting: 2", "| nesting: 3"))
+    assert "nesting changed" not in difference.summary()
+
+
+def test_a_watched_facets_call_facts_that_changed_are_said_in_its_own_line(
+    request: pytest.FixtureRequest,
+) -> None:
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU())))
+    with offered(request.config, ComparedCallNesting()):
+        old = trace_forward(model, torch.ones(1), ops=True).render()
+        # The first call's nesting grows by 1, the deepest call's by 6: that one comes first.
+        new = old.replace("| nesting: 1\n", "| nesting: 2\n", 1).replace(
+            "| nesting: 3\n", "| nesting: 9\n"
+        )
+        difference = diff_golden(old, new)
+    assert difference.summary().splitlines() == [
+        "6 calls before, 6 after: 2 calls nesting changed",
+        "nesting changed at 2 calls, most first: 1.1.0 (ReLU) 3 -> 9; 0 (ReLU) 1 -> 2",
+    ]
+    assert difference.explained_counts() == {"nesting changed": 2}
+    assert [change.values for change in difference.changes] == [(1, 2), (3, 9)]
+
+
+def test_a_watched_facets_call_facts_that_its_rule_calls_the_same_are_no_change(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`describe_call_change` gives None: the texts differ, the values do not."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, ComparedCallNesting()):
+        old = trace_forward(model, torch.ones(1), ops=True).render()
+        difference = diff_golden(old, old.replace("| nesting: 2\n", "| nesting: 2 again\n"))
+    assert "nesting" not in difference.summary()
+
+
+def test_the_report_draws_a_watched_facets_bar_per_call_with_its_words(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The outermost call has nesting 0 (no fact): no total, no bar; a golden whose first
+    call has a fact gets one bar per call with a fact, its width that call's share."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, NestingBars()):
+        text = trace_forward(model, torch.ones(1), ops=True).render()
+        without_total = trace_html(text)
+        # Give the outermost call a fact of 4: the calls' 1, 1 and 2 are 25%, 25%, 50%.
+        root = next(line for line in text.splitlines() if line.startswith("<root>"))
+        with_total = trace_html(text.replace(root, f"{root}\n  | nesting: 4"))
+    assert "fo-nesting-bar" not in without_total.split("</style>", 1)[1]
+    widths = re.findall(r'class="fo-nesting-bar" style="width: ([0-9.]+)%"', with_total)
+    assert widths == ["100.0", "25.0", "25.0", "50.0"]
+    assert 'title="2 of 4"' in with_total
+    assert ">nesting 2<" in with_total
+    assert ".fwdorder .fo-nesting-bar {" in with_total
 
 
 def test_a_facet_that_watches_a_build_without_its_record_refusal_is_refused() -> None:

@@ -19,7 +19,7 @@ from torch.nn import functional
 from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import trace_forward
-from pytest_fwdorder.facets.costs import cost_formulas
+from pytest_fwdorder.facets.cost_counting import cost_formulas
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 
 

@@ -330,8 +330,29 @@ class TraceFacetMembers(Protocol):
     It may also have these members, which the trace, the golden and the diff look for:
 
     - `summary_lines(value)`: lines among the header's lines that say what the trace
-      recorded besides its calls, after `# operations: ...` and before the costs
-      (`# backward: 4 steps, from ...`).
+      recorded besides its calls, after `# operations: ...` and before the header lines of
+      the facets with a value per call (`# backward: 4 steps, from ...`; costs' totals).
+    - `configured(options)`: the facet as a trace with these options writes it (costs: without
+      parameter bytes when parameters are hidden); the trace keeps that one.
+    - `call_facts(value, trace)`: a fact per call of the trace, its text after the title
+      (None for a call without one), written `| title: text` after the call's module
+      facts and before the facets' with a value per call (costs: `| costs: 1,024 FLOPs
+      (1.02 k), output 64 B`). A golden's reader keeps it among the call's facts, and a
+      diff does not take it for an unread fact.
+    - `read_call_fact(text)` and `describe_call_change(old, new)`: such a fact's text read
+      back into a typed value (None for text it cannot read), and the words for two paired
+      calls' values that differ by the facet's rule (None where they do not: costs compare
+      the FLOPs alone). A diff counts these changes per call under `change_words`, and says
+      them before the facets' with a value per call (the order of their facts).
+    - `summary_line(calls)`: the summary's line for those changes, from (the call as the
+      summary names it, old value, new value, words) each (costs: `FLOPs changed at 2
+      calls: ...`, the biggest first); without one, the line the facets with a value per
+      call get (`... changed at 2 calls, first at ...`).
+    - `bar_class`, `bar_measure(value)` and `bar_words(measure, total)`: the HTML report
+      draws a bar after each call with such a fact, as long as its measure's share of the
+      outermost calls' (costs: FLOPs), styled by the CSS class `bar_class` (`fo-cost`), with
+      `bar_words`' title and figures (`4,096 of the forward's 8,192 FLOPs`, `4.10 k FLOPs,
+      50.0%`).
     - `end_lines(value, trace, counts)`: a section written after the calls, its first line
       the title and a colon (`backward:`), from the trace's records and its calls per path;
       a golden's reader keeps it with the header lines `read_header` gets.
@@ -412,6 +433,15 @@ class TraceWatcher(Protocol):
     `forward_context()` (backward: with grad enabled) and calls `forward_ran(model,
     inputs, output)` before the hooks are removed; a `record` block calls neither.
     `value()` is the facet's value once the trace ended.
+
+    It may also have these members, which the trace looks for:
+
+    - `recording(recorder, root)`: a context manager entered inside the recording, after
+      `started`, for the length of the block: for hooks that must see the model's tensors as
+      forward sees them (stand-ins) and run inside the recorder's (costs' dispatch mode).
+    - `trace_ended(trace)`: called with the finished trace before `value()`, for a watcher
+      that gives each call a value (costs: each call's FLOPs, added up once the calls are
+      final).
     """
 
     def watching(self) -> AbstractContextManager[object]: ...

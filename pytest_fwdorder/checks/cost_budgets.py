@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_fwdorder.calls.records import TraceRecords
-from pytest_fwdorder.golden.costs_lines import (
+from pytest_fwdorder.golden.figures import (
     human_bytes,
     human_count,
 )

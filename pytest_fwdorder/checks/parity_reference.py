@@ -25,7 +25,7 @@ from torch import nn
 
 from pytest_fwdorder.calls.records import Call, RenderOptions
 from pytest_fwdorder.errors import did_you_mean
-from pytest_fwdorder.golden.costs_lines import human_bytes
+from pytest_fwdorder.golden.figures import human_bytes
 from pytest_fwdorder.golden.render import render_trace
 from pytest_fwdorder.recording.describe import tensors_of
 from pytest_fwdorder.recording.recorder import Recorder, recording

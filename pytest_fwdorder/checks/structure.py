@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
+from pytest_fwdorder.facets.costs import COSTS, render_trace_costs
 from pytest_fwdorder.facets.initialization import INITIALIZATION
 from pytest_fwdorder.facets.values import VALUES
-from pytest_fwdorder.golden.costs_lines import render_trace_costs
 from pytest_fwdorder.golden.facet_facts import facet_header_lines
 from pytest_fwdorder.golden.format import (
-    COSTS_FACT,
     FACT_TITLES,
     FROZEN_FLAG,
     TENSOR_PATTERN,
@@ -62,7 +61,7 @@ class _Measurement:
 
 
 _MEASUREMENTS = (
-    _Measurement("costs", "what each call costs", "costs", COSTS_FACT),
+    _Measurement("costs", "what each call costs", "costs", COSTS.title),
     _Measurement("values", "fingerprints of each call's output", None, VALUES.title),
     _Measurement(
         "initialization", "how the model initialized itself", "initialization", needs_builder=True
@@ -266,7 +265,7 @@ def _normalize_facts(
             # when `compare` names it.
             if _MEASURED_FACTS[title] not in ignored.compared:
                 continue
-            if title == COSTS_FACT and ignored.parameters:
+            if title == COSTS.title and ignored.parameters:
                 fact = _PARAMETER_BYTES.sub("", fact)
             kept.append(fact)
             continue

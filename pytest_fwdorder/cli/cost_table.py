@@ -1,6 +1,6 @@
 """A costs trace -> the table of its most expensive calls (`fwdorder show --costs --sort flops`).
 
-Pure: reads the calls' `CallCosts`, formats numbers as the golden does (`golden.format`).
+Pure: reads the calls' `CallCosts`, formats numbers as the golden does (`golden.figures`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Literal
 
 from pytest_fwdorder.calls.facet_records import CallCosts
 from pytest_fwdorder.calls.records import Call, TraceRecords
-from pytest_fwdorder.golden.costs_lines import (
+from pytest_fwdorder.golden.figures import (
     human_bytes,
     human_count,
 )

@@ -8,7 +8,6 @@ changes together into a summary.
 from __future__ import annotations
 
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
-from pytest_fwdorder.golden.costs_lines import human_count
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     named_items,
@@ -145,9 +144,3 @@ def describe_tensor_fact_changes(
         for flag in sorted(old_flags - new_flags):
             changes.append(f"no longer {flag}: {prefix}{name}")
     return changes
-
-
-def describe_flops_change(old: int, new: int) -> str:
-    """`1.85 G -> 2.61 G (+41%)`: the FLOPs before and after, and by how much they changed."""
-    change = f" ({(new - old) / old:+.0%})" if old else ""
-    return f"{human_count(old)} -> {human_count(new)}{change}"

@@ -7,7 +7,8 @@ records, `explanation` puts them in words, and the report draws its rows from th
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -37,15 +38,15 @@ class ChangeKind(str, enum.Enum):
     OPERATION_CHANGED = "operation changed"
     OPERATION_INSERTED = "operation inserted"
     OPERATION_REMOVED = "operation removed"
-    FLOPS_CHANGED = "FLOPs changed"
+    # A facet (calls/facet_records.py) whose values differ; `Change.words` say which (`FLOPs
+    # changed`, `backward steps changed`).
+    FACET_CHANGED = "facet changed"
     UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
     # Header findings that appear or go (the odd block out, forwards run without a call).
     ODD_BLOCK_FOUND = "differing from the peers now"
     ODD_BLOCK_GONE = "agreeing with the peers now"
     FORWARD_RUN_FOUND = "running forward without a call now"
     FORWARD_RUN_GONE = "no longer running forward without a call"
-    # A facet (calls/facet_records.py) whose values differ; `Change.words` say which.
-    FACET_CHANGED = "facet changed"
 
     def __str__(self) -> str:
         return self.value
@@ -69,6 +70,10 @@ class Change:
     # "" for none: the summary then gives the words alone).
     words: str = ""
     noun: str = ""
+    # For a change a facet found between two calls' facts (`read_call_fact`): the facet,
+    # and its old and new values as it read them, for its own summary line (`summary_line`).
+    facet: Any = field(default=None, compare=False, repr=False)
+    values: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def kind_words(self) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.change_details import (
-    describe_flops_change,
     describe_operation_change,
     describe_settings_change,
     describe_tensor_fact_changes,
@@ -20,6 +20,8 @@ from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kin
 from pytest_fwdorder.diff.consequences import fold_consequences
 from pytest_fwdorder.diff.explanation import summarize
 from pytest_fwdorder.diff.facet_changes import (
+    call_fact_changes,
+    call_fact_facets,
     facet_changes,
     trace_facet_changes,
     unread_fact_changes,
@@ -28,16 +30,14 @@ from pytest_fwdorder.diff.ordered_pairing import AlignedPair, changed_runs
 from pytest_fwdorder.diff.places import describe_place, describe_where
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
-from pytest_fwdorder.golden.costs_lines import (
-    flops_of,
-    uncounted_operations,
-)
 from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     FORMAT_LINE,
+    UNCOUNTED_SECTION,
     GoldenLine,
     facts_by_title,
     forward_runs,
+    header_sections,
     is_first_call,
     mode_of,
     odd_block_items,
@@ -46,6 +46,9 @@ from pytest_fwdorder.golden.format import (
     render_odd_block,
 )
 from pytest_fwdorder.hookspecs import trace_facets
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls.facet_records import TraceFacet
 
 
 @dataclass(repr=False)
@@ -211,14 +214,15 @@ def classify_diff(
     comparison): the changes then say where each call is in both models.
     """
     modes = (mode_of(old_header), mode_of(new_header))
-    rows, changes = _classify(old, new, aligned, moved, modes)
+    facets = trace_facets(FACT_TITLES)
+    rows, changes = _classify(old, new, aligned, moved, modes, call_fact_facets(facets))
     if names is not None:
         changes = _named(changes, names, aligned, moved)
     if modes[0] and modes[1] and modes[0] != modes[1]:
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
     changes.extend(_uncounted_changes(old_header, new_header))
-    changes.extend(trace_facet_changes(old_header, new_header, trace_facets(FACT_TITLES)))
+    changes.extend(trace_facet_changes(old_header, new_header, facets))
     changes.extend(_finding_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
@@ -276,21 +280,24 @@ def _classify(
     aligned: list[AlignedPair],
     moved: dict[int, int],
     modes: tuple[str, str] = ("", ""),
+    facets: tuple[TraceFacet, ...] = (),
 ) -> tuple[list[DiffRow], list[Change]]:
-    """Turn each aligned row into the changes it shows: the one place changes are made."""
+    """Turn each aligned row into the changes it shows: the one place changes are made.
+
+    `facets` are those that write a fact per call and compare it (`call_fact_facets`)."""
     moved_new = set(moved.values())
     rows: list[DiffRow] = []
     changes: list[Change] = []
     for old_index, new_index in aligned:
         if old_index is not None and new_index is not None:
-            pair_changes = _compare_pair(old[old_index], new[new_index], new_index, modes)
+            pair_changes = _compare_pair(old[old_index], new[new_index], new_index, modes, facets)
             changes += pair_changes
             # A `#1` mark that appears because the module is now reused changes the text only.
             differs = bool(pair_changes) or old[old_index].text != new[new_index].text
             rows.append(DiffRow(old_index, new_index, differs))
         elif old_index is not None:
             if old_index in moved:
-                changes += _moved_changes(old, new, old_index, moved[old_index], modes)
+                changes += _moved_changes(old, new, old_index, moved[old_index], modes, facets)
             else:
                 detail = describe_where(old, old_index)
                 changes.append(Change(ChangeKind.REMOVED, old[old_index], None, detail, old_index))
@@ -309,6 +316,7 @@ def _moved_changes(
     old_index: int,
     new_index: int,
     modes: tuple[str, str] = ("", ""),
+    facets: tuple[TraceFacet, ...] = (),
 ) -> list[Change]:
     """A call out of order: moved (to where, or to which name), and what else changed."""
     old_line, new_line = old[old_index], new[new_index]
@@ -318,7 +326,7 @@ def _moved_changes(
         detail = f"-> {new_line.name}"
     others = [
         change
-        for change in _compare_pair(old_line, new_line, new_index, modes)
+        for change in _compare_pair(old_line, new_line, new_index, modes, facets)
         if change.kind is not ChangeKind.RENAMED  # the move names the new path
     ]
     return [Change(ChangeKind.MOVED, old_line, new_line, detail, old_index), *others]
@@ -329,11 +337,12 @@ def _compare_pair(
     new_line: GoldenLine,
     position: int,
     modes: tuple[str, str] = ("", ""),
+    facets: tuple[TraceFacet, ...] = (),
 ) -> list[Change]:
     """Every way two paired calls differ, each as a change about the new line.
 
     `modes` are the old and new model's modes: a call's mode changes only where it does not
-    follow the model's own change.
+    follow the model's own change; `facets` compare the facts they write per call.
     """
     if (
         old_line.text == new_line.text
@@ -369,12 +378,12 @@ def _compare_pair(
         (old_line.facts and new_line.facts) or (is_first_call(old_line) and is_first_call(new_line))
     ):
         found += _fact_changes(old_line, new_line)
-    old_flops, new_flops = flops_of(old_line), flops_of(new_line)
-    if old_flops is not None and new_flops is not None and old_flops != new_flops:
-        found.append((ChangeKind.FLOPS_CHANGED, describe_flops_change(old_flops, new_flops)))
-    if old_line.operations != new_line.operations:
-        found += _operation_changes(old_line.operations, new_line.operations)
     changes = [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+    if facets and old_line.facts != new_line.facts:
+        changes += call_fact_changes(old_line, new_line, position, facets)
+    if old_line.operations != new_line.operations:
+        found = _operation_changes(old_line.operations, new_line.operations)
+        changes += [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
     return changes + _plugin_fact_changes(old_line, new_line, position)
 
 
@@ -415,8 +424,8 @@ def _operation_changes(old: tuple[str, ...], new: tuple[str, ...]) -> list[tuple
 def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
     """Operations without a FLOP formula that the new trace runs and the old did not: a
     refactor that introduces one would otherwise read as costing nothing. Only when both
-    traces counted costs."""
-    old, new = uncounted_operations(old_header), uncounted_operations(new_header)
+    headers have the section (a trace that counted FLOPs writes it, empty or not)."""
+    old, new = _uncounted_operations(old_header), _uncounted_operations(new_header)
     if old is None or new is None:
         return []
     return [
@@ -424,6 +433,19 @@ def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Cha
         for name, count in new.items()
         if name not in old
     ]
+
+
+def _uncounted_operations(header: list[str]) -> dict[str, int] | None:
+    """Operation name -> count from the header's uncounted section; None without one."""
+    items = header_sections(header).get(UNCOUNTED_SECTION)
+    if items is None:
+        return None
+    found: dict[str, int] = {}
+    for item in items:
+        name, _, count = item.rpartition(" x")
+        if name and count.isdigit():
+            found[name] = int(count)
+    return found
 
 
 def _finding_changes(old_header: list[str], new_header: list[str]) -> list[Change]:

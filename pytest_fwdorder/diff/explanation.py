@@ -30,7 +30,6 @@ from pytest_fwdorder.diff.uniform_changes import (
     entry_change,
     group_uniform_changes,
 )
-from pytest_fwdorder.golden.costs_lines import flops_of
 from pytest_fwdorder.golden.format import GoldenLine
 
 # Order of the summary: what a reviewer should read first comes first.
@@ -52,9 +51,8 @@ _SUMMARY_ORDER = (
     ChangeKind.REGISTRATION_CHANGED,
     ChangeKind.FROZEN_CHANGED,
     ChangeKind.REUSE_CHANGED,
-    ChangeKind.FLOPS_CHANGED,
-    ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.FACET_CHANGED,
+    ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.ODD_BLOCK_FOUND,
     ChangeKind.ODD_BLOCK_GONE,
     ChangeKind.FORWARD_RUN_FOUND,
@@ -108,18 +106,24 @@ def summarize(
         if nesting_counts[kind]
     ]
     totals += [
-        f"{plural(counts[kind], _FINDINGS[kind])} {kind.value}"
-        if kind in _FINDINGS
-        else f"{plural(counts[kind], 'uncounted operation')} added"
-        if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
-        else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
-        f"{kind.value.removeprefix('operation ')}"
-        if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
-        else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} {kind.value}"
+        total
         for kind in kinds
-        if kind is not ChangeKind.FACET_CHANGED
+        # The facets' totals where their kind is, each facet's in its own words.
+        for total in (
+            _facet_totals(changes)
+            if kind is ChangeKind.FACET_CHANGED
+            else [
+                f"{plural(counts[kind], _FINDINGS[kind])} {kind.value}"
+                if kind in _FINDINGS
+                else f"{plural(counts[kind], 'uncounted operation')} added"
+                if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
+                else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
+                f"{kind.value.removeprefix('operation ')}"
+                if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
+                else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} {kind.value}"
+            ]
+        )
     ]
-    totals += _facet_totals(changes)
     lines = [
         f"{plural(len(old_lines), 'call')} before, {len(new_lines)} after: "
         + (", ".join(totals) if totals else "only the header differs")
@@ -184,7 +188,7 @@ def _facet_totals(changes: list[Change]) -> list[str]:
     """The facets' changes in the totals, in each facet's words: the calls with changed
     values (`3 calls output elements changed`), then a header facet's sentences where it
     counts them (`2 backward steps changed`), or its words (`graph breaks changed`)."""
-    facets = [change for change in changes if change.kind is ChangeKind.FACET_CHANGED]
+    facets = _facts_first([change for change in changes if change.kind is ChangeKind.FACET_CHANGED])
     per_call = Counter(c.words for c in facets if not _of_the_header(c))
     of_the_header = Counter((c.words, c.noun) for c in facets if _of_the_header(c))
     totals = [f"{plural(count, 'call')} {words}" for words, count in per_call.items()]
@@ -222,15 +226,10 @@ class _Changes:
         return [change for change in self.changes if change.kind is kind]
 
 
-def _biggest_first(changes: list[Change]) -> list[Change]:
-    """Cost changes by how many FLOPs they add or take away, the biggest first (stable)."""
-
-    def size(change: Change) -> int:
-        old = flops_of(change.old) if change.old is not None else None
-        new = flops_of(change.new) if change.new is not None else None
-        return abs((new or 0) - (old or 0))
-
-    return sorted(changes, key=size, reverse=True)
+def _facts_first(changes: list[Change]) -> list[Change]:
+    """Facet changes with those a facet found between two calls' facts first (`Change.facet`:
+    a facet with one value per trace, whose facts come first), stable."""
+    return sorted(changes, key=lambda change: change.facet is None)
 
 
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
@@ -318,12 +317,6 @@ def _describe_operations_in_calls(diff: _Changes, kind: ChangeKind, changes: lis
         for name, details in by_call.items()
     ]
     return _examples(per_call, separator="; ")
-
-
-def _describe_flops(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return f"FLOPs changed at {plural(len(changes), 'call')}: " + _examples(
-        [f"{called(c.new)} {c.detail}" for c in _biggest_first(changes) if c.new is not None]
-    )
 
 
 def _describe_uncounted(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -434,7 +427,6 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
     ChangeKind.OPERATION_CHANGED: _describe_operations,
     ChangeKind.OPERATION_INSERTED: _describe_operations_in_calls,
     ChangeKind.OPERATION_REMOVED: _describe_operations_in_calls,
-    ChangeKind.FLOPS_CHANGED: _describe_flops,
     ChangeKind.UNCOUNTED_OPERATION_ADDED: _describe_uncounted,
     ChangeKind.SETTINGS_CHANGED: _describe_settings,
     ChangeKind.PARAMETERS_CHANGED: _describe_parameters,
@@ -555,6 +547,12 @@ def _of_the_header(change: Change) -> bool:
     return change.old is None and change.new is None
 
 
+def _called_values(change: Change) -> tuple[str, object, object, str]:
+    """A facet's change between two calls as its `summary_line` takes it."""
+    old, new = change.values or (None, None)
+    return called(change.new) if change.new else "", old, new, change.detail
+
+
 def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
     """One line per facet, in its words: `output elements changed at 1 call: fc (Linear): 40
     -> 80`. Its calls are given in the order they ended: a facet takes a call's value as
@@ -565,13 +563,17 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
     ended = _end_order(diff.new_lines)
     by_words: dict[str, list[Change]] = {}
     of_the_header: dict[tuple[str, str], list[str]] = {}
-    for change in changes:
+    for change in _facts_first(changes):
         if _of_the_header(change):
             of_the_header.setdefault((change.words, change.noun), []).append(change.detail)
         else:
             by_words.setdefault(change.words, []).append(change)
     lines = []
     for words, group in by_words.items():
+        summary_line = getattr(group[0].facet, "summary_line", None)
+        if summary_line is not None:  # the facet's own line for its changes between calls
+            lines.append(summary_line([_called_values(c) for c in group if c.new]))
+            continue
         group.sort(key=lambda c: ended[c.position] if c.position is not None else 0)
         items = [f"{called(c.new)}: {c.detail}" for c in group if c.new]
         if len(items) == 1:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
+from pytest_fwdorder.hookspecs import trace_facets
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,6 +56,44 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
     return changes
 
 
+def call_fact_facets(facets: Sequence[TraceFacet]) -> tuple[TraceFacet, ...]:
+    """Those of `facets` that write a fact per call and read it back (`read_call_fact`)."""
+    return tuple(facet for facet in facets if hasattr(facet, "read_call_fact"))
+
+
+def call_fact_changes(
+    old_line: GoldenLine, new_line: GoldenLine, position: int, facets: Sequence[TraceFacet]
+) -> list[Change]:
+    """One change per facet with one value per trace whose per-call facts of two paired
+    calls differ by its own rule (`describe_call_change` gives words, or None for none);
+    only where both calls have the fact, read by the facet (`read_call_fact`)."""
+    changes = []
+    old_facts, new_facts = facts_by_title(old_line), facts_by_title(new_line)
+    for facet in facets:
+        old_text, new_text = old_facts.get(facet.title), new_facts.get(facet.title)
+        if old_text is None or new_text is None or old_text == new_text:
+            continue
+        read = facet.read_call_fact  # type: ignore[union-attr]
+        old, new = read(old_text), read(new_text)
+        if old is None or new is None:
+            continue
+        detail = facet.describe_call_change(old, new)  # type: ignore[union-attr]
+        if detail:
+            changes.append(
+                Change(
+                    ChangeKind.FACET_CHANGED,
+                    old_line,
+                    new_line,
+                    detail,
+                    position,
+                    words=facet.change_words,
+                    facet=facet,
+                    values=(old, new),
+                )
+            )
+    return changes
+
+
 def trace_facet_changes(
     old_header: list[str], new_header: list[str], facets: Sequence[TraceFacet]
 ) -> list[Change]:
@@ -83,6 +122,8 @@ def unread_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: in
     """
     read = {*FACT_TITLES, *(facet.title for facet, _ in old_line.facet_values)}
     read.update(facet.title for facet, _ in new_line.facet_values)
+    # A facet with one value per trace writes its per-call facts itself (`call_facts`).
+    read.update(facet.title for facet in trace_facets(FACT_TITLES) if hasattr(facet, "call_facts"))
     old_facts, new_facts = facts_by_title(old_line), facts_by_title(new_line)
     changes = []
     for title in dict.fromkeys([*old_facts, *new_facts]):

@@ -1,528 +1,313 @@
-"""Count what each call costs (`costs=True`): FLOPs, output bytes, parameter and saved bytes.
+"""What each call costs (`costs=True`): the one owner of the facet, behind the protocol.
 
-The one owner of how costs are counted. FLOPs come from torch's own formulas
-(`torch.utils.flop_counter.flop_registry`), looked up as `FlopCounterMode` looks them up, in
-a `TorchDispatchMode` active for the length of the recording: each aten operation's FLOPs
-go to the innermost call open when it ran, and a call's total is its own plus its
-children's, added up once the trace is finished, so nothing is counted twice and a module
-called three times costs three times. Formulas work on shapes alone, so meta tensors give
-the same figures as real ones.
+One module holds the facet (`WatchedTraceFacet`, calls/facet_records.py): its option, how it
+watches a trace (`CostsWatcher`, which counts through cost_counting.py's dispatch mode), the
+golden lines it writes (each call's `costs:` fact, the header's totals and the operations
+without a FLOP formula) and how they are read back into typed values (`WrittenCosts`,
+`WrittenTraceCosts`). It is registered as a built-in plugin (`hookspecs.BUILTIN_PLUGINS`), so
+the trace and the golden reach it through the `pytest_fwdorder_facets` hook and never name
+it. No torch here: the counting is imported only when a trace asks for costs.
 
-An operation without a formula that computes something is counted by name under
-"uncounted" rather than silently as zero; views, metadata reads, copies and tensor
-creation compute nothing and are not listed. Output bytes come from the recorded output
-descriptions (dtype size x elements). Parameter and buffer bytes are each module's own
-tensors; the trace's total counts each storage once (tied and shared tensors). With grad
-enabled, `torch.autograd.graph.saved_tensors_hooks` sees every tensor autograd saves for
-backward: the activations, each storage once, the model's own tensors left out.
+    | costs: 32,768 FLOPs (32.8 k), output 4,096 B (4.00 KiB), parameters and buffers 1,088 B (1.06 KiB)
+    # costs: 108,544 FLOPs (109 k), parameters and buffers 43,880 B (42.9 KiB), saved for backward 8,960 B (8.75 KiB)
+    # uncounted operations (1):
+    #   aten.relu x1
+
+The trace keeps its values where the public API gives them too: `Trace.costs` (the totals)
+and `Call.costs` (each call's `CallCosts`), which the budget check and the command line's
+cost table read.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from operator import attrgetter
-from threading import get_ident
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
-
-import torch
-from torch import Tensor, nn
-from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
-from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
-from pytest_fwdorder.calls.records import TensorFact, TraceRecords
-from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription, tensors_in
-from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
-from pytest_fwdorder.recording.describe import dtype_name
+from pytest_fwdorder.golden.figures import human_bytes, human_count
+from pytest_fwdorder.golden.format import (
+    UNCOUNTED_SECTION,
+    GoldenLine,
+    header_sections,
+    render_section,
+)
+from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.recording.recorder import CallRecord, Recorder
+    from collections.abc import Sequence
 
-# Operations that compute no value: tensor creation, copies, data movement and lookups.
-# Views and metadata reads are found by torch's own flags (`is_view`, the `core` queries).
-_COMPUTES_NOTHING = frozenset(
-    {
-        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
-        "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
-        "new_full", "fill_", "zero_", "scalar_tensor", "arange", "lift_fresh",
-        "lift_fresh_copy", "copy_", "_to_copy", "clone", "contiguous", "detach", "alias",
-        "_unsafe_view", "cat", "stack", "index_select", "embedding", "gather", "repeat",
-        "expand_copy", "permute_copy", "view_copy", "t_copy", "transpose_copy", "split_copy",
-        "_local_scalar_dense", "resize_", "set_", "_reshape_alias", "slice_scatter",
-        "select_scatter", "index", "masked_fill", "masked_fill_", "where", "unfold",
-        "_assert_async", "_assert_tensor_metadata", "sym_constrain_range_for_size",
-        "bernoulli_", "native_dropout", "rand", "randn", "rand_like", "randn_like",
-        "normal_", "uniform_",
-    }
-)  # fmt: skip
-_METADATA = frozenset(
-    {
-        "size", "sym_size", "stride", "sym_stride", "storage_offset", "sym_storage_offset",
-        "numel", "sym_numel", "dim", "is_contiguous", "sym_is_contiguous",
-        "is_strides_like_format", "is_non_overlapping_and_dense", "layout", "device",
-        "is_same_size", "_has_compatible_shallow_copy_type", "equal",
-    }
-)  # fmt: skip
+    from torch import nn
+
+    from pytest_fwdorder.calls.facet_records import TraceFacet
+    from pytest_fwdorder.calls.records import TraceRecords
+    from pytest_fwdorder.facets.cost_counting import CostCounters
+    from pytest_fwdorder.options import TraceOptions
+    from pytest_fwdorder.recording.recorder import Recorder
+
+TITLE = "costs"
+COSTS_PREFIX = f"# {TITLE}: "
+_FACT_START = f"{TITLE}: "
+_FLOPS = re.compile(r"([0-9,]+) FLOPs")
+_OUTPUT = re.compile(r", output ([0-9,]+) B")
+_TENSOR_BYTES = re.compile(r", parameters and buffers ([0-9,]+) B")
+_EXAMPLES = 5  # the calls a summary line names before it counts the rest, as the others do
 
 
-def computes_something(operation: torch._ops.OpOverload) -> bool:
-    """Whether an aten operation without a FLOP formula belongs in "uncounted"."""
-    name = operation._overloadpacket.__name__
-    return not (operation.is_view or name in _COMPUTES_NOTHING or name in _METADATA)
+class WrittenCosts(NamedTuple):
+    """A call's costs as a golden gives them: `costs: 1,024 FLOPs (1.02 k), output 64 B` is
+    (1024, 64, None); `tensor_bytes` is given at a module's first call only."""
+
+    flops: int
+    output_bytes: int
+    tensor_bytes: int | None = None
 
 
-# Eval-mode batch norm's statistics outputs: empty on the CPU, one value per channel from
-# torch's meta kernel. Autograd saves them; they are left out of the saved bytes so that
-# meta and CPU give the same figure (backward uses the running statistics instead).
-_UNUSED_STATISTICS = frozenset({"_native_batch_norm_legit_no_training"})
+class WrittenTraceCosts(NamedTuple):
+    """The header's costs as a golden gives them: the totals line as written, and each
+    operation without a FLOP formula -> how many times it ran."""
+
+    totals: str
+    uncounted: dict[str, int]
 
 
-def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Callable[..., int]]:
-    """The FLOP formula of each operation: torch's `registry`, and ours for the fused CPU kernels
-    it has none for (fused_kernel_flops.py); torch's own formula wins once a release has one."""
-    return {**fused_kernel_formulas(), **registry}
+class CostsFacet:
+    """Costs as a facet with one value per trace: the `TraceCosts` totals, counted while the
+    trace runs, with each call's `CallCosts` given to it when the trace ends; written as the
+    header's lines and a fact under every call, read back as `WrittenTraceCosts` and
+    `WrittenCosts`.
 
-
-class _OperationPlan(NamedTuple):
-    """What the mode does with one operation overload, worked out at its first run."""
-
-    operation: torch._ops.OpOverload  # held, so that its id (the plan's key) is not reused
-    run: Callable[..., Any]  # what runs it: the overload, or the C++ entry its call reaches
-    formula: Callable[..., int] | None  # its FLOP formula, None if it has none
-    takes_shapes: bool  # the formula wants shapes for tensors (torch's `shape_wrapper`)
-    decomposes: bool  # no formula, but a decomposition whose operations may have some
-    uncounted: str | None  # the name it is counted by under "uncounted", None if it is not
-    unused_statistics: bool  # its outputs after the first are left out of the saved bytes
-    counted: bool  # it has a formula, or is counted under "uncounted"
-    tensors_only: bool  # its schema's positional arguments are all tensors (not `Tensor?`)
-
-
-# The code of the wrapper torch's `register_flop_formula` puts around a formula that takes
-# shapes: a formula made by it is called unwrapped, with shapes from `shapes_of`.
-_SHAPE_WRAPPER_CODE = getattr(shape_wrapper(int), "__code__", None)  # type: ignore[no-untyped-call]
-
-
-def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]) -> _OperationPlan:
-    """How `CostMode` counts an aten operation: its formula, or what it does without one."""
-    packet = operation._overloadpacket
-    formula = formulas.get(packet)
-    takes_shapes = False
-    if formula is not None:
-        wrapped = getattr(formula, "__wrapped__", None)
-        code = getattr(formula, "__code__", None)
-        if wrapped is not None and code is not None and code is _SHAPE_WRAPPER_CODE:
-            formula, takes_shapes = wrapped, True
-    uncounted = str(packet) if formula is None and computes_something(operation) else None
-    return _OperationPlan(
-        operation=operation,
-        run=runner(operation),
-        formula=formula,
-        takes_shapes=takes_shapes,
-        decomposes=formula is None and decomposes(operation),
-        uncounted=uncounted,
-        unused_statistics=packet.__name__ in _UNUSED_STATISTICS,
-        counted=formula is not None or uncounted is not None,
-        tensors_only=all(
-            isinstance(argument.type, torch.TensorType)
-            for argument in operation._schema.arguments
-            if not argument.kwarg_only
-        ),
-    )
-
-
-def runner(operation: torch._ops.OpOverload) -> Callable[..., Any]:
-    """What runs `operation`: `operation._op`, the C++ entry that calling it reaches, where its
-    call does nothing else (every aten operation); else the overload itself.
-
-    The overload's `__call__` is a Python frame in between: about 0.3 us at every operation.
-    Custom operations made by `torch.library.custom_op` (a "pyobj" dispatcher) and overload
-    classes with a `__call__` of their own are called as they are.
-    """
-    entry = getattr(operation, "_op", None)
-    plain_call = type(operation).__call__ is torch._ops.OpOverload.__call__
-    if entry is None or not plain_call or getattr(operation, "_pyobj_dispatcher", None) is not None:
-        return operation
-    return cast("Callable[..., Any]", entry)
-
-
-def decomposes(operation: torch._ops.OpOverload) -> bool:
-    """Whether `operation.decompose` would run a decomposition rather than say NotImplemented.
-
-    FlopCounterMode counts an operation without a formula through its decomposition;
-    asking once per overload saves entering the mode again for each one that has none.
-    """
-    if operation is torch.ops.prim.device.default:
-        return False
-    key = torch._C.DispatchKey.CompositeImplicitAutograd
-    return key in operation.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(
-        operation.name(),  # type: ignore[no-untyped-call]
-        key,
-    )
-
-
-def shapes_of(value: Any) -> Any:
-    """`value` with each tensor replaced by its shape, as torch's `shape_wrapper` gives it.
-
-    Containers without tensors are passed on as they are (formulas only read them); other
-    tuple, list and dict types (named tuples) go through torch's own `tree_map`.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.shape
-    kind = type(value)
-    if kind is tuple or kind is list:
-        if any(isinstance(item, (torch.Tensor, tuple, list, dict)) for item in value):
-            return kind(shapes_of(item) for item in value)
-        return value
-    if kind is dict:
-        return {key: shapes_of(item) for key, item in value.items()}
-    if isinstance(value, (tuple, list, dict)):
-        return tree_map(get_shape, value)
-    return value
-
-
-# The values `shape_key` looks into; any other is its own key.
-_CONTAINERS = (tuple, list, dict)
-_SHAPE = attrgetter("shape")
-
-
-def shape_key(value: Any) -> Any:
-    """`value` as part of a dictionary key for `shapes_of(value)`: tensors by their shapes.
-
-    Lists become tuples to be hashable; within one operation overload each position holds
-    one kind of value, so a tensor's shape and a tuple of integers never meet.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.shape
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return tuple(map(shape_key, value))
-    if kind is dict:
-        return tuple((key, shape_key(item)) for key, item in value.items())
-    if isinstance(value, (tuple, list, dict)) and kind is not torch.Size:
-        # A named tuple or other container would be keyed by its tensors' ids, which a later
-        # tensor of another shape may reuse: such an operation is not cached.
-        raise TypeError(f"not cached: {kind.__name__}")
-    return value
-
-
-class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """The dispatch mode that adds each operation's FLOPs to the open call of a `Recorder`.
-
-    `ignored_storages` is the saved-tensor counter's set of storages it leaves out: the
-    mode adds to it the outputs autograd saves but the figures should not count.
+    `parameters`: whether the lines give the parameter and buffer bytes (not when the trace
+    hides parameters: `configured`).
     """
 
-    def __init__(self, recorder: Recorder, ignored_storages: set[int]) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.ignored_storages = ignored_storages
-        self.open_calls: list[CallRecord] = recorder.open_calls
-        self.thread_id = threading.get_ident()
-        # Formulas registered later (`register_flop_formula`) are not seen, as in
-        # FlopCounterMode, which takes the registry when it is made.
-        # Fused CPU kernels torch has no formula for are counted as their decompositions are
-        # on meta (fused_kernel_flops.py); torch's own formula wins where it has one.
-        self.formulas = cost_formulas(flop_registry)
-        # id(operation overload) -> what to do with it, worked out at its first run. Keyed
-        # by id: an overload's own hash is a Python method, a lookup at every operation.
-        self.plans: dict[int, _OperationPlan] = {}
-        # (formula, argument shapes and values, output shapes) -> its FLOPs, for the formulas
-        # that see shapes alone: the same shapes give the same figure.
-        self.flops_by_shapes: dict[tuple[Any, ...], int] = {}
-        # Call record number -> the FLOPs of its own forward (outside its children).
-        self.own_flops: dict[int, int] = {}
-        # Operation name -> how many times it ran without a formula, inside a call.
-        self.uncounted: dict[str, int] = {}
+    title = TITLE
+    change_words = "FLOPs changed"
+    option = "costs"
 
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """Leave `__torch_dispatch__` as written, not wrapped in `torch._disable_dynamo`.
+    def __init__(self, parameters: bool = True) -> None:
+        self.parameters = parameters
 
-        The wrapper keeps dynamo out of the mode's frames; a trace runs compiled code eagerly
-        (`compiled_code_run_eagerly`), so there is no dynamo to keep out, and the wrapper's
-        two Python frames were a tenth of what counting an operation cost.
-        """
-        return False
+    def __repr__(self) -> str:
+        return f"CostsFacet(parameters={self.parameters})"
 
-    def __torch_dispatch__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        plan = self.plans.get(id(func))
-        if plan is None:
-            plan = self.plans[id(func)] = operation_plan(func, self.formulas)
-        if plan.decomposes:
-            # What FlopCounterMode does: an operation that has a decomposition is counted
-            # through the operations it decomposes into, which may have formulas.
-            with self:
-                decomposed = func.decompose(*args, **(kwargs or {}))
-            if decomposed is not NotImplemented:
-                return decomposed
-        output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
-        if plan.unused_statistics:
-            self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
-        if plan.counted and self.open_calls and get_ident() == self.thread_id:
-            self._count(plan, args, kwargs, output)
-        return output
+    def configured(self, options: TraceOptions) -> CostsFacet:
+        """The facet as a trace with `options` writes it: without parameter bytes when the
+        options hide parameters."""
+        parameters = "parameters" not in options.hide
+        return self if parameters == self.parameters else CostsFacet(parameters)
 
-    def _count(
-        self,
-        plan: _OperationPlan,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any] | None,
-        output: Any,
-    ) -> None:
-        """Add an operation's FLOPs to the innermost open call, or count it as uncounted."""
-        uncounted, formula = plan.uncounted, plan.formula
-        if uncounted is not None:
-            self.uncounted[uncounted] = self.uncounted.get(uncounted, 0) + 1
-            return
-        if formula is None:
-            return
-        if plan.takes_shapes:
-            flops = self._shape_flops(formula, args, kwargs, output, plan.tensors_only)
-        else:
-            flops = int(formula(*args, **(kwargs or {}), out_val=output))
-        number = self.open_calls[-1].number
-        own_flops = self.own_flops
-        own_flops[number] = own_flops.get(number, 0) + flops
+    def watcher(self, options: TraceOptions) -> CostsWatcher:
+        return CostsWatcher()
 
-    def _shape_flops(
-        self,
-        formula: Callable[..., int],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any] | None,
-        output: Any,
-        tensors_only: bool = False,
-    ) -> int:
-        """A formula that sees shapes alone, worked out once per trace for each set of shapes.
+    def header_lines(self, value: TraceCosts) -> list[str]:
+        return []  # its lines are among what the trace recorded: `summary_lines`
 
-        torch's formulas for fused products call other wrapped formulas (`addmm` calls
-        `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
-        an operation, where a model repeats the same few shapes. The key is `shape_key` of
-        each argument, written out for its common cases: all tensors (`tensors_only`, which
-        the operation's schema promises), or tensors and numbers.
-        """
-        key: tuple[Any, ...] | None
-        try:
-            key = (
-                formula,
-                tuple(map(_SHAPE, args))
-                if tensors_only
-                else tuple(
-                    [
-                        argument.shape
-                        if isinstance(argument, Tensor)
-                        else shape_key(argument)
-                        if isinstance(argument, _CONTAINERS)
-                        else argument
-                        for argument in args
-                    ]
-                ),
-                output.shape if isinstance(output, Tensor) else shape_key(output),
-            )
-            if kwargs:
-                key += (shape_key(kwargs),)
-            flops = self.flops_by_shapes.get(key)
-        except (TypeError, AttributeError):  # unhashable, symbolic, not as the schema says:
-            # no cache, the same figure
-            key, flops = None, None
-        if flops is None:
-            flops = int(
-                formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs or {}))
-            )
-            if key is not None:
-                self.flops_by_shapes[key] = flops
-        return flops
+    def summary_lines(self, value: TraceCosts) -> list[str]:
+        """The totals line, then the section of operations without a FLOP formula."""
+        return render_trace_costs(value, self.parameters)
 
+    def call_facts(self, value: TraceCosts, trace: TraceRecords) -> list[str | None]:
+        """Each call's costs, as its fact's text after the title; None for a call without."""
+        parameters = self.parameters
+        return [
+            None if call.costs is None else call_costs_text(call.costs, parameters)
+            for call in trace.calls
+        ]
 
-class SavedTensors:
-    """The storages autograd saves for backward while a recording runs, each counted once."""
+    def read_call_fact(self, text: str) -> WrittenCosts | None:
+        """A call's costs fact (after its title) read back; None for one without FLOPs."""
+        return read_call_costs(text)
 
-    def __init__(self, model_storages: set[int]) -> None:
-        self.thread_id = threading.get_ident()
-        self.model_storages = model_storages
-        self.storages: dict[int, int] = {}
-        # Saved tensors stay alive while the graph does; holding them for the length of the
-        # recording keeps their storage keys from being reused by a later tensor.
-        self.keep_alive: list[torch.Tensor] = []
-        self.grad_enabled = torch.is_grad_enabled()
-
-    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        if threading.get_ident() != self.thread_id or tensor.layout is not torch.strided:
-            return tensor
-        key = storage_key(tensor)
-        if key not in self.model_storages and key not in self.storages:
-            self.storages[key] = tensor.untyped_storage().nbytes()
-            self.keep_alive.append(tensor)
-        return tensor
-
-    @staticmethod
-    def unpack(tensor: torch.Tensor) -> torch.Tensor:
-        return tensor
-
-    @property
-    def saved_bytes(self) -> int | None:
-        if not self.storages and not self.grad_enabled:
+    def describe_call_change(self, old: WrittenCosts, new: WrittenCosts) -> str | None:
+        """`1.85 G -> 2.61 G (+41%)` where the FLOPs changed; None where they did not (the
+        bytes change with the output or the parameters, which say so themselves)."""
+        if old.flops == new.flops:
             return None
-        return sum(self.storages.values())
+        return describe_flops_change(old.flops, new.flops)
 
+    def summary_line(self, calls: Sequence[tuple[str, WrittenCosts, WrittenCosts, str]]) -> str:
+        """`FLOPs changed at 2 calls: <root> (Sequential) 109 k -> 371 k (+242%), ...`: the
+        calls by how many FLOPs they add or take away, the biggest first (stable)."""
+        ordered = sorted(calls, key=lambda call: abs(call[2].flops - call[1].flops), reverse=True)
+        items = [f"{name} {detail}" for name, _, _, detail in ordered]
+        shown = ", ".join(items[:_EXAMPLES])
+        if len(items) > _EXAMPLES:
+            shown += f" (+{len(items) - _EXAMPLES} more)"
+        count = f"{len(calls)} call{'s' if len(calls) != 1 else ''}"
+        return f"{self.change_words} at {count}: {shown}"
 
-def storage_key(tensor: torch.Tensor) -> int:
-    """Which storage a tensor's elements live in: the same for views and tied tensors.
+    # The HTML report's bar per call: its share of the whole forward's FLOPs.
+    bar_class = "fo-cost"
 
-    The address of the storage object, not of its data, which is 0 on meta for all of them.
-    """
-    key: int = tensor.untyped_storage()._cdata
-    return key
+    def bar_measure(self, value: WrittenCosts) -> int:
+        return value.flops
 
-
-def model_storages(root: nn.Module) -> dict[int, int]:
-    """Each storage the model's parameters and buffers live in -> their bytes, once each.
-
-    A storage's bytes are those of the first tensor found in it (elements x element size);
-    lazy tensors, which have no elements yet, are left out.
-    """
-    storages: dict[int, int] = {}
-    keep_first, strided = storages.setdefault, torch.strided
-    for module in modules_in_order(root):
-        for tensors in (module._parameters, module._buffers):
-            if not tensors:
-                continue
-            for tensor in tensors.values():
-                # `is_lazy` and `storage_key` written out: this runs for every tensor.
-                if (
-                    tensor is None
-                    or isinstance(tensor, UninitializedTensorMixin)
-                    or tensor.layout is not strided
-                ):
-                    continue
-                keep_first(tensor.untyped_storage()._cdata, tensor.nbytes)
-    return storages
-
-
-def modules_in_order(root: nn.Module) -> list[nn.Module]:
-    """`root.modules()`, each once and in its order, without a generator per module.
-
-    `named_modules` recurses through one generator per level and builds every path; for a
-    model of many small modules that walk was most of what counting its storages took.
-    """
-    found: list[nn.Module] = []
-    seen: set[int] = set()
-    pending: list[nn.Module | None] = [root]
-    next_pending, add_pending = pending.pop, pending.extend
-    add_found, add_seen = found.append, seen.add
-    while pending:
-        module = next_pending()
-        if module is None or id(module) in seen:  # an empty slot, or a module met before
-            continue
-        add_seen(id(module))
-        add_found(module)
-        add_pending(reversed(module._modules.values()))
-    return found
-
-
-class CostCounters:
-    """What `costs_counted` keeps of one recording until `attach_costs` uses it."""
-
-    def __init__(self, mode: CostMode, saved: SavedTensors, tensor_bytes: int) -> None:
-        self.mode = mode
-        self.saved = saved
-        self.tensor_bytes = tensor_bytes
-
-
-@contextmanager
-def costs_counted(recorder: Recorder, root: nn.Module) -> Iterator[CostCounters]:
-    """Count FLOPs into `recorder`'s open calls, and saved tensors, for the block's length.
-
-    Entered after `recording`, so the model's tensors are those forward sees (stand-ins).
-    """
-    storages = model_storages(root)
-    saved = SavedTensors(set(storages))
-    counters = CostCounters(CostMode(recorder, saved.model_storages), saved, sum(storages.values()))
-    with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack), counters.mode:
-        try:
-            yield counters
-        finally:
-            saved.keep_alive.clear()
-
-
-def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
-    """Give each finished call its costs, and the trace its totals.
-
-    FLOPs of operations made by calls that are not in the trace (backward's recomputation,
-    whose calls are set aside) are dropped.
-    """
-    calls = trace.calls
-    own = counters.mode.own_flops
-    own_of = own.get
-    totals = [own_of(index, 0) for index in range(len(calls))]
-    for call in reversed(calls):  # children follow their parent: theirs are complete first
-        if call.parent is not None:
-            totals[call.parent.index] += totals[call.index]
-    # Calls with the same figures share one (frozen) CallCosts: making one is most of this
-    # loop's cost, and a model's calls repeat a few figures.
-    made: dict[tuple[int, int, int, int | None], CallCosts] = {}
-    for call in calls:
-        index = call.index
-        facts = call.facts
-        figures = (  # in CallCosts' field order
-            totals[index],
-            own_of(index, 0),
-            output_bytes(call.output),
-            own_tensor_bytes(facts.tensors.tensors)
-            if call.nth == 1 and facts is not None
-            else None,
+    def bar_words(self, measure: int, total: int) -> tuple[str, str]:
+        """The bar's title, `4,096 of the forward's 8,192 FLOPs`, and the figures after it,
+        `4.10 k FLOPs, 50.0%`."""
+        share = measure / total if total else 0.0
+        return (
+            f"{measure:,} of the forward's {total:,} FLOPs",
+            f"{human_count(measure)} FLOPs, {100 * share:.1f}%",
         )
-        costs = made.get(figures)
-        if costs is None:
-            costs = made[figures] = CallCosts(*figures)
-        call._costs = costs  # type: ignore[attr-defined]
-    trace.costs = TraceCosts(
-        flops=sum(totals[call.index] for call in calls if call.parent is None),
-        tensor_bytes=counters.tensor_bytes,
-        saved_bytes=counters.saved.saved_bytes,
-        uncounted=tuple(
-            sorted(counters.mode.uncounted.items(), key=lambda item: (-item[1], item[0]))
-        ),
+
+    def read_header(self, header: Sequence[str]) -> WrittenTraceCosts | None:
+        """The header's totals and uncounted operations; None for a golden without costs."""
+        return read_trace_costs(header)
+
+    def describe_changes(self, old: WrittenTraceCosts, new: WrittenTraceCosts) -> list[str]:
+        # The header's costs are compared as header lines, and an uncounted operation that
+        # appears is its own kind of change (diff/classification.py).
+        return []
+
+
+COSTS = CostsFacet()
+
+
+@hookimpl
+def pytest_fwdorder_facets() -> list[TraceFacet]:
+    """The costs facet."""
+    return [COSTS]
+
+
+class CostsWatcher:
+    """Counts each call's FLOPs, and the bytes saved for backward, while a trace runs; gives
+    the calls their costs and the trace its totals when it ends (a `TraceWatcher`,
+    calls/facet_records.py)."""
+
+    def __init__(self) -> None:
+        self.counters: CostCounters | None = None
+        self.totals: TraceCosts | None = None
+
+    def watching(self) -> nullcontext[None]:
+        return nullcontext()
+
+    def started(self, recorder: Recorder) -> None:
+        pass  # the counting starts inside the recording (`recording`)
+
+    @contextmanager
+    def recording(self, recorder: Recorder, root: nn.Module) -> Iterator[None]:
+        """Count for the length of the block: inside the recording, so that the model's
+        tensors are those forward sees (stand-ins). torch only now."""
+        from pytest_fwdorder.facets.cost_counting import costs_counted
+
+        with costs_counted(recorder, root) as counters:
+            self.counters = counters
+            yield
+
+    def forward_context(self) -> nullcontext[None]:
+        return nullcontext()
+
+    def forward_ran(self, model: nn.Module, inputs: tuple[object, ...], output: object) -> None:
+        pass
+
+    def trace_ended(self, trace: TraceRecords) -> None:
+        """Give each finished call its costs, and keep the trace's totals."""
+        from pytest_fwdorder.facets.cost_counting import attach_costs
+
+        if self.counters is not None:
+            attach_costs(trace, self.counters)
+            self.totals = trace.costs
+
+    def value(self) -> TraceCosts | None:
+        """The trace's totals; None when nothing was counted."""
+        return self.totals
+
+
+def _amount(count: int, unit: str, human: str) -> str:
+    """`802,816 B (784 KiB)`: the exact figure, and the human form where it differs."""
+    exact = f"{count:,} {unit}"
+    return exact if human in (f"{count} {unit}", str(count)) else f"{exact} ({human})"
+
+
+def describe_flops_change(old: int, new: int) -> str:
+    """`1.85 G -> 2.61 G (+41%)`: the FLOPs before and after, and by how much they changed."""
+    change = f" ({(new - old) / old:+.0%})" if old else ""
+    return f"{human_count(old)} -> {human_count(new)}{change}"
+
+
+def call_costs_text(costs: CallCosts, parameters: bool = True) -> str:
+    """A call's costs fact after its title: `1,024 FLOPs (1.02 k), output 64 B`, then its
+    module's own parameter and buffer bytes at its first call (unless parameters are hidden)."""
+    text = (
+        f"{_amount(costs.flops, 'FLOPs', human_count(costs.flops))}, "
+        f"output {_amount(costs.output_bytes, 'B', human_bytes(costs.output_bytes))}"
+    )
+    if parameters and costs.tensor_bytes:
+        text += (
+            ", parameters and buffers "
+            f"{_amount(costs.tensor_bytes, 'B', human_bytes(costs.tensor_bytes))}"
+        )
+    return text
+
+
+def render_trace_costs(costs: TraceCosts, parameters: bool = True) -> list[str]:
+    """The header's costs: the totals line, then the operations without a FLOP formula."""
+    parts = [_amount(costs.flops, "FLOPs", human_count(costs.flops))]
+    if parameters:
+        parts.append(
+            f"parameters and buffers {_amount(costs.tensor_bytes, 'B', human_bytes(costs.tensor_bytes))}"
+        )
+    if costs.saved_bytes is None:
+        parts.append("saved for backward: none (grad disabled)")
+    else:
+        parts.append(
+            f"saved for backward {_amount(costs.saved_bytes, 'B', human_bytes(costs.saved_bytes))}"
+        )
+    return [
+        COSTS_PREFIX + ", ".join(parts),
+        *render_section(UNCOUNTED_SECTION, [f"{name} x{count}" for name, count in costs.uncounted]),
+    ]
+
+
+def read_call_costs(text: str) -> WrittenCosts | None:
+    """A costs fact's text after its title, read back; None for text that gives no FLOPs."""
+    flops = _FLOPS.search(text)
+    if flops is None:
+        return None
+    output = _OUTPUT.search(text)
+    tensors = _TENSOR_BYTES.search(text)
+    return WrittenCosts(
+        _figure(flops.group(1)),
+        _figure(output.group(1)) if output else 0,
+        _figure(tensors.group(1)) if tensors else None,
     )
 
 
-def own_tensor_bytes(facts: tuple[TensorFact, ...]) -> int | None:
-    """The bytes of a module's own parameters and buffers; None if one is lazy."""
-    total = 0
-    for fact in facts:
-        if fact.shape is None:
-            return None
-        total += math.prod(fact.shape) * _ITEM_SIZES.get(fact.dtype, 0)
-    return total
+def _figure(text: str) -> int:
+    return int(text.replace(",", ""))
 
 
-def output_bytes(output: ValueDescription | None) -> int:
-    """The bytes of every tensor in a call's described output (0 while none is known)."""
-    if output is None:
-        return 0
-    if type(output) is TensorDescription:  # most outputs: one tensor, nothing to walk
-        return math.prod(output.shape) * _ITEM_SIZES.get(output.dtype, 0)
-    return sum(tensor_bytes(tensor.dtype, tensor.shape) for tensor in tensors_in(output))
+def costs_of(line: GoldenLine) -> WrittenCosts | None:
+    """The costs a call line's fact gives, or None when it has none."""
+    for fact in line.facts:
+        if fact.startswith(_FACT_START):
+            return read_call_costs(fact[len(_FACT_START) :])
+    return None
 
 
-def tensor_bytes(dtype: str, shape: tuple[int, ...]) -> int:
-    """The bytes of a tensor of this golden dtype name (`f32`) and shape."""
-    return math.prod(shape) * _ITEM_SIZES.get(dtype, 0)
+def flops_of(line: GoldenLine) -> int | None:
+    """The FLOPs a call line's costs fact gives, or None when it has none."""
+    costs = costs_of(line)
+    return None if costs is None else costs.flops
 
 
-def _item_sizes() -> dict[str, int]:
-    """Golden dtype name -> bytes per element, for every dtype torch has."""
-    dtypes = {value for value in vars(torch).values() if isinstance(value, torch.dtype)}
-    return {dtype_name(dtype): dtype.itemsize for dtype in dtypes}
+def read_trace_costs(header: Sequence[str]) -> WrittenTraceCosts | None:
+    """The header's costs totals and uncounted operations; None for a golden without costs."""
+    totals = next((line for line in header if line.startswith(COSTS_PREFIX)), None)
+    if totals is None:
+        return None
+    found: dict[str, int] = {}
+    for item in header_sections(list(header)).get(UNCOUNTED_SECTION, []):
+        name, _, count = item.rpartition(" x")
+        if name and count.isdigit():
+            found[name] = int(count)
+    return WrittenTraceCosts(totals.removeprefix(COSTS_PREFIX), found)
 
 
-_ITEM_SIZES = _item_sizes()
+def uncounted_operations(header: list[str]) -> dict[str, int] | None:
+    """Operation name -> count from the header's uncounted section; None without costs."""
+    written = read_trace_costs(header)
+    return None if written is None else written.uncounted

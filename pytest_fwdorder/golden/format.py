@@ -20,8 +20,8 @@ others as `name=value`, in the signature's order, leaving out a None whose defau
 nothing). No running index numbers, ids, addresses or timings: inserting one call changes
 one line (and its facts).
 
-`costs:` facts are spelled in their module (`costs_lines.py`); a facet behind the protocol
-(values, backward, graph breaks, initialization, a plugin's) spells its own.
+A facet behind the protocol (values, backward, costs, graph breaks, initialization, a
+plugin's) spells its own lines, in its module.
 
 Every reader of golden text (diff, compare, view, report, the command line, the snapshot
 extension) reads a line where it is written, so a change to one kind of line is made in one
@@ -105,14 +105,14 @@ TIED_SECTION = "tied tensors"
 FORWARD_RUNS_SECTION = "forward run without a call"
 ODD_BLOCKS_SECTION = "blocks that differ from their siblings"
 ODD_CLASS_MEMBERS_SECTION = "modules whose dtypes differ from their class"
+UNCOUNTED_SECTION = "uncounted operations"  # written by the costs facet, read by the diff
 # `# called more than once (3):`; after the count, some sections give more totals:
 # `# initialization (6 steps, 72 random draws, seed 0):`.
 _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")
 SECTION_ITEM = "#   "
-COSTS_FACT = "costs"
 # The titles of the facts the golden writes itself; each facet (calls/facet_records.py), a
 # built-in one included, takes a title of its own.
-FACT_TITLES = ("settings", "parameters", "buffers", COSTS_FACT)
+FACT_TITLES = ("settings", "parameters", "buffers")
 
 
 # Not `frozen=True`: a frozen dataclass sets each of its 16 fields through

@@ -15,10 +15,6 @@ from dataclasses import replace
 from pytest_fwdorder.calls.facet_records import ParameterUse
 from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.golden.call_lines import call_lines, tied_names
-from pytest_fwdorder.golden.costs_lines import (
-    render_call_costs,
-    render_trace_costs,
-)
 from pytest_fwdorder.golden.facet_facts import facet_header_lines, render_facet_fact
 from pytest_fwdorder.golden.format import (
     ALIASED_SECTION,
@@ -63,23 +59,25 @@ def _golden_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLin
 
 
 def _with_per_call_facts(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
-    """The lines with the facts every call may have, after its module's: costs, then the
-    facets' (the built-in ones first)."""
-    if trace.costs is not None:
-        lines = _with_costs(trace, lines)
+    """The lines with the facts every call may have, after its module's: those of the facets
+    with one value per trace (`call_facts`), then the facets' (the built-in ones first)."""
+    for facet in trace.trace_facets:
+        write = getattr(facet, "call_facts", None)
+        if write is not None:
+            texts = write(trace.trace_facet_values[facet.title], trace)
+            lines = _with_call_facts(facet.title, texts, lines)
     if trace.facets:
         lines = _with_facets(trace, lines)
     return lines
 
 
-def _with_costs(trace: TraceRecords, lines: list[GoldenLine]) -> list[GoldenLine]:
-    """The lines with each call's costs fact after its module's facts (`costs=True`)."""
-    parameters = "parameters" not in trace.options.hidden
+def _with_call_facts(
+    title: str, texts: list[str | None], lines: list[GoldenLine]
+) -> list[GoldenLine]:
+    """The lines with a fact `title: text` after their facts, for each text not None."""
     return [
-        line
-        if call.costs is None
-        else replace(line, facts=(*line.facts, render_call_costs(call.costs, parameters)))
-        for call, line in zip(trace.calls, lines, strict=True)
+        line if text is None else replace(line, facts=(*line.facts, f"{title}: {text}"))
+        for text, line in zip(texts, lines, strict=True)
     ]
 
 
@@ -160,8 +158,6 @@ def render_header(trace: TraceRecords, counts: dict[str, int] | None = None) -> 
         header.append(f"# hidden: {', '.join(sorted(hidden))}")
     header += _view_lines(trace)
     header += _recorded_lines(trace)
-    if trace.costs is not None:
-        header += render_trace_costs(trace.costs, parameters)
     header += facet_header_lines(trace.facets)
     for facet in trace.trace_facets:
         header += facet.header_lines(trace.trace_facet_values[facet.title])

@@ -8,7 +8,7 @@ are `<details>` elements; only search and expand-all need the script).
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from pytest_fwdorder.diff.changed_calls import rows_to_show
 from pytest_fwdorder.diff.changes import ChangeKind, DiffRow
@@ -18,11 +18,6 @@ from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.facets.graph_breaks import (
     GRAPH_BREAKS_SECTION,
     RECOMPILATIONS_SECTION,
-)
-from pytest_fwdorder.golden.costs_lines import (
-    COSTS_PREFIX,
-    flops_of,
-    human_count,
 )
 from pytest_fwdorder.golden.format import (
     FACT_PREFIX,
@@ -34,6 +29,7 @@ from pytest_fwdorder.golden.format import (
 )
 from pytest_fwdorder.golden.parse import format_problem, parse_golden
 from pytest_fwdorder.picture.svg import diff_picture
+from pytest_fwdorder.report.facet_bars import bar_facets, bar_html, bar_measures, bars_style
 from pytest_fwdorder.snapshot.kept_comparisons import Comparison, ParityFailure
 from pytest_fwdorder.snapshot.policy import comparison_facets
 
@@ -131,14 +127,6 @@ PARITY_STYLE = """
   font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, monospace; }
 """
 
-# Only a page or display with costs carries it, so one without is what it always was.
-_COSTS_STYLE = """
-.fwdorder .fo-cost { display: inline-block; width: 80px; height: 8px; margin-left: 8px;
-  background: #eaeef2; border-radius: 2px; vertical-align: middle; }
-.fwdorder .fo-cost-bar { display: block; height: 100%; background: #bc4c00;
-  border-radius: 2px; }
-.fwdorder .fo-cost-figure { color: #953800; margin-left: 4px; }
-"""
 
 _SCRIPT = """
 (function () {
@@ -223,7 +211,7 @@ def render_report(
         # No favicon request: the page must not reach for anything outside itself.
         '<link rel="icon" href="data:,">',
         f"<title>{html.escape(title)} report</title>",
-        f"<style>{_STYLE}{_costs_style(comparison.new_text for comparison in ordered)}"
+        f"<style>{_STYLE}{bars_style([comparison.new_text for comparison in ordered])}"
         f"{PARITY_STYLE if parity_failures else ''}</style></head>",
         '<body><div class="fwdorder">',
         f"<h1>{html.escape(title)}: forward traces compared with their goldens</h1>",
@@ -251,7 +239,7 @@ def trace_html(golden_text: str) -> str:
     modules, and the collapsible call tree. Works without a script."""
     header, lines = parse_golden(golden_text)
     return (
-        f'<div class="fwdorder"><style>{_STYLE}{_costs_style([golden_text])}</style>'
+        f'<div class="fwdorder"><style>{_STYLE}{bars_style([golden_text])}</style>'
         f'<div class="fo-totals">{html.escape(_headline(header, lines))}</div>'
         f"{_warnings_html(header)}{_tree_html(lines, {})}</div>"
     )
@@ -265,31 +253,6 @@ def aligned_rows(difference: TraceDiff) -> list[DiffRow]:
     twice, on its old row and on its new one.
     """
     return difference.rows
-
-
-def _costs_style(texts: Iterable[str]) -> str:
-    """The style of the FLOPs bars, when one of the goldens has costs."""
-    # At the start of a line: a header line, never a fact (their line breaks are escaped).
-    return _COSTS_STYLE if any(f"\n{COSTS_PREFIX}" in text for text in texts) else ""
-
-
-def _forward_flops(lines: list[GoldenLine]) -> int | None:
-    """The forward's FLOPs: its outermost calls' added up; None for a trace without costs."""
-    found = [flops_of(line) for line in lines if line.depth == 0]
-    known = [flops for flops in found if flops is not None]
-    return sum(known) if known else None
-
-
-def _cost_html(flops: int, total: int) -> str:
-    """A bar as long as the call's share of the forward's FLOPs, and the figures."""
-    share = flops / total if total else 0.0
-    title = f"{flops:,} of the forward's {total:,} FLOPs"
-    return (
-        f'<span class="fo-cost" title="{html.escape(title)}">'
-        f'<span class="fo-cost-bar" style="width: {100 * share:.1f}%"></span></span>'
-        f'<span class="fo-cost-figure">{html.escape(human_count(flops))} FLOPs, '
-        f"{100 * share:.1f}%</span>"
-    )
 
 
 def _index_html(comparisons: Sequence[Comparison]) -> str:
@@ -418,7 +381,11 @@ def _tree_html(lines: list[GoldenLine], marks: dict[int, str]) -> str:
     for line in lines:
         counts[line.path] = counts.get(line.path, 0) + 1
     open_depth = 10**9 if len(lines) <= _OPEN_WHOLE else _OPEN_DEPTH
-    total_flops = _forward_flops(lines)
+    bars = [
+        (facet, measured)
+        for facet in bar_facets()
+        if (measured := bar_measures(facet, lines)) is not None
+    ]
     parts = ['<ul class="fo-tree">']
     open_depths: list[int] = []
     for index, line in enumerate(lines):
@@ -435,9 +402,10 @@ def _tree_html(lines: list[GoldenLine], marks: dict[int, str]) -> str:
         )
         nested = ends[index] - index - 1
         row = _call_html(line, counts[line.path], nested)
-        flops = flops_of(line) if total_flops is not None else None
-        if flops is not None and total_flops is not None:
-            row += _cost_html(flops, total_flops)
+        for facet, (measures, total) in bars:
+            measure = measures[index]
+            if measure is not None:
+                row += bar_html(facet, measure, total)
         facts = "".join(f'<div class="fo-fact">{html.escape(fact)}</div>' for fact in line.facts)
         facts_html = f'<div class="fo-facts">{facts}</div>' if facts else ""
         if nested:

@@ -1,11 +1,10 @@
 """The facets a trace records besides the calls: set up around a traced run, attached after.
 
-`trace_forward` and `record` both go through `FacetRecording`: operations and costs each
-enter their own context manager (which removes its hooks or mode on exit) only when the
-options ask for them. The facets behind the protocol (calls/facet_records.py: output values,
-backward, graph breaks, initialization, the plugins') are not named here: each one's option,
-device check, run context, observer and watcher (of the trace, or of a builder's build) are
-looked up on it.
+`trace_forward` and `record` both go through `FacetRecording`: operations enter their own
+context manager (which removes its hooks on exit) only when the options ask for them. The
+facets behind the protocol (calls/facet_records.py: output values, backward, graph breaks,
+initialization, the plugins') are not named here: each one's option, device check, run
+context, observer and watcher (of the trace, or of a builder's build) are looked up on it.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from pytest_fwdorder.calls.facet_records import (
     is_watched,
     watches_build,
 )
-from pytest_fwdorder.facets.costs import CostCounters, attach_costs, costs_counted
 from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.hookspecs import plugin_facets, tensor_annotations, trace_facets
@@ -41,7 +39,6 @@ class FacetRecording:
 
     options: TraceOptions
     operations: list[OperationMode] = field(default_factory=list)
-    counters: list[CostCounters] = field(default_factory=list)
     # The facets this trace records (calls/facet_records.py), built-in and the plugins', and
     # what each observed: title -> call index -> value.
     facets: tuple[Facet, ...] = ()
@@ -77,16 +74,18 @@ class FacetRecording:
 
     @contextmanager
     def recorded(self, recorder: Any, root: nn.Module) -> Iterator[None]:
-        """Operations, costs and the facets' values recorded for the length of the block."""
+        """Operations, the watchers' counts and the facets' values recorded for the length of
+        the block."""
         with ExitStack() as stack:
             if self.options.ops:
                 self.operations.append(
                     stack.enter_context(operations_recorded(recorder, root, self.options.ops_skip))
                 )
-            if self.options.costs:
-                self.counters.append(stack.enter_context(costs_counted(recorder, root)))
             for watcher in self.watchers.values():
                 watcher.started(recorder)
+                recording = getattr(watcher, "recording", None)
+                if recording is not None:
+                    stack.enter_context(recording(recorder, root))
             if self.facets:
                 for facet in self.facets:
                     running = getattr(facet, "running", None)
@@ -128,16 +127,17 @@ class FacetRecording:
             watcher.forward_ran(root, (args, kwargs), output)
 
     def finish(self, trace: Trace) -> None:
-        """Give the finished trace its operations, costs, facets' values and the values of
-        the facets that watched it."""
+        """Give the finished trace its operations, facets' values and the values of the
+        facets that watched it."""
         for mode in self.operations:
             attach_operations(trace, mode)
-        for counted in self.counters:
-            attach_costs(trace, counted)
         if self.facets:
             trace.facets = self.facets
             trace.facet_values = self.facet_values
         for title, watcher in self.watchers.items():
+            trace_ended = getattr(watcher, "trace_ended", None)
+            if trace_ended is not None:
+                trace_ended(trace)
             value = watcher.value()
             if value is not None:  # a watcher that saw nothing to give (no build it watched)
                 trace.trace_facet_values[title] = value
@@ -165,10 +165,14 @@ class FacetRecording:
 
 
 def switched_on_trace_facets(options: TraceOptions) -> tuple[TraceFacet, ...]:
-    """The registered facets with one value per trace that `options` switch on."""
-    return tuple(
-        facet for facet in trace_facets(FACT_TITLES) if _switched_on(facet, facet.option, options)
-    )
+    """The registered facets with one value per trace that `options` switch on, each as its
+    `configured(options)` makes it, where it has one."""
+    found: list[TraceFacet] = []
+    for facet in trace_facets(FACT_TITLES):
+        if _switched_on(facet, facet.option, options):
+            configured = getattr(facet, "configured", None)
+            found.append(facet if configured is None else configured(options))
+    return tuple(found)
 
 
 def measured_facets(facets: tuple[TraceFacet, ...]) -> tuple[MeasuredTraceFacet, ...]:

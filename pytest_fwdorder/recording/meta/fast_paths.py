@@ -13,7 +13,7 @@ taken as holding, so it may refuse a call the CPU would not speed up; never the 
 
 `nn.MultiheadAttention` has a fast path too (`torch._native_multi_head_attention`), but it
 calls no submodule on either path and gives outputs of the same shapes, so its golden is the
-same on both devices; `costs=True` counts that kernel's FLOPs by formula (costs.py).
+same on both devices; `costs=True` counts that kernel's FLOPs by formula (cost_counting.py).
 """
 
 from __future__ import annotations
