@@ -17,6 +17,7 @@ import adapters as adapters_module
 import torch
 import torchvision
 from torch import nn
+from torchvision.models.resnet import BasicBlock
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,26 @@ def with_resnet(change: Callable[[nn.Module], object]) -> Callable[[], nn.Module
 
 def wrapped_layer2(model: nn.Module) -> None:
     model.layer2 = nn.Sequential(model.layer2, nn.Identity())
+
+
+def narrowed_middle_of_layer1_0(model: nn.Module) -> None:
+    block = model.layer1[0]
+    block.conv1 = nn.Conv2d(64, 48, 3, 1, 1, bias=False)
+    block.bn1 = nn.BatchNorm2d(48)
+    block.conv2 = nn.Conv2d(48, 64, 3, 1, 1, bias=False)
+
+
+class ReluBeforeNorm(BasicBlock):
+    """torchvision's BasicBlock with its first norm and activation in the other order."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.bn2(self.conv2(self.bn1(self.relu(self.conv1(x)))))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(out + identity)
+
+
+def relu_before_norm_in_layer1_0(model: nn.Module) -> None:
+    model.layer1[0].__class__ = ReluBeforeNorm
 
 
 def twice_wrapped_layer2(model: nn.Module) -> None:
@@ -395,6 +416,43 @@ def _cases() -> list[Refactor]:
             ("layer2 (Sequential) unwrapped",),
         ),
         Refactor(
+            "narrow one block's middle: its first conv, norm, and the second conv's input",
+            resnet18,
+            with_resnet(narrowed_middle_of_layer1_0),
+            image,
+            # Three layers of one block changed width in place. Name-free, the block's
+            # look-alike conv, norm and ReLU calls pair in place too (they read as a swap,
+            # three calls inserted and three removed, and two of the changes were lost).
+            {"output changed": 2, "settings changed": 3, "parameters changed": 3},
+            (
+                "settings changed at 3 calls: layer1.0.conv1 (Conv2d): out_channels 64 -> 48",
+                "layer1.0.bn1 (BatchNorm2d): num_features 64 -> 48",
+                "layer1.0.conv2 (Conv2d): in_channels 64 -> 48",
+            ),
+            (
+                "settings changed at 3 calls: layer1.0.conv1 (Conv2d): out_channels 64 -> 48",
+                "layer1.0.bn1 (BatchNorm2d): num_features 64 -> 48",
+                "layer1.0.conv2 (Conv2d): in_channels 64 -> 48",
+            ),
+        ),
+        Refactor(
+            "one block runs its first activation before its norm",
+            resnet18,
+            with_resnet(relu_before_norm_in_layer1_0),
+            image,
+            # Name-free too (it read as a ReLU moved from the untouched layer1.1 and the
+            # whole block removed and inserted).
+            {"swapped": 1, "type changed": 1},
+            (
+                "layer1.0.bn1 (BatchNorm2d) and layer1.0.relu #1 (ReLU) swapped",
+                "type changed at layer1.0: BasicBlock -> ReluBeforeNorm",
+            ),
+            (
+                "layer1.0.bn1 (BatchNorm2d) and layer1.0.relu #1 (ReLU) swapped",
+                "type changed at layer1.0: BasicBlock -> ReluBeforeNorm",
+            ),
+        ),
+        Refactor(
             "wrap a stage in two wrappers, one inside the other",
             resnet18,
             with_resnet(twice_wrapped_layer2),
@@ -601,12 +659,13 @@ def _cases() -> list[Refactor]:
                 "1 call removed: blocks.1.attn.qkv (Linear) at the start of blocks.1.attn "
                 "(Attention)",
             ),
-            # Without names, which three of the four look-alike projections are new cannot
-            # be told: said as such, not as `o` inserted.
+            # Without names, the smaller account: the first projection narrowed and two
+            # inserted, which two of the four look-alikes cannot be told (said as such, not
+            # as `o` inserted).
             (
-                "3 calls inserted: 3 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
+                "2 calls inserted: 2 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
                 "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
-                "1 call removed: blocks.1.attn.qkv (Linear) at the start of blocks.1.attn",
+                "settings changed at 1 call: blocks.1.attn.q (Linear): out_features 48 -> 16",
             ),
         ),
         Refactor(
@@ -623,8 +682,9 @@ def _cases() -> list[Refactor]:
                 "blocks.1.attn.v (Linear) after blocks.1.attn.k (Linear)",
             ),
             (
-                "3 calls removed: 3 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
+                "2 calls removed: 2 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
                 "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
+                "settings changed at 1 call: blocks.1.attn.qkv (Linear): out_features 16 -> 48",
             ),
         ),
         Refactor(

@@ -79,6 +79,10 @@ def structure(line: GoldenLine) -> Hashable:
     return (line.module_type, line.inputs, line.outputs)
 
 
+def module_type(line: GoldenLine) -> Hashable:
+    return line.module_type
+
+
 def kind(line: GoldenLine) -> Hashable:
     """A call's class and facts, not its shapes: the same layer given other inputs."""
     return (line.module_type, line.facts)

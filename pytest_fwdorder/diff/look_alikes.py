@@ -1,12 +1,14 @@
 """A call's look-alike among the children of a call on the other side: where the tree
 alignment finds the old call a new wrapper holds (or the new one an unwrapped call was
-inside). Pure, no torch.
+inside), and the children left over that are found once on each side (swapped, or moved
+within their parent). Pure, no torch.
 """
 
 from __future__ import annotations
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import CallTree
+from pytest_fwdorder.diff.ordered_pairing import crossing, unique_pairs
 from pytest_fwdorder.golden.format import GoldenLine
 
 
@@ -80,3 +82,46 @@ def wrapped_partner(
         if inner is not None:
             return inner, new_index
     return None
+
+
+def swapped(
+    old_tree: CallTree,
+    new_tree: CallTree,
+    olds: list[int],
+    news: list[int],
+    pairs: list[tuple[int, int]],
+) -> list[tuple[int, int]]:
+    """Children left unpaired (not in `pairs`) whose class, shapes and facts are found once
+    on each side: look-alikes that changed places (two activations swapped)."""
+    old_lines, new_lines = old_tree.lines, new_tree.lines
+    found = unique_pairs(old_lines, new_lines, olds, news, pairs, call_keys.look)
+    return [(i, j) for i, j in found if old_lines[i].path != new_lines[j].path]
+
+
+def with_layers_moved(
+    old_tree: CallTree,
+    new_tree: CallTree,
+    olds: list[int],
+    news: list[int],
+    pairs: list[tuple[int, int]],
+    crossed: list[tuple[int, int]],
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`pairs` (in order) and `crossed` (out of order) with the children still unpaired,
+    without nested calls, whose class and facts (settings, tensors) are found once on each
+    side: one layer moved within its parent past layers that change what it takes (a
+    Dropout moved after the head), not one removed and another inserted. Crossing the
+    pairs, it moved; else it kept its place and its shapes changed."""
+    found = unique_pairs(
+        old_tree.lines,
+        new_tree.lines,
+        [i for i in olds if old_tree.size(i) == 1],
+        [j for j in news if new_tree.size(j) == 1],
+        [*pairs, *crossed],
+        call_keys.kind,
+    )
+    for pair in found:
+        if crossing([pair, *pairs]):
+            crossed = [*crossed, pair]
+        else:
+            pairs = sorted([*pairs, pair])
+    return pairs, crossed

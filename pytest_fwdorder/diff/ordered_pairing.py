@@ -14,6 +14,9 @@ from typing import NamedTuple, TypeVar
 ItemT = TypeVar("ItemT")
 
 _SHORT = 500  # stretches up to this many items a side align by a longest common subsequence
+# Stretches up to this many items a side align by the cheapest edit (`cheapest_pairs`), where
+# a near key is given: a quadratic table, cheap for the children of one call.
+_NEAR_SHORT = 64
 # One aligned row: an old and a new line index, either None for a call on one side only.
 AlignedPair = tuple[int | None, int | None]
 
@@ -27,6 +30,50 @@ def common_subsequence(old_keys: list[Hashable], new_keys: list[Hashable]) -> li
         for block in matcher.get_matching_blocks()
         for offset in range(block.size)
     ]
+
+
+def cheapest_pairs(
+    old_keys: list[Hashable],
+    new_keys: list[Hashable],
+    old_near: list[Hashable],
+    new_near: list[Hashable],
+) -> list[tuple[int, int]]:
+    """Positions paired in order by the cheapest edit of one key list into the other: two
+    items with the same key pair for nothing, two with only the same near key (the same
+    class, other shapes) for 1, and leaving an item unpaired costs 2 (removed or inserted).
+
+    A longest common subsequence of the keys alone pairs the look-alike `bn2` of a block
+    with the `bn1` of another whose width changed, leaving three calls removed and three
+    inserted; here the block's calls pair in place, each changed, for less.
+    """
+    rows, columns = len(old_keys), len(new_keys)
+    # penalty[i][j]: what the cheapest edit of old[i:] into new[j:] is charged.
+    penalty = [[0] * (columns + 1) for _ in range(rows + 1)]
+    for i in range(rows - 1, -1, -1):
+        penalty[i][columns] = penalty[i + 1][columns] + 2
+    for j in range(columns - 1, -1, -1):
+        penalty[rows][j] = penalty[rows][j + 1] + 2
+    for i in range(rows - 1, -1, -1):
+        below, here = penalty[i + 1], penalty[i]
+        for j in range(columns - 1, -1, -1):
+            best = min(below[j], here[j + 1]) + 2
+            if old_keys[i] == new_keys[j]:
+                best = min(best, below[j + 1])
+            elif old_near[i] == new_near[j]:
+                best = min(best, below[j + 1] + 1)
+            here[j] = best
+    pairs = []
+    i = j = 0
+    while i < rows and j < columns:
+        paired = 0 if old_keys[i] == new_keys[j] else 1 if old_near[i] == new_near[j] else None
+        if paired is not None and penalty[i][j] == penalty[i + 1][j + 1] + paired:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif penalty[i][j] == penalty[i + 1][j] + 2:
+            i += 1
+        else:
+            j += 1
+    return pairs
 
 
 class ChangedRun(NamedTuple):
@@ -133,6 +180,7 @@ def pairs_between(
     new_key: Callable[[ItemT], Hashable] | None = None,
     *,
     unique_only: bool,
+    near_key: Callable[[ItemT], Hashable] | None = None,
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`pairs` (in order) with more pairs by `key` in each stretch between two of them, and
     the pairs by `key` that cross those (keys found once on each side only); `new_key`, where
@@ -140,7 +188,8 @@ def pairs_between(
 
     `unique_only` pairs only keys found once in the stretch on each side (patience: a reused
     module's calls then pair between the same neighbours); otherwise a key's occurrences pair
-    in order.
+    in order, and with a `near_key`, a short stretch by the cheapest edit
+    (`cheapest_pairs`), which also pairs items whose near keys alone are the same.
     """
     result: list[tuple[int, int]] = []
     crossed: list[tuple[int, int]] = []
@@ -161,6 +210,11 @@ def pairs_between(
             new_keys = [(new_key or key)(new_lines[j]) for j in between_new]
             if unique_only:
                 in_order, out_of_order = match_in_order(*only_unique(old_keys, new_keys))
+            elif near_key is not None and max(len(old_keys), len(new_keys)) <= _NEAR_SHORT:
+                old_near = [near_key(old_lines[i]) for i in between_old]
+                new_near = [near_key(new_lines[j]) for j in between_new]
+                in_order = cheapest_pairs(old_keys, new_keys, old_near, new_near)
+                out_of_order = []
             elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
                 in_order, out_of_order = common_subsequence(old_keys, new_keys), []
             else:  # a long stretch: occurrences in order, in O(n log n)
@@ -174,6 +228,38 @@ def pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
+
+
+def unique_pairs(
+    old_lines: Sequence[ItemT],
+    new_lines: Sequence[ItemT],
+    olds: list[int],
+    news: list[int],
+    taken: list[tuple[int, int]],
+    key: Callable[[ItemT], Hashable],
+) -> list[tuple[int, int]]:
+    """The items at `olds` and `news`, none of them in a pair of `taken`, whose key is found
+    once on each side, paired, in old order (wherever they are: they may cross)."""
+    taken_old = {i for i, _ in taken}
+    taken_new = {j for _, j in taken}
+    old_keys = {i: key(old_lines[i]) for i in olds if i not in taken_old}
+    new_keys = {j: key(new_lines[j]) for j in news if j not in taken_new}
+    old_count, new_count = Counter(old_keys.values()), Counter(new_keys.values())
+    by_key = {found: j for j, found in new_keys.items()}
+    return [
+        (i, by_key[found])
+        for i, found in old_keys.items()
+        if old_count[found] == 1 and new_count[found] == 1
+    ]
+
+
+def without(
+    olds: list[int], news: list[int], pairs: list[tuple[int, int]]
+) -> tuple[list[int], list[int]]:
+    """`olds` and `news` without the items `pairs` pair."""
+    taken_old = {i for i, _ in pairs}
+    taken_new = {j for _, j in pairs}
+    return [i for i in olds if i not in taken_old], [j for j in news if j not in taken_new]
 
 
 def crossing(pairs: list[tuple[int, int]]) -> bool:

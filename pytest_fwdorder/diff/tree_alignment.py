@@ -29,7 +29,12 @@ from itertools import pairwise
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
-from pytest_fwdorder.diff.look_alikes import first_alike, wrapped_partner
+from pytest_fwdorder.diff.look_alikes import (
+    first_alike,
+    swapped,
+    with_layers_moved,
+    wrapped_partner,
+)
 from pytest_fwdorder.diff.ordered_pairing import (
     AlignedPair,
     crossing,
@@ -37,9 +42,12 @@ from pytest_fwdorder.diff.ordered_pairing import (
     longest_increasing,
     pairs_between,
     pairs_by_key,
+    without,
 )
 from pytest_fwdorder.golden.format import GoldenLine
 
+# A pass of the children's pairing: its key, whether only keys found once pair, its near key.
+_Pass = tuple[Callable[[GoldenLine], Hashable], bool, Callable[[GoldenLine], Hashable] | None]
 _SMALLEST_SUBTREE = 2  # a single call pairs only inside a paired parent or by its path
 _DICE_ENOUGH = 0.5
 
@@ -366,16 +374,9 @@ class _Matcher:
         """Pairs among the unpaired children of two paired calls, in order: by path and
         class, then by class and shapes between those, then by path (or, name-free, in
         order) between all of those, a new wrapper left out."""
-        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        lines = (self.old_tree.lines, self.new_tree.lines)
         pairs: list[tuple[int, int]] = []
         crossed: list[tuple[int, int]] = []
-        passes: list[tuple[Callable[[GoldenLine], Hashable], bool]] = [
-            (call_keys.structure, True),
-            (call_keys.structure, False),
-            (call_keys.path, False),
-        ]
-        if self.match_paths:
-            passes[:0] = [(call_keys.identity, True), (call_keys.identity, False)]
         old_prefix, new_prefix = self._renamed_prefixes(old_parent)
         # Name-free, a namesake is a call of the same class and shapes, in order.
         namesake = call_keys.identity if self.match_paths else call_keys.structure
@@ -385,7 +386,7 @@ class _Matcher:
             call_keys.within(namesake, old_prefix),
             call_keys.within(namesake, new_prefix),
         )
-        for key, unique_only in passes:
+        for key, unique_only, near in self._passes():
             # Under a parent that was renamed (wrapped: `layer4`, now `layer4.m`), children
             # are named within it: `layer4.0`, now `layer4.m.0`, is the same child.
             old_key, new_key = call_keys.within(key, old_prefix), call_keys.within(key, new_prefix)
@@ -401,52 +402,33 @@ class _Matcher:
                 )
             if key is call_keys.path:
                 # Look-alikes that swapped places anywhere in the parent.
-                out_of_order = self._swapped(olds, news, pairs)
+                out_of_order = swapped(self.old_tree, self.new_tree, olds, news, pairs)
                 crossed += out_of_order
-                taken_old = {i for i, _ in out_of_order}
-                taken_new = {j for _, j in out_of_order}
-                olds = [i for i in olds if i not in taken_old]
-                news = [j for j in news if j not in taken_new]
+                olds, news = without(olds, news, out_of_order)
                 if not self.match_paths:
                     news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
             pairs, out_of_order = pairs_between(
-                old_lines, new_lines, olds, news, pairs, old_key, new_key, unique_only=unique_only
+                *lines, olds, news, pairs, old_key, new_key, unique_only=unique_only, near_key=near
             )
             if out_of_order:  # two swapped layers: each pairs with its look-alike
                 crossed += out_of_order
-                taken_old = {i for i, _ in out_of_order}
-                taken_new = {j for _, j in out_of_order}
-                olds = [i for i in olds if i not in taken_old]
-                news = [j for j in news if j not in taken_new]
-        for pair in self._moved_taking_other_shapes(olds, news, [*pairs, *crossed]):
-            # Crossing the others, it moved; else it is in order, its shapes changed.
-            if crossing([pair, *pairs]):
-                crossed.append(pair)
-            else:
-                pairs = sorted([*pairs, pair])
-        return pairs, crossed
+                olds, news = without(olds, news, out_of_order)
+        return with_layers_moved(self.old_tree, self.new_tree, olds, news, pairs, crossed)
 
-    def _moved_taking_other_shapes(
-        self, olds: list[int], news: list[int], taken: list[tuple[int, int]]
-    ) -> list[tuple[int, int]]:
-        """Children still unpaired whose class and facts (settings, tensors) are found once
-        on each side, and whose nested calls are the same but for shapes: one layer moved
-        within its parent past layers that change what it takes (a Dropout moved after the
-        head), not one removed and another inserted."""
-        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
-        taken_old = {i for i, _ in taken}
-        taken_new = {j for _, j in taken}
-        free_old = [i for i in olds if i not in taken_old and self.old_tree.size(i) == 1]
-        free_new = [j for j in news if j not in taken_new and self.new_tree.size(j) == 1]
-        old_count = Counter(call_keys.kind(old_lines[i]) for i in free_old)
-        new_count = Counter(call_keys.kind(new_lines[j]) for j in free_new)
-        by_kind = {call_keys.kind(new_lines[j]): j for j in free_new}
-        return [
-            (i, by_kind[call_keys.kind(old_lines[i])])
-            for i in free_old
-            if old_count[call_keys.kind(old_lines[i])] == 1
-            and new_count[call_keys.kind(old_lines[i])] == 1
+    def _passes(self) -> list[_Pass]:
+        """The keys children pair by, in turn, each unique on both sides first, and the near
+        key of the pass that pairs by the cheapest edit: name-free, look-alike children in
+        order, a call of the same class in place counted as changed (no path tells a
+        block's `bn1` from `bn2`)."""
+        near = None if self.match_paths else call_keys.module_type
+        passes: list[_Pass] = [
+            (call_keys.structure, True, None),
+            (call_keys.structure, False, near),
+            (call_keys.path, False, None),
         ]
+        if self.match_paths:
+            passes[:0] = [(call_keys.identity, True, None), (call_keys.identity, False, None)]
+        return passes
 
     def _renamed_prefixes(self, old_parent: int) -> tuple[str, str]:
         """The paths of a paired parent and its partner, each with a `.`, where the two
@@ -547,27 +529,6 @@ class _Matcher:
             [i for i in olds if i not in self.old_to_new],
             [j for j in news if j not in self.new_to_old],
         )
-
-    def _swapped(
-        self, olds: list[int], news: list[int], pairs: list[tuple[int, int]]
-    ) -> list[tuple[int, int]]:
-        """Children left unpaired whose class, shapes and facts are found once on each side:
-        look-alikes that changed places (two activations swapped)."""
-        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
-        paired_old = {i for i, _ in pairs}
-        paired_new = {j for _, j in pairs}
-        free_old = [i for i in olds if i not in paired_old]
-        free_new = [j for j in news if j not in paired_new]
-        old_count = Counter(call_keys.look(old_lines[i]) for i in free_old)
-        new_count = Counter(call_keys.look(new_lines[j]) for j in free_new)
-        by_look = {call_keys.look(new_lines[j]): j for j in free_new}
-        return [
-            (i, by_look[call_keys.look(old_lines[i])])
-            for i in free_old
-            if old_count[call_keys.look(old_lines[i])] == 1
-            and new_count[call_keys.look(old_lines[i])] == 1
-            and old_lines[i].path != new_lines[by_look[call_keys.look(old_lines[i])]].path
-        ]
 
     def match_across_parents(self) -> None:
         """Calls left over on both sides that only one explanation fits: the same module
