@@ -477,3 +477,41 @@ def test_a_look_alike_held_in_a_plain_list_is_hedged_as_a_numbered_one() -> None
     assert summary[1] == (
         "1 call removed: one of acts[0], acts[1], acts[2] (ReLU look-alikes) after inp (Linear)"
     )
+
+
+class DropoutAtOneEnd(nn.Module):
+    """A dropout named for where it runs: `drop_in` before the layers, or `drop_out` after."""
+
+    def __init__(self, at_input: bool) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 2)
+        self.at_input = at_input
+        if at_input:
+            self.drop_in = nn.Dropout(0.1)
+        else:
+            self.drop_out = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.at_input:
+            x = self.drop_in(x)
+        x = self.fc2(torch.relu(self.fc1(x)))
+        return x if self.at_input else self.drop_out(x)
+
+
+def test_a_named_layer_gone_and_another_come_are_not_one_moved() -> None:
+    # A name tells a call apart (as `attn.v` beside `attn.o`): `drop_in` is gone and
+    # `drop_out` came. Only a numbered name, which says where a call is, pairs as moved.
+    inputs = torch.randn(1, 4)
+    old_model, new_model = DropoutAtOneEnd(True).eval(), DropoutAtOneEnd(False).eval()
+    # The oracle: torch's own lookup of each name in the other model.
+    assert not hasattr(new_model, "drop_in")
+    assert not hasattr(old_model, "drop_out")
+    assert hasattr(old_model, "drop_in")  # it can fail
+
+    summary = trace_forward(old_model, inputs).diff(trace_forward(new_model, inputs)).summary()
+
+    assert summary.splitlines() == [
+        "4 calls before, 4 after: 1 call inserted, 1 call removed",
+        "1 call inserted: drop_out (Dropout) after fc2 (Linear)",
+        "1 call removed: drop_in (Dropout) at the start of <root> (DropoutAtOneEnd)",
+    ]

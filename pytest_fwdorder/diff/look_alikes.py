@@ -105,17 +105,26 @@ def with_layers_moved(
     news: list[int],
     pairs: list[tuple[int, int]],
     crossed: list[tuple[int, int]],
+    *,
+    named: bool,
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`pairs` (in order) and `crossed` (out of order) with the children still unpaired,
     without nested calls, whose class and facts (settings, tensors) are found once on each
     side: one layer moved within its parent past layers that change what it takes (a
     Dropout moved after the head), not one removed and another inserted. Crossing the
-    pairs, it moved; else it kept its place and its shapes changed."""
+    pairs, it moved; else it kept its place and its shapes changed.
+
+    `named`: the calls have paths, and only those with numbered ones pair here: a name
+    (`drop_in`, `drop_out`) tells a call apart, so one gone and another come are that."""
+
+    def movable(tree: CallTree, index: int) -> bool:
+        return tree.size(index) == 1 and (not named or call_keys.numbered(tree.lines[index].path))
+
     found = unique_pairs(
         old_tree.lines,
         new_tree.lines,
-        [i for i in olds if old_tree.size(i) == 1],
-        [j for j in news if new_tree.size(j) == 1],
+        [i for i in olds if movable(old_tree, i)],
+        [j for j in news if movable(new_tree, j)],
         [*pairs, *crossed],
         call_keys.kind,
     )
