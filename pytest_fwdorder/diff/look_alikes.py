@@ -19,12 +19,16 @@ def first_alike(
     the first with its class and input; else its one unpaired child of that class, where it
     kept its output or has calls of its own (a stem wrapped as its input channels changed:
     the wrap and the settings change explain it with fewer changes than a type change and an
-    insertion); None when there is no such child, or several."""
+    insertion); None when there is no such child, or several. Where `parent` holds only a
+    wrapper (`fc`, now `fc.0.0` in two Sequentials), the look-alike is looked for in it."""
     same_class = [
         child
         for child in tree.children[parent]
         if child not in partners and tree.lines[child].module_type == line.module_type
     ]
+    if not same_class:
+        lone = _lone_wrapper(tree, parent, partners)
+        return None if lone is None else first_alike(tree, lone, line, partners)
     look = call_keys.look(line)
     for child in same_class:
         if call_keys.look(tree.lines[child]) == look:
@@ -39,6 +43,15 @@ def first_alike(
         if tree.lines[child].outputs == line.outputs or tree.children[child]:
             return child
     return None
+
+
+def _lone_wrapper(tree: CallTree, parent: int, partners: dict[int, int]) -> int | None:
+    """The one call `parent` runs, where it is unpaired and runs calls of its own (a wrapper
+    inside a wrapper); else None."""
+    children = tree.children[parent]
+    if len(children) != 1 or children[0] in partners or not tree.children[children[0]]:
+        return None
+    return children[0]
 
 
 def exact_alike(
