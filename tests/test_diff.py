@@ -438,3 +438,80 @@ def test_a_diff_builds_each_call_tree_once(monkeypatch: pytest.MonkeyPatch) -> N
     assert built == [4, 4], built
     assert "type changed" in summary, summary
     assert counts["type changed"] == 1, counts
+
+
+class ActivationsInAList(nn.Module):
+    """Its activations kept in a plain list: unregistered, named `acts[0]`, `acts[1]`, ..."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.acts = [nn.ReLU() for _ in range(count)]
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        for act in self.acts:
+            x = act(x)
+        return self.out(x)
+
+
+def test_a_look_alike_held_in_a_plain_list_is_hedged_as_a_numbered_one() -> None:
+    # `acts[2]`, like `acts.2`, says where a call is, not which: the trace cannot tell
+    # which of three look-alikes went, so the summary names them all.
+    inputs = torch.randn(1, 4)
+    before = trace_forward(ActivationsInAList(3), inputs)
+    after = trace_forward(ActivationsInAList(2), inputs)
+    # The oracle: removing the middle activation or the last one records the same trace.
+    middle_removed, last_removed = ActivationsInAList(3), ActivationsInAList(3)
+    del middle_removed.acts[1], last_removed.acts[2]
+    assert trace_forward(middle_removed, inputs).render() == after.render()
+    assert trace_forward(last_removed, inputs).render() == after.render()
+    # And it can fail: a model with another head records another trace.
+    head_removed = ActivationsInAList(3)
+    head_removed.out = nn.Identity()
+    assert trace_forward(head_removed, inputs).render() != after.render()
+
+    summary = before.diff(after).summary().splitlines()
+
+    assert summary[1] == (
+        "1 call removed: one of acts[0], acts[1], acts[2] (ReLU look-alikes) after inp (Linear)"
+    )
+
+
+class DropoutAtOneEnd(nn.Module):
+    """A dropout named for where it runs: `drop_in` before the layers, or `drop_out` after."""
+
+    def __init__(self, at_input: bool) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 2)
+        self.at_input = at_input
+        if at_input:
+            self.drop_in = nn.Dropout(0.1)
+        else:
+            self.drop_out = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.at_input:
+            x = self.drop_in(x)
+        x = self.fc2(torch.relu(self.fc1(x)))
+        return x if self.at_input else self.drop_out(x)
+
+
+def test_a_named_layer_gone_and_another_come_are_not_one_moved() -> None:
+    # A name tells a call apart (as `attn.v` beside `attn.o`): `drop_in` is gone and
+    # `drop_out` came. Only a numbered name, which says where a call is, pairs as moved.
+    inputs = torch.randn(1, 4)
+    old_model, new_model = DropoutAtOneEnd(True).eval(), DropoutAtOneEnd(False).eval()
+    # The oracle: torch's own lookup of each name in the other model.
+    assert not hasattr(new_model, "drop_in")
+    assert not hasattr(old_model, "drop_out")
+    assert hasattr(old_model, "drop_in")  # it can fail
+
+    summary = trace_forward(old_model, inputs).diff(trace_forward(new_model, inputs)).summary()
+
+    assert summary.splitlines() == [
+        "4 calls before, 4 after: 1 call inserted, 1 call removed",
+        "1 call inserted: drop_out (Dropout) after fc2 (Linear)",
+        "1 call removed: drop_in (Dropout) at the start of <root> (DropoutAtOneEnd)",
+    ]

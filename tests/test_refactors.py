@@ -566,3 +566,48 @@ def test_a_module_called_twice_wrapped_and_unwrapped_is_one_wrap_and_one_unwrap(
         "9 calls before, 5 after: 1 unwrap, 2 calls removed",
         "fc (Sequential, 2 calls) unwrapped: the old fc.0 is now fc",
     ]
+
+
+class _OneLinear(nn.Module):
+    """`fc` called once, between nothing else of its class but the head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc, self.act, self.out = nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.act(self.fc(x)))
+
+
+def test_a_layer_wrapped_in_a_wrapper_inside_a_wrapper_is_one_wrap() -> None:
+    """A Linear in two Sequentials read as a type change (Linear -> Sequential), two calls
+    inserted and its weight removed; a block in two read as one wrap already."""
+    inputs = torch.randn(2, 8)
+    before = trace_forward(_OneLinear(), inputs)
+    model = _OneLinear()
+    linear = model.fc
+    model.fc = nn.Sequential(nn.Sequential(linear))
+    after = trace_forward(model, inputs)
+    # The oracle: torch's own lookup finds the very Linear two wrappers deep, its weight kept.
+    assert model.get_submodule("fc.0.0") is linear
+    assert not isinstance(model.get_submodule("fc"), nn.Linear)  # the oracle can fail
+
+    wrapped = before.diff(after).summary().splitlines()
+    unwrapped = after.diff(before).summary().splitlines()
+    name_free = structure_diff(before, after, ignore=("paths",)).summary().splitlines()
+
+    assert wrapped == [
+        "4 calls before, 6 after: 1 wrap",
+        "fc (Sequential) and fc.0 (Sequential) wrap the old fc, now fc.0.0 (1 call renamed "
+        "under it)",
+    ]
+    assert unwrapped == [
+        "6 calls before, 4 after: 1 unwrap",
+        "fc (Sequential) and fc.0 (Sequential) unwrapped: the old fc.0.0 is now fc (1 call "
+        "renamed under it)",
+    ]
+    assert name_free == [
+        "4 calls before, 6 after: 1 wrap",
+        "fc (Sequential) and fc.0 (Sequential) wrap the old fc, now fc.0.0",
+    ]

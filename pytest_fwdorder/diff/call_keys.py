@@ -61,8 +61,18 @@ def identity(line: GoldenLine) -> Hashable:
     return _identity(line.path, line)
 
 
+# A path's last name a number: `blocks.3`, `3`, or `blocks[3]` (a module in a plain list).
+_NUMBERED = re.compile(r"(?:^|\.)[0-9]+$|\[[0-9]+\]$")
+
+
+def numbered(path: str) -> bool:
+    """Whether a path ends in a number, which says where a call is, not which: `blocks.3`,
+    or `blocks[3]` for a module held in a plain list (unregistered)."""
+    return _NUMBERED.search(path) is not None
+
+
 def _identity(path: str, line: GoldenLine) -> Hashable:
-    if path.rpartition(".")[2].isdigit():
+    if numbered(path):
         # A numbered name says where a call is, not which: the old `3`, a Linear, is the
         # new `2` when a layer before it moved away, and the new `3`, another Linear, is
         # not it. It is the same call only looking the same; else its look pairs it.

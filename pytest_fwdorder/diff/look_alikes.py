@@ -19,12 +19,16 @@ def first_alike(
     the first with its class and input; else its one unpaired child of that class, where it
     kept its output or has calls of its own (a stem wrapped as its input channels changed:
     the wrap and the settings change explain it with fewer changes than a type change and an
-    insertion); None when there is no such child, or several."""
+    insertion); None when there is no such child, or several. Where `parent` holds only a
+    wrapper (`fc`, now `fc.0.0` in two Sequentials), the look-alike is looked for in it."""
     same_class = [
         child
         for child in tree.children[parent]
         if child not in partners and tree.lines[child].module_type == line.module_type
     ]
+    if not same_class:
+        lone = _lone_wrapper(tree, parent, partners)
+        return None if lone is None else first_alike(tree, lone, line, partners)
     look = call_keys.look(line)
     for child in same_class:
         if call_keys.look(tree.lines[child]) == look:
@@ -39,6 +43,15 @@ def first_alike(
         if tree.lines[child].outputs == line.outputs or tree.children[child]:
             return child
     return None
+
+
+def _lone_wrapper(tree: CallTree, parent: int, partners: dict[int, int]) -> int | None:
+    """The one call `parent` runs, where it is unpaired and runs calls of its own (a wrapper
+    inside a wrapper); else None."""
+    children = tree.children[parent]
+    if len(children) != 1 or children[0] in partners or not tree.children[children[0]]:
+        return None
+    return children[0]
 
 
 def exact_alike(
@@ -105,17 +118,26 @@ def with_layers_moved(
     news: list[int],
     pairs: list[tuple[int, int]],
     crossed: list[tuple[int, int]],
+    *,
+    named: bool,
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`pairs` (in order) and `crossed` (out of order) with the children still unpaired,
     without nested calls, whose class and facts (settings, tensors) are found once on each
     side: one layer moved within its parent past layers that change what it takes (a
     Dropout moved after the head), not one removed and another inserted. Crossing the
-    pairs, it moved; else it kept its place and its shapes changed."""
+    pairs, it moved; else it kept its place and its shapes changed.
+
+    `named`: the calls have paths, and only those with numbered ones pair here: a name
+    (`drop_in`, `drop_out`) tells a call apart, so one gone and another come are that."""
+
+    def movable(tree: CallTree, index: int) -> bool:
+        return tree.size(index) == 1 and (not named or call_keys.numbered(tree.lines[index].path))
+
     found = unique_pairs(
         old_tree.lines,
         new_tree.lines,
-        [i for i in olds if old_tree.size(i) == 1],
-        [j for j in news if new_tree.size(j) == 1],
+        [i for i in olds if movable(old_tree, i)],
+        [j for j in news if movable(new_tree, j)],
         [*pairs, *crossed],
         call_keys.kind,
     )

@@ -5,6 +5,7 @@ Pure, no torch.
 
 from __future__ import annotations
 
+from pytest_fwdorder.diff.call_keys import numbered
 from pytest_fwdorder.golden.format import GoldenLine
 
 
@@ -96,16 +97,16 @@ def look_alikes(lines: list[GoldenLine], index: int, name_free: bool) -> list[in
     changed or not; none where its name tells it apart.
 
     Names are not compared in a name-free comparison. With names, a numbered one
-    (`blocks.3`) says only where a call is, so look-alike numbered siblings may be any of
-    them; a named one (`attn.v`, beside the kept `attn.o`) is itself, and the smaller
+    (`blocks.3`, or `blocks[3]` in a plain list) says only where a call is, so look-alike
+    numbered siblings may be any of them; a named one (`attn.v`, beside the kept `attn.o`) is itself, and the smaller
     account is that it came.
     """
     if name_free:
         return alike_siblings(lines, index)
-    if not _numbered(lines[index]):
+    if not numbered(lines[index].path):
         return []
     alike = alike_siblings(lines, index)
-    return [sibling for sibling in alike if _numbered(lines[sibling])]
+    return [sibling for sibling in alike if numbered(lines[sibling].path)]
 
 
 def which_of(lines: list[GoldenLine], alike: list[int], changed: set[int | None]) -> str | None:
@@ -117,10 +118,6 @@ def which_of(lines: list[GoldenLine], alike: list[int], changed: set[int | None]
         return None
     names = ", ".join(lines[index].name for index in alike)
     return f"{'one' if went == 1 else went} of {names}"
-
-
-def _numbered(line: GoldenLine) -> bool:
-    return line.path.rpartition(".")[2].isdigit()
 
 
 def _previous_sibling(lines: list[GoldenLine], index: int) -> int | None:

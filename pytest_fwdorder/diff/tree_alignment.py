@@ -413,7 +413,9 @@ class _Matcher:
             if out_of_order:  # two swapped layers: each pairs with its look-alike
                 crossed += out_of_order
                 olds, news = without(olds, news, out_of_order)
-        return with_layers_moved(self.old_tree, self.new_tree, olds, news, pairs, crossed)
+        return with_layers_moved(
+            self.old_tree, self.new_tree, olds, news, pairs, crossed, named=self.match_paths
+        )
 
     def _passes(self) -> list[_Pass]:
         """The keys children pair by, in turn, each unique on both sides first, and the near

@@ -29,7 +29,6 @@ from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.golden.figures import human_bytes, human_count
 from pytest_fwdorder.golden.format import (
     UNCOUNTED_SECTION,
-    GoldenLine,
     header_sections,
     render_section,
 )
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
 
 TITLE = "costs"
 COSTS_PREFIX = f"# {TITLE}: "
-_FACT_START = f"{TITLE}: "
 _FLOPS = re.compile(r"([0-9,]+) FLOPs")
 _OUTPUT = re.compile(r", output ([0-9,]+) B")
 _TENSOR_BYTES = re.compile(r", parameters and buffers ([0-9,]+) B")
@@ -280,20 +278,6 @@ def _figure(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def costs_of(line: GoldenLine) -> WrittenCosts | None:
-    """The costs a call line's fact gives, or None when it has none."""
-    for fact in line.facts:
-        if fact.startswith(_FACT_START):
-            return read_call_costs(fact[len(_FACT_START) :])
-    return None
-
-
-def flops_of(line: GoldenLine) -> int | None:
-    """The FLOPs a call line's costs fact gives, or None when it has none."""
-    costs = costs_of(line)
-    return None if costs is None else costs.flops
-
-
 def read_trace_costs(header: Sequence[str]) -> WrittenTraceCosts | None:
     """The header's costs totals and uncounted operations; None for a golden without costs."""
     totals = next((line for line in header if line.startswith(COSTS_PREFIX)), None)
@@ -305,9 +289,3 @@ def read_trace_costs(header: Sequence[str]) -> WrittenTraceCosts | None:
         if name and count.isdigit():
             found[name] = int(count)
     return WrittenTraceCosts(totals.removeprefix(COSTS_PREFIX), found)
-
-
-def uncounted_operations(header: list[str]) -> dict[str, int] | None:
-    """Operation name -> count from the header's uncounted section; None without costs."""
-    written = read_trace_costs(header)
-    return None if written is None else written.uncounted
