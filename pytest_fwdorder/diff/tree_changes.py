@@ -145,24 +145,7 @@ class _Finder:
         return "model" if name == "<root>" else name
 
     def wraps(self) -> list[TreeChange]:
-        wrapping: dict[int, list[int]] = {}
-        chains: dict[int, list[int]] = {}
-        tree = self.new_tree
-        for wrapper in range(len(tree.lines)):
-            if wrapper in self.new_to_old:
-                continue
-            outward = _unpaired_chain(tree, self.new_to_old, wrapper)
-            for depth, holder in enumerate(outward):
-                wrapped = [
-                    child
-                    for child in tree.children[wrapper]
-                    if child in self.new_to_old
-                    and self.expected_parent(self.new_to_old[child]) == tree.parents[holder]
-                ]
-                if wrapped:
-                    wrapping[wrapper] = wrapped
-                    chains[wrapper] = outward[: depth + 1][::-1]
-                    break
+        wrapping, chains = _wrappers_around(self.new_tree, self.new_to_old, self._wrapped_in)
         found = []
         for calls in _one_per_module(wrapping, self.new_names, self._child_paths):
             roots = [child for call in calls for child in wrapping[call]]
@@ -175,32 +158,34 @@ class _Finder:
             found.append(TreeChange(ChangeKind.WRAPPED, sentence, olds, news | wrappers))
         return found
 
+    def _wrapped_in(self, wrapper: int, holder: int) -> list[int]:
+        """The new calls in `wrapper` whose old calls ran where `holder` runs now."""
+        tree = self.new_tree
+        return [
+            child
+            for child in tree.children[wrapper]
+            if child in self.new_to_old
+            and self.expected_parent(self.new_to_old[child]) == tree.parents[holder]
+        ]
+
+    def _kept_from(self, wrapper: int, holder: int) -> list[int]:
+        """The new calls of the old calls in `wrapper` that now run where `holder` ran."""
+        place = self.expected_parent(holder)
+        if place == _UNPAIRED:
+            return []
+        return [
+            self.old_to_new[child]
+            for child in self.old_tree.children[wrapper]
+            if child in self.old_to_new and self.new_tree.parents[self.old_to_new[child]] == place
+        ]
+
     def _child_paths(self, new_children: list[int]) -> tuple[str, ...]:
         """The old and the new paths of paired new calls."""
         old_paths = (self.old_names[self.new_to_old[child]].path for child in new_children)
         return (*old_paths, *(self.new_names[child].path for child in new_children))
 
     def unwraps(self) -> list[TreeChange]:
-        unwrapping: dict[int, list[int]] = {}
-        chains: dict[int, list[int]] = {}
-        tree = self.old_tree
-        for wrapper in range(len(tree.lines)):
-            if wrapper in self.old_to_new:
-                continue
-            outward = _unpaired_chain(tree, self.old_to_new, wrapper)
-            for depth, holder in enumerate(outward):
-                place = self.expected_parent(holder)
-                kept = [
-                    self.old_to_new[child]
-                    for child in tree.children[wrapper]
-                    if child in self.old_to_new
-                    and place != _UNPAIRED
-                    and self.new_tree.parents[self.old_to_new[child]] == place
-                ]
-                if kept:
-                    unwrapping[wrapper] = kept
-                    chains[wrapper] = outward[: depth + 1][::-1]
-                    break
+        unwrapping, chains = _wrappers_around(self.old_tree, self.old_to_new, self._kept_from)
         found = []
         for calls in _one_per_module(unwrapping, self.old_names, self._child_paths):
             roots = [child for call in calls for child in unwrapping[call]]
@@ -496,6 +481,27 @@ def _one_per_module(
         else:
             found += [[call] for call in calls]
     return sorted(found)
+
+
+def _wrappers_around(
+    tree: CallTree, partners: dict[int, int], held: Callable[[int, int], list[int]]
+) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """Each call of `tree` without a partner that wraps (or wrapped) others: the new calls
+    `held(wrapper, holder)` gives for the innermost call of its unpaired chain
+    (`_unpaired_chain`) that gives any, and the chain up to that call, outermost first."""
+    wrapping: dict[int, list[int]] = {}
+    chains: dict[int, list[int]] = {}
+    for wrapper in range(len(tree.lines)):
+        if wrapper in partners:
+            continue
+        outward = _unpaired_chain(tree, partners, wrapper)
+        for depth, holder in enumerate(outward):
+            found = held(wrapper, holder)
+            if found:
+                wrapping[wrapper] = found
+                chains[wrapper] = outward[: depth + 1][::-1]
+                break
+    return wrapping, chains
 
 
 def _unpaired_chain(tree: CallTree, partners: dict[int, int], wrapper: int) -> list[int]:
