@@ -20,7 +20,7 @@ import torch
 from facet_plugins import offered
 from torch import nn
 
-from pytest_fwdorder import trace_forward
+from pytest_fwdorder import assert_same_structure, structure_diff, trace_forward
 from pytest_fwdorder.calls.facet_records import TensorAnnotation, checked_facets, read_annotations
 from pytest_fwdorder.calls.value_descriptions import TensorDescription
 from pytest_fwdorder.facets.devices import DEVICES
@@ -268,3 +268,38 @@ def test_an_annotation_without_read_is_refused_naming_what_it_lacks() -> None:
         r"of TensorAnnotation",
     ):
         checked_facets([Unreadable()], ())
+
+
+def test_a_structure_comparison_ignores_an_annotation_named_by_its_title(
+    elements: Elements,
+) -> None:
+    """`ignore=("elements",)` leaves a plugin's annotation out, as `"backward"` leaves out a
+    section: the batch size changes each tensor's element count, which the oracle counts."""
+    two, three = trace_forward(model(), torch.ones(2, 4)), trace_forward(model(), torch.ones(3, 4))
+    assert elements_by_global_hook(model(), torch.ones(2, 4)) != elements_by_global_hook(
+        model(), torch.ones(3, 4)
+    )
+    # Without naming it the annotation is compared: ignoring the batch leaves `#8` vs `#12`.
+    assert "#8" in str(structure_diff(two, three, ignore=("batch",)))
+    same = assert_same_structure(two, three, ignore=("batch", "elements"))
+    assert "same structure" in str(same)
+    # The annotation alone is not the batch: with shapes compared, the shapes still differ.
+    with pytest.raises(AssertionError, match=r"differs \(ignoring elements\):\n.*input"):
+        assert_same_structure(two, three, ignore=("elements",))
+
+
+def test_an_unknown_ignore_name_lists_the_annotations_titles(elements: Elements) -> None:
+    trace = trace_forward(model(), torch.ones(2, 4))
+    with pytest.raises(ValueError, match=r"cannot ignore 'elemnts': .*'elements'"):
+        structure_diff(trace, trace, ignore=("elemnts",))
+
+
+def test_a_structure_comparison_of_devices_can_ignore_them() -> None:
+    """`show_devices=True` traces of one model on two devices (the meta device stands in for
+    an accelerator) compare equal once `"devices"` is ignored, and differ until then."""
+    cpu = trace_forward(model(), torch.ones(2, 4), show_devices=True)
+    meta = trace_forward(model().to("meta"), torch.ones(2, 4, device="meta"), show_devices=True)
+    assert "@meta" in meta.render()
+    assert "@cpu" in cpu.render()
+    assert "@cpu" in str(structure_diff(cpu, meta))
+    assert "same structure" in str(assert_same_structure(cpu, meta, ignore=("devices",)))

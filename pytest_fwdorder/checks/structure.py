@@ -90,6 +90,8 @@ class _Ignored:
     operations: bool = False
     # The titles of the facets' sections after the calls to leave out (`"backward"`).
     sections: frozenset[str] = frozenset()
+    # The titles of the annotations on each tensor's text to leave out (`"devices"`).
+    annotations: frozenset[str] = frozenset()
     dimensions: frozenset[int] = frozenset()
     type_names: tuple[tuple[str, str], ...] = ()
     # The measurements `compare` asked for (names from `_MEASUREMENTS`).
@@ -111,7 +113,7 @@ class _Ignored:
             )
             if on
         ]
-        parts += sorted(self.sections)
+        parts += sorted(self.sections | self.annotations)
         parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
         parts += [f"{old} as {new}" for old, new in self.type_names]
         ignoring = ", ".join(parts) if parts else "nothing"
@@ -120,10 +122,15 @@ class _Ignored:
         return f"{ignoring}; comparing {', '.join(sorted(self.compared))}"
 
 
-def _parse_ignore(ignore: Iterable[IgnoreItem], sections: frozenset[str]) -> _Ignored:
+def _parse_ignore(
+    ignore: Iterable[IgnoreItem],
+    sections: frozenset[str],
+    annotations: frozenset[str] = frozenset(),
+) -> _Ignored:
     """Read `ignore` once: it may be a generator, which a second reading would find empty.
 
-    `sections` are the titles of the facets' sections after the calls (`backward`).
+    `sections` are the titles of the facets' sections after the calls (`backward`);
+    `annotations` those of what the traces write onto each tensor's text (`devices`).
     """
     if isinstance(ignore, str):
         ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
@@ -137,10 +144,12 @@ def _parse_ignore(ignore: Iterable[IgnoreItem], sections: frozenset[str]) -> _Ig
             ignored = replace(ignored, **{item: True})  # type: ignore[arg-type]
         elif isinstance(item, str) and item in sections:
             ignored = replace(ignored, sections=ignored.sections | {item})
+        elif isinstance(item, str) and item in annotations:
+            ignored = replace(ignored, annotations=ignored.annotations | {item})
         elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
             ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
         else:
-            names = (*_NAMES, *sorted(sections))
+            names = (*_NAMES, *sorted(sections | annotations))
             raise ValueError(
                 f"cannot ignore {item!r}: name one of {', '.join(map(repr, names))}, "
                 "'dim:N' for one dimension of every tensor, or a mapping of module types "
@@ -307,12 +316,19 @@ def _checked_request(
     and both requests are checked; errors name `function`."""
     check_trace(function, "expected", expected)
     check_trace(function, "actual", actual)
-    ignored = _parse_compare(compare, _parse_ignore(ignore, _section_titles(expected, actual)))
+    annotations = frozenset(
+        annotation.title for trace in (expected, actual) for annotation in trace.options.annotations
+    )
+    ignored = _parse_compare(
+        compare, _parse_ignore(ignore, _section_titles(expected, actual), annotations)
+    )
     _check_measured(function, ignored, expected, actual)
     return ignored
 
 
 def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
+    expected = _without_annotations(expected, ignored.annotations)
+    actual = _without_annotations(actual, ignored.annotations)
     expected_lines = _normalize(golden_lines(expected), ignored)
     actual_lines = _normalize(golden_lines(actual), ignored)
     actual_lines = _facets_tolerated(expected_lines, actual_lines)
@@ -325,6 +341,20 @@ def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Igno
         # Names are ignored for pairing, never for saying where a change is.
         names=(golden_lines(expected), golden_lines(actual)) if ignored.paths else None,
     )
+
+
+def _without_annotations(trace: TraceRecords, titles: frozenset[str]) -> TraceRecords:
+    """The trace as it renders without the annotations titled `titles` on its tensors.
+
+    Rendered again rather than stripped from the text: only an annotation's `annotate` knows
+    what it wrote, and a plugin's may look like another's (or like a shape).
+    """
+    kept = tuple(
+        annotation for annotation in trace.options.annotations if annotation.title not in titles
+    )
+    if kept == trace.options.annotations:
+        return trace
+    return replace(trace, options=replace(trace.options, annotations=kept))
 
 
 def _facets_tolerated(expected: list[GoldenLine], actual: list[GoldenLine]) -> list[GoldenLine]:
@@ -464,8 +494,10 @@ def assert_same_structure(
     counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
     `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, the recorded
     `"operations"` (`ops=True`), a facet's section after the calls by its title (`"backward"`,
-    `backward=True`'s steps; a plugin's facet's too), and mappings of module types to treat
-    as equal, such as `{"LeakyReLU": "ReLU"}`.
+    `backward=True`'s steps; a plugin's facet's too), an annotation on each tensor's text by
+    its title (`"devices"`: the same model on two devices; a plugin's annotation, which may
+    count what `"batch"` leaves out), and mappings of module types to treat as equal, such
+    as `{"LeakyReLU": "ReLU"}`.
 
     `compare` names the measurements that are left out unless asked for: `"costs"` (each
     call's costs fact, the header's costs totals and uncounted operations; both traces
