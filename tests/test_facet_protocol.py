@@ -17,7 +17,14 @@ import torch
 from facet_plugins import CallNesting, ComparedCallNesting, FacetPlugin, NestingBars, offered
 from torch import nn
 
-from pytest_fwdorder import Facet, diff_golden, trace_forward
+from pytest_fwdorder import (
+    Facet,
+    StructureMismatchError,
+    assert_same_structure,
+    diff_golden,
+    structure_diff,
+    trace_forward,
+)
 from pytest_fwdorder.calls.facet_records import (
     MeasuredTraceFacet,
     WatchedTraceFacet,
@@ -563,3 +570,32 @@ def test_a_facets_hook_that_fails_is_named_by_a_note_on_its_error(
     assert note.endswith(f"{type(plugin).__qualname__}.pytest_fwdorder_facets)")
     # The oracle that the note is the failing plugin's: with it gone, the trace runs.
     trace_forward(nn.Linear(2, 2), torch.randn(1, 2))
+
+
+def test_a_structure_comparison_compares_the_facet_and_ignores_it_by_its_title(
+    facet: Any,
+) -> None:
+    """The sign flip keeps every shape, so only the facet differs; naming its title in
+    `ignore` leaves it out, as `"settings"` leaves out a built-in fact."""
+    inputs = torch.ones(1, 4)
+    old, new = trace_forward(signed_model(1.0), inputs), trace_forward(signed_model(-1.0), inputs)
+
+    with pytest.raises(StructureMismatchError, match=r"positive outputs changed at 3 calls"):
+        assert_same_structure(old, new)
+    passed = assert_same_structure(old, new, ignore=("positive outputs",))
+    assert passed.summary().startswith("same structure (ignoring positive outputs): ")
+    assert not structure_diff(old, new, ignore=("positive outputs",))
+
+
+def test_a_watched_facets_call_facts_are_ignored_by_its_title(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Its facts say when parameters were hidden, so two traces that differ only in that
+    differ in the facet's facts once parameters are ignored, and not once it is too."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with offered(request.config, CallNesting()):
+        shown = trace_forward(model, torch.ones(1, 4), ops=True)
+        hidden = trace_forward(model, torch.ones(1, 4), ops=True, hide=("parameters",))
+
+    assert "nesting" in str(structure_diff(shown, hidden, ignore=("parameters",)))
+    assert not structure_diff(shown, hidden, ignore=("parameters", "nesting"))

@@ -92,6 +92,8 @@ class _Ignored:
     sections: frozenset[str] = frozenset()
     # The titles of the annotations on each tensor's text to leave out (`"devices"`).
     annotations: frozenset[str] = frozenset()
+    # The titles of the facets' facts under each call to leave out (a plugin's).
+    facts: frozenset[str] = frozenset()
     dimensions: frozenset[int] = frozenset()
     type_names: tuple[tuple[str, str], ...] = ()
     # The measurements `compare` asked for (names from `_MEASUREMENTS`).
@@ -113,7 +115,7 @@ class _Ignored:
             )
             if on
         ]
-        parts += sorted(self.sections | self.annotations)
+        parts += sorted(self.sections | self.annotations | self.facts)
         parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
         parts += [f"{old} as {new}" for old, new in self.type_names]
         ignoring = ", ".join(parts) if parts else "nothing"
@@ -126,11 +128,13 @@ def _parse_ignore(
     ignore: Iterable[IgnoreItem],
     sections: frozenset[str],
     annotations: frozenset[str] = frozenset(),
+    facts: frozenset[str] = frozenset(),
 ) -> _Ignored:
     """Read `ignore` once: it may be a generator, which a second reading would find empty.
 
     `sections` are the titles of the facets' sections after the calls (`backward`);
-    `annotations` those of what the traces write onto each tensor's text (`devices`).
+    `annotations` those of what the traces write onto each tensor's text (`devices`);
+    `facts` those of the facets' facts under each call that a comparison compares.
     """
     if isinstance(ignore, str):
         ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
@@ -146,16 +150,34 @@ def _parse_ignore(
             ignored = replace(ignored, sections=ignored.sections | {item})
         elif isinstance(item, str) and item in annotations:
             ignored = replace(ignored, annotations=ignored.annotations | {item})
+        elif isinstance(item, str) and item in facts:
+            ignored = replace(ignored, facts=ignored.facts | {item})
         elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
             ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
         else:
-            names = (*_NAMES, *sorted(sections | annotations))
+            names = (*_NAMES, *sorted(sections | annotations | facts))
             raise ValueError(
                 f"cannot ignore {item!r}: name one of {', '.join(map(repr, names))}, "
                 "'dim:N' for one dimension of every tensor, or a mapping of module types "
                 "to treat as equal such as {'LeakyReLU': 'ReLU'}"
             )
     return ignored
+
+
+def _fact_titles(*traces: TraceRecords) -> frozenset[str]:
+    """The titles of the facets' facts under each call that `ignore` may name: the per-call
+    facets' and those of the facets with one value per trace that write call facts
+    (`call_facts`), the measurements that only `compare` brings in left out."""
+    facets = [
+        *(facet for trace in traces for facet in trace.facets),
+        *(
+            facet
+            for trace in traces
+            for facet in trace.trace_facets
+            if hasattr(facet, "call_facts")
+        ),
+    ]
+    return frozenset(facet.title for facet in facets if facet.title not in _MEASURED_FACTS)
 
 
 def _section_titles(*traces: TraceRecords) -> frozenset[str]:
@@ -246,6 +268,7 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
                 (facet, value)
                 for facet, value in line.facet_values
                 if _MEASURED_FACTS.get(facet.title, "") in ("", *ignored.compared)
+                and facet.title not in ignored.facts
             ),
             operations=()
             if ignored.operations
@@ -269,6 +292,8 @@ def _normalize_facts(
     kept = []
     for fact in facts:
         title = fact_title(fact)
+        if title in ignored.facts:
+            continue
         if title in _MEASURED_FACTS:
             # What a call costs is not its structure (`costs=True` traces): compared only
             # when `compare` names it.
@@ -320,7 +345,13 @@ def _checked_request(
         annotation.title for trace in (expected, actual) for annotation in trace.options.annotations
     )
     ignored = _parse_compare(
-        compare, _parse_ignore(ignore, _section_titles(expected, actual), annotations)
+        compare,
+        _parse_ignore(
+            ignore,
+            _section_titles(expected, actual),
+            annotations,
+            _fact_titles(expected, actual),
+        ),
     )
     _check_measured(function, ignored, expected, actual)
     return ignored
@@ -494,7 +525,8 @@ def assert_same_structure(
     counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
     `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, the recorded
     `"operations"` (`ops=True`), a facet's section after the calls by its title (`"backward"`,
-    `backward=True`'s steps; a plugin's facet's too), an annotation on each tensor's text by
+    `backward=True`'s steps; a plugin's facet's too), a plugin's facet's facts under each
+    call by its title (`"positive outputs"`), an annotation on each tensor's text by
     its title (`"devices"`: the same model on two devices; a plugin's annotation, which may
     count what `"batch"` leaves out), and mappings of module types to treat as equal, such
     as `{"LeakyReLU": "ReLU"}`.
