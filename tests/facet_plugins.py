@@ -159,3 +159,18 @@ class NestingBars(ComparedCallNesting):
 
     def bar_words(self, measure: int, total: int) -> tuple[str, str]:
         return f"{measure} of {total}", f"nesting {measure}"
+
+
+class NestingWarnings(CallNesting):
+    """`CallNesting` whose header also lists the calls nested deeper than one level, a
+    section the HTML report shows as a warning box (`report_warnings`)."""
+
+    report_warnings = (("deep calls", "deep call", "nested more than one level down"),)
+
+    def configured(self, options: object) -> NestingWarnings:
+        return NestingWarnings("parameters" in getattr(options, "hide", ()))
+
+    def header_lines(self, value: tuple[int, ...]) -> list[str]:
+        deep = [f"call {index}" for index, nesting in enumerate(value) if nesting > 1]
+        lines = [f"# deep calls ({len(deep)})" + (":" if deep else "")]
+        return [*super().header_lines(value), *lines, *(f"#   {item}" for item in deep)]

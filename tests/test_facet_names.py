@@ -53,7 +53,6 @@ NAMED_TODAY = {
     "picture/layout.py": {"operations"},
     "picture/parity_picture.py": {"values"},
     "picture/svg.py": {"operations"},
-    "report/html.py": {"graph_breaks"},
     "report/review_format.py": {"operations"},
     # The checks besides the golden: a budget or a gate on one facet's measure names it by
     # its job (cost budgets, compile gates); structure comparison names what it may ignore or

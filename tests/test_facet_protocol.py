@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 import torch
-from facet_plugins import CallNesting, ComparedCallNesting, FacetPlugin, NestingBars, offered
+from facet_plugins import (
+    CallNesting,
+    ComparedCallNesting,
+    FacetPlugin,
+    NestingBars,
+    NestingWarnings,
+    offered,
+)
 from torch import nn
 
 from pytest_fwdorder import (
@@ -599,3 +606,24 @@ def test_a_watched_facets_call_facts_are_ignored_by_its_title(
 
     assert "nesting" in str(structure_diff(shown, hidden, ignore=("parameters",)))
     assert not structure_diff(shown, hidden, ignore=("parameters", "nesting"))
+
+
+def test_the_report_shows_a_facets_header_section_as_a_warning_box(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`report_warnings` names the section, its noun and what its items are; the oracle of
+    the items is the golden's own indentation (a call nested two levels down)."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU())))
+    with offered(request.config, NestingWarnings()):
+        text = trace_forward(model, torch.ones(1), ops=True).render()
+        page = trace_html(text)
+    call_line = re.compile(r"^(?P<indent> *)\S+: \w+ \(")
+    depths = [
+        len(match["indent"]) // 2 for line in text.splitlines() if (match := call_line.match(line))
+    ]
+    deep = [depth for depth in depths if depth > 1]
+    assert len(deep) == 3  # the inner Sequential's ReLU, the innermost Sequential and its ReLU
+    assert (
+        '<div class="fo-warning" data-section="deep calls">'
+        f"<strong>{len(deep)} deep calls</strong> nested more than one level down:"
+    ) in page

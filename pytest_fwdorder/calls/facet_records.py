@@ -364,6 +364,9 @@ class TraceFacetMembers(Protocol):
       totals then say `2 backward steps changed` and its line gives the first five
       sentences after `change_words` (`backward steps changed: ...; ...`); without one,
       the totals say `change_words` and the line gives every sentence.
+    - `report_warnings`: (section title, noun for one item, what the items are) for each
+      section of its header lines (`# graph breaks (2 breaks, ...):`) that the HTML report
+      shows as a warning box (`2 graph breaks in the model compiled with torch.compile`).
     """
 
     title: str

@@ -92,6 +92,11 @@ class GraphBreaksFacet:
     title = "graph breaks"
     change_words = "graph breaks changed"
     option = "graph_breaks"
+    # The HTML report's warning boxes: (section, noun for one item, what the items are).
+    report_warnings = (
+        (GRAPH_BREAKS_SECTION, "graph break", "in the model compiled with torch.compile"),
+        (RECOMPILATIONS_SECTION, "recompilation", "when the compiled model is called again"),
+    )
     record_refusal = (
         "record(graph_breaks=True) cannot compile a block of code: pass the model and its "
         "inputs to trace_forward(model, x, graph_breaks=True), or use "

@@ -15,12 +15,9 @@ from pytest_fwdorder.diff.changes import ChangeKind, DiffRow
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.diff.places import plural
-from pytest_fwdorder.facets.graph_breaks import (
-    GRAPH_BREAKS_SECTION,
-    RECOMPILATIONS_SECTION,
-)
 from pytest_fwdorder.golden.format import (
     FACT_PREFIX,
+    FACT_TITLES,
     NEVER_CALLED_SECTION,
     UNREGISTERED_SECTION,
     GoldenLine,
@@ -28,6 +25,7 @@ from pytest_fwdorder.golden.format import (
     model_of,
 )
 from pytest_fwdorder.golden.parse import format_problem, parse_golden
+from pytest_fwdorder.hookspecs import trace_facets
 from pytest_fwdorder.picture.svg import diff_picture
 from pytest_fwdorder.report.facet_bars import bar_facets, bar_html, bar_measures, bars_style
 from pytest_fwdorder.snapshot.kept_comparisons import Comparison, ParityFailure
@@ -334,20 +332,24 @@ def _badge(status: str) -> str:
 
 
 def _warnings_html(header: list[str]) -> str:
-    """Boxes listing the never-called and the unregistered modules, and the graph breaks and
-    recompilations (`graph_breaks=True`), when there are any."""
+    """Boxes listing the never-called and the unregistered modules, and the sections the
+    registered facets name in `report_warnings` (graph breaks), when there are any."""
     sections = header_sections(header)
     boxes = []
-    for title, noun, explanation in (
+    warnings = [
         (NEVER_CALLED_SECTION, "module", "registered but never called in this forward"),
         (
             UNREGISTERED_SECTION,
             "module",
             "called but not registered under the model: not trained, not saved",
         ),
-        (GRAPH_BREAKS_SECTION, "graph break", "in the model compiled with torch.compile"),
-        (RECOMPILATIONS_SECTION, "recompilation", "when the compiled model is called again"),
-    ):
+        *(
+            warning
+            for facet in trace_facets(FACT_TITLES)
+            for warning in getattr(facet, "report_warnings", ())
+        ),
+    ]
+    for title, noun, explanation in warnings:
         items = sections.get(title, [])
         if items:
             listed = "".join(f"<li>{html.escape(item)}</li>" for item in items)
