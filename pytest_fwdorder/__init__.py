@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         UnregisteredModuleError,
         UnwrappedModelWarning,
     )
+    from pytest_fwdorder.facets.cost_table import cost_table
     from pytest_fwdorder.golden.render import render_trace
     from pytest_fwdorder.hookspecs import hookimpl, plugin_manager
     from pytest_fwdorder.options import TraceOptions
@@ -129,6 +130,7 @@ _HOMES = {
     "assert_checkpoint_compatible": "checks.checkpoint",
     "assert_checkpoint_loads": "checks.checkpoint",
     "assert_costs": "checks.cost_budgets",
+    "cost_table": "facets.cost_table",
     "assert_equivalent": "checks.equivalence",
     "assert_same_structure": "checks.structure",
     "check_checkpoint": "checks.checkpoint",
@@ -202,6 +204,7 @@ __all__ = [
     "compare_with_reference",
     "copy_mapped_weights",
     "copy_weights",
+    "cost_table",
     "coverage",
     "diff_golden",
     "diff_picture",

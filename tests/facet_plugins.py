@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -174,3 +174,18 @@ class NestingWarnings(CallNesting):
         deep = [f"call {index}" for index, nesting in enumerate(value) if nesting > 1]
         lines = [f"# deep calls ({len(deep)})" + (":" if deep else "")]
         return [*super().header_lines(value), *lines, *(f"#   {item}" for item in deep)]
+
+
+class NestingTable(CallNesting):
+    """`CallNesting` that `fwdorder show --ops --sort depth` ranks the calls by
+    (`table_orders`, `table`): the deepest first, one `depth  call` line each."""
+
+    table_orders: ClassVar[dict[str, str]] = {"depth": "nesting, deepest first"}
+
+    def configured(self, options: object) -> NestingTable:
+        return NestingTable("parameters" in getattr(options, "hide", ()))
+
+    def table(self, value: tuple[int, ...], trace: Any, order: str, top: int | None) -> str:
+        ranked = sorted(zip(value, trace.calls, strict=True), key=lambda pair: -pair[0])
+        shown = ranked if top is None else ranked[:top]
+        return "".join(f"{depth}  {call.path or '<root>'}\n" for depth, call in shown)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from facet_plugins import NestingTable, offered
 from torch import nn
 
 from pytest_fwdorder import trace_forward
@@ -35,6 +36,10 @@ class Twice(nn.Module):
 
     def forward(self, x):
         return self.block(self.block(x))
+
+
+def nested():
+    return nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Sequential(nn.Linear(4, 2))))
 """
 SMALL = ["cost_table_models:build", "--input", "1x3x8x8", "--costs"]
 
@@ -45,6 +50,10 @@ def model_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
+
+
+def nested_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Sequential(nn.Linear(4, 2))))
 
 
 def small_model() -> nn.Module:
@@ -169,3 +178,36 @@ def test_an_unknown_sort_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
 
     assert status == EXIT_ERROR
     assert "invalid choice: 'bytes'" in capsys.readouterr().err
+
+
+NESTED = ["cost_table_models:nested", "--input", "2x4", "--ops"]
+
+
+def test_a_plugin_facets_table_is_sorted_by_its_own_order(
+    request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--sort` takes the orders the registered facets offer (`table_orders`); the oracle
+    is the model's own nesting, read from its modules."""
+    model = nested_model()
+    depth = {path: path.count(".") + 1 if path else 0 for path, _ in model.named_modules()}
+    with offered(request.config, NestingTable()):
+        status = main(["show", *NESTED, "--sort", "depth", "--top", "2"])
+    deepest = sorted(depth.items(), key=lambda item: -item[1])[:2]
+    assert status == EXIT_SAME
+    assert capsys.readouterr().out == "".join(f"{d}  {path}\n" for path, d in deepest)
+
+
+def test_an_order_of_a_facet_left_out_of_the_trace_says_which_option_records_it(
+    request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with offered(request.config, NestingTable()):
+        status = main(["show", "cost_table_models:nested", "--input", "2x4", "--sort", "depth"])
+    assert status == EXIT_ERROR
+    assert "--sort depth needs the nesting: add --ops to trace cost_table_models:nested" in (
+        capsys.readouterr().err
+    )
+
+
+def test_without_the_plugin_its_order_is_no_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", *NESTED, "--sort", "depth"]) == EXIT_ERROR
+    assert "invalid choice: 'depth'" in capsys.readouterr().err

@@ -62,9 +62,7 @@ NAMED_TODAY = {
     "checks/export_structure.py": {"graph_breaks"},
     "checks/parity.py": {"values"},
     "checks/structure.py": {"costs", "initialization", "operations"},
-    "cli/cost_table.py": {"costs"},
-    "cli/main.py": {"costs", "operations"},
-    "cli/parser.py": {"costs"},
+    "cli/main.py": {"operations"},
 }  # fmt: skip
 
 

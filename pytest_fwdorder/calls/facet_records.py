@@ -367,6 +367,10 @@ class TraceFacetMembers(Protocol):
     - `report_warnings`: (section title, noun for one item, what the items are) for each
       section of its header lines (`# graph breaks (2 breaks, ...):`) that the HTML report
       shows as a warning box (`2 graph breaks in the model compiled with torch.compile`).
+    - `table_orders` and `table(value, trace, order, top)`: `fwdorder show --sort ORDER
+      [--top N]` prints `table(...)` instead of the golden, for a trace with the facet's
+      option, where `table_orders` maps each ORDER it ranks calls by to its words for
+      `--help` (costs: `{"flops": "FLOPs with children", ...}`).
     """
 
     title: str

@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_fwdorder.cli.cost_table import cost_table
 from pytest_fwdorder.cli.parser import PROGRAM, build_parser
 from pytest_fwdorder.cli.targets import (
     CommandError,
@@ -46,6 +45,8 @@ from pytest_fwdorder.cli.targets import (
 )
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.golden.folding import colorize_diff, colorize_golden, fold_golden
+from pytest_fwdorder.golden.format import FACT_TITLES
+from pytest_fwdorder.hookspecs import trace_facets
 from pytest_fwdorder.picture.svg import Picture, diff_picture, golden_picture
 from pytest_fwdorder.report.coverage_table import coverage, golden_coverage
 from pytest_fwdorder.report.git_review import ReviewError, collect_review, explain_golden
@@ -84,7 +85,7 @@ def _show(arguments: argparse.Namespace) -> int:
         _write(_coverage_text(arguments) + "\n")
         return EXIT_SAME
     if arguments.sort is not None or arguments.top is not None:
-        _write(_cost_table_text(arguments))
+        _write(_table_text(arguments))
         return EXIT_SAME
     _check_picture_options(arguments)
     text = golden_text(arguments.target, arguments)
@@ -145,24 +146,33 @@ def _coverage_text(arguments: argparse.Namespace) -> str:
     return coverage(traced_target(target, load_factory(target), arguments), pattern).render()
 
 
-def _cost_table_text(arguments: argparse.Namespace) -> str:
-    """`show --costs --sort flops`: the table of the calls that spend the most FLOPs."""
-    target = arguments.target
-    if arguments.sort is None:
-        raise CommandError(f"--top {arguments.top!r} needs --sort, such as --sort flops")
+def _table_text(arguments: argparse.Namespace) -> str:
+    """`show --costs --sort flops`: the table of the calls ranked by an order a registered
+    facet offers (`table_orders`: the costs' FLOPs), from a trace with that facet."""
+    target, order = arguments.target, arguments.sort
+    tabled: list[Any] = [
+        facet for facet in trace_facets(FACT_TITLES) if hasattr(facet, "table_orders")
+    ]
+    if order is None:
+        example = next((name for facet in tabled for name in facet.table_orders), "ORDER")
+        raise CommandError(f"--top {arguments.top!r} needs --sort, such as --sort {example}")
     if arguments.top is not None and arguments.top < 1:
         raise CommandError(f"bad --top {arguments.top!r}: give 1 or more calls to list")
-    if not arguments.costs:
+    facet = next(facet for facet in tabled if order in facet.table_orders)
+    if not getattr(arguments, facet.option, False):
+        option = facet.option.replace("_", "-")
         raise CommandError(
-            f"--sort {arguments.sort} needs the costs: add --costs to trace {target} with them"
+            f"--sort {order} needs the {facet.title}: add --{option} to trace {target} with them"
         )
     if Path(target).is_file() or ":" not in target:
         raise CommandError(
-            f"--sort {arguments.sort} needs a model TARGET (package.module:factory), got "
-            f"{target!r}: a golden file keeps no own FLOPs; show it without --sort"
+            f"--sort {order} needs a model TARGET (package.module:factory), got "
+            f"{target!r}: the table is made from a trace, not a golden file; show the golden "
+            "without --sort"
         )
     trace = traced_target(target, load_factory(target), arguments)
-    return cost_table(trace, arguments.sort, arguments.top)
+    table: str = facet.table(trace.trace_facet_values[facet.title], trace, order, arguments.top)
+    return table
 
 
 def _diff(arguments: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pytest_fwdorder.cli.cost_table import COST_ORDERS
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.hookspecs import ENTRY_POINT_GROUP, trace_facets
 from pytest_fwdorder.options import OPTIONS
@@ -115,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
         "1 different, 2 usage or loading errors.",
     )
     parser.add_argument("--version", action="version", version=f"{PROGRAM} {_version()}")
-    sectioned, parser.facets_problem = _sectioned_facets()
+    facets, parser.facets_problem = _registered_facets()
+    sectioned = [facet for facet in facets if hasattr(facet, "end_lines")]
+    tabled = [facet for facet in facets if hasattr(facet, "table_orders")]
     commands = parser.add_subparsers(
         title="commands",
         required=True,
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         parser_class=argparse.ArgumentParser,  # the check runs once, on the whole line
     )
     for name, add_arguments, parents in (
-        ("show", partial(_add_show_arguments, sectioned=sectioned), [common]),
+        ("show", partial(_add_show_arguments, sectioned=sectioned, tabled=tabled), [common]),
         ("diff", _add_diff_arguments, [common]),
         ("review", _add_review_arguments, []),
         ("git-diff", _add_git_diff_arguments, []),  # git's diff driver for golden files
@@ -138,15 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sectioned_facets() -> tuple[list[Any], str | None]:
-    """The registered facets that write a section after the calls, or none and why: a
-    plugin's facets hook that raises (or offers something that is no facet) must not break
-    `--help`, so it is said only when a command needs the facets."""
+def _registered_facets() -> tuple[list[Any], str | None]:
+    """The registered facets with one value per trace, or none and why: a plugin's facets
+    hook that raises (or offers something that is no facet) must not break `--help`, so it
+    is said only when a command needs the facets."""
     try:
-        facets = trace_facets(FACT_TITLES)
+        return list(trace_facets(FACT_TITLES)), None
     except Exception as error:
         return [], _facets_problem(error)
-    return [facet for facet in facets if hasattr(facet, "end_lines")], None
 
 
 def _facets_problem(error: Exception) -> str:
@@ -184,7 +184,9 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def _add_show_arguments(show: argparse.ArgumentParser, sectioned: Sequence[Any]) -> None:
+def _add_show_arguments(
+    show: argparse.ArgumentParser, sectioned: Sequence[Any], tabled: Sequence[Any]
+) -> None:
     show.add_argument("target", metavar="TARGET")
     show.add_argument(
         "--depth",
@@ -193,11 +195,17 @@ def _add_show_arguments(show: argparse.ArgumentParser, sectioned: Sequence[Any])
         help="fold calls nested deeper than N into their parent (0: the root call only); "
         "the printed view only, the header still counts every call",
     )
+    orders = [
+        f"{order} ({words}, --{facet.option.replace('_', '-')})"
+        for facet in tabled
+        for order, words in facet.table_orders.items()
+    ]
     show.add_argument(
         "--sort",
-        choices=COST_ORDERS,
-        help="with --costs and a model TARGET: instead of the golden, a table of the calls "
-        "that spend the most FLOPs, by FLOPs with children (flops) or outside them (own-flops)",
+        choices=[order for facet in tabled for order in facet.table_orders],
+        metavar="ORDER",
+        help="with a model TARGET and the option that records it: instead of the golden, a "
+        f"table of the calls ranked by ORDER: {', '.join(orders)}",
     )
     show.add_argument(
         "--top", type=int, metavar="N", help="with --sort: the first N calls only (default: all)"

@@ -21,11 +21,13 @@ cost table read.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
+from pytest_fwdorder.facets.cost_table import cost_table
 from pytest_fwdorder.golden.figures import human_bytes, human_count
 from pytest_fwdorder.golden.format import (
     UNCOUNTED_SECTION,
@@ -83,6 +85,10 @@ class CostsFacet:
     title = TITLE
     change_words = "FLOPs changed"
     option = "costs"
+    # `fwdorder show --costs --sort ORDER`: what the table of the calls ranks them by.
+    table_orders: Mapping[str, str] = MappingProxyType(
+        {"flops": "FLOPs with children", "own-flops": "FLOPs outside its children"}
+    )
 
     def __init__(self, parameters: bool = True) -> None:
         self.parameters = parameters
@@ -98,6 +104,10 @@ class CostsFacet:
 
     def watcher(self, options: TraceOptions) -> CostsWatcher:
         return CostsWatcher()
+
+    def table(self, value: TraceCosts, trace: TraceRecords, order: str, top: int | None) -> str:
+        """The calls that spend the most FLOPs, most first (`cost_table`)."""
+        return cost_table(trace, "own-flops" if order == "own-flops" else "flops", top)
 
     def header_lines(self, value: TraceCosts) -> list[str]:
         return []  # its lines are among what the trace recorded: `summary_lines`

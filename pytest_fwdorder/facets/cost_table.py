@@ -1,4 +1,4 @@
-"""A costs trace -> the table of its most expensive calls (`fwdorder show --costs --sort flops`).
+"""A costs trace -> the table of its most expensive calls (`fwdorder show --costs --sort flops`: the costs facet's table).
 
 Pure: reads the calls' `CallCosts`, formats numbers as the golden does (`golden.figures`).
 """
