@@ -126,6 +126,12 @@ def all_relus(replacement: Callable[[], nn.Module]) -> Callable[[nn.Module], Non
     return change
 
 
+def inplace_off(model: nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, nn.ReLU):
+            module.inplace = False
+
+
 def fused_stem(model: nn.Module) -> None:
     torch.ao.quantization.fuse_modules(model, [["conv1", "bn1", "relu"]], inplace=True)
 
@@ -543,6 +549,22 @@ def _cases() -> list[Refactor]:
             {"type changed": 2},
             ("type changed at layer3.1.relu (2 calls): ReLU -> SiLU",),
             ("type changed at layer3.1.relu (2 calls): ReLU -> SiLU",),
+        ),
+        Refactor(
+            "set inplace off on every ReLU, each block's called twice",
+            resnet18,
+            with_resnet(inplace_off),
+            image,
+            # Settings are a module's, written under its first call: 9 ReLU modules changed,
+            # and they run 17 times (the oracle: `named_modules` and a counting hook, in
+            # tests/test_walk_explanations.py). It read `settings changed at 17 calls` for
+            # ResNet-50's 17 modules and 49 calls, and `9 calls` here.
+            {"settings changed": 9},
+            (
+                "settings changed at 9 modules (17 calls): 9 ReLU modules (relu, "
+                "layer1.0.relu, layer1.1.relu, +6 more): inplace True -> False",
+            ),
+            ("settings changed at 9 modules (17 calls): 9 ReLU modules",),
         ),
         Refactor(
             "change one norm's eps",

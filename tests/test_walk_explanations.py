@@ -1,0 +1,58 @@
+"""Explanations a new user's walk found false, each checked against the models themselves:
+a summary may leave detail to the line diff, but every change it states is true."""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+from torch import nn
+
+from pytest_fwdorder import trace_forward
+
+
+def resnet50(*, inplace: bool) -> nn.Module:
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).eval()
+    for module in model.modules():
+        if isinstance(module, nn.ReLU):
+            module.inplace = inplace
+    return model
+
+
+def relu_modules_and_calls(model: nn.Module, image: torch.Tensor) -> tuple[int, int]:
+    """The oracle: ReLU modules counted with `modules()`, their calls with a global hook."""
+    calls = []
+    hook = nn.modules.module.register_module_forward_hook(
+        lambda module, inputs, output: calls.append(module) if type(module) is nn.ReLU else None
+    )
+    try:
+        with torch.no_grad():
+            model(image)
+    finally:
+        hook.remove()
+    modules = sum(type(module) is nn.ReLU for module in model.modules())
+    return modules, len(calls)
+
+
+def test_a_setting_changed_on_reused_modules_counts_the_modules_and_their_calls() -> None:
+    image = torch.randn(1, 3, 32, 32)
+    before, after = resnet50(inplace=True), resnet50(inplace=False)
+    modules, calls = relu_modules_and_calls(after, image)
+
+    summary = trace_forward(before, image).diff(trace_forward(after, image)).summary()
+
+    # ResNet-50: the stem's ReLU and one per Bottleneck, called three times (16 blocks).
+    assert (modules, calls) == (17, 49)
+    assert summary.splitlines()[0].endswith(f": {modules} modules settings changed"), summary
+    assert (
+        f"settings changed at {modules} modules ({calls} calls): {modules} ReLU modules "
+        "(relu, layer1.0.relu, layer1.1.relu, +14 more): inplace True -> False"
+    ) in summary
+
+
+def test_the_module_oracle_tells_modules_from_calls() -> None:
+    # Were each ReLU called once, the oracle's two counts would agree and the test above
+    # could not tell a count of modules from a count of calls.
+    modules, calls = relu_modules_and_calls(resnet50(inplace=True), torch.randn(1, 3, 32, 32))
+
+    assert calls > modules
