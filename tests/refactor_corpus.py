@@ -982,6 +982,22 @@ def _cases() -> list[Refactor]:
             ("type changed at 1: ReLU -> GELU",),
         ),
         Refactor(
+            "insert a LayerNorm where a ReLU is replaced by a GELU",
+            mlp(*MLP),
+            mlp(L8, nn.LayerNorm(16), nn.GELU(), L16, nn.ReLU(), L4),
+            features,
+            # The norm came and the activation after it took the ReLU's place (it read as
+            # `type changed at 1: ReLU -> LayerNorm`, a GELU inserted and the norm's
+            # parameters added). The layers after them are renumbered, the ReLU with them.
+            {"type changed": 1, "inserted": 1, "renamed": 4},
+            (
+                "type changed at 2: ReLU -> GELU",
+                "1 call inserted: 1 (LayerNorm) after 0 (Linear)",
+                "4 calls renamed: 1 (ReLU) -> 2, 2 (Linear) -> 3, 3 (ReLU) -> 4, 4 (Linear) -> 5",
+            ),
+            ("type changed at 2: ReLU -> GELU", "1 call inserted: 1 (LayerNorm) after 0\n"),
+        ),
+        Refactor(
             "drop a bias",
             mlp(*MLP),
             mlp(*MLP[:2], nn.Linear(16, 16, bias=False), *MLP[3:]),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable
 
-from pytest_fwdorder.golden.format import FROZEN_FLAG, GoldenLine
+from pytest_fwdorder.golden.format import FROZEN_FLAG, GoldenLine, fact_title
 
 
 def within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
@@ -96,6 +96,13 @@ def module_type(line: GoldenLine) -> Hashable:
 def kind(line: GoldenLine) -> Hashable:
     """A call's class and facts, not its shapes: the same layer given other inputs."""
     return (line.module_type, line.facts)
+
+
+def role(line: GoldenLine) -> Hashable:
+    """A call's shapes and the kinds of facts it has (settings, parameters, buffers), not
+    its class: a ReLU and the GELU that took its place, both without parameters, share it;
+    a LayerNorm inserted beside them, with parameters, does not."""
+    return (line.inputs, line.outputs, tuple(map(fact_title, line.facts)))
 
 
 def look(line: GoldenLine) -> Hashable:

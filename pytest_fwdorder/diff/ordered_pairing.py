@@ -181,6 +181,7 @@ def pairs_between(
     *,
     unique_only: bool,
     near_key: Callable[[ItemT], Hashable] | None = None,
+    uneven_only: bool = False,
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`pairs` (in order) with more pairs by `key` in each stretch between two of them, and
     the pairs by `key` that cross those (keys found once on each side only); `new_key`, where
@@ -190,6 +191,7 @@ def pairs_between(
     module's calls then pair between the same neighbours); otherwise a key's occurrences pair
     in order, and with a `near_key`, a short stretch by the cheapest edit
     (`cheapest_pairs`), which also pairs items whose near keys alone are the same.
+    `uneven_only` pairs only in stretches with more items on one side than the other.
     """
     result: list[tuple[int, int]] = []
     crossed: list[tuple[int, int]] = []
@@ -205,7 +207,8 @@ def pairs_between(
         between_new = free_new[
             bisect.bisect_right(free_new, previous_new) : bisect.bisect_left(free_new, anchor[1])
         ]
-        if between_old and between_new:
+        uneven = len(between_old) != len(between_new)
+        if between_old and between_new and (uneven or not uneven_only):
             old_keys = [key(old_lines[i]) for i in between_old]
             new_keys = [(new_key or key)(new_lines[j]) for j in between_new]
             if unique_only:

@@ -407,6 +407,11 @@ class _Matcher:
                 olds, news = without(olds, news, out_of_order)
                 if not self.match_paths:
                     news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
+                # Where a call came beside one replaced (a LayerNorm before the GELU that
+                # took a ReLU's place), the replaced one pairs by its role, not its place.
+                pairs, _ = pairs_between(
+                    *lines, olds, news, pairs, call_keys.role, unique_only=True, uneven_only=True
+                )
             pairs, out_of_order = pairs_between(
                 *lines, olds, news, pairs, old_key, new_key, unique_only=unique_only, near_key=near
             )
