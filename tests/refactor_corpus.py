@@ -126,6 +126,10 @@ def all_relus(replacement: Callable[[], nn.Module]) -> Callable[[nn.Module], Non
     return change
 
 
+def low_rank_head(model: nn.Module) -> None:
+    model.fc = nn.Sequential(nn.Linear(512, 8), nn.Linear(8, 1000))
+
+
 def inplace_off(model: nn.Module) -> None:
     for module in model.modules():
         if isinstance(module, nn.ReLU):
@@ -603,6 +607,27 @@ def _cases() -> list[Refactor]:
                 "and so the output of the model",
             ),
             ("fc.0 (Linear): out_features 1000 -> 10",),
+        ),
+        Refactor(
+            "a low-rank head: two Linears through a narrow middle in place of fc",
+            resnet18,
+            with_resnet(low_rank_head),
+            image,
+            # Two new layers of other shapes, neither the old fc (it read as `fc (Sequential)
+            # wraps the old fc, now fc.0` and fc.0's out_features 1000 -> 8): which of them
+            # would be it cannot be told, so the smaller account, the head's class changed
+            # and its two layers came.
+            {"type changed": 1, "inserted": 2, "parameters changed": 1},
+            (
+                "type changed at fc: Linear -> Sequential",
+                "2 calls inserted: fc.0 (Linear) at the start of fc (Sequential); fc.1 "
+                "(Linear) after fc.0 (Linear)",
+            ),
+            (
+                "type changed at fc: Linear -> Sequential",
+                "2 calls inserted: fc.0 (Linear) at the start of fc; fc.1 (Linear) in fc after "
+                "fc.0",
+            ),
         ),
         Refactor(
             "a one-channel stem in a Sequential",

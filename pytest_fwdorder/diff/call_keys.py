@@ -115,5 +115,10 @@ _FROZEN_TENSOR = re.compile(rf"\] {FROZEN_FLAG}\b")
 def look_thawed(line: GoldenLine) -> Hashable:
     """`look` with its tensors' frozen flags left out: the layer an adapter wraps is
     frozen by it (peft), and that is its own change, not another layer."""
-    facts = tuple(_FROZEN_TENSOR.sub("]", fact) for fact in line.facts)
-    return (line.module_type, line.inputs, line.outputs, facts)
+    return (line.module_type, line.inputs, line.outputs, facts_thawed(line))
+
+
+def facts_thawed(line: GoldenLine) -> tuple[str, ...]:
+    """A call's facts (settings, parameter shapes, ...) with its tensors' frozen flags left
+    out (`look_thawed`)."""
+    return tuple(_FROZEN_TENSOR.sub("]", fact) for fact in line.facts)

@@ -33,8 +33,13 @@ def first_alike(
     for child in same_class:
         if call_keys.look(tree.lines[child]) == look:
             return child
+    facts = call_keys.facts_thawed(line)
     for child in same_class:
-        if tree.lines[child].inputs == line.inputs:
+        # With its input, the old call if it kept its facts too (settings, parameter
+        # shapes), or if nothing else there could be it: of two new layers of other shapes
+        # (a low-rank `fc`), neither is the old one, and no wrap is said.
+        kept = len(same_class) == 1 or call_keys.facts_thawed(tree.lines[child]) == facts
+        if tree.lines[child].inputs == line.inputs and kept:
             return child
     if len(same_class) == 1:
         child = same_class[0]
