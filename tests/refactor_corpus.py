@@ -708,10 +708,10 @@ def _cases() -> list[Refactor]:
             ),
             # Without names, the smaller account: the first projection narrowed and two
             # inserted, which two of the four look-alikes cannot be told (said as such, not
-            # as `o` inserted).
+            # as `o` inserted), in the block's attention, not at its start, where only q is.
             (
                 "2 calls inserted: 2 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
-                "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
+                "blocks.1.attn.o (Linear look-alikes) in blocks.1.attn",
                 "settings changed at 1 call: blocks.1.attn.q (Linear): out_features 48 -> 16",
             ),
         ),
@@ -730,7 +730,7 @@ def _cases() -> list[Refactor]:
             ),
             (
                 "2 calls removed: 2 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
-                "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
+                "blocks.1.attn.o (Linear look-alikes) in blocks.1.attn",
                 "settings changed at 1 call: blocks.1.attn.qkv (Linear): out_features 16 -> 48",
             ),
         ),
@@ -908,6 +908,23 @@ def _cases() -> list[Refactor]:
                 "1 call inserted: 0 (Identity) at the start of <root> (Sequential)",
             ),
             ("1 call inserted",),
+        ),
+        Refactor(
+            "delete the last of a top-level Sequential's look-alike blocks",
+            lambda: _top_level_blocks(prepend=False),
+            lambda: _top_level_blocks(prepend=False, count=3),
+            features,
+            # Which of the four went cannot be told, so all four are named; the place is
+            # theirs, in the model (it read `at the start of <root>`, where only the first is).
+            {"removed": 3},
+            (
+                "3 calls removed: one of 0, 1, 2, 3 (Sequential look-alikes, with 2 nested "
+                "calls) in <root> (Sequential)",
+            ),
+            (
+                "3 calls removed: one of 0, 1, 2, 3 (Sequential look-alikes, with 2 nested "
+                "calls) in the model",
+            ),
         ),
         Refactor(
             "delete a MobileNetV3 block",
@@ -1406,9 +1423,9 @@ def _blocks_model(inserted_at: int | None = None, gelu_in: int | None = None) ->
     return _Blocks(blocks)
 
 
-def _top_level_blocks(*, prepend: bool) -> nn.Module:
+def _top_level_blocks(*, prepend: bool, count: int = 4) -> nn.Module:
     torch.manual_seed(0)
-    blocks = [nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(4)]
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(count)]
     return nn.Sequential(*([nn.Identity()] if prepend else []), *blocks)
 
 

@@ -21,8 +21,7 @@ from pytest_fwdorder.diff.consequences import (
 from pytest_fwdorder.diff.places import (
     at_modules,
     called,
-    describe_place,
-    describe_where,
+    describe_run_place,
     look_alikes,
     module_name,
     plural,
@@ -497,7 +496,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             which = which_of(lines, alike, changed)
             if which is not None:
                 # The trace cannot tell which of these went (or came): say all of them.
-                where = (describe_place if diff.name_free else describe_where)(lines, alike[0])
+                where = describe_run_place(lines, alike[0], name_free=diff.name_free)
                 went = [index for index in alike if index in changed]
                 each = " each" if inner and len(went) > 1 else ""
                 item = f"{which} ({line.module_type} look-alikes{inner}{each}) {where}"

@@ -68,6 +68,16 @@ def describe_place(lines: list[GoldenLine], index: int) -> str:
     return f"after {sibling.name}" if sibling is not None else "at the start"
 
 
+def describe_run_place(lines: list[GoldenLine], first: int, *, name_free: bool) -> str:
+    """Where a run of look-alike siblings starting at `first` is, in words true of each of
+    them: `after embed (Embedding)` (each runs after it), or `in <root> (Sequential)` where
+    the run starts its parent (only the first is at its start); name-free, `in the model`.
+    """
+    where = (describe_place if name_free else describe_where)(lines, first)
+    at_the_start = "at the start of "
+    return f"in {where.removeprefix(at_the_start)}" if where.startswith(at_the_start) else where
+
+
 def _place_name(line: GoldenLine) -> str:
     return "the model" if line.path == "<root>" else line.name
 
