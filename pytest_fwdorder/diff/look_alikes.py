@@ -16,7 +16,8 @@ def first_alike(
     tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
 ) -> int | None:
     """The unpaired child of `parent` that is `line`'s look-alike (class, shapes, facts), else
-    the first with its class and input; else its one unpaired child of that class, where it
+    the first with its class, input and facts (any facts where it is the one of its class:
+    a layer resized as it was wrapped); else its one unpaired child of that class, where it
     kept its output or has calls of its own (a stem wrapped as its input channels changed:
     the wrap and the settings change explain it with fewer changes than a type change and an
     insertion); None when there is no such child, or several. Where `parent` holds only a
