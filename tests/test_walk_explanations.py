@@ -56,3 +56,33 @@ def test_the_module_oracle_tells_modules_from_calls() -> None:
     modules, calls = relu_modules_and_calls(resnet50(inplace=True), torch.randn(1, 3, 32, 32))
 
     assert calls > modules
+
+
+class TwiceThrough(nn.Module):
+    """One projection run twice, with another between."""
+
+    def __init__(self, *, bias: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.shared, self.middle = nn.Linear(8, 8, bias=bias), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared(self.middle(self.shared(x)))
+
+
+def test_a_shared_layers_settings_and_parameters_are_counted_by_module() -> None:
+    features = torch.randn(2, 8)
+    after = TwiceThrough(bias=False)
+    calls = []
+    hook = after.shared.register_forward_hook(lambda *_: calls.append(1))
+    after(features)
+    hook.remove()
+
+    summary = trace_forward(TwiceThrough(bias=True), features).diff(trace_forward(after, features))
+
+    assert len(calls) == 2  # the oracle: the hook saw the module's calls
+    assert summary.summary().splitlines() == [
+        "4 calls before, 4 after: 1 module settings changed, 1 module parameters changed",
+        f"settings changed at 1 module ({len(calls)} calls): shared (Linear): bias True -> "
+        "False (removed bias (f32[8]))",
+    ]
