@@ -86,3 +86,30 @@ def test_a_shared_layers_settings_and_parameters_are_counted_by_module() -> None
         f"settings changed at 1 module ({len(calls)} calls): shared (Linear): bias True -> "
         "False (removed bias (f32[8]))",
     ]
+
+
+class NamedActivations(nn.Module):
+    """A projection and its activation `x`; `replaced`: `x` a LayerNorm, then a GELU `y`."""
+
+    def __init__(self, *, replaced: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(8, 16)
+        self.x: nn.Module = nn.LayerNorm(16) if replaced else nn.ReLU()
+        self.y = nn.GELU() if replaced else None
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        hidden = self.x(self.fc(features))
+        return hidden if self.y is None else self.y(hidden)
+
+
+def test_a_named_layer_replaced_beside_a_new_one_keeps_its_name() -> None:
+    # A name says which module a call is (numbers say only where): `x` became a LayerNorm
+    # and `y` came, though the GELU, like the old ReLU, has no parameters.
+    features = torch.randn(2, 8)
+    before = trace_forward(NamedActivations(replaced=False), features)
+
+    summary = before.diff(trace_forward(NamedActivations(replaced=True), features)).summary()
+
+    assert "type changed at x: ReLU -> LayerNorm" in summary.splitlines(), summary
+    assert "1 call inserted: y (GELU) after x (LayerNorm)" in summary.splitlines(), summary

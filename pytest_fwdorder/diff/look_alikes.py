@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import CallTree
-from pytest_fwdorder.diff.ordered_pairing import crossing, unique_pairs
+from pytest_fwdorder.diff.ordered_pairing import crossing, pairs_between, unique_pairs
 from pytest_fwdorder.golden.format import GoldenLine
 
 
@@ -101,6 +101,38 @@ def wrapped_partner(
         if inner is not None:
             return inner, new_index
     return None
+
+
+def replaced_beside(
+    old_tree: CallTree,
+    new_tree: CallTree,
+    olds: list[int],
+    news: list[int],
+    pairs: list[tuple[int, int]],
+    *,
+    named: bool,
+) -> list[tuple[int, int]]:
+    """`pairs` (in order) with the children left between two of them paired by their role
+    (`call_keys.role`), found once on each side, where one side has more: a LayerNorm
+    inserted before the GELU that took a ReLU's place, not the ReLU's type changed to
+    LayerNorm and a GELU inserted. `named`: only calls with numbered paths pair here, which
+    say where a call is; a name (`act`) says which, and the call of that name is it."""
+
+    def placed(lines: list[GoldenLine], indexes: list[int]) -> list[int]:
+        return [index for index in indexes if not named or call_keys.numbered(lines[index].path)]
+
+    old_lines, new_lines = old_tree.lines, new_tree.lines
+    found, _ = pairs_between(
+        old_lines,
+        new_lines,
+        placed(old_lines, olds),
+        placed(new_lines, news),
+        pairs,
+        call_keys.role,
+        unique_only=True,
+        uneven_only=True,
+    )
+    return found
 
 
 def swapped(

@@ -31,6 +31,7 @@ from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
+    replaced_beside,
     swapped,
     with_layers_moved,
     wrapped_partner,
@@ -407,10 +408,9 @@ class _Matcher:
                 olds, news = without(olds, news, out_of_order)
                 if not self.match_paths:
                     news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
-                # Where a call came beside one replaced (a LayerNorm before the GELU that
-                # took a ReLU's place), the replaced one pairs by its role, not its place.
-                pairs, _ = pairs_between(
-                    *lines, olds, news, pairs, call_keys.role, unique_only=True, uneven_only=True
+                # A call come beside one replaced: the replaced pairs by its role.
+                pairs = replaced_beside(
+                    self.old_tree, self.new_tree, olds, news, pairs, named=self.match_paths
                 )
             pairs, out_of_order = pairs_between(
                 *lines, olds, news, pairs, old_key, new_key, unique_only=unique_only, near_key=near
