@@ -126,6 +126,16 @@ def all_relus(replacement: Callable[[], nn.Module]) -> Callable[[nn.Module], Non
     return change
 
 
+def low_rank_head(model: nn.Module) -> None:
+    model.fc = nn.Sequential(nn.Linear(512, 8), nn.Linear(8, 1000))
+
+
+def inplace_off(model: nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, nn.ReLU):
+            module.inplace = False
+
+
 def fused_stem(model: nn.Module) -> None:
     torch.ao.quantization.fuse_modules(model, [["conv1", "bn1", "relu"]], inplace=True)
 
@@ -545,6 +555,22 @@ def _cases() -> list[Refactor]:
             ("type changed at layer3.1.relu (2 calls): ReLU -> SiLU",),
         ),
         Refactor(
+            "set inplace off on every ReLU, each block's called twice",
+            resnet18,
+            with_resnet(inplace_off),
+            image,
+            # Settings are a module's, written under its first call: 9 ReLU modules changed,
+            # and they run 17 times (the oracle: `named_modules` and a counting hook, in
+            # tests/test_walk_explanations.py). It read `settings changed at 17 calls` for
+            # ResNet-50's 17 modules and 49 calls, and `9 calls` here.
+            {"settings changed": 9},
+            (
+                "settings changed at 9 modules (17 calls): 9 ReLU modules (relu, "
+                "layer1.0.relu, layer1.1.relu, +6 more): inplace True -> False",
+            ),
+            ("settings changed at 9 modules (17 calls): 9 ReLU modules",),
+        ),
+        Refactor(
             "change one norm's eps",
             resnet18,
             with_resnet(
@@ -581,6 +607,27 @@ def _cases() -> list[Refactor]:
                 "and so the output of the model",
             ),
             ("fc.0 (Linear): out_features 1000 -> 10",),
+        ),
+        Refactor(
+            "a low-rank head: two Linears through a narrow middle in place of fc",
+            resnet18,
+            with_resnet(low_rank_head),
+            image,
+            # Two new layers of other shapes, neither the old fc (it read as `fc (Sequential)
+            # wraps the old fc, now fc.0` and fc.0's out_features 1000 -> 8): which of them
+            # would be it cannot be told, so the smaller account, the head's class changed
+            # and its two layers came.
+            {"type changed": 1, "inserted": 2, "parameters changed": 1},
+            (
+                "type changed at fc: Linear -> Sequential",
+                "2 calls inserted: fc.0 (Linear) at the start of fc (Sequential); fc.1 "
+                "(Linear) after fc.0 (Linear)",
+            ),
+            (
+                "type changed at fc: Linear -> Sequential",
+                "2 calls inserted: fc.0 (Linear) at the start of fc; fc.1 (Linear) in fc after "
+                "fc.0",
+            ),
         ),
         Refactor(
             "a one-channel stem in a Sequential",
@@ -661,10 +708,10 @@ def _cases() -> list[Refactor]:
             ),
             # Without names, the smaller account: the first projection narrowed and two
             # inserted, which two of the four look-alikes cannot be told (said as such, not
-            # as `o` inserted).
+            # as `o` inserted), in the block's attention, not at its start, where only q is.
             (
                 "2 calls inserted: 2 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
-                "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
+                "blocks.1.attn.o (Linear look-alikes) in blocks.1.attn",
                 "settings changed at 1 call: blocks.1.attn.q (Linear): out_features 48 -> 16",
             ),
         ),
@@ -683,7 +730,7 @@ def _cases() -> list[Refactor]:
             ),
             (
                 "2 calls removed: 2 of blocks.1.attn.q, blocks.1.attn.k, blocks.1.attn.v, "
-                "blocks.1.attn.o (Linear look-alikes) at the start of blocks.1.attn",
+                "blocks.1.attn.o (Linear look-alikes) in blocks.1.attn",
                 "settings changed at 1 call: blocks.1.attn.qkv (Linear): out_features 16 -> 48",
             ),
         ),
@@ -863,6 +910,23 @@ def _cases() -> list[Refactor]:
             ("1 call inserted",),
         ),
         Refactor(
+            "delete the last of a top-level Sequential's look-alike blocks",
+            lambda: _top_level_blocks(prepend=False),
+            lambda: _top_level_blocks(prepend=False, count=3),
+            features,
+            # Which of the four went cannot be told, so all four are named; the place is
+            # theirs, in the model (it read `at the start of <root>`, where only the first is).
+            {"removed": 3},
+            (
+                "3 calls removed: one of 0, 1, 2, 3 (Sequential look-alikes, with 2 nested "
+                "calls) in <root> (Sequential)",
+            ),
+            (
+                "3 calls removed: one of 0, 1, 2, 3 (Sequential look-alikes, with 2 nested "
+                "calls) in the model",
+            ),
+        ),
+        Refactor(
             "delete a MobileNetV3 block",
             mobilenet,
             lambda: _without_block(mobilenet(), 10),
@@ -958,6 +1022,22 @@ def _cases() -> list[Refactor]:
             {"type changed": 1},
             ("type changed at 1: ReLU -> GELU",),
             ("type changed at 1: ReLU -> GELU",),
+        ),
+        Refactor(
+            "insert a LayerNorm where a ReLU is replaced by a GELU",
+            mlp(*MLP),
+            mlp(L8, nn.LayerNorm(16), nn.GELU(), L16, nn.ReLU(), L4),
+            features,
+            # The norm came and the activation after it took the ReLU's place (it read as
+            # `type changed at 1: ReLU -> LayerNorm`, a GELU inserted and the norm's
+            # parameters added). The layers after them are renumbered, the ReLU with them.
+            {"type changed": 1, "inserted": 1, "renamed": 4},
+            (
+                "type changed at 2: ReLU -> GELU",
+                "1 call inserted: 1 (LayerNorm) after 0 (Linear)",
+                "4 calls renamed: 1 (ReLU) -> 2, 2 (Linear) -> 3, 3 (ReLU) -> 4, 4 (Linear) -> 5",
+            ),
+            ("type changed at 2: ReLU -> GELU", "1 call inserted: 1 (LayerNorm) after 0\n"),
         ),
         Refactor(
             "drop a bias",
@@ -1343,9 +1423,9 @@ def _blocks_model(inserted_at: int | None = None, gelu_in: int | None = None) ->
     return _Blocks(blocks)
 
 
-def _top_level_blocks(*, prepend: bool) -> nn.Module:
+def _top_level_blocks(*, prepend: bool, count: int = 4) -> nn.Module:
     torch.manual_seed(0)
-    blocks = [nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(4)]
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(count)]
     return nn.Sequential(*([nn.Identity()] if prepend else []), *blocks)
 
 

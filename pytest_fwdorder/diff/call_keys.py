@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable
 
-from pytest_fwdorder.golden.format import FROZEN_FLAG, GoldenLine
+from pytest_fwdorder.golden.format import FROZEN_FLAG, GoldenLine, fact_title
 
 
 def within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
@@ -98,6 +98,13 @@ def kind(line: GoldenLine) -> Hashable:
     return (line.module_type, line.facts)
 
 
+def role(line: GoldenLine) -> Hashable:
+    """A call's shapes and the kinds of facts it has (settings, parameters, buffers), not
+    its class: a ReLU and the GELU that took its place, both without parameters, share it;
+    a LayerNorm inserted beside them, with parameters, does not."""
+    return (line.inputs, line.outputs, tuple(map(fact_title, line.facts)))
+
+
 def look(line: GoldenLine) -> Hashable:
     return (line.module_type, line.inputs, line.outputs, line.facts)
 
@@ -108,5 +115,10 @@ _FROZEN_TENSOR = re.compile(rf"\] {FROZEN_FLAG}\b")
 def look_thawed(line: GoldenLine) -> Hashable:
     """`look` with its tensors' frozen flags left out: the layer an adapter wraps is
     frozen by it (peft), and that is its own change, not another layer."""
-    facts = tuple(_FROZEN_TENSOR.sub("]", fact) for fact in line.facts)
-    return (line.module_type, line.inputs, line.outputs, facts)
+    return (line.module_type, line.inputs, line.outputs, facts_thawed(line))
+
+
+def facts_thawed(line: GoldenLine) -> tuple[str, ...]:
+    """A call's facts (settings, parameter shapes, ...) with its tensors' frozen flags left
+    out (`look_thawed`)."""
+    return tuple(_FROZEN_TENSOR.sub("]", fact) for fact in line.facts)

@@ -12,6 +12,7 @@ from itertools import pairwise
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.places import called
 from pytest_fwdorder.golden.format import GoldenLine
 
 # Changes of a call's own make-up: its output may differ for them alone.
@@ -20,6 +21,7 @@ _OWN_KINDS = (ChangeKind.TYPE_CHANGED, ChangeKind.SETTINGS_CHANGED, ChangeKind.P
 Followers = dict[tuple[ChangeKind, int], list[tuple[ChangeKind, GoldenLine]]]
 
 _PASSED_ON = (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED)
+FOLLOWERS_SHOWN = 3  # the calls a change passed on to, named before the rest are counted
 
 
 def fold_consequences(
@@ -168,3 +170,34 @@ def _may_take_the_parents_input(
     if parent == NO_PARENT or (ChangeKind.INPUT_CHANGED, parent) not in by_place:
         return False
     return tree.lines[position].inputs[1:-1] in tree.lines[parent].inputs
+
+
+def describe_passed_on(side: str, followers: list[tuple[ChangeKind, GoldenLine]]) -> str:
+    """`, and so the output of the model` for the calls a change passed on to; where it
+    passed from an input to an output, each says which: `, and so the input of mlp.1
+    (GELU), its output and the input of mlp.2 (Linear)`; through a whole stage, the first
+    three and a count: `... and 29 more inputs and outputs`."""
+    if not followers:
+        return ""
+    names = ["the model" if line.path == "<root>" else called(line) for _, line in followers]
+    sides = ["input" if kind is ChangeKind.INPUT_CHANGED else "output" for kind, _ in followers]
+    if all(one == side for one in sides):
+        shown = ", ".join(names[:FOLLOWERS_SHOWN])
+        if len(names) > FOLLOWERS_SHOWN + 1:
+            return f", and so the {side} of {shown} and {len(names) - FOLLOWERS_SHOWN} more"
+        return f", and so the {side} of {', '.join(names)}"
+    else:
+        parts = [
+            f"its {one}" if number and names[number - 1] == name else f"the {one} of {name}"
+            for number, (one, name) in enumerate(zip(sides, names, strict=True))
+        ]
+    if len(parts) > FOLLOWERS_SHOWN + 1:  # a change that flows through a whole stage
+        rest = sorted(set(sides[FOLLOWERS_SHOWN:]))
+        kinds = " and ".join(f"{one}s" for one in rest)
+        return (
+            f", and so {', '.join(parts[:FOLLOWERS_SHOWN])} and "
+            f"{len(parts) - FOLLOWERS_SHOWN} more {kinds}"
+        )
+    if len(parts) == 1:
+        return f", and so {parts[0]}"
+    return f", and so {', '.join(parts[:-1])} and {parts[-1]}"

@@ -12,12 +12,18 @@ from dataclasses import dataclass
 
 from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.diff.consequences import Followers, fold_consequences
+from pytest_fwdorder.diff.consequences import (
+    FOLLOWERS_SHOWN,
+    Followers,
+    describe_passed_on,
+    fold_consequences,
+)
 from pytest_fwdorder.diff.places import (
+    at_modules,
     called,
-    describe_place,
-    describe_where,
+    describe_run_place,
     look_alikes,
+    module_name,
     plural,
     subtree_end,
     which_of,
@@ -69,7 +75,6 @@ _FINDINGS = {
 }
 
 _EXAMPLES = 5
-_FOLLOWERS_SHOWN = 3  # the calls a change passed on to, named before the rest are counted
 
 # What a change of each kind counts, where it is not a call.
 _NOUNS = {
@@ -120,7 +125,7 @@ def summarize(
                 else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
                 f"{kind.value.removeprefix('operation ')}"
                 if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
-                else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} {kind.value}"
+                else f"{plural(counts[kind], _noun(kind, changes))} {kind.value}"
             ]
         )
     ]
@@ -182,6 +187,16 @@ def _describe_uniform(uniform: UniformChange, diff: _Changes) -> str:
         for change in uniform.changes
     )
     return describe_uniform_change(uniform, diff.new_lines, passed_on, name_free=diff.name_free)
+
+
+def _noun(kind: ChangeKind, changes: list[Change]) -> str:
+    """What the totals count changes of `kind` by: a module's facts by module, where one
+    of the changed modules ran more than once (`places.at_modules`), else calls."""
+    if kind in (ChangeKind.SETTINGS_CHANGED, ChangeKind.PARAMETERS_CHANGED) and any(
+        change.kind is kind and change.new is not None and change.new.reused for change in changes
+    ):
+        return "module"
+    return _NOUNS.get(kind, "call")
 
 
 def _facet_totals(changes: list[Change]) -> list[str]:
@@ -288,7 +303,7 @@ def _describe_values_passed(diff: _Changes, kind: ChangeKind, changes: list[Chan
     side = "input" if kind is ChangeKind.INPUT_CHANGED else "output"
     items = [
         f"{called(c.new)} {side} {c.detail}"
-        + _passed_on(side, diff.followers.get((kind, c.position or 0), []))
+        + describe_passed_on(side, diff.followers.get((kind, c.position or 0), []))
         for c in changes
         if c.new is not None
     ]
@@ -340,9 +355,8 @@ def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) 
         if along is not None:
             what += f" ({_without_prefix(along.detail, c.new.path)})"
         items.append((c.new, what))
-    return f"settings changed at {plural(len(changes), 'call')}: " + _examples(
-        _alike_said_once(items), separator="; "
-    )
+    at = at_modules(diff.new_lines, [c.new for c in changes if c.new is not None])
+    return f"settings changed at {at}: " + _examples(_alike_said_once(items), separator="; ")
 
 
 def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -354,7 +368,10 @@ def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]
     with_them = f" ({said} with the settings above)" if said else ""
     of_the_model = [f"the model: {c.detail}" for c in left if c.new is None]
     at_calls = [(c.new, c.detail) for c in left if c.new is not None]
-    return f"parameters changed at {plural(len(changes), 'call')}{with_them}: " + _examples(
+    at = at_modules(diff.new_lines, [c.new for c in changes if c.new is not None])
+    if of_the_model:
+        at = plural(len(changes), "call")
+    return f"parameters changed at {at}{with_them}: " + _examples(
         _alike_said_once(at_calls) + of_the_model, separator="; "
     )
 
@@ -369,18 +386,26 @@ def _alike_said_once(items: list[tuple[GoldenLine, str]]) -> list[str]:
         groups.setdefault(key, []).append((line, what))
     said = []
     for (module_type, what), group in groups.items():
+        # A module run more than once is named as a module: its facts are not its first call's.
+        by_module = any(line.reused for line, _ in group)
+        name: Callable[[GoldenLine], str] = module_name if by_module else _call_name
         if len(group) == 1:
             line, written = group[0]
-            said.append(f"{line.name} ({module_type}): {written}")
+            said.append(f"{name(line)} ({module_type}): {written}")
         else:
-            names = [line.name for line, _ in group]
-            shown = ", ".join(names[:_FOLLOWERS_SHOWN])
-            if len(names) > _FOLLOWERS_SHOWN:
-                shown += f", +{len(names) - _FOLLOWERS_SHOWN} more"
+            names = [name(line) for line, _ in group]
+            shown = ", ".join(names[:FOLLOWERS_SHOWN])
+            if len(names) > FOLLOWERS_SHOWN:
+                shown += f", +{len(names) - FOLLOWERS_SHOWN} more"
             # The calls first: a change of several tensors is a list of its own.
             what = what.replace("; ", ", ")
-            said.append(f"{len(group)} {module_type} calls ({shown}): {what}")
+            noun = "modules" if by_module else "calls"
+            said.append(f"{len(group)} {module_type} {noun} ({shown}): {what}")
     return said
+
+
+def _call_name(line: GoldenLine) -> str:
+    return line.name
 
 
 def _describe_modes(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -434,37 +459,6 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
 }
 
 
-def _passed_on(side: str, followers: list[tuple[ChangeKind, GoldenLine]]) -> str:
-    """`, and so the output of the model` for the calls a change passed on to; where it
-    passed from an input to an output, each says which: `, and so the input of mlp.1
-    (GELU), its output and the input of mlp.2 (Linear)`; through a whole stage, the first
-    three and a count: `... and 29 more inputs and outputs`."""
-    if not followers:
-        return ""
-    names = ["the model" if line.path == "<root>" else called(line) for _, line in followers]
-    sides = ["input" if kind is ChangeKind.INPUT_CHANGED else "output" for kind, _ in followers]
-    if all(one == side for one in sides):
-        shown = ", ".join(names[:_FOLLOWERS_SHOWN])
-        if len(names) > _FOLLOWERS_SHOWN + 1:
-            return f", and so the {side} of {shown} and {len(names) - _FOLLOWERS_SHOWN} more"
-        return f", and so the {side} of {', '.join(names)}"
-    else:
-        parts = [
-            f"its {one}" if number and names[number - 1] == name else f"the {one} of {name}"
-            for number, (one, name) in enumerate(zip(sides, names, strict=True))
-        ]
-    if len(parts) > _FOLLOWERS_SHOWN + 1:  # a change that flows through a whole stage
-        rest = sorted(set(sides[_FOLLOWERS_SHOWN:]))
-        kinds = " and ".join(f"{one}s" for one in rest)
-        return (
-            f", and so {', '.join(parts[:_FOLLOWERS_SHOWN])} and "
-            f"{len(parts) - _FOLLOWERS_SHOWN} more {kinds}"
-        )
-    if len(parts) == 1:
-        return f", and so {parts[0]}"
-    return f", and so {', '.join(parts[:-1])} and {parts[-1]}"
-
-
 def _without_prefix(detail: str, path: str) -> str:
     """`weight f32[...]` for `conv1.weight f32[...]` in a sentence already about conv1."""
     if not path or path == "<root>":
@@ -502,7 +496,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             which = which_of(lines, alike, changed)
             if which is not None:
                 # The trace cannot tell which of these went (or came): say all of them.
-                where = (describe_place if diff.name_free else describe_where)(lines, alike[0])
+                where = describe_run_place(lines, alike[0], name_free=diff.name_free)
                 went = [index for index in alike if index in changed]
                 each = " each" if inner and len(went) > 1 else ""
                 item = f"{which} ({line.module_type} look-alikes{inner}{each}) {where}"

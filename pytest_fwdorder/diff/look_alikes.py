@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import CallTree
-from pytest_fwdorder.diff.ordered_pairing import crossing, unique_pairs
+from pytest_fwdorder.diff.ordered_pairing import crossing, pairs_between, unique_pairs
 from pytest_fwdorder.golden.format import GoldenLine
 
 
@@ -16,7 +16,8 @@ def first_alike(
     tree: CallTree, parent: int, line: GoldenLine, partners: dict[int, int]
 ) -> int | None:
     """The unpaired child of `parent` that is `line`'s look-alike (class, shapes, facts), else
-    the first with its class and input; else its one unpaired child of that class, where it
+    the first with its class, input and facts (any facts where it is the one of its class:
+    a layer resized as it was wrapped); else its one unpaired child of that class, where it
     kept its output or has calls of its own (a stem wrapped as its input channels changed:
     the wrap and the settings change explain it with fewer changes than a type change and an
     insertion); None when there is no such child, or several. Where `parent` holds only a
@@ -33,8 +34,13 @@ def first_alike(
     for child in same_class:
         if call_keys.look(tree.lines[child]) == look:
             return child
+    facts = call_keys.facts_thawed(line)
     for child in same_class:
-        if tree.lines[child].inputs == line.inputs:
+        # With its input, the old call if it kept its facts too (settings, parameter
+        # shapes), or if nothing else there could be it: of two new layers of other shapes
+        # (a low-rank `fc`), neither is the old one, and no wrap is said.
+        kept = len(same_class) == 1 or call_keys.facts_thawed(tree.lines[child]) == facts
+        if tree.lines[child].inputs == line.inputs and kept:
             return child
     if len(same_class) == 1:
         child = same_class[0]
@@ -95,6 +101,38 @@ def wrapped_partner(
         if inner is not None:
             return inner, new_index
     return None
+
+
+def replaced_beside(
+    old_tree: CallTree,
+    new_tree: CallTree,
+    olds: list[int],
+    news: list[int],
+    pairs: list[tuple[int, int]],
+    *,
+    named: bool,
+) -> list[tuple[int, int]]:
+    """`pairs` (in order) with the children left between two of them paired by their role
+    (`call_keys.role`), found once on each side, where one side has more: a LayerNorm
+    inserted before the GELU that took a ReLU's place, not the ReLU's type changed to
+    LayerNorm and a GELU inserted. `named`: only calls with numbered paths pair here, which
+    say where a call is; a name (`act`) says which, and the call of that name is it."""
+
+    def placed(lines: list[GoldenLine], indexes: list[int]) -> list[int]:
+        return [index for index in indexes if not named or call_keys.numbered(lines[index].path)]
+
+    old_lines, new_lines = old_tree.lines, new_tree.lines
+    found, _ = pairs_between(
+        old_lines,
+        new_lines,
+        placed(old_lines, olds),
+        placed(new_lines, news),
+        pairs,
+        call_keys.role,
+        unique_only=True,
+        uneven_only=True,
+    )
+    return found
 
 
 def swapped(

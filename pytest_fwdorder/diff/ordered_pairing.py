@@ -181,6 +181,7 @@ def pairs_between(
     *,
     unique_only: bool,
     near_key: Callable[[ItemT], Hashable] | None = None,
+    uneven_only: bool = False,
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`pairs` (in order) with more pairs by `key` in each stretch between two of them, and
     the pairs by `key` that cross those (keys found once on each side only); `new_key`, where
@@ -190,6 +191,7 @@ def pairs_between(
     module's calls then pair between the same neighbours); otherwise a key's occurrences pair
     in order, and with a `near_key`, a short stretch by the cheapest edit
     (`cheapest_pairs`), which also pairs items whose near keys alone are the same.
+    `uneven_only` pairs only in stretches with more items on one side than the other.
     """
     result: list[tuple[int, int]] = []
     crossed: list[tuple[int, int]] = []
@@ -205,22 +207,18 @@ def pairs_between(
         between_new = free_new[
             bisect.bisect_right(free_new, previous_new) : bisect.bisect_left(free_new, anchor[1])
         ]
-        if between_old and between_new:
+        uneven = len(between_old) != len(between_new)
+        if between_old and between_new and (uneven or not uneven_only):
             old_keys = [key(old_lines[i]) for i in between_old]
             new_keys = [(new_key or key)(new_lines[j]) for j in between_new]
-            if unique_only:
-                in_order, out_of_order = match_in_order(*only_unique(old_keys, new_keys))
-            elif near_key is not None and max(len(old_keys), len(new_keys)) <= _NEAR_SHORT:
-                old_near = [near_key(old_lines[i]) for i in between_old]
-                new_near = [near_key(new_lines[j]) for j in between_new]
-                in_order = cheapest_pairs(old_keys, new_keys, old_near, new_near)
-                out_of_order = []
-            elif len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
-                in_order, out_of_order = common_subsequence(old_keys, new_keys), []
-            else:  # a long stretch: occurrences in order, in O(n log n)
-                in_order, out_of_order = match_in_order(
-                    occurrences(old_keys), occurrences(new_keys)
+            near: tuple[list[Hashable], list[Hashable]] | None = None
+            short = max(len(old_keys), len(new_keys)) <= _NEAR_SHORT
+            if near_key is not None and short and not unique_only:
+                near = (
+                    [near_key(old_lines[i]) for i in between_old],
+                    [near_key(new_lines[j]) for j in between_new],
                 )
+            in_order, out_of_order = _stretch_pairs(old_keys, new_keys, near, unique_only)
             result += [(between_old[i], between_new[j]) for i, j in in_order]
             if unique_only:
                 crossed += [(between_old[i], between_new[j]) for i, j in out_of_order]
@@ -228,6 +226,24 @@ def pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
+
+
+def _stretch_pairs(
+    old_keys: list[Hashable],
+    new_keys: list[Hashable],
+    near: tuple[list[Hashable], list[Hashable]] | None,
+    unique_only: bool,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The pairs of one stretch of `pairs_between`, by position in it: in order, and out of
+    order (keys found once on each side, `unique_only`)."""
+    if unique_only:
+        return match_in_order(*only_unique(old_keys, new_keys))
+    if near is not None:  # a short stretch, with near keys: the cheapest edit
+        return cheapest_pairs(old_keys, new_keys, *near), []
+    if len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
+        return common_subsequence(old_keys, new_keys), []
+    # A long stretch: occurrences in order, in O(n log n).
+    return match_in_order(occurrences(old_keys), occurrences(new_keys))
 
 
 def unique_pairs(

@@ -14,6 +14,24 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def at_modules(lines: list[GoldenLine], changed: list[GoldenLine]) -> str:
+    """`3 calls` for changes at modules each called once; `9 modules (17 calls)` where one
+    ran more than once: a module's facts (settings, parameters) are written once, under its
+    first call, so a change to them is counted by module, and its calls are said beside."""
+    if not any(line.reused for line in changed):
+        return plural(len(changed), "call")
+    paths = {line.path for line in changed}
+    calls = sum(line.path in paths for line in lines) if all(paths) else 0
+    runs = f" ({plural(calls, 'call')})" if calls else ""  # no paths to count them by
+    return f"{plural(len(changed), 'module')}{runs}"
+
+
+def module_name(line: GoldenLine) -> str:
+    """A module as a sentence about its facts names it: `layer1.0.relu`, not the name of its
+    first call, `layer1.0.relu #1`."""
+    return line.path or line.module_type
+
+
 def called(line: GoldenLine) -> str:
     """A call as summaries name it: its golden name and its class, `layer1.0.relu #2 (ReLU)`."""
     return f"{line.name} ({line.module_type})"
@@ -48,6 +66,16 @@ def describe_place(lines: list[GoldenLine], index: int) -> str:
             inside = "" if parent.path == "<root>" else f"in {parent.name} "
             return f"{inside}after {_within(sibling, parent)}"
     return f"after {sibling.name}" if sibling is not None else "at the start"
+
+
+def describe_run_place(lines: list[GoldenLine], first: int, *, name_free: bool) -> str:
+    """Where a run of look-alike siblings starting at `first` is, in words true of each of
+    them: `after embed (Embedding)` (each runs after it), or `in <root> (Sequential)` where
+    the run starts its parent (only the first is at its start); name-free, `in the model`.
+    """
+    where = (describe_place if name_free else describe_where)(lines, first)
+    at_the_start = "at the start of "
+    return f"in {where.removeprefix(at_the_start)}" if where.startswith(at_the_start) else where
 
 
 def _place_name(line: GoldenLine) -> str:

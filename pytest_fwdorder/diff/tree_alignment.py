@@ -31,6 +31,7 @@ from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
+    replaced_beside,
     swapped,
     with_layers_moved,
     wrapped_partner,
@@ -407,6 +408,10 @@ class _Matcher:
                 olds, news = without(olds, news, out_of_order)
                 if not self.match_paths:
                     news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
+                # A call come beside one replaced: the replaced pairs by its role.
+                pairs = replaced_beside(
+                    self.old_tree, self.new_tree, olds, news, pairs, named=self.match_paths
+                )
             pairs, out_of_order = pairs_between(
                 *lines, olds, news, pairs, old_key, new_key, unique_only=unique_only, near_key=near
             )

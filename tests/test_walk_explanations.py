@@ -1,0 +1,115 @@
+"""Explanations a new user's walk found false, each checked against the models themselves:
+a summary may leave detail to the line diff, but every change it states is true."""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+from torch import nn
+
+from pytest_fwdorder import trace_forward
+
+
+def resnet50(*, inplace: bool) -> nn.Module:
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).eval()
+    for module in model.modules():
+        if isinstance(module, nn.ReLU):
+            module.inplace = inplace
+    return model
+
+
+def relu_modules_and_calls(model: nn.Module, image: torch.Tensor) -> tuple[int, int]:
+    """The oracle: ReLU modules counted with `modules()`, their calls with a global hook."""
+    calls = []
+    hook = nn.modules.module.register_module_forward_hook(
+        lambda module, inputs, output: calls.append(module) if type(module) is nn.ReLU else None
+    )
+    try:
+        with torch.no_grad():
+            model(image)
+    finally:
+        hook.remove()
+    modules = sum(type(module) is nn.ReLU for module in model.modules())
+    return modules, len(calls)
+
+
+def test_a_setting_changed_on_reused_modules_counts_the_modules_and_their_calls() -> None:
+    image = torch.randn(1, 3, 32, 32)
+    before, after = resnet50(inplace=True), resnet50(inplace=False)
+    modules, calls = relu_modules_and_calls(after, image)
+
+    summary = trace_forward(before, image).diff(trace_forward(after, image)).summary()
+
+    # ResNet-50: the stem's ReLU and one per Bottleneck, called three times (16 blocks).
+    assert (modules, calls) == (17, 49)
+    assert summary.splitlines()[0].endswith(f": {modules} modules settings changed"), summary
+    assert (
+        f"settings changed at {modules} modules ({calls} calls): {modules} ReLU modules "
+        "(relu, layer1.0.relu, layer1.1.relu, +14 more): inplace True -> False"
+    ) in summary
+
+
+def test_the_module_oracle_tells_modules_from_calls() -> None:
+    # Were each ReLU called once, the oracle's two counts would agree and the test above
+    # could not tell a count of modules from a count of calls.
+    modules, calls = relu_modules_and_calls(resnet50(inplace=True), torch.randn(1, 3, 32, 32))
+
+    assert calls > modules
+
+
+class TwiceThrough(nn.Module):
+    """One projection run twice, with another between."""
+
+    def __init__(self, *, bias: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.shared, self.middle = nn.Linear(8, 8, bias=bias), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared(self.middle(self.shared(x)))
+
+
+def test_a_shared_layers_settings_and_parameters_are_counted_by_module() -> None:
+    features = torch.randn(2, 8)
+    after = TwiceThrough(bias=False)
+    calls = []
+    hook = after.shared.register_forward_hook(lambda *_: calls.append(1))
+    after(features)
+    hook.remove()
+
+    summary = trace_forward(TwiceThrough(bias=True), features).diff(trace_forward(after, features))
+
+    assert len(calls) == 2  # the oracle: the hook saw the module's calls
+    assert summary.summary().splitlines() == [
+        "4 calls before, 4 after: 1 module settings changed, 1 module parameters changed",
+        f"settings changed at 1 module ({len(calls)} calls): shared (Linear): bias True -> "
+        "False (removed bias (f32[8]))",
+    ]
+
+
+class NamedActivations(nn.Module):
+    """A projection and its activation `x`; `replaced`: `x` a LayerNorm, then a GELU `y`."""
+
+    def __init__(self, *, replaced: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(8, 16)
+        self.x: nn.Module = nn.LayerNorm(16) if replaced else nn.ReLU()
+        self.y = nn.GELU() if replaced else None
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        hidden = self.x(self.fc(features))
+        return hidden if self.y is None else self.y(hidden)
+
+
+def test_a_named_layer_replaced_beside_a_new_one_keeps_its_name() -> None:
+    # A name says which module a call is (numbers say only where): `x` became a LayerNorm
+    # and `y` came, though the GELU, like the old ReLU, has no parameters.
+    features = torch.randn(2, 8)
+    before = trace_forward(NamedActivations(replaced=False), features)
+
+    summary = before.diff(trace_forward(NamedActivations(replaced=True), features)).summary()
+
+    assert "type changed at x: ReLU -> LayerNorm" in summary.splitlines(), summary
+    assert "1 call inserted: y (GELU) after x (LayerNorm)" in summary.splitlines(), summary
