@@ -113,3 +113,41 @@ def test_a_named_layer_replaced_beside_a_new_one_keeps_its_name() -> None:
 
     assert "type changed at x: ReLU -> LayerNorm" in summary.splitlines(), summary
     assert "1 call inserted: y (GELU) after x (LayerNorm)" in summary.splitlines(), summary
+
+
+class Thrice(nn.Module):
+    """One Linear run three times: its parameters are one module's, under its first call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.fc(self.fc(x)))
+
+
+def linear_calls(model: nn.Module, inputs: torch.Tensor) -> int:
+    """The oracle: the Linear calls a global forward hook sees."""
+    calls = []
+    hook = nn.modules.module.register_module_forward_hook(
+        lambda module, args, output: calls.append(module) if type(module) is nn.Linear else None
+    )
+    try:
+        model(inputs)
+    finally:
+        hook.remove()
+    return len(calls)
+
+
+def test_a_cast_of_a_module_run_three_times_counts_one_module_and_its_calls() -> None:
+    inputs = torch.randn(2, 8)
+    calls = linear_calls(Thrice(), inputs)
+    modules = sum(type(module) is nn.Linear for module in Thrice().modules())
+    old, new = trace_forward(Thrice(), inputs), trace_forward(Thrice().double(), inputs.double())
+
+    summary = old.diff(new).summary()
+
+    assert (modules, calls) == (1, 3)
+    assert "1 module parameters changed" in summary.splitlines()[0], summary
+    assert f"the parameters of {modules} module ({calls} calls)" in summary, summary

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.change_details import describe_value_change
 from pytest_fwdorder.diff.changes import Change, ChangeKind
-from pytest_fwdorder.diff.places import describe_place, plural
+from pytest_fwdorder.diff.places import at_modules, describe_place, plural
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     GoldenLine,
@@ -263,9 +263,14 @@ def describe_uniform_change(
         counts[change.kind] += 1
     parts = []
     if counts[ChangeKind.PARAMETERS_CHANGED]:
-        calls = counts[ChangeKind.PARAMETERS_CHANGED]
+        # Counted by module where one ran more than once, as the parameters' own line is.
+        changed = [
+            change.new
+            for change in uniform.changes
+            if change.kind is ChangeKind.PARAMETERS_CHANGED and change.new is not None
+        ]
         titles = " and ".join(_changed_titles(uniform.changes))
-        parts.append(f"the {titles} of {plural(calls, 'call')}")
+        parts.append(f"the {titles} of {at_modules(lines, changed)}")
     for kind, noun in ((ChangeKind.INPUT_CHANGED, "input"), (ChangeKind.OUTPUT_CHANGED, "output")):
         if counts[kind]:
             parts.append(plural(counts[kind], noun))
