@@ -151,3 +151,49 @@ def test_a_cast_of_a_module_run_three_times_counts_one_module_and_its_calls() ->
     assert (modules, calls) == (1, 3)
     assert "1 module parameters changed" in summary.splitlines()[0], summary
     assert f"the parameters of {modules} module ({calls} calls)" in summary, summary
+
+
+class Head(nn.Module):
+    """`inp`, `act`, then a head `fc`: a Linear(8, 3) unless another is given."""
+
+    def __init__(self, fc: nn.Module | None = None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp, self.act = nn.Linear(4, 8), nn.ReLU()
+        self.fc = fc if fc is not None else nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.act(self.inp(x)))
+
+
+def test_a_head_wrapped_as_it_loses_its_bias_with_a_layer_after_it_is_one_wrap() -> None:
+    """fc.0 takes the old fc's input and keeps its shapes (only its bias went); fc.1 takes
+    fc.0's output, so of the two Linears only fc.0 can be the old fc."""
+    wrapped = Head(nn.Sequential(nn.Linear(8, 3, bias=False), nn.Linear(3, 3)))
+    old_fc, new_first = Head().fc, wrapped.fc[0]
+    assert (new_first.in_features, new_first.out_features) == (
+        old_fc.in_features,
+        old_fc.out_features,
+    )
+    assert wrapped.fc[1].in_features != old_fc.in_features  # the other cannot take its input
+    inputs = torch.ones(2, 4)
+
+    summary = trace_forward(Head(), inputs).diff(trace_forward(wrapped, inputs)).summary()
+
+    assert "fc (Sequential) wraps the old fc, now fc.0" in summary, summary
+    assert "1 call inserted: fc.1 (Linear) after fc.0 (Linear)" in summary, summary
+    assert "fc.0 (Linear): bias True -> False" in summary, summary
+    assert "type changed" not in summary, summary
+
+
+def test_a_head_wrapped_and_run_twice_under_two_names_is_one_wrap() -> None:
+    """`Sequential(fc, fc)`: the old fc is fc.0 (and fc.1, the same module: `tied to`)."""
+    shared = nn.Linear(8, 8)  # square, so that it can run twice in a row
+    old, new = Head(shared), Head(nn.Sequential(shared, shared))
+    assert new.fc[0] is new.fc[1] is old.fc
+    inputs = torch.ones(2, 4)
+
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert "fc (Sequential) wraps the old fc, now fc.0" in summary, summary
+    assert "type changed" not in summary, summary

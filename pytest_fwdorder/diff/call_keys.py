@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable
 
-from pytest_fwdorder.golden.format import FROZEN_FLAG, GoldenLine, fact_title
+from pytest_fwdorder.golden.format import FROZEN_FLAG, TIED_PATTERN, GoldenLine, fact_title
 
 
 def within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
@@ -119,6 +119,7 @@ def look_thawed(line: GoldenLine) -> Hashable:
 
 
 def facts_thawed(line: GoldenLine) -> tuple[str, ...]:
-    """A call's facts (settings, parameter shapes, ...) with its tensors' frozen flags left
-    out (`look_thawed`)."""
-    return tuple(_FROZEN_TENSOR.sub("]", fact) for fact in line.facts)
+    """A call's facts (settings, parameter shapes, ...) with its tensors' frozen flags and
+    ties left out (`look_thawed`): a tie names the other paths of a tensor, which a wrap
+    renames (`tied to fc.1.weight` once `fc` runs twice as `fc.0` and `fc.1`)."""
+    return tuple(TIED_PATTERN.sub("", _FROZEN_TENSOR.sub("]", fact)) for fact in line.facts)

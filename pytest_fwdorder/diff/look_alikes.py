@@ -37,10 +37,16 @@ def first_alike(
     facts = call_keys.facts_thawed(line)
     for child in same_class:
         # With its input, the old call if it kept its facts too (settings, parameter
-        # shapes), or if nothing else there could be it: of two new layers of other shapes
-        # (a low-rank `fc`), neither is the old one, and no wrap is said.
-        kept = len(same_class) == 1 or call_keys.facts_thawed(tree.lines[child]) == facts
-        if tree.lines[child].inputs == line.inputs and kept:
+        # shapes) or its output (a setting changed that keeps the shapes: its bias gone),
+        # or if nothing else there could be it: of two new layers of other shapes (a
+        # low-rank `fc`), neither is the old one, and no wrap is said.
+        held = tree.lines[child]
+        kept = (
+            len(same_class) == 1
+            or call_keys.facts_thawed(held) == facts
+            or held.outputs == line.outputs
+        )
+        if held.inputs == line.inputs and kept:
             return child
     if len(same_class) == 1:
         child = same_class[0]
