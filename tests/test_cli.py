@@ -501,13 +501,15 @@ def test_showing_a_golden_needs_no_facets_and_works_when_a_plugins_hook_raises(
     assert capsys.readouterr().out == golden_file.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("command", ["diff", "show-model"])
+@pytest.mark.parametrize("command", ["diff", "show-model", "show-sort"])
 def test_a_command_that_needs_the_facets_names_the_broken_plugin_and_what_to_do(
     golden_file: Path, broken_facets: None, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     arguments = {
         "diff": ["diff", str(golden_file), str(golden_file)],
         "show-model": ["show", "cli_models:tiny", "--input", "2x4"],
+        # The orders of `--sort` come from the facets: a built-in one is still no usage error.
+        "show-sort": ["show", "cli_models:tiny", "--input", "2x4", "--costs", "--sort", "flops"],
     }[command]
 
     status = main(arguments)

@@ -627,3 +627,25 @@ def test_the_report_shows_a_facets_header_section_as_a_warning_box(
         '<div class="fo-warning" data-section="deep calls">'
         f"<strong>{len(deep)} deep calls</strong> nested more than one level down:"
     ) in page
+
+
+class _NestingSection(CallNesting):
+    """`CallNesting` with a section after the calls under the same title as its facts."""
+
+    def configured(self, options: object) -> _NestingSection:
+        return _NestingSection("parameters" in getattr(options, "hide", ()))
+
+    def end_lines(self, value: tuple[int, ...], trace: object, counts: object) -> list[str]:
+        return ["nesting:", f"  deepest {max(value)}"]
+
+
+def test_a_title_ignored_leaves_out_both_the_facets_section_and_its_call_facts(
+    request: pytest.FixtureRequest,
+) -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with offered(request.config, _NestingSection()):
+        shown = trace_forward(model, torch.ones(1, 4), ops=True)
+        hidden = trace_forward(model, torch.ones(1, 4), ops=True, hide=("parameters",))
+
+    assert "nesting" in str(structure_diff(shown, hidden, ignore=("parameters",)))
+    assert not structure_diff(shown, hidden, ignore=("parameters", "nesting"))

@@ -303,3 +303,11 @@ def test_a_structure_comparison_of_devices_can_ignore_them() -> None:
     assert "@cpu" in cpu.render()
     assert "@cpu" in str(structure_diff(cpu, meta))
     assert "same structure" in str(assert_same_structure(cpu, meta, ignore=("devices",)))
+
+
+def test_an_annotation_no_trace_shows_may_still_be_ignored() -> None:
+    """`ignore=("devices",)` in a test that runs where traces show no devices is no error,
+    as `"backward"` is none for traces without backward steps."""
+    trace = trace_forward(model(), torch.ones(2, 4))
+    assert DEVICES not in trace.options.annotations
+    assert not assert_same_structure(trace, trace, ignore=("devices",))

@@ -26,7 +26,7 @@ from pytest_fwdorder.golden.format import (
     mode_line,
 )
 from pytest_fwdorder.golden.render import end_lines, golden_lines
-from pytest_fwdorder.hookspecs import trace_facets
+from pytest_fwdorder.hookspecs import tensor_annotations, trace_facets
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.records import TraceRecords
@@ -146,12 +146,14 @@ def _parse_ignore(
             ignored = replace(ignored, dimensions=ignored.dimensions | {0})
         elif item in _NAMES:
             ignored = replace(ignored, **{item: True})  # type: ignore[arg-type]
-        elif isinstance(item, str) and item in sections:
-            ignored = replace(ignored, sections=ignored.sections | {item})
-        elif isinstance(item, str) and item in annotations:
-            ignored = replace(ignored, annotations=ignored.annotations | {item})
-        elif isinstance(item, str) and item in facts:
-            ignored = replace(ignored, facts=ignored.facts | {item})
+        elif isinstance(item, str) and item in sections | annotations | facts:
+            # A facet's title leaves out all it wrote: a section and facts under the calls.
+            ignored = replace(
+                ignored,
+                sections=ignored.sections | ({item} & sections),
+                annotations=ignored.annotations | ({item} & annotations),
+                facts=ignored.facts | ({item} & facts),
+            )
         elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
             ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
         else:
@@ -341,8 +343,17 @@ def _checked_request(
     and both requests are checked; errors name `function`."""
     check_trace(function, "expected", expected)
     check_trace(function, "actual", actual)
+    # The registered annotations too: ignoring devices where no trace shows them is no error.
     annotations = frozenset(
-        annotation.title for trace in (expected, actual) for annotation in trace.options.annotations
+        annotation.title
+        for annotation in (
+            *tensor_annotations(FACT_TITLES),
+            *(
+                annotation
+                for trace in (expected, actual)
+                for annotation in trace.options.annotations
+            ),
+        )
     )
     ignored = _parse_compare(
         compare,

@@ -202,10 +202,13 @@ def _add_show_arguments(
     ]
     show.add_argument(
         "--sort",
-        choices=[order for facet in tabled for order in facet.table_orders],
+        # Without the facets (a plugin's hook failed) any order parses, so that the command
+        # fails saying why, not that `flops` is no choice.
+        choices=[order for facet in tabled for order in facet.table_orders] or None,
         metavar="ORDER",
         help="with a model TARGET and the option that records it: instead of the golden, a "
-        f"table of the calls ranked by ORDER: {', '.join(orders)}",
+        "table of the calls ranked by ORDER, an order a facet offers"
+        + (f": {', '.join(orders)}" if orders else ""),
     )
     show.add_argument(
         "--top", type=int, metavar="N", help="with --sort: the first N calls only (default: all)"
