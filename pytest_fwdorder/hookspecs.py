@@ -56,6 +56,9 @@ CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 # answers to the hooks are ours, written as any plugin's are.
 BUILTIN_PLUGINS = (
     "pytest_fwdorder.recording.builtin_describers",
+    # First of the facets with one value per trace: its header line comes before the others'
+    # (`summary_lines`), and its function mode sees the model's own tensors (before costs').
+    "pytest_fwdorder.facets.operations",
     "pytest_fwdorder.facets.values",
     "pytest_fwdorder.facets.initialization",
     "pytest_fwdorder.facets.backward",

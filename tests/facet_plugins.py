@@ -3,11 +3,13 @@ object with the `pytest_fwdorder_facets` hook, registered for the length of one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+
+from pytest_fwdorder.calls.call_line_facets import LineUnderCall
 
 
 class FacetPlugin:
@@ -159,3 +161,30 @@ class NestingBars(ComparedCallNesting):
 
     def bar_words(self, measure: int, total: int) -> tuple[str, str]:
         return f"{measure} of {total}", f"nesting {measure}"
+
+
+class NestingLines(CallNesting):
+    """`CallNesting` written as a line under each call (`line_mark`, `call_lines`) instead of
+    a fact, and read back into an int (`read_call_line`): how a facet writes per-call lines
+    the way operations do. Each line goes right after its call started (`after`)."""
+
+    title = "opened"
+    line_mark = "% "
+
+    def configured(self, options: object) -> NestingLines:
+        return NestingLines()
+
+    def call_facts(self, value: tuple[int, ...], trace: object) -> list[str | None]:
+        return [None] * len(value)
+
+    def call_lines(
+        self, value: tuple[int, ...], trace: object, text_of: Callable[[object], str]
+    ) -> list[LineUnderCall]:
+        return [
+            LineUnderCall(index, index + 1, f"open {nesting}")
+            for index, nesting in enumerate(value)
+            if nesting
+        ]
+
+    def read_call_line(self, text: str) -> int:
+        return int(text.removeprefix("open "))

@@ -33,23 +33,11 @@ NAMED_TODAY = {
     # in the description's `local_shape`, as a tensor's device is kept whether shown or not.
     "recording/describe.py": {"local_shapes"},
     "recording/distributed.py": {"graph_breaks", "local_shapes"},
-    "tracing/facet_setup.py": {"operations"},
     "tracing/forward.py": {"graph_breaks"},
-    "golden/folding.py": {"operations"},
-    "golden/format.py": {"operations"},
-    "golden/parse.py": {"operations"},
-    "golden/render.py": {"operations"},
-    # The call lines, split from render.py for speed (one loop per call): the per-call
-    # operations lines render.py's header sections also name.
-    "golden/call_lines.py": {"operations"},
-    "golden/upgrades.py": {"operations"},
-    "diff/call_tree.py": {"operations"},
-    "diff/changed_calls.py": {"operations"},
     "diff/change_details.py": {"operations"},
     "diff/changes.py": {"operations"},
     "diff/classification.py": {"operations"},
     "diff/explanation.py": {"operations"},
-    "diff/places.py": {"operations"},
     "picture/layout.py": {"operations"},
     "picture/parity_picture.py": {"values"},
     "picture/svg.py": {"operations"},

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 import torch
-from facet_plugins import CallNesting, ComparedCallNesting, FacetPlugin, NestingBars, offered
+from facet_plugins import (
+    CallNesting,
+    ComparedCallNesting,
+    FacetPlugin,
+    NestingBars,
+    NestingLines,
+    offered,
+)
 from torch import nn
 
 from pytest_fwdorder import Facet, diff_golden, trace_forward
@@ -26,6 +33,9 @@ from pytest_fwdorder.calls.facet_records import (
     is_watched,
     watches_build,
 )
+from pytest_fwdorder.golden.folding import fold_golden
+from pytest_fwdorder.golden.parse import parse_golden
+from pytest_fwdorder.golden.render import golden_lines
 from pytest_fwdorder.hookspecs import plugin_manager
 from pytest_fwdorder.report.html import trace_html
 from pytest_fwdorder.snapshot.policy import golden_holds
@@ -315,6 +325,65 @@ def test_the_report_draws_a_watched_facets_bar_per_call_with_its_words(
     assert 'title="2 of 4"' in with_total
     assert ">nesting 2<" in with_total
     assert ".fwdorder .fo-nesting-bar {" in with_total
+
+
+def _lines_under_calls(text: str) -> list[tuple[int, int, str]]:
+    """(the indentation of the call line above, its own, the line) per `% ` line: the
+    oracle is the golden's indentation of the calls, which the recorder's depth makes."""
+    rows = text.splitlines()
+    found = []
+    for number, row in enumerate(rows):
+        if row.lstrip().startswith("% "):
+            owner = next(
+                above
+                for above in reversed(rows[:number])
+                if not above.lstrip().startswith(("| ", "~ ", "% "))
+            )
+            indents = [(len(line) - len(line.lstrip())) // 2 for line in (owner, row)]
+            found.append((indents[0], indents[1], row.strip()))
+    return found
+
+
+def test_a_watched_facet_writes_a_line_under_each_call_read_back_typed(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`call_lines`: a line under each call but the root, right after it, one level deeper;
+    a golden reads them back on their call, typed by `read_call_line`, as they were written."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+    with offered(request.config, NestingLines()):
+        trace = trace_forward(model, torch.ones(1, 4), ops=True)
+        text = trace.render()
+        _, lines = parse_golden(text)
+        written = golden_lines(trace)
+        opened = [line.opened for line in lines]
+        folded = fold_golden(text, 1)
+    assert _lines_under_calls(text) == [
+        (1, 2, "% open 1"),
+        (1, 2, "% open 1"),
+        (2, 3, "% open 2"),
+        (2, 3, "% open 2"),
+    ]
+    assert opened == [(), (1,), (1,), (2,), (2,)]
+    assert [line.under for line in lines] == [line.under for line in written]
+    assert [line.under for line in lines][1] == ("% open 1",)
+    assert _lines_under_calls(folded) == [(1, 2, "% open 1"), (1, 2, "% open 1")]
+
+
+def test_the_oracle_of_lines_under_calls_differs_from_a_flat_model(
+    request: pytest.FixtureRequest,
+) -> None:
+    with offered(request.config, NestingLines()):
+        text = trace_forward(nn.Sequential(nn.ReLU(), nn.ReLU()), torch.ones(1), ops=True).render()
+    assert _lines_under_calls(text) == [(1, 2, "% open 1"), (1, 2, "% open 1")]
+
+
+def test_a_golden_line_names_the_facets_that_write_lines_when_asked_for_another() -> None:
+    (line,) = parse_golden("# pytest-fwdorder trace (format 2)\n<root>: ReLU (f32[1]) -> f32[1]\n")[
+        1
+    ]
+    assert line.operations == ()
+    with pytest.raises(AttributeError, match=r"no attribute 'opened'.*\(operations\)"):
+        _ = line.opened
 
 
 def test_a_facet_that_watches_a_build_without_its_record_refusal_is_refused() -> None:

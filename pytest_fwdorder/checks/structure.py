@@ -238,9 +238,9 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
                 for facet, value in line.facet_values
                 if _MEASURED_FACTS.get(facet.title, "") in ("", *ignored.compared)
             ),
-            operations=()
+            under=()
             if ignored.operations
-            else tuple(TENSOR_PATTERN.sub(tensor, operation) for operation in line.operations),
+            else tuple(TENSOR_PATTERN.sub(tensor, text) for text in line.under),
             nameless_first_call=ignored.paths and is_first_call(line),
         )
         for line in lines

@@ -7,11 +7,12 @@ changes together into a summary.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     named_items,
-    operation_parts,
     tensor_fact_flags,
     tensor_fact_items,
     tensor_fact_shape,
@@ -75,15 +76,14 @@ def _join_shapes(shapes: list[tuple[int, ...]]) -> str:
     return ", ".join(str(shape) for shape in shapes)
 
 
-def describe_operation_change(old_text: str, new_text: str) -> str:
-    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`."""
-    old_name, old_arguments, old_output = operation_parts(old_text)
-    new_name, new_arguments, new_output = operation_parts(new_text)
-    if old_name != new_name:
-        return f"{old_name} -> {new_name}"
-    if old_arguments != new_arguments:
-        return f"{new_name} input {describe_value_change(old_arguments, new_arguments)}"
-    return f"{new_name} output {describe_value_change(old_output, new_output)}"
+def describe_operation_change(old: Any, new: Any) -> str:
+    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`, from two operation
+    lines as the facet reads them back (`name`, `arguments`, `output`)."""
+    if old.name != new.name:
+        return f"{old.name} -> {new.name}"
+    if old.arguments != new.arguments:
+        return f"{new.name} input {describe_value_change(old.arguments, new.arguments)}"
+    return f"{new.name} output {describe_value_change(old.output, new.output)}"
 
 
 def describe_settings_change(old_text: str, new_text: str) -> str:

@@ -138,7 +138,7 @@ def _look(line: GoldenLine, depth: int) -> tuple[object, ...]:
         line.inputs,
         line.outputs,
         line.facts,
-        line.operations,
+        line.under,
         line.mode,
     )
 

@@ -17,7 +17,6 @@ from pytest_fwdorder.golden.format import (
     call_marks,
     call_text,
     render_facts,
-    render_operation,
     render_value,
 )
 
@@ -37,7 +36,6 @@ def call_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
     show_frozen = "parameters" not in shared.hidden
     modes = _mode_marks(trace)
     steps = _step_numbers(trace)
-    operations_of = shared.operations_of if trace.operations_skipped is not None else None
     direct_calls = trace.direct_calls
     lines: list[GoldenLine] = []
     append = lines.append
@@ -68,11 +66,10 @@ def call_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
             if nth == 1 and facts is not None
             else ()
         )
-        operations = operations_of(call) if operations_of is not None else ()
         # Positional: sixteen keywords would cost more than the line itself.
         append(GoldenLine(
             depth, display_path, module_type, nth, registered, inputs, outputs, text, frozen,
-            reused, scripted, mode, facts_text, operations, direct, call.index,
+            reused, scripted, mode, facts_text, (), direct, call.index,
         ))  # fmt: skip
     return lines
 
@@ -128,9 +125,6 @@ class _SharedTexts:
         if text is None:
             text = self.inputs[key] = render_inputs(call, self.names, self.text_of)
         return text
-
-    def operations_of(self, call: Call) -> tuple[str, ...]:
-        return tuple(render_operation(operation, self.text_of) for operation in call.operations)
 
     def facts_of(self, facts: ModuleFacts, path: str) -> tuple[str, ...]:
         if not self.tied:

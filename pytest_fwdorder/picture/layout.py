@@ -25,14 +25,13 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pytest_fwdorder.diff.changes import Change, DiffRow
 from pytest_fwdorder.diff.tree_changes import TreeChange
 from pytest_fwdorder.golden.format import (
     FOLDED_PATTERN,
     GoldenLine,
-    operation_parts,
     split_top_level,
 )
 from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths, place_words
@@ -404,9 +403,8 @@ def _shown_path(path: str, parent_path: str) -> str:
     return path
 
 
-def _operation_text(operation: str) -> str:
-    name, _, output = operation_parts(operation)
-    return shorten(f"{name} -> {output}", MAX_LABEL)
+def _operation_text(operation: Any) -> str:
+    return shorten(f"{operation.name} -> {operation.output}", MAX_LABEL)
 
 
 def _measure(node: _Node, parent: _Node | None, operations: bool) -> None:

@@ -1,0 +1,47 @@
+"""The part of the facet protocol for lines under the calls (`CallLineWriter`), and the
+record of one such line (`LineUnderCall`). Plain, no torch; `facet_records.py` holds the rest
+of the protocol, whose `TraceFacetMembers` names these members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeGuard
+
+from pytest_fwdorder.calls.value_descriptions import ValueDescription
+
+
+@dataclass(frozen=True, slots=True)
+class LineUnderCall:
+    """A line under a call (`CallLineWriter`): the call's index, how many calls of the trace
+    had started when it happened (the body writes it after them), its text after the mark."""
+
+    call_index: int
+    after: int
+    text: str
+
+
+class CallLineWriter(Protocol):
+    """A facet with one value per trace that writes lines under the calls (operations).
+
+    `line_mark` starts each line (a character and a space, not `| `). `call_lines` gives them
+    in the order they are written (`after` never decreasing), `text_of` writing a value as
+    the golden does. The body puts each after the first `after` calls, indented under its
+    call (dropped with a call a view leaves out); `GoldenLine.under` holds a call's, marks
+    included, and a golden line gives their `read_call_line` values by title (`line.operations`).
+    """
+
+    title: str
+    line_mark: str
+
+    def call_lines(
+        self, value: Any, trace: Any, text_of: Callable[[ValueDescription | None], str]
+    ) -> Sequence[LineUnderCall]: ...
+
+    def read_call_line(self, text: str) -> Any: ...
+
+
+def writes_call_lines(facet: object) -> TypeGuard[CallLineWriter]:
+    """Whether the facet writes lines under the calls (`line_mark`)."""
+    return hasattr(facet, "line_mark")
