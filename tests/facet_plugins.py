@@ -188,3 +188,18 @@ class NestingLines(CallNesting):
 
     def read_call_line(self, text: str) -> int:
         return int(text.removeprefix("open "))
+
+
+class ComparedNestingLines(NestingLines):
+    """`NestingLines` whose lines a diff compares (`describe_call_line_change`): a nesting that
+    differs by one or less is no change, as a tolerance would have it."""
+
+    change_words = "opened changed"
+
+    def configured(self, options: object) -> ComparedNestingLines:
+        return ComparedNestingLines()
+
+    def describe_call_line_change(self, old: int | None, new: int | None) -> str | None:
+        if old is None or new is None:
+            return f"open {old} -> open {new}"
+        return None if abs(new - old) <= 1 else f"open {old} -> open {new}"

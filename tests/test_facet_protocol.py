@@ -17,6 +17,7 @@ import torch
 from facet_plugins import (
     CallNesting,
     ComparedCallNesting,
+    ComparedNestingLines,
     FacetPlugin,
     NestingBars,
     NestingLines,
@@ -24,7 +25,7 @@ from facet_plugins import (
 )
 from torch import nn
 
-from pytest_fwdorder import Facet, diff_golden, trace_forward
+from pytest_fwdorder import Facet, assert_same_structure, diff_golden, trace_forward
 from pytest_fwdorder.calls.facet_records import (
     MeasuredTraceFacet,
     WatchedTraceFacet,
@@ -33,6 +34,7 @@ from pytest_fwdorder.calls.facet_records import (
     is_watched,
     watches_build,
 )
+from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.golden.folding import fold_golden
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import golden_lines
@@ -375,6 +377,46 @@ def test_the_oracle_of_lines_under_calls_differs_from_a_flat_model(
     with offered(request.config, NestingLines()):
         text = trace_forward(nn.Sequential(nn.ReLU(), nn.ReLU()), torch.ones(1), ops=True).render()
     assert _lines_under_calls(text) == [(1, 2, "% open 1"), (1, 2, "% open 1")]
+
+
+def test_a_facets_lines_under_the_calls_that_changed_are_said_in_its_words(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Paired as a line diff pairs them: a changed line, an inserted one; a change its rule
+    calls none (1 -> 2) is not said."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, ComparedNestingLines()):
+        old = trace_forward(model, torch.ones(1), ops=True).render()
+        new = old.replace("    % open 2\n", "    % open 5\n    % open 7\n")
+        within = old.replace("    % open 2\n", "    % open 3\n")
+        difference = diff_golden(old, new)
+        unchanged = diff_golden(old, within)
+    assert sorted(change.detail for change in difference.changes) == [
+        "open 2 -> open 5",
+        "open None -> open 7",
+    ]
+    assert difference.explained_counts() == {"opened changed": 2}
+    assert "opened" not in unchanged.summary()
+
+
+def test_a_structure_comparison_leaves_out_a_facets_lines_under_the_calls_by_its_title(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Two traces alike but for the facet's lines (one traced without the facet): they
+    differ unless `ignore` names the facet's title."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, ComparedNestingLines()):
+        written = trace_forward(model, torch.ones(1), ops=True)
+    with offered(request.config, ComparedNestingLines()):
+        plain = trace_forward(model, torch.ones(1), ops=True)
+        with pytest.raises(ValueError, match=r"'mode', 'opened', 'operations', 'backward'"):
+            assert_same_structure(written, plain, ignore=("nothing",))
+    plain.trace_facets = ()
+    with offered(request.config, ComparedNestingLines()):
+        summary = assert_same_structure(written, plain, ignore=("opened",)).summary()
+        with pytest.raises(StructureMismatchError, match="opened changed"):
+            assert_same_structure(written, plain)
+    assert summary.startswith("same structure (ignoring opened)")
 
 
 def test_a_golden_line_names_the_facets_that_write_lines_when_asked_for_another() -> None:

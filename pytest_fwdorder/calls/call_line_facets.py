@@ -30,9 +30,15 @@ class CallLineWriter(Protocol):
     the golden does. The body puts each after the first `after` calls, indented under its
     call (dropped with a call a view leaves out); `GoldenLine.under` holds a call's, marks
     included, and a golden line gives their `read_call_line` values by title (`line.operations`).
+
+    It may also have `describe_call_line_change(old, new)`: the words for a line of two
+    paired calls that changed (both values), was inserted (`old` None) or removed (`new`
+    None), or None where the facet's rule calls it no change; a diff counts each under the
+    facet's `change_words` (`opened changed at 2 calls: ...`).
     """
 
     title: str
+    change_words: str
     line_mark: str
 
     def call_lines(

@@ -7,13 +7,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from pytest_fwdorder.calls.call_line_facets import writes_call_lines
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.facets.costs import COSTS, render_trace_costs
 from pytest_fwdorder.facets.initialization import INITIALIZATION
 from pytest_fwdorder.facets.values import VALUES
-from pytest_fwdorder.golden.facet_facts import facet_header_lines
+from pytest_fwdorder.golden.facet_facts import call_line_writers, facet_header_lines
 from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     FROZEN_FLAG,
@@ -42,7 +43,6 @@ _NAMES = (
     "settings",
     "parameters",
     "mode",
-    "operations",
 )
 
 
@@ -87,7 +87,10 @@ class _Ignored:
     settings: bool = False
     parameters: bool = False
     mode: bool = False
-    operations: bool = False
+    # The titles and marks of the facets whose lines under the calls to leave out
+    # (`"operations"`, `~ `).
+    lines_under: frozenset[str] = frozenset()
+    line_marks: tuple[str, ...] = ()
     # The titles of the facets' sections after the calls to leave out (`"backward"`).
     sections: frozenset[str] = frozenset()
     dimensions: frozenset[int] = frozenset()
@@ -107,10 +110,10 @@ class _Ignored:
                 ("settings", self.settings),
                 ("parameters", self.parameters),
                 ("mode", self.mode),
-                ("operations", self.operations),
             )
             if on
         ]
+        parts += sorted(self.lines_under)
         parts += sorted(self.sections)
         parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
         parts += [f"{old} as {new}" for old, new in self.type_names]
@@ -120,10 +123,13 @@ class _Ignored:
         return f"{ignoring}; comparing {', '.join(sorted(self.compared))}"
 
 
-def _parse_ignore(ignore: Iterable[IgnoreItem], sections: frozenset[str]) -> _Ignored:
+def _parse_ignore(
+    ignore: Iterable[IgnoreItem], sections: frozenset[str], line_marks: Mapping[str, str]
+) -> _Ignored:
     """Read `ignore` once: it may be a generator, which a second reading would find empty.
 
-    `sections` are the titles of the facets' sections after the calls (`backward`).
+    `sections` are the titles of the facets' sections after the calls (`backward`),
+    `line_marks` the marks of the facets' lines under the calls by title (`operations`).
     """
     if isinstance(ignore, str):
         ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
@@ -135,12 +141,18 @@ def _parse_ignore(ignore: Iterable[IgnoreItem], sections: frozenset[str]) -> _Ig
             ignored = replace(ignored, dimensions=ignored.dimensions | {0})
         elif item in _NAMES:
             ignored = replace(ignored, **{item: True})  # type: ignore[arg-type]
+        elif isinstance(item, str) and item in line_marks:
+            ignored = replace(
+                ignored,
+                lines_under=ignored.lines_under | {item},
+                line_marks=(*ignored.line_marks, line_marks[item]),
+            )
         elif isinstance(item, str) and item in sections:
             ignored = replace(ignored, sections=ignored.sections | {item})
         elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
             ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
         else:
-            names = (*_NAMES, *sorted(sections))
+            names = (*_NAMES, *sorted(line_marks), *sorted(sections))
             raise ValueError(
                 f"cannot ignore {item!r}: name one of {', '.join(map(repr, names))}, "
                 "'dim:N' for one dimension of every tensor, or a mapping of module types "
@@ -157,6 +169,16 @@ def _section_titles(*traces: TraceRecords) -> frozenset[str]:
         *(facet for trace in traces for facet in trace.trace_facets),
     ]
     return frozenset(facet.title for facet in facets if hasattr(facet, "end_lines"))
+
+
+def _line_marks(*traces: TraceRecords) -> dict[str, str]:
+    """The marks of the facets' lines under the calls that `ignore` may name, by title: the
+    registered facets' and those the traces recorded (`operations`)."""
+    facets = [
+        *call_line_writers(),
+        *(facet for trace in traces for facet in trace.trace_facets if writes_call_lines(facet)),
+    ]
+    return {facet.title: facet.line_mark for facet in facets}
 
 
 def _parse_compare(compare: Iterable[str], ignored: _Ignored) -> _Ignored:
@@ -238,9 +260,11 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
                 for facet, value in line.facet_values
                 if _MEASURED_FACTS.get(facet.title, "") in ("", *ignored.compared)
             ),
-            under=()
-            if ignored.operations
-            else tuple(TENSOR_PATTERN.sub(tensor, text) for text in line.under),
+            under=tuple(
+                TENSOR_PATTERN.sub(tensor, text)
+                for text in line.under
+                if not text.startswith(ignored.line_marks)
+            ),
             nameless_first_call=ignored.paths and is_first_call(line),
         )
         for line in lines
@@ -307,7 +331,10 @@ def _checked_request(
     and both requests are checked; errors name `function`."""
     check_trace(function, "expected", expected)
     check_trace(function, "actual", actual)
-    ignored = _parse_compare(compare, _parse_ignore(ignore, _section_titles(expected, actual)))
+    ignored = _parse_compare(
+        compare,
+        _parse_ignore(ignore, _section_titles(expected, actual), _line_marks(expected, actual)),
+    )
     _check_measured(function, ignored, expected, actual)
     return ignored
 
@@ -462,10 +489,10 @@ def assert_same_structure(
     `ignore` names what may differ: `"paths"` (module names and reuse: a shared ReLU split in
     three), `"dtypes"`, `"batch"` (dimension 0), `"dim:N"` (any one dimension, negative
     counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
-    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, the recorded
-    `"operations"` (`ops=True`), a facet's section after the calls by its title (`"backward"`,
-    `backward=True`'s steps; a plugin's facet's too), and mappings of module types to treat
-    as equal, such as `{"LeakyReLU": "ReLU"}`.
+    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, a facet's lines
+    under the calls by its title (`"operations"`, `ops=True`), a facet's section after the
+    calls by its title (`"backward"`, `backward=True`'s steps; a plugin's facet's too), and
+    mappings of module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
 
     `compare` names the measurements that are left out unless asked for: `"costs"` (each
     call's costs fact, the header's costs totals and uncounted operations; both traces

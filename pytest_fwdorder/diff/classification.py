@@ -22,6 +22,7 @@ from pytest_fwdorder.diff.explanation import summarize
 from pytest_fwdorder.diff.facet_changes import (
     call_fact_changes,
     call_fact_facets,
+    call_line_changes,
     facet_changes,
     trace_facet_changes,
     unread_fact_changes,
@@ -383,6 +384,7 @@ def _compare_pair(
     if old_line.under != new_line.under:
         found = _operation_changes(old_line.operations, new_line.operations)
         changes += [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+        changes += call_line_changes(old_line, new_line, position)
     return changes + _plugin_fact_changes(old_line, new_line, position)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.ordered_pairing import changed_runs
+from pytest_fwdorder.golden.facet_facts import call_line_writers
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
 from pytest_fwdorder.hookspecs import trace_facets
 
@@ -53,6 +55,50 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
                 words=facet.change_words,
             )
         )
+    return changes
+
+
+def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
+    """One change per line under a call that a facet words as changed, inserted or removed
+    (`describe_call_line_change`), its lines paired as a line diff pairs them; each counted
+    under the facet's `change_words`."""
+    changes = []
+    for facet in call_line_writers():
+        describe = getattr(facet, "describe_call_line_change", None)
+        if describe is None:
+            continue
+        mark = facet.line_mark
+        old = [text for text in old_line.under if text.startswith(mark)]
+        new = [text for text in new_line.under if text.startswith(mark)]
+        if old == new:
+            continue
+        old_values = [facet.read_call_line(text[len(mark) :]) for text in old]
+        new_values = [facet.read_call_line(text[len(mark) :]) for text in new]
+        details = []
+        for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
+            paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
+            details += [
+                describe(old_values[old_start + offset], new_values[new_start + offset])
+                for offset in range(paired)
+            ]
+            details += [
+                describe(None, new_values[index]) for index in range(new_start + paired, new_end)
+            ]
+            details += [
+                describe(old_values[index], None) for index in range(old_start + paired, old_end)
+            ]
+        changes += [
+            Change(
+                ChangeKind.FACET_CHANGED,
+                old_line,
+                new_line,
+                detail,
+                position,
+                words=facet.change_words,
+            )
+            for detail in details
+            if detail is not None
+        ]
     return changes
 
 
