@@ -38,7 +38,6 @@ NAMED_TODAY = {
     "diff/changes.py": {"operations"},
     "diff/classification.py": {"operations"},
     "diff/explanation.py": {"operations"},
-    "picture/layout.py": {"operations"},
     "picture/parity_picture.py": {"values"},
     "picture/svg.py": {"operations"},
     "report/html.py": {"graph_breaks"},

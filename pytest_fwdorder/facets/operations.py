@@ -121,6 +121,10 @@ class OperationsFacet:
     def read_call_line(self, text: str) -> OperationLine:
         return OperationLine(text)
 
+    def picture_label(self, value: OperationLine) -> str:
+        """What a picture's node shows of an operation: `relu -> f32[2,16]`."""
+        return f"{value.name} -> {value.output}"
+
     def read_header(self, header: Sequence[str]) -> OperationCount | None:
         """The header's count; None for a golden recorded without operations."""
         for line in header:
