@@ -14,7 +14,7 @@ from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.facets.costs import COSTS, render_trace_costs
 from pytest_fwdorder.facets.initialization import INITIALIZATION
 from pytest_fwdorder.facets.values import VALUES
-from pytest_fwdorder.golden.facet_facts import call_line_writers, facet_header_lines
+from pytest_fwdorder.golden.facet_facts import facet_header_lines
 from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     FROZEN_FLAG,
@@ -27,7 +27,7 @@ from pytest_fwdorder.golden.format import (
     mode_line,
 )
 from pytest_fwdorder.golden.render import end_lines, golden_lines
-from pytest_fwdorder.hookspecs import trace_facets
+from pytest_fwdorder.hookspecs import call_line_writers, trace_facets
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.records import TraceRecords
@@ -175,7 +175,7 @@ def _line_marks(*traces: TraceRecords) -> dict[str, str]:
     """The marks of the facets' lines under the calls that `ignore` may name, by title: the
     registered facets' and those the traces recorded (`operations`)."""
     facets = [
-        *call_line_writers(),
+        *call_line_writers(FACT_TITLES),
         *(facet for trace in traces for facet in trace.trace_facets if writes_call_lines(facet)),
     ]
     return {facet.title: facet.line_mark for facet in facets}

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
-from pytest_fwdorder.golden.facet_facts import call_line_writers
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
-from pytest_fwdorder.hookspecs import trace_facets
+from pytest_fwdorder.hookspecs import call_line_writers, trace_facets
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -63,7 +62,7 @@ def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int)
     (`describe_call_line_change`), its lines paired as a line diff pairs them; each counted
     under the facet's `change_words`."""
     changes = []
-    for facet in call_line_writers():
+    for facet in call_line_writers(FACT_TITLES):
         describe = getattr(facet, "describe_call_line_change", None)
         if describe is None:
             continue

@@ -8,14 +8,12 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.calls.call_line_facets import writes_call_lines
 from pytest_fwdorder.golden.format import FACT_PREFIX, FACT_TITLES, escape_line_breaks
-from pytest_fwdorder.hookspecs import trace_facets
+from pytest_fwdorder.hookspecs import call_line_writers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from pytest_fwdorder.calls.call_line_facets import CallLineWriter
     from pytest_fwdorder.calls.facet_records import Facet
 
 
@@ -52,32 +50,10 @@ def read_facet_values(
     return tuple(found)
 
 
-def call_line_writers() -> tuple[CallLineWriter, ...]:
-    """The registered facets that write lines under the calls (`line_mark`), in their order:
-    how a golden's reader knows their lines without a trace."""
-    return tuple(facet for facet in trace_facets(FACT_TITLES) if writes_call_lines(facet))
-
-
 def call_line_marks() -> tuple[str, ...]:
-    """The marks that start the facets' lines under the calls (`~ `): what sets them apart
-    from call lines."""
-    return tuple(facet.line_mark for facet in call_line_writers())
-
-
-def values_under(under: Sequence[str], title: str) -> tuple[Any, ...]:
-    """The values of the lines under a call (`GoldenLine.under`) that the facet titled
-    `title` wrote, each read back by it; AttributeError for a title no such facet has."""
-    writers = call_line_writers()
-    for facet in writers:
-        if facet.title == title:
-            mark = facet.line_mark
-            return tuple(
-                facet.read_call_line(text[len(mark) :]) for text in under if text.startswith(mark)
-            )
-    raise AttributeError(
-        f"a golden line has no attribute {title!r}: it is no field, and no facet with that "
-        f"title writes lines under the calls ({', '.join(facet.title for facet in writers)})"
-    )
+    """The marks that start the registered facets' lines under the calls (`~ `): what sets
+    them apart from call lines."""
+    return tuple(facet.line_mark for facet in call_line_writers(FACT_TITLES))
 
 
 def within_facets(old_text: str, new_text: str, facets: Sequence[Facet]) -> str:

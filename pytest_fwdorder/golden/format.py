@@ -163,9 +163,18 @@ class GoldenLine:
         field comes here; raises AttributeError for one that is no such facet's title."""
         if title.startswith("_") or title == "under":
             raise AttributeError(title)  # not yet set, as while a copy is unpickled
-        from pytest_fwdorder.golden.facet_facts import values_under
+        from pytest_fwdorder.hookspecs import call_line_writers
 
-        return values_under(self.under, title)
+        writers = call_line_writers(FACT_TITLES)
+        for facet in writers:
+            if facet.title == title:
+                mark = facet.line_mark
+                written = [text[len(mark) :] for text in self.under if text.startswith(mark)]
+                return tuple(map(facet.read_call_line, written))
+        raise AttributeError(
+            f"a golden line has no attribute {title!r}: it is no field, and no facet with that "
+            f"title writes lines under the calls ({', '.join(facet.title for facet in writers)})"
+        )
 
     @property
     def name(self) -> str:

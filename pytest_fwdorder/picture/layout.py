@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pytest_fwdorder.diff.changes import Change, DiffRow
 from pytest_fwdorder.diff.tree_changes import TreeChange
-from pytest_fwdorder.golden.facet_facts import call_line_writers
 from pytest_fwdorder.golden.format import (
+    FACT_TITLES,
     FOLDED_PATTERN,
     GoldenLine,
     split_top_level,
 )
+from pytest_fwdorder.hookspecs import call_line_writers
 from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths, place_words
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def lay_out(
     if depth is not None and depth < 0:
         raise ValueError(f"cannot draw to depth {depth!r}: use 0 (the root only) or more")
     roots = _tree(calls, depth)
-    labels = _LineLabels(call_line_writers()) if under else None
+    labels = _LineLabels(call_line_writers(FACT_TITLES)) if under else None
     if fold_unchanged:
         for root in roots:
             _fold_unchanged(root)
