@@ -34,11 +34,13 @@ NAMED_TODAY = {
     "recording/describe.py": {"local_shapes"},
     "recording/distributed.py": {"graph_breaks", "local_shapes"},
     "tracing/forward.py": {"graph_breaks"},
-    "diff/change_details.py": {"operations"},
+    # The kinds of change operations give (`line_changes`: "operation inserted", ...), which
+    # a diff counts and words as its own, and the costs facet's uncounted operations.
     "diff/changes.py": {"operations"},
     "diff/classification.py": {"operations"},
     "diff/explanation.py": {"operations"},
     "picture/parity_picture.py": {"values"},
+    # The public `golden_picture(operations=True)` and its nodes' colours.
     "picture/svg.py": {"operations"},
     "report/html.py": {"graph_breaks"},
     "report/review_format.py": {"operations"},

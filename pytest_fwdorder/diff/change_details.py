@@ -1,13 +1,11 @@
-"""Changed facts -> words: what changed in a call's inputs, outputs, settings, parameters,
-operations and FLOPs, each as the detail of one change. Pure, no torch.
+"""Changed facts -> words: what changed in a call's inputs, outputs, settings, parameters
+and FLOPs, each as the detail of one change. Pure, no torch.
 
 `classification` writes these details as it finds the changes; `explanation` puts the
 changes together into a summary.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import (
@@ -74,16 +72,6 @@ def _other_value_changes(old_text: str, new_text: str) -> list[str]:
 
 def _join_shapes(shapes: list[tuple[int, ...]]) -> str:
     return ", ".join(str(shape) for shape in shapes)
-
-
-def describe_operation_change(old: Any, new: Any) -> str:
-    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`, from two operation
-    lines as the facet reads them back (`name`, `arguments`, `output`)."""
-    if old.name != new.name:
-        return f"{old.name} -> {new.name}"
-    if old.arguments != new.arguments:
-        return f"{new.name} input {describe_value_change(old.arguments, new.arguments)}"
-    return f"{new.name} output {describe_value_change(old.output, new.output)}"
 
 
 def describe_settings_change(old_text: str, new_text: str) -> str:

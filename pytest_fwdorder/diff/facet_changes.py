@@ -58,14 +58,12 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
 
 
 def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
-    """One change per line under a call that a facet words as changed, inserted or removed
-    (`describe_call_line_change`), its lines paired as a line diff pairs them; each counted
-    under the facet's `change_words`."""
+    """One change per line under a call that a facet finds changed, inserted or removed:
+    of the kinds it gives (`line_changes`, operations'), or words it says, each counted under
+    its `change_words` (`describe_call_line_change`, its lines paired as a line diff pairs
+    them)."""
     changes = []
     for facet in call_line_writers(FACT_TITLES):
-        describe = getattr(facet, "describe_call_line_change", None)
-        if describe is None:
-            continue
         mark = facet.line_mark
         old = [text for text in old_line.under if text.startswith(mark)]
         new = [text for text in new_line.under if text.startswith(mark)]
@@ -73,6 +71,16 @@ def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int)
             continue
         old_values = [facet.read_call_line(text[len(mark) :]) for text in old]
         new_values = [facet.read_call_line(text[len(mark) :]) for text in new]
+        kinds_of = getattr(facet, "line_changes", None)
+        if kinds_of is not None:
+            changes += [
+                Change(ChangeKind(kind), old_line, new_line, detail, position)
+                for kind, detail in kinds_of(old_values, new_values)
+            ]
+            continue
+        describe = getattr(facet, "describe_call_line_change", None)
+        if describe is None:
+            continue
         details = []
         for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
             paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0

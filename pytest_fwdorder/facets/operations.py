@@ -121,6 +121,31 @@ class OperationsFacet:
     def read_call_line(self, text: str) -> OperationLine:
         return OperationLine(text)
 
+    def line_changes(
+        self, old: Sequence[OperationLine], new: Sequence[OperationLine]
+    ) -> list[tuple[str, str]]:
+        """One (change kind, detail) per operation changed, inserted or removed in a call's
+        forward; the detail says where: `op 3 of 7: relu -> gelu` (numbers in the new call,
+        or the old one for a removed operation)."""
+        from pytest_fwdorder.diff.ordered_pairing import changed_runs
+
+        found: list[tuple[str, str]] = []
+        for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
+            paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
+            for offset in range(paired):
+                where = f"op {new_start + offset + 1} of {len(new)}"
+                change = _describe_change(old[old_start + offset], new[new_start + offset])
+                found.append(("operation changed", f"{where}: {change}"))
+            for index in range(new_start + paired, new_end):
+                found.append(
+                    ("operation inserted", f"{new[index].name} (op {index + 1} of {len(new)})")
+                )
+            for index in range(old_start + paired, old_end):
+                found.append(
+                    ("operation removed", f"{old[index].name} (op {index + 1} of {len(old)})")
+                )
+        return found
+
     def picture_label(self, value: OperationLine) -> str:
         """What a picture's node shows of an operation: `relu -> f32[2,16]`."""
         return f"{value.name} -> {value.output}"
@@ -138,6 +163,17 @@ class OperationsFacet:
     def describe_changes(self, old: OperationCount, new: OperationCount) -> list[str]:
         # The count is compared as a header line, and each call's operations as its lines.
         return []
+
+
+def _describe_change(old: OperationLine, new: OperationLine) -> str:
+    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`."""
+    from pytest_fwdorder.diff.change_details import describe_value_change
+
+    if old.name != new.name:
+        return f"{old.name} -> {new.name}"
+    if old.arguments != new.arguments:
+        return f"{new.name} input {describe_value_change(old.arguments, new.arguments)}"
+    return f"{new.name} output {describe_value_change(old.output, new.output)}"
 
 
 OPERATIONS = OperationsFacet()
