@@ -6,16 +6,17 @@ of the protocol, whose `TraceFacetMembers` names these members.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard
+from typing import Any, NamedTuple, Protocol, TypeGuard
 
 from pytest_fwdorder.calls.value_descriptions import ValueDescription
 
 
-@dataclass(frozen=True, slots=True)
-class LineUnderCall:
+class LineUnderCall(NamedTuple):
     """A line under a call (`CallLineWriter`): the call's index, how many calls of the trace
-    had started when it happened (the body writes it after them), its text after the mark."""
+    had started when it happened (the body writes it after them), its text after the mark.
+
+    A named tuple: a facet gives one per operation, and a frozen dataclass costs several
+    times more to make."""
 
     call_index: int
     after: int

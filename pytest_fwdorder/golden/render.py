@@ -62,9 +62,7 @@ def _golden_lines(
 ) -> list[GoldenLine]:
     """`golden_lines`, with the calls per path counted already (render counts them once) and
     the facets' lines under the calls written (`_lines_under_calls`)."""
-    lines = _with_per_call_facts(trace, call_lines(trace, counts))
-    if under:
-        lines = _with_lines_under(lines, under)
+    lines = _with_per_call_facts(trace, call_lines(trace, counts, _by_call(under)))
     if trace.options.fold or trace.options.call_views:
         return _apply_views(trace, lines)
     return lines
@@ -113,15 +111,15 @@ def _text_memo(trace: TraceRecords) -> Callable[[ValueDescription | None], str]:
     return text_of
 
 
-def _with_lines_under(lines: list[GoldenLine], under: list[_PlacedLine]) -> list[GoldenLine]:
-    """The lines with the facets' lines under each call (`GoldenLine.under`), in order."""
+def _by_call(under: list[_PlacedLine]) -> dict[int, tuple[str, ...]] | None:
+    """The facets' lines under each call by call index, in order (`GoldenLine.under`); None
+    when there are none."""
+    if not under:
+        return None
     by_call: dict[int, list[str]] = {}
     for _, call_index, text in under:
         by_call.setdefault(call_index, []).append(text)
-    return [
-        line if line.index not in by_call else replace(line, under=tuple(by_call[line.index]))
-        for line in lines
-    ]
+    return {call_index: tuple(texts) for call_index, texts in by_call.items()}
 
 
 def _with_call_facts(
