@@ -91,7 +91,7 @@ def _lines_under_calls(trace: TraceRecords) -> list[_PlacedLine]:
             value = trace.trace_facet_values[facet.title]
             mark = facet.line_mark
             found = facet.call_lines(value, trace, _text_memo(trace))
-            written.append([(line.after, line.call_index, mark + line.text) for line in found])
+            written.append([(after, call_index, mark + text) for call_index, after, text in found])
     if len(written) == 1:
         return written[0]
     return list(heapq.merge(*written, key=lambda placed: placed[0]))
