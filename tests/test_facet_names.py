@@ -43,7 +43,6 @@ NAMED_TODAY = {
     # The public `golden_picture(operations=True)` and its nodes' colours.
     "picture/svg.py": {"operations"},
     "report/html.py": {"graph_breaks"},
-    "report/review_format.py": {"operations"},
     # The checks besides the golden: a budget or a gate on one facet's measure names it by
     # its job (cost budgets, compile gates); structure comparison names what it may ignore or
     # compare; "graph" is torch.export's graph and "tolerance" a parity tolerance.

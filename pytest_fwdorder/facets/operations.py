@@ -22,9 +22,9 @@ The trace keeps what was recorded where the public API gives it too: `Call.opera
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from pytest_fwdorder.calls.call_line_facets import LineUnderCall
 from pytest_fwdorder.golden.format import RAISED, render_value
@@ -93,6 +93,12 @@ class OperationsFacet:
     change_words = "operations changed"
     option = "ops"
     line_mark = "~ "
+    # How a review's total names goldens with each kind of change `line_changes` gives.
+    kind_phrases: ClassVar[Mapping[str, str]] = {
+        "operation changed": "with operations changed",
+        "operation inserted": "with operations inserted",
+        "operation removed": "with operations removed",
+    }
 
     def watcher(self, options: TraceOptions) -> OperationsWatcher:
         return OperationsWatcher(options.ops_skip)
