@@ -180,7 +180,8 @@ def differing_lines(
 
 def line_cause(old_line: str, new_line: str) -> Cause:
     """The cause of one differing line, from what kind of golden line it is."""
-    from pytest_fwdorder.golden.format import FACT_PREFIX, OPERATION_PREFIX
+    from pytest_fwdorder.golden.facet_facts import call_line_marks
+    from pytest_fwdorder.golden.format import FACT_PREFIX
     from pytest_fwdorder.golden.parse import parse_call_line
 
     lines = [line for line in (old_line, new_line) if line]
@@ -190,7 +191,7 @@ def line_cause(old_line: str, new_line: str) -> Cause:
     if all(line.startswith(_SETTINGS_FACT) for line in stripped):
         return Cause.SETTINGS_VALUE
     is_call = [
-        not line.startswith("#") and not text.startswith((FACT_PREFIX, OPERATION_PREFIX))
+        not line.startswith("#") and not text.startswith((FACT_PREFIX, *call_line_marks()))
         for line, text in zip(lines, stripped, strict=True)
     ]
     if not all(is_call):

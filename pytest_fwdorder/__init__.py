@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pytest_fwdorder.calls.call_line_facets import CallLineWriter, LineUnderCall
     from pytest_fwdorder.calls.facet_records import (
         Facet,
         ForwardRun,
@@ -108,6 +109,8 @@ _HOMES = {
     "Picture": "picture.svg",
     "EmptyTraceError": "errors",
     "Facet": "calls.facet_records",
+    "CallLineWriter": "calls.call_line_facets",
+    "LineUnderCall": "calls.call_line_facets",
     "MeasuredTraceFacet": "calls.facet_records",
     "TensorAnnotation": "calls.facet_records",
     "TraceFacet": "calls.facet_records",
@@ -155,6 +158,7 @@ _HOMES = {
 __all__ = [
     "Call",
     "CallError",
+    "CallLineWriter",
     "Change",
     "ChangeKind",
     "CheckpointMismatchError",
@@ -167,6 +171,7 @@ __all__ = [
     "Facet",
     "ForwardRun",
     "FwdOrderWarning",
+    "LineUnderCall",
     "MeasuredTraceFacet",
     "MetaTraceError",
     "NotEquivalentError",

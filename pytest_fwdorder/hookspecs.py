@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pluggy import HookImpl
     from torch import nn
 
+    from pytest_fwdorder.calls.call_line_facets import CallLineWriter
     from pytest_fwdorder.calls.facet_records import Facet, TensorAnnotation, TraceFacet
     from pytest_fwdorder.calls.value_descriptions import (
         LiteralDescription,
@@ -56,6 +57,9 @@ CALL_VIEWS: tuple[str, ...] = ("fold", "hide")
 # answers to the hooks are ours, written as any plugin's are.
 BUILTIN_PLUGINS = (
     "pytest_fwdorder.recording.builtin_describers",
+    # First of the facets with one value per trace: its header line comes before the others'
+    # (`summary_lines`), and its function mode sees the model's own tensors (before costs').
+    "pytest_fwdorder.facets.operations",
     "pytest_fwdorder.facets.values",
     "pytest_fwdorder.facets.initialization",
     "pytest_fwdorder.facets.backward",
@@ -354,6 +358,15 @@ def trace_facets(taken_titles: Sequence[str]) -> tuple[TraceFacet, ...]:
     """The facets with one value per trace, written in the header, offered now (the
     built-in backward and graph breaks facets), checked, in their order."""
     return _resolved_facets(taken_titles).trace_facets
+
+
+def call_line_writers(taken_titles: Sequence[str]) -> tuple[CallLineWriter, ...]:
+    """The facets with one value per trace offered now that write lines under the calls
+    (`line_mark`: the built-in operations first), in their order: how a golden's reader knows
+    their lines without a trace."""
+    from pytest_fwdorder.calls.call_line_facets import writes_call_lines
+
+    return tuple(facet for facet in trace_facets(taken_titles) if writes_call_lines(facet))
 
 
 def tensor_annotations(taken_titles: Sequence[str]) -> tuple[TensorAnnotation, ...]:

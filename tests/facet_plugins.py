@@ -3,11 +3,13 @@ object with the `pytest_fwdorder_facets` hook, registered for the length of one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
+
+from pytest_fwdorder.calls.call_line_facets import LineUnderCall
 
 
 class FacetPlugin:
@@ -189,3 +191,45 @@ class NestingTable(CallNesting):
         ranked = sorted(zip(value, trace.calls, strict=True), key=lambda pair: -pair[0])
         shown = ranked if top is None else ranked[:top]
         return "".join(f"{depth}  {call.path or '<root>'}\n" for depth, call in shown)
+
+
+class NestingLines(CallNesting):
+    """`CallNesting` written as a line under each call (`line_mark`, `call_lines`) instead of
+    a fact, and read back into an int (`read_call_line`): how a facet writes per-call lines
+    the way operations do. Each line goes right after its call started (`after`)."""
+
+    title = "opened"
+    line_mark = "% "
+
+    def configured(self, options: object) -> NestingLines:
+        return NestingLines()
+
+    def call_facts(self, value: tuple[int, ...], trace: object) -> list[str | None]:
+        return [None] * len(value)
+
+    def call_lines(
+        self, value: tuple[int, ...], trace: object, text_of: Callable[[object], str]
+    ) -> list[LineUnderCall]:
+        return [
+            LineUnderCall(index, index + 1, f"open {nesting}")
+            for index, nesting in enumerate(value)
+            if nesting
+        ]
+
+    def read_call_line(self, text: str) -> int:
+        return int(text.removeprefix("open "))
+
+
+class ComparedNestingLines(NestingLines):
+    """`NestingLines` whose lines a diff compares (`describe_call_line_change`): a nesting that
+    differs by one or less is no change, as a tolerance would have it."""
+
+    change_words = "opened changed"
+
+    def configured(self, options: object) -> ComparedNestingLines:
+        return ComparedNestingLines()
+
+    def describe_call_line_change(self, old: int | None, new: int | None) -> str | None:
+        if old is None or new is None:
+            return f"open {old} -> open {new}"
+        return None if abs(new - old) <= 1 else f"open {old} -> open {new}"

@@ -33,27 +33,15 @@ NAMED_TODAY = {
     # in the description's `local_shape`, as a tensor's device is kept whether shown or not.
     "recording/describe.py": {"local_shapes"},
     "recording/distributed.py": {"graph_breaks", "local_shapes"},
-    "tracing/facet_setup.py": {"operations"},
     "tracing/forward.py": {"graph_breaks"},
-    "golden/folding.py": {"operations"},
-    "golden/format.py": {"operations"},
-    "golden/parse.py": {"operations"},
-    "golden/render.py": {"operations"},
-    # The call lines, split from render.py for speed (one loop per call): the per-call
-    # operations lines render.py's header sections also name.
-    "golden/call_lines.py": {"operations"},
-    "golden/upgrades.py": {"operations"},
-    "diff/call_tree.py": {"operations"},
-    "diff/changed_calls.py": {"operations"},
-    "diff/change_details.py": {"operations"},
+    # The kinds of change operations give (`line_changes`: "operation inserted", ...), which
+    # a diff counts and words as its own, and the costs facet's uncounted operations.
     "diff/changes.py": {"operations"},
     "diff/classification.py": {"operations"},
     "diff/explanation.py": {"operations"},
-    "diff/places.py": {"operations"},
-    "picture/layout.py": {"operations"},
     "picture/parity_picture.py": {"values"},
+    # The public `golden_picture(operations=True)` and its nodes' colours.
     "picture/svg.py": {"operations"},
-    "report/review_format.py": {"operations"},
     # The checks besides the golden: a budget or a gate on one facet's measure names it by
     # its job (cost budgets, compile gates); structure comparison names what it may ignore or
     # compare; "graph" is torch.export's graph and "tolerance" a parity tolerance.
@@ -61,7 +49,7 @@ NAMED_TODAY = {
     "checks/cost_budgets.py": {"costs"},
     "checks/export_structure.py": {"graph_breaks"},
     "checks/parity.py": {"values"},
-    "checks/structure.py": {"costs", "initialization", "operations"},
+    "checks/structure.py": {"costs", "initialization"},
     "cli/main.py": {"operations"},
 }  # fmt: skip
 

@@ -17,8 +17,10 @@ import torch
 from facet_plugins import (
     CallNesting,
     ComparedCallNesting,
+    ComparedNestingLines,
     FacetPlugin,
     NestingBars,
+    NestingLines,
     NestingWarnings,
     offered,
 )
@@ -40,6 +42,9 @@ from pytest_fwdorder.calls.facet_records import (
     is_watched,
     watches_build,
 )
+from pytest_fwdorder.golden.folding import fold_golden
+from pytest_fwdorder.golden.parse import parse_golden
+from pytest_fwdorder.golden.render import golden_lines
 from pytest_fwdorder.hookspecs import plugin_manager
 from pytest_fwdorder.report.html import trace_html
 from pytest_fwdorder.snapshot.policy import golden_holds
@@ -329,6 +334,105 @@ def test_the_report_draws_a_watched_facets_bar_per_call_with_its_words(
     assert 'title="2 of 4"' in with_total
     assert ">nesting 2<" in with_total
     assert ".fwdorder .fo-nesting-bar {" in with_total
+
+
+def _lines_under_calls(text: str) -> list[tuple[int, int, str]]:
+    """(the indentation of the call line above, its own, the line) per `% ` line: the
+    oracle is the golden's indentation of the calls, which the recorder's depth makes."""
+    rows = text.splitlines()
+    found = []
+    for number, row in enumerate(rows):
+        if row.lstrip().startswith("% "):
+            owner = next(
+                above
+                for above in reversed(rows[:number])
+                if not above.lstrip().startswith(("| ", "~ ", "% "))
+            )
+            indents = [(len(line) - len(line.lstrip())) // 2 for line in (owner, row)]
+            found.append((indents[0], indents[1], row.strip()))
+    return found
+
+
+def test_a_watched_facet_writes_a_line_under_each_call_read_back_typed(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`call_lines`: a line under each call but the root, right after it, one level deeper;
+    a golden reads them back on their call, typed by `read_call_line`, as they were written."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+    with offered(request.config, NestingLines()):
+        trace = trace_forward(model, torch.ones(1, 4), ops=True)
+        text = trace.render()
+        _, lines = parse_golden(text)
+        written = golden_lines(trace)
+        opened = [line.values_under("opened") for line in lines]
+        folded = fold_golden(text, 1)
+    assert _lines_under_calls(text) == [
+        (1, 2, "% open 1"),
+        (1, 2, "% open 1"),
+        (2, 3, "% open 2"),
+        (2, 3, "% open 2"),
+    ]
+    assert opened == [(), (1,), (1,), (2,), (2,)]
+    assert [line.under for line in lines] == [line.under for line in written]
+    assert [line.under for line in lines][1] == ("% open 1",)
+    assert _lines_under_calls(folded) == [(1, 2, "% open 1"), (1, 2, "% open 1")]
+
+
+def test_the_oracle_of_lines_under_calls_differs_from_a_flat_model(
+    request: pytest.FixtureRequest,
+) -> None:
+    with offered(request.config, NestingLines()):
+        text = trace_forward(nn.Sequential(nn.ReLU(), nn.ReLU()), torch.ones(1), ops=True).render()
+    assert _lines_under_calls(text) == [(1, 2, "% open 1"), (1, 2, "% open 1")]
+
+
+def test_a_facets_lines_under_the_calls_that_changed_are_said_in_its_words(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Paired as a line diff pairs them: a changed line, an inserted one; a change its rule
+    calls none (1 -> 2) is not said."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, ComparedNestingLines()):
+        old = trace_forward(model, torch.ones(1), ops=True).render()
+        new = old.replace("    % open 2\n", "    % open 5\n    % open 7\n")
+        within = old.replace("    % open 2\n", "    % open 3\n")
+        difference = diff_golden(old, new)
+        unchanged = diff_golden(old, within)
+    assert sorted(change.detail for change in difference.changes) == [
+        "open 2 -> open 5",
+        "open None -> open 7",
+    ]
+    assert difference.explained_counts() == {"opened changed": 2}
+    assert "opened" not in unchanged.summary()
+
+
+def test_a_structure_comparison_leaves_out_a_facets_lines_under_the_calls_by_its_title(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Two traces alike but for the facet's lines (one traced without the facet): they
+    differ unless `ignore` names the facet's title."""
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+    with offered(request.config, ComparedNestingLines()):
+        written = trace_forward(model, torch.ones(1), ops=True)
+    with offered(request.config, ComparedNestingLines()):
+        plain = trace_forward(model, torch.ones(1), ops=True)
+        with pytest.raises(ValueError, match=r"'mode', 'opened', 'operations', 'backward'"):
+            assert_same_structure(written, plain, ignore=("nothing",))
+    plain.trace_facets = ()
+    with offered(request.config, ComparedNestingLines()):
+        summary = assert_same_structure(written, plain, ignore=("opened",)).summary()
+        with pytest.raises(StructureMismatchError, match="opened changed"):
+            assert_same_structure(written, plain)
+    assert summary.startswith("same structure (ignoring opened)")
+
+
+def test_values_under_a_title_no_facet_writes_lines_for_names_those_that_do() -> None:
+    (line,) = parse_golden("# pytest-fwdorder trace (format 2)\n<root>: ReLU (f32[1]) -> f32[1]\n")[
+        1
+    ]
+    assert line.values_under("operations") == ()
+    with pytest.raises(KeyError, match=r"no facet titled 'opened' .*'operations'"):
+        line.values_under("opened")
 
 
 def test_a_facet_that_watches_a_build_without_its_record_refusal_is_refused() -> None:

@@ -70,10 +70,10 @@ def test_facts_and_operations_read_back_under_the_call_they_belong_to() -> None:
     _, lines = parse_golden(trace.render())
 
     written = golden_lines(trace)
-    assert [(line.facts, line.operations) for line in lines] == [
-        (line.facts, line.operations) for line in written
+    assert [(line.facts, line.values_under("operations")) for line in lines] == [
+        (line.facts, line.values_under("operations")) for line in written
     ]
-    assert any(line.operations for line in lines)
+    assert any(line.values_under("operations") for line in lines)
     assert any(line.facts for line in lines)
 
 

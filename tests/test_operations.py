@@ -197,11 +197,11 @@ def test_no_function_mode_is_left_on_the_stack() -> None:
 def test_parse_golden_attaches_operation_lines_to_their_call() -> None:
     _, lines = parse_golden(trace_of(Outer(), ops=True))
     assert [line.path for line in lines] == ["<root>", "block", "block.fc"]
-    assert lines[0].operations == (
+    assert lines[0].values_under("operations") == (
         "matmul(f32[2,8], scale) -> f32[2,8]",
         "cat([f32[2,8], f32[2,8]], dim=1) -> f32[2,16]",
     )
-    assert lines[1].operations == (
+    assert lines[1].values_under("operations") == (
         "relu(f32[2,8]) -> f32[2,8]",
         "add(f32[2,8], f32[2,8]) -> f32[2,8]",
     )

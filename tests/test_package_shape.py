@@ -23,7 +23,7 @@ MODULES_OVER: dict[str, str] = {}
 # "path:function" -> why it is still over 60 lines.
 FUNCTIONS_OVER = {
     # Runs for every torch-level operation under ops=True: a hot path that keeps its locals.
-    "facets/operations.py:__torch_function__": "the per-operation hot path of ops=True",
+    "facets/operation_capture.py:__torch_function__": "the per-operation hot path of ops=True",
     # Walks every parameter and buffer once per trace, on the recorder's path.
     "recording/module_facts.py:index_tensors": "the per-trace tensor index, kept in one loop",
 }

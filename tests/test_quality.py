@@ -132,7 +132,8 @@ def test_the_records_at_the_bottom_import_nothing_of_the_package_but_each_other(
 # module at the root imports only from the layers below its own, and from itself.
 LAYERS = (
     ("calls", "errors"),
-    ("golden", "options", "hookspecs"),
+    ("hookspecs",),
+    ("golden", "options"),
     ("recording", "diff"),
     ("facets", "picture", "snapshot"),
     ("report",),

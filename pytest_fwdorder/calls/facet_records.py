@@ -45,14 +45,14 @@ class Operation:
 class ParameterUse:
     """A model parameter or buffer given to an operation, recorded or left out (`ops=True`).
 
-    `tensor` is its full name, `call_index` the call whose forward used it, `operation` the
-    operation's name: how a module that is never called can still be used by its parent
-    (`nn.MultiheadAttention` passes `out_proj.weight` to a function).
+    `tensor` is its full name, `call_index` the call whose forward used it, `function` the
+    name of the operation it was given to: how a module that is never called can still be
+    used by its parent (`nn.MultiheadAttention` passes `out_proj.weight` to a function).
     """
 
     tensor: str
     call_index: int
-    operation: str
+    function: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +360,8 @@ class TraceFacetMembers(Protocol):
       renamed by `type_names` (a mapping whose `get(name, name)` gives the new name), for
       a structure comparison that takes two classes as the same (`ignore=({"Tanh":
       "ReLU"},)`, or `"types"`); a facet that names classes in its section needs it.
+    - `line_mark`, `call_lines(value, trace, text_of)`, `read_call_line(text)`: lines under
+      the calls (`CallLineWriter`, calls/call_line_facets.py; operations: `~ relu(f32[2,16]) -> f32[2,16]`).
     - `change_noun`: what one of its sentences counts (`backward step`): the summary's
       totals then say `2 backward steps changed` and its line gives the first five
       sentences after `change_words` (`backward steps changed: ...; ...`); without one,

@@ -275,7 +275,8 @@ class TraceRecords(Sequence[Call]):
     operations_skipped: tuple[str, ...] | None = None
     # Every recorded operation, in the order they ran (each is also on its call).
     operations: list[Operation] = field(default_factory=list)
-    parameter_uses: tuple[ParameterUse, ...] = ()
+    # The model tensors the operations were given; None when operations were not recorded.
+    parameter_uses: tuple[ParameterUse, ...] | None = None
     # With `costs=True`: the totals (each call's own costs are on the call).
     costs: TraceCosts | None = None
     # Forwards run without a module call (direct_forwards.py), in the order first seen, and
@@ -366,7 +367,7 @@ class TraceRecords(Sequence[Call]):
         """
         unused = set(self.unused())
         found: dict[str, list[ParameterUse]] = {}
-        for use in self.parameter_uses:
+        for use in self.parameter_uses or ():
             owner = use.tensor.rpartition(".")[0]
             if owner in unused:
                 found.setdefault(owner, []).append(use)

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from pytest_fwdorder.calls.call_line_facets import writes_call_lines
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
@@ -26,7 +27,7 @@ from pytest_fwdorder.golden.format import (
     mode_line,
 )
 from pytest_fwdorder.golden.render import end_lines, golden_lines
-from pytest_fwdorder.hookspecs import tensor_annotations, trace_facets
+from pytest_fwdorder.hookspecs import call_line_writers, tensor_annotations, trace_facets
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.records import TraceRecords
@@ -42,7 +43,6 @@ _NAMES = (
     "settings",
     "parameters",
     "mode",
-    "operations",
 )
 
 
@@ -87,7 +87,10 @@ class _Ignored:
     settings: bool = False
     parameters: bool = False
     mode: bool = False
-    operations: bool = False
+    # The titles and marks of the facets whose lines under the calls to leave out
+    # (`"operations"`, `~ `).
+    lines_under: frozenset[str] = frozenset()
+    line_marks: tuple[str, ...] = ()
     # The titles of the facets' sections after the calls to leave out (`"backward"`).
     sections: frozenset[str] = frozenset()
     # The titles of the annotations on each tensor's text to leave out (`"devices"`).
@@ -111,11 +114,11 @@ class _Ignored:
                 ("settings", self.settings),
                 ("parameters", self.parameters),
                 ("mode", self.mode),
-                ("operations", self.operations),
             )
             if on
         ]
-        parts += sorted(self.sections | self.annotations | self.facts)
+        parts += sorted(self.lines_under)
+        parts += sorted((self.sections | self.annotations | self.facts) - self.lines_under)
         parts += [f"dim {dimension}" for dimension in sorted(self.dimensions)]
         parts += [f"{old} as {new}" for old, new in self.type_names]
         ignoring = ", ".join(parts) if parts else "nothing"
@@ -129,15 +132,18 @@ def _parse_ignore(
     sections: frozenset[str],
     annotations: frozenset[str] = frozenset(),
     facts: frozenset[str] = frozenset(),
+    line_marks: Mapping[str, str] | None = None,
 ) -> _Ignored:
     """Read `ignore` once: it may be a generator, which a second reading would find empty.
 
     `sections` are the titles of the facets' sections after the calls (`backward`);
     `annotations` those of what the traces write onto each tensor's text (`devices`);
-    `facts` those of the facets' facts under each call that a comparison compares.
+    `facts` those of the facets' facts under each call that a comparison compares;
+    `line_marks` the marks of the facets' lines under the calls by title (`operations`).
     """
     if isinstance(ignore, str):
         ignore = (ignore,)  # `ignore="paths"` is an easy slip; take it as meant
+    marks = line_marks or {}
     ignored = _Ignored()
     for item in ignore:
         if isinstance(item, Mapping):
@@ -146,18 +152,22 @@ def _parse_ignore(
             ignored = replace(ignored, dimensions=ignored.dimensions | {0})
         elif item in _NAMES:
             ignored = replace(ignored, **{item: True})  # type: ignore[arg-type]
-        elif isinstance(item, str) and item in sections | annotations | facts:
-            # A facet's title leaves out all it wrote: a section and facts under the calls.
+        elif isinstance(item, str) and item in sections | annotations | facts | marks.keys():
+            # A facet's title leaves out all it wrote: a section, facts and lines under the
+            # calls, annotations.
             ignored = replace(
                 ignored,
                 sections=ignored.sections | ({item} & sections),
                 annotations=ignored.annotations | ({item} & annotations),
                 facts=ignored.facts | ({item} & facts),
+                lines_under=ignored.lines_under | ({item} & marks.keys()),
+                line_marks=(*ignored.line_marks, *([marks[item]] if item in marks else [])),
             )
         elif isinstance(item, str) and (match := _DIMENSION.fullmatch(item)):
             ignored = replace(ignored, dimensions=ignored.dimensions | {int(match.group(1))})
         else:
-            names = (*_NAMES, *sorted(sections | annotations | facts))
+            titles = (sections | annotations | facts) - marks.keys()
+            names = (*_NAMES, *sorted(marks), *sorted(titles))
             raise ValueError(
                 f"cannot ignore {item!r}: name one of {', '.join(map(repr, names))}, "
                 "'dim:N' for one dimension of every tensor, or a mapping of module types "
@@ -190,6 +200,16 @@ def _section_titles(*traces: TraceRecords) -> frozenset[str]:
         *(facet for trace in traces for facet in trace.trace_facets),
     ]
     return frozenset(facet.title for facet in facets if hasattr(facet, "end_lines"))
+
+
+def _line_marks(*traces: TraceRecords) -> dict[str, str]:
+    """The marks of the facets' lines under the calls that `ignore` may name, by title: the
+    registered facets' and those the traces recorded (`operations`)."""
+    facets = [
+        *call_line_writers(FACT_TITLES),
+        *(facet for trace in traces for facet in trace.trace_facets if writes_call_lines(facet)),
+    ]
+    return {facet.title: facet.line_mark for facet in facets}
 
 
 def _parse_compare(compare: Iterable[str], ignored: _Ignored) -> _Ignored:
@@ -272,9 +292,11 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
                 if _MEASURED_FACTS.get(facet.title, "") in ("", *ignored.compared)
                 and facet.title not in ignored.facts
             ),
-            operations=()
-            if ignored.operations
-            else tuple(TENSOR_PATTERN.sub(tensor, operation) for operation in line.operations),
+            under=tuple(
+                TENSOR_PATTERN.sub(tensor, text)
+                for text in line.under
+                if not text.startswith(ignored.line_marks)
+            ),
             nameless_first_call=ignored.paths and is_first_call(line),
         )
         for line in lines
@@ -362,6 +384,7 @@ def _checked_request(
             _section_titles(expected, actual),
             annotations,
             _fact_titles(expected, actual),
+            _line_marks(expected, actual),
         ),
     )
     _check_measured(function, ignored, expected, actual)
@@ -534,13 +557,13 @@ def assert_same_structure(
     `ignore` names what may differ: `"paths"` (module names and reuse: a shared ReLU split in
     three), `"dtypes"`, `"batch"` (dimension 0), `"dim:N"` (any one dimension, negative
     counts from the end), `"shapes"`, `"types"`, `"frozen"`, the golden's facets
-    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, the recorded
-    `"operations"` (`ops=True`), a facet's section after the calls by its title (`"backward"`,
-    `backward=True`'s steps; a plugin's facet's too), a plugin's facet's facts under each
-    call by its title (`"positive outputs"`), an annotation on each tensor's text by
-    its title (`"devices"`: the same model on two devices; a plugin's annotation, which may
-    count what `"batch"` leaves out), and mappings of module types to treat as equal, such
-    as `{"LeakyReLU": "ReLU"}`.
+    `"settings"`, `"parameters"` (parameters and buffers) and `"mode"`, a facet's lines
+    under the calls by its title (`"operations"`, `ops=True`), a facet's section after the
+    calls by its title (`"backward"`, `backward=True`'s steps; a plugin's facet's too), a
+    plugin's facet's facts under each call by its title (`"positive outputs"`), an
+    annotation on each tensor's text by its title (`"devices"`: the same model on two
+    devices; a plugin's annotation, which may count what `"batch"` leaves out), and
+    mappings of module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
 
     `compare` names the measurements that are left out unless asked for: `"costs"` (each
     call's costs fact, the header's costs totals and uncounted operations; both traces

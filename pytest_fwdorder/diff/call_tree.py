@@ -83,7 +83,7 @@ def build_call_tree(lines: list[GoldenLine]) -> CallTree:
                 line.outputs,
                 line.facts,
                 line.mode,
-                line.operations,
+                line.under,
                 tuple(shapes[child] for child in children[index]),
             )
         )

@@ -1,5 +1,5 @@
-"""Changed facts -> words: what changed in a call's inputs, outputs, settings, parameters,
-operations and FLOPs, each as the detail of one change. Pure, no torch.
+"""Changed facts -> words: what changed in a call's inputs, outputs, settings, parameters
+and FLOPs, each as the detail of one change. Pure, no torch.
 
 `classification` writes these details as it finds the changes; `explanation` puts the
 changes together into a summary.
@@ -11,7 +11,6 @@ from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import (
     TENSOR_PATTERN,
     named_items,
-    operation_parts,
     tensor_fact_flags,
     tensor_fact_items,
     tensor_fact_shape,
@@ -73,17 +72,6 @@ def _other_value_changes(old_text: str, new_text: str) -> list[str]:
 
 def _join_shapes(shapes: list[tuple[int, ...]]) -> str:
     return ", ".join(str(shape) for shape in shapes)
-
-
-def describe_operation_change(old_text: str, new_text: str) -> str:
-    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`."""
-    old_name, old_arguments, old_output = operation_parts(old_text)
-    new_name, new_arguments, new_output = operation_parts(new_text)
-    if old_name != new_name:
-        return f"{old_name} -> {new_name}"
-    if old_arguments != new_arguments:
-        return f"{new_name} input {describe_value_change(old_arguments, new_arguments)}"
-    return f"{new_name} output {describe_value_change(old_output, new_output)}"
 
 
 def describe_settings_change(old_text: str, new_text: str) -> str:

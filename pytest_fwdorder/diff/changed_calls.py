@@ -54,8 +54,8 @@ def call_lines(
 
 
 def _block(line: GoldenLine) -> list[str]:
-    """A call line, the fact lines under it, and its operations (`ops=True`)."""
-    return [line.text, *line.fact_lines, *line.operation_lines]
+    """A call line, the fact lines under it, and the facets' lines under it (`~ relu(...)`)."""
+    return [line.text, *line.fact_lines, *line.under_lines]
 
 
 def _block_diff(old_block: list[str], new_block: list[str]) -> list[str]:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.change_details import (
-    describe_operation_change,
     describe_settings_change,
     describe_tensor_fact_changes,
     describe_value_change,
@@ -22,6 +21,7 @@ from pytest_fwdorder.diff.explanation import summarize
 from pytest_fwdorder.diff.facet_changes import (
     call_fact_changes,
     call_fact_facets,
+    call_line_changes,
     facet_changes,
     trace_facet_changes,
     unread_fact_changes,
@@ -41,7 +41,6 @@ from pytest_fwdorder.golden.format import (
     is_first_call,
     mode_of,
     odd_block_items,
-    operation_parts,
     render_forward_run,
     render_odd_block,
 )
@@ -347,9 +346,9 @@ def _compare_pair(
     if (
         old_line.text == new_line.text
         and old_line.facts == new_line.facts
-        and old_line.operations == new_line.operations
+        and old_line.under == new_line.under
     ):
-        return []  # the text, facts and operations show every part compared below
+        return []  # the text, facts and lines under the call show every part compared below
     found: list[tuple[ChangeKind, str]] = []
     if old_line.path != new_line.path:  # `#3` -> `#2` is a renumbering, not a rename
         found.append((ChangeKind.RENAMED, f"{old_line.name} -> {new_line.name}"))
@@ -381,9 +380,8 @@ def _compare_pair(
     changes = [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
     if facets and old_line.facts != new_line.facts:
         changes += call_fact_changes(old_line, new_line, position, facets)
-    if old_line.operations != new_line.operations:
-        found = _operation_changes(old_line.operations, new_line.operations)
-        changes += [Change(kind, old_line, new_line, detail, position) for kind, detail in found]
+    if old_line.under != new_line.under:
+        changes += call_line_changes(old_line, new_line, position)
     return changes + _plugin_fact_changes(old_line, new_line, position)
 
 
@@ -397,28 +395,6 @@ def _plugin_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: i
     ):
         changes += unread_fact_changes(old_line, new_line, position)
     return changes
-
-
-def _operation_changes(old: tuple[str, ...], new: tuple[str, ...]) -> list[tuple[ChangeKind, str]]:
-    """One change per operation changed, inserted or removed in a call's forward.
-
-    The detail says where: `op 3 of 7: relu -> gelu` (numbers in the new call, or the old
-    one for a removed operation).
-    """
-    found: list[tuple[ChangeKind, str]] = []
-    for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
-        paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
-        for offset in range(paired):
-            where = f"op {new_start + offset + 1} of {len(new)}"
-            change = describe_operation_change(old[old_start + offset], new[new_start + offset])
-            found.append((ChangeKind.OPERATION_CHANGED, f"{where}: {change}"))
-        for index in range(new_start + paired, new_end):
-            name = operation_parts(new[index])[0]
-            found.append((ChangeKind.OPERATION_INSERTED, f"{name} (op {index + 1} of {len(new)})"))
-        for index in range(old_start + paired, old_end):
-            name = operation_parts(old[index])[0]
-            found.append((ChangeKind.OPERATION_REMOVED, f"{name} (op {index + 1} of {len(old)})"))
-    return found
 
 
 def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Change]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
-from pytest_fwdorder.hookspecs import trace_facets
+from pytest_fwdorder.hookspecs import call_line_writers, trace_facets
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,6 +54,58 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
                 words=facet.change_words,
             )
         )
+    return changes
+
+
+def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
+    """One change per line under a call that a facet finds changed, inserted or removed:
+    of the kinds it gives (`line_changes`, operations'), or words it says, each counted under
+    its `change_words` (`describe_call_line_change`, its lines paired as a line diff pairs
+    them)."""
+    changes = []
+    for facet in call_line_writers(FACT_TITLES):
+        mark = facet.line_mark
+        old = [text for text in old_line.under if text.startswith(mark)]
+        new = [text for text in new_line.under if text.startswith(mark)]
+        if old == new:
+            continue
+        old_values = [facet.read_call_line(text[len(mark) :]) for text in old]
+        new_values = [facet.read_call_line(text[len(mark) :]) for text in new]
+        kinds_of = getattr(facet, "line_changes", None)
+        if kinds_of is not None:
+            changes += [
+                Change(ChangeKind(kind), old_line, new_line, detail, position)
+                for kind, detail in kinds_of(old_values, new_values)
+            ]
+            continue
+        describe = getattr(facet, "describe_call_line_change", None)
+        if describe is None:
+            continue
+        details = []
+        for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
+            paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
+            details += [
+                describe(old_values[old_start + offset], new_values[new_start + offset])
+                for offset in range(paired)
+            ]
+            details += [
+                describe(None, new_values[index]) for index in range(new_start + paired, new_end)
+            ]
+            details += [
+                describe(old_values[index], None) for index in range(old_start + paired, old_end)
+            ]
+        changes += [
+            Change(
+                ChangeKind.FACET_CHANGED,
+                old_line,
+                new_line,
+                detail,
+                position,
+                words=facet.change_words,
+            )
+            for detail in details
+            if detail is not None
+        ]
     return changes
 
 

@@ -166,7 +166,7 @@ def _look(line: GoldenLine, depth: int) -> tuple[object, ...]:
         line.inputs,
         line.outputs,
         line.facts,
-        line.operations,
+        line.under,
         line.mode,
     )
 

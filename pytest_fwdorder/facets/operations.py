@@ -1,356 +1,235 @@
-"""Record the torch-level operations each module's forward calls directly (`ops=True`).
+"""The torch-level operations each module's forward calls directly (`ops=True`): the one owner
+of the facet, behind the protocol.
 
-The one owner of how operations are captured. It uses torch's public function-mode
-machinery (`torch.overrides.TorchFunctionMode`): while the mode is on, every `torch.*`,
-`torch.nn.functional.*` and Tensor method or operator call made in this thread reaches
-`__torch_function__` first. An operation belongs to the innermost module call open at
-that moment; what it calls itself runs with the mode popped (torch's rule), so
-`F.multi_head_attention_forward` is one record, not the dozens of operations inside it.
+One module holds the facet (`WatchedTraceFacet`, calls/facet_records.py): its option, how it
+watches a trace (`OperationsWatcher`, which records through operation_capture.py's function
+mode), the golden lines it writes (a line under each call per operation, in the order they
+ran among the calls, and the header's count) and how they are read back into typed values
+(`OperationLine`, `OperationCount`). It is registered as a built-in plugin
+(`hookspecs.BUILTIN_PLUGINS`), so the trace and the golden reach it through the
+`pytest_fwdorder_facets` hook and never name it. No torch here: the capture is imported
+only when a trace asks for operations.
 
-Left out always: metadata queries and value reads (`size`, `dim`, `shape` and every other
-attribute read, `is_contiguous`, `item`, `__len__`, `requires_grad_`) and torch's private
-functions (`_set_grad_enabled`). Left out by default, and configurable with `ops_skip`:
-`views` (view, reshape, permute, transpose, indexing, split ...), `conversions` (to, float,
-half, clone, cpu ...) and `torch_modules` (the operations inside torch.nn's own modules:
-Linear's `linear`, BatchNorm's `batch_norm`), which are implied by the module and change
-with torch releases. `ops_skip` may also name single operations (`"dropout"`).
+    # operations: 4 recorded (left out: conversions, torch_modules, views)
+    ...
+      block.fc: Linear (f32[2,8]) -> f32[2,8]
+      ~ relu(f32[2,8]) -> f32[2,8]
 
-Parameters and buffers of the model are named by their full path wherever an operation
-receives them, left-out operations included, so `out_proj.weight` given to a function
-shows how a module that is never called is used.
+The trace keeps what was recorded where the public API gives it too: `Call.operations`,
+`Trace.operations`, `Trace.operations_skipped` and `Trace.parameter_uses`.
 """
 
 from __future__ import annotations
 
-import inspect
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-import torch
-from torch import nn
-from torch.overrides import TorchFunctionMode
-
-from pytest_fwdorder.calls.facet_records import Operation, ParameterUse
-from pytest_fwdorder.calls.records import TraceRecords
-from pytest_fwdorder.calls.value_descriptions import (
-    LiteralDescription,
-    SequenceDescription,
-    ValueDescription,
-)
-from pytest_fwdorder.options import OPERATION_GROUPS  # noqa: F401  (documented above)
-from pytest_fwdorder.recording.describe import finish_value, raw_value
+from pytest_fwdorder.calls.call_line_facets import LineUnderCall
+from pytest_fwdorder.golden.format import RAISED, render_value
+from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.recording.recorder import CallRecord, Recorder
+    from collections.abc import Sequence
+
+    from torch import nn
+
+    from pytest_fwdorder.calls.facet_records import Operation, TraceFacet
+    from pytest_fwdorder.calls.records import TraceRecords
+    from pytest_fwdorder.calls.value_descriptions import ValueDescription
+    from pytest_fwdorder.facets.operation_capture import OperationMode
+    from pytest_fwdorder.options import TraceOptions
+    from pytest_fwdorder.recording.recorder import Recorder
+
+TITLE = "operations"
+# The header line: `# operations: 4 recorded (left out: conversions, torch_modules, views)`.
+_COUNT_LINE = re.compile(r"# operations: ([0-9]+) recorded \(left out: (.*)\)")
 
 
-# Never records: they read metadata or values, or do autograd bookkeeping, and compute
-# nothing a golden should follow.
-_QUERIES = frozenset(
-    {
-        "size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset",
-        "element_size", "data_ptr", "get_device", "has_names", "item", "tolist", "numpy",
-        "untyped_storage", "storage", "dim_order", "requires_grad_", "retain_grad",
-        "register_hook", "register_post_accumulate_grad_hook", "len", "bool", "format",
-        "repr", "str", "hash", "index", "int", "float", "complex", "array", "reduce_ex",
-        "deepcopy", "contains", "dir", "setstate", "reversed", "get", "set", "delete",
-    }
-)  # fmt: skip
-_VIEWS = frozenset(
-    {
-        "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze",
-        "unsqueeze", "squeeze_", "unsqueeze_", "permute", "transpose", "transpose_", "t",
-        "t_", "swapaxes", "swapdims", "movedim", "moveaxis", "expand", "expand_as",
-        "broadcast_to", "contiguous", "getitem", "iter", "narrow", "select", "split",
-        "split_with_sizes", "tensor_split", "chunk", "unbind", "hsplit", "vsplit", "dsplit",
-        "as_strided", "diagonal", "detach", "detach_", "alias", "view_as_real",
-        "view_as_complex", "adjoint",
-    }
-)  # fmt: skip
-_CONVERSIONS = frozenset(
-    {
-        "to", "type", "type_as", "float", "double", "half", "bfloat16", "int", "long",
-        "short", "bool", "byte", "char", "cpu", "cuda", "clone", "pin_memory",
-    }
-)  # fmt: skip
+class OperationLine(str):
+    """An operation line's text after its mark, `softmax(f32[2,4], -1) -> f32[2,4]`, with its
+    parts read once: `name` (`softmax`), `arguments` (`(f32[2,4], -1)`) and `output`."""
+
+    name: str
+    arguments: str
+    output: str
+
+    def __new__(cls, text: str) -> OperationLine:
+        line = super().__new__(cls, text)
+        name, _, rest = text.partition("(")
+        arguments, _, output = rest.rpartition(") -> ")
+        line.name, line.arguments, line.output = name, f"({arguments})", output
+        return line
 
 
-def operation_name(function: object) -> tuple[str, str | None] | None:
-    """How an operation is named in a golden, and its group (`views`, ...); None: never shown.
+class OperationCount(NamedTuple):
+    """The header's count as a golden gives it: operations recorded, and what was left out."""
 
-    Operators are named by their method (`x + y` reaches torch as `add`); a reflected or
-    other dunder loses its underscores (`__rsub__` is `rsub`, `x[0]` is `getitem`).
+    recorded: int
+    skipped: tuple[str, ...]
+
+
+def render_operation(
+    operation: Operation, text_of: Callable[[ValueDescription | None], str] = render_value
+) -> str:
+    """An operation as its golden line shows it: `linear(f32[2,8], fc.weight) -> f32[2,16]`.
+
+    Arguments as they were given, positional then keyword; model parameters and buffers by
+    their full names.
     """
-    name = getattr(function, "__name__", None)
-    if not isinstance(name, str):
-        name = type(function).__name__
-    if name.startswith("__") and name.endswith("__"):
-        name = name[2:-2]
-        if name in _QUERIES or name in ("get", "set", "delete"):
-            return None  # `__get__` of a property: an attribute read
-    elif name.startswith("_"):
-        return None  # torch's own plumbing, `_set_grad_enabled`
-    elif (name in _QUERIES or name.startswith("is_")) and name not in _CONVERSIONS:
-        return None  # `x.float()` converts (`float(x)` is `__float__`, handled above)
-    if name in _VIEWS:
-        return name, "views"
-    if name in _CONVERSIONS:
-        return name, "conversions"
-    return name, None
+    parts = [text_of(value) for value in operation.args]
+    parts.extend(f"{name}={text_of(value)}" for name, value in operation.kwargs)
+    output = RAISED if operation.raised else text_of(operation.output)
+    return f"{operation.name}({', '.join(parts)}) -> {output}"
 
 
-def tensor_names(root: nn.Module) -> dict[int, str]:
-    """id of each parameter and buffer now held by the model -> its full name (the first)."""
-    names: dict[int, str] = {}
-    for path, module in root.named_modules():
-        prefix = f"{path}." if path else ""
-        for tensors in (module._parameters, module._buffers):
-            for name, value in tensors.items():
-                if value is not None:
-                    names.setdefault(id(value), prefix + name)
-    return names
+class OperationsFacet:
+    """Operations as a facet with one value per trace: the count the header gives, recorded
+    while the trace runs, with each call's `Operation`s given to it when the trace ends;
+    written as a line under its call per operation, read back as `OperationLine`s."""
 
+    title = TITLE
+    change_words = "operations changed"
+    option = "ops"
+    line_mark = "~ "
+    # How a review's total names goldens with each kind of change `line_changes` gives.
+    kind_phrases: ClassVar[Mapping[str, str]] = {
+        "operation changed": "with operations changed",
+        "operation inserted": "with operations inserted",
+        "operation removed": "with operations removed",
+    }
 
-class _OperationKind(NamedTuple):
-    """What the mode knows of a function once per trace: how to name it and what to record."""
+    def watcher(self, options: TraceOptions) -> OperationsWatcher:
+        return OperationsWatcher(options.ops_skip)
 
-    name: str  # the name goldens show
-    recorded: bool  # False for an operation `ops_skip` leaves out (its tensors still named)
-    defaults: dict[str, object]  # keyword defaults, so arguments left at them are not shown
-    derives: bool  # a view or conversion: a recorded one names its result after its source
+    def header_lines(self, value: OperationCount) -> list[str]:
+        return []  # its count goes with what the trace recorded besides calls (`summary_lines`)
 
+    def summary_lines(self, value: OperationCount) -> list[str]:
+        left_out = ", ".join(value.skipped) or "nothing"
+        return [f"# operations: {value.recorded} recorded (left out: {left_out})"]
 
-class _OperationRecord:
-    """What the mode keeps of one operation until `attach_operations` builds it."""
-
-    __slots__ = ("after", "args", "kwargs", "name", "output", "owner", "parameters", "raised")
-
-    def __init__(
+    def call_lines(
         self,
-        name: str,
-        owner: int,
-        after: int,
-        args: list[object],
-        kwargs: list[tuple[str, object]],
-        parameters: tuple[str, ...],
-    ) -> None:
-        self.name = name
-        self.owner = owner  # the owner's record number: its call index
-        self.after = after
-        self.args = args
-        self.kwargs = kwargs
-        self.parameters = parameters
-        self.output: object = None
-        self.raised = False
-
-
-class OperationMode(TorchFunctionMode):
-    """The function mode that records operations into the open call of a `Recorder`."""
-
-    def __init__(self, recorder: Recorder, root: nn.Module, skipped: tuple[str, ...]) -> None:
-        super().__init__()
-        self.open_calls: list[CallRecord] = recorder.open_calls
-        self.records = recorder.records
-        self.thread_id = threading.get_ident()
-        self.skipped = frozenset(skipped)
-        self.skip_torch_modules = "torch_modules" in self.skipped
-        # Per function: its kind, or None for a query; found once per trace.
-        self.kinds: dict[object, _OperationKind | None] = {}
-        self.torch_module_types: dict[type, bool] = {}
-        self.names = tensor_names(root)
-        # The full name of the model tensor each named tensor comes from (views included).
-        self.sources: dict[int, str] = dict(self.names)
-        # Views and conversions of model tensors stay alive, so their ids are not reused.
-        self.keep_alive: list[torch.Tensor] = []
-        self.operations: list[_OperationRecord] = []
-        self.uses: list[tuple[str, int, str]] = []
-
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        if kwargs is None:
-            kwargs = {}
-        open_calls = self.open_calls
-        if not open_calls or threading.get_ident() != self.thread_id:
-            return func(*args, **kwargs)
-        kind = self.kinds.get(func, _UNKNOWN)
-        if kind is _UNKNOWN:
-            kind = self.kinds[func] = self._kind(func)
-        if kind is None:
-            return func(*args, **kwargs)
-        name, recorded, defaults, derives = kind
-        owner = open_calls[-1]
-        if recorded and self.skip_torch_modules:
-            module_type = type(owner.module)
-            inside_torch = self.torch_module_types.get(module_type)
-            if inside_torch is None:
-                inside_torch = self.torch_module_types[module_type] = _defined_in_torch(module_type)
-            recorded = not inside_torch
-        sources = self.sources
-        used = [
-            sources[id(value)]
-            for value in (*args, *kwargs.values())
-            if isinstance(value, torch.Tensor) and id(value) in sources
+        value: OperationCount,
+        trace: TraceRecords,
+        text_of: Callable[[ValueDescription | None], str],
+    ) -> list[LineUnderCall]:
+        """One line per operation, in the order they ran."""
+        return [
+            LineUnderCall(
+                operation.call_index, operation.after, render_operation(operation, text_of)
+            )
+            for operation in trace.operations
         ]
-        for tensor in used:
-            self.uses.append((tensor, owner.number, name))
-        if not recorded:
-            result = func(*args, **kwargs)
-            if used and args and isinstance(result, torch.Tensor) and id(args[0]) in sources:
-                self._name_derived(result, args[0], name)
-            return result
-        record = _OperationRecord(
-            name,
-            owner.number,
-            len(self.records),
-            [self._raw(value) for value in args],
-            [
-                (key, self._raw(value))
-                for key, value in kwargs.items()
-                if value is not None
-                and not key.startswith("_")
-                and not _is_default(value, defaults.get(key, _UNKNOWN))
-            ],
-            tuple(used),
-        )
-        self.operations.append(record)
-        try:
-            result = func(*args, **kwargs)
-        except BaseException:
-            record.raised = True
-            raise
-        record.output = raw_value(result)
-        # A recorded view or conversion of a model tensor is named in later operations as a
-        # left-out one is: recording more must not show less of which tensor is used.
-        if (
-            derives
-            and used
-            and args
-            and isinstance(result, torch.Tensor)
-            and id(args[0]) in sources
-        ):
-            self._name_derived(result, args[0], name)
-        return result
 
-    def _kind(self, func: object) -> _OperationKind | None:
-        found = operation_name(func)
-        if found is None:
-            return None
-        name, group = found
-        recorded = name not in self.skipped and (group is None or group not in self.skipped)
-        derives = group in ("views", "conversions")
-        return _OperationKind(name, recorded, _keyword_defaults(func), derives)
+    def read_call_line(self, text: str) -> OperationLine:
+        return OperationLine(text)
 
-    def _raw(self, value: object) -> object:
-        """A raw value, or the name of a model tensor; one level into lists and tuples."""
-        if isinstance(value, torch.Tensor):
-            name = self.names.get(id(value))
-            return raw_value(value) if name is None else LiteralDescription(name)
-        if type(value) in (list, tuple) and any(
-            isinstance(item, torch.Tensor) and id(item) in self.names
-            for item in value  # type: ignore[attr-defined]
-        ):
-            items = tuple(finish_value(self._raw(item)) for item in value)  # type: ignore[attr-defined]
-            return SequenceDescription(type(value).__name__, items)
-        return raw_value(value)
+    def line_changes(
+        self, old: Sequence[OperationLine], new: Sequence[OperationLine]
+    ) -> list[tuple[str, str]]:
+        """One (change kind, detail) per operation changed, inserted or removed in a call's
+        forward; the detail says where: `op 3 of 7: relu -> gelu` (numbers in the new call,
+        or the old one for a removed operation)."""
+        from pytest_fwdorder.diff.ordered_pairing import changed_runs
 
-    def _name_derived(self, result: torch.Tensor, source: torch.Tensor, name: str) -> None:
-        """Name a left-out view or conversion of a model tensor: `fc.weight.t()`."""
-        base = self.names.get(id(source))
-        if base is None:
-            return
-        derived = f"{base}[...]" if name == "getitem" else f"{base}.{name}()"
-        self.names[id(result)] = derived
-        self.sources[id(result)] = self.sources[id(source)]
-        self.keep_alive.append(result)
+        found: list[tuple[str, str]] = []
+        for tag, old_start, old_end, new_start, new_end in changed_runs(old, new):
+            paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
+            for offset in range(paired):
+                where = f"op {new_start + offset + 1} of {len(new)}"
+                change = _describe_change(old[old_start + offset], new[new_start + offset])
+                found.append(("operation changed", f"{where}: {change}"))
+            for index in range(new_start + paired, new_end):
+                found.append(
+                    ("operation inserted", f"{new[index].name} (op {index + 1} of {len(new)})")
+                )
+            for index in range(old_start + paired, old_end):
+                found.append(
+                    ("operation removed", f"{old[index].name} (op {index + 1} of {len(old)})")
+                )
+        return found
+
+    def picture_label(self, value: OperationLine) -> str:
+        """What a picture's node shows of an operation: `relu -> f32[2,16]`."""
+        return f"{value.name} -> {value.output}"
+
+    def read_header(self, header: Sequence[str]) -> OperationCount | None:
+        """The header's count; None for a golden recorded without operations."""
+        for line in header:
+            match = _COUNT_LINE.fullmatch(line)
+            if match is not None:
+                left_out = match.group(2)
+                skipped = () if left_out == "nothing" else tuple(left_out.split(", "))
+                return OperationCount(int(match.group(1)), skipped)
+        return None
+
+    def describe_changes(self, old: OperationCount, new: OperationCount) -> list[str]:
+        # The count is compared as a header line, and each call's operations as its lines.
+        return []
 
 
-_UNKNOWN: Any = object()
+def _describe_change(old: OperationLine, new: OperationLine) -> str:
+    """`relu -> gelu`, or `softmax input (f32[2,4], -1) -> (f32[2,4], 1)`."""
+    from pytest_fwdorder.diff.change_details import describe_value_change
+
+    if old.name != new.name:
+        return f"{old.name} -> {new.name}"
+    if old.arguments != new.arguments:
+        return f"{new.name} input {describe_value_change(old.arguments, new.arguments)}"
+    return f"{new.name} output {describe_value_change(old.output, new.output)}"
 
 
-def _keyword_defaults(func: object) -> dict[str, object]:
-    """A Python function's parameter defaults (`F.relu`'s `inplace=False`); builtins have none.
-
-    torch passes a Python function's keyword arguments on whether given or not, and one
-    given its default value is what not giving it does: it is left out, as for module calls.
-    """
-    if not inspect.isfunction(func):
-        return {}
-    try:
-        parameters = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    return {
-        parameter.name: parameter.default
-        for parameter in parameters
-        if parameter.default is not inspect.Parameter.empty
-    }
+OPERATIONS = OperationsFacet()
 
 
-def _is_default(value: object, default: object) -> bool:
-    if value is default:
-        return True
-    return type(value) in (bool, int, str) and type(value) is type(default) and value == default
+@hookimpl
+def pytest_fwdorder_facets() -> list[TraceFacet]:
+    """The operations facet."""
+    return [OPERATIONS]
 
 
-def _defined_in_torch(module_type: type) -> bool:
-    """Whether a module class is torch's own (`torch.nn.Linear`), not a user's subclass."""
-    return module_type.__module__.startswith("torch.")
+class OperationsWatcher:
+    """Records the operations each call's forward makes while a trace runs, and gives them
+    to the trace when it ends (a `TraceWatcher`, calls/facet_records.py)."""
 
+    def __init__(self, skipped: tuple[str, ...]) -> None:
+        self.skipped = skipped
+        self.modes: list[OperationMode] = []
+        self.count: OperationCount | None = None
 
-@contextmanager
-def operations_recorded(
-    recorder: Recorder, root: nn.Module, skipped: tuple[str, ...]
-) -> Iterator[OperationMode]:
-    """Record operations into `recorder`'s open calls for the length of the block."""
-    mode = OperationMode(recorder, root, skipped)
-    with mode:
-        try:
-            yield mode
-        finally:
-            mode.keep_alive.clear()
+    def watching(self) -> nullcontext[None]:
+        return nullcontext()
 
+    def started(self, recorder: Recorder) -> None:
+        pass  # the recording starts inside the recorder's (`recording`)
 
-def attach_operations(trace: TraceRecords, mode: OperationMode) -> None:
-    """Give the finished trace its operations and parameter uses, and say what was left out.
+    @contextmanager
+    def recording(self, recorder: Recorder, root: nn.Module) -> Iterator[None]:
+        """Record operations into the recorder's open calls for the length of the block.
+        torch only now."""
+        from pytest_fwdorder.facets.operation_capture import operations_recorded
 
-    Operations made by calls that are not in the trace (backward's recomputation, whose
-    calls are set aside) are dropped.
-    """
-    calls = trace.calls
-    trace.operations_skipped = tuple(sorted(mode.skipped))
-    per_call: dict[int, list[Operation]] = {}
-    operations: list[Operation] = []
-    for record in mode.operations:
-        if record.owner >= len(calls):
-            continue
-        own = per_call.setdefault(record.owner, [])
-        operation = Operation(
-            name=record.name,
-            call_index=record.owner,
-            number=len(own) + 1,
-            after=record.after,
-            args=tuple(_finish(value) for value in record.args),
-            kwargs=tuple((key, _finish(value)) for key, value in record.kwargs),
-            output=None if record.raised else _finish(record.output),
-            raised=record.raised,
-            parameters=record.parameters,
-        )
-        own.append(operation)
-        operations.append(operation)
-    for index, own in per_call.items():
-        calls[index]._operations = tuple(own)  # type: ignore[attr-defined]
-    trace.operations = operations
-    trace.parameter_uses = tuple(
-        ParameterUse(tensor, owner, name) for tensor, owner, name in mode.uses if owner < len(calls)
-    )
+        with operations_recorded(recorder, root, self.skipped) as mode:
+            self.modes.append(mode)
+            yield
 
+    def forward_context(self) -> nullcontext[None]:
+        return nullcontext()
 
-def _finish(value: object) -> ValueDescription:
-    return finish_value(value)
+    def forward_ran(self, model: nn.Module, inputs: tuple[object, ...], output: object) -> None:
+        pass
+
+    def trace_ended(self, trace: TraceRecords) -> None:
+        """Give the finished trace its operations and parameter uses."""
+        from pytest_fwdorder.facets.operation_capture import attach_operations
+
+        for mode in self.modes:
+            attach_operations(trace, mode)
+        if trace.operations_skipped is not None:
+            self.count = OperationCount(len(trace.operations), trace.operations_skipped)
+
+    def value(self) -> OperationCount | None:
+        return self.count

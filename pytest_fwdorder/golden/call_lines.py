@@ -7,7 +7,7 @@ parts once and renders each shared description, argument list and fact list once
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pytest_fwdorder.calls.records import Call, ForwardParameters, ModuleFacts, TraceRecords
 from pytest_fwdorder.calls.value_descriptions import LiteralDescription, ValueDescription
@@ -17,18 +17,23 @@ from pytest_fwdorder.golden.format import (
     call_marks,
     call_text,
     render_facts,
-    render_operation,
     render_value,
 )
 
 __all__ = ["call_lines", "render_inputs", "render_outputs", "tied_names"]
 
 
-def call_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
+def call_lines(
+    trace: TraceRecords,
+    counts: dict[str, int],
+    under_calls: Mapping[int, tuple[str, ...]] | None = None,
+) -> list[GoldenLine]:
     """One line per call, in order, each module's facts under its first call.
 
-    `counts` is the trace's calls per path. The loop binds what it reads for every call
-    and makes each line positionally: at 100,001 calls each attribute or keyword counts.
+    `counts` is the trace's calls per path; `under_calls` the facets' lines under each call
+    by call index, marks included (`GoldenLine.under`), None where no facet writes any. The
+    loop binds what it reads for every call and makes each line positionally: at 100,001
+    calls each attribute or keyword counts.
     """
     shared = _SharedTexts(trace)
     text_of, inputs_of, facts_of = shared.text_of, shared.inputs_of, shared.facts_of
@@ -37,7 +42,6 @@ def call_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
     show_frozen = "parameters" not in shared.hidden
     modes = _mode_marks(trace)
     steps = _step_numbers(trace)
-    operations_of = shared.operations_of if trace.operations_skipped is not None else None
     direct_calls = trace.direct_calls
     lines: list[GoldenLine] = []
     append = lines.append
@@ -68,11 +72,11 @@ def call_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
             if nth == 1 and facts is not None
             else ()
         )
-        operations = operations_of(call) if operations_of is not None else ()
+        under = under_calls.get(call.index, ()) if under_calls is not None else ()
         # Positional: sixteen keywords would cost more than the line itself.
         append(GoldenLine(
             depth, display_path, module_type, nth, registered, inputs, outputs, text, frozen,
-            reused, scripted, mode, facts_text, operations, direct, call.index,
+            reused, scripted, mode, facts_text, under, direct, call.index,
         ))  # fmt: skip
     return lines
 
@@ -128,9 +132,6 @@ class _SharedTexts:
         if text is None:
             text = self.inputs[key] = render_inputs(call, self.names, self.text_of)
         return text
-
-    def operations_of(self, call: Call) -> tuple[str, ...]:
-        return tuple(render_operation(operation, self.text_of) for operation in call.operations)
 
     def facts_of(self, facts: ModuleFacts, path: str) -> tuple[str, ...]:
         if not self.tied:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.golden.format import FACT_PREFIX, escape_line_breaks
+from pytest_fwdorder.golden.format import FACT_PREFIX, FACT_TITLES, escape_line_breaks
+from pytest_fwdorder.hookspecs import call_line_writers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -47,6 +48,12 @@ def read_facet_values(
         if facet is not None:
             found.append((facet, facet.parse(text)))
     return tuple(found)
+
+
+def call_line_marks() -> tuple[str, ...]:
+    """The marks that start the registered facets' lines under the calls (`~ `): what sets
+    them apart from call lines."""
+    return tuple(facet.line_mark for facet in call_line_writers(FACT_TITLES))
 
 
 def within_facets(old_text: str, new_text: str, facets: Sequence[Facet]) -> str:

@@ -57,7 +57,7 @@ def fold_golden(text: str, depth: int) -> str:
         suffix = folded_mark(folded) if folded else ""
         body.append(line.text + suffix)
         body.extend(line.fact_lines)
-        body.extend(line.operation_lines)  # grouped under their call, not between children
+        body.extend(line.under_lines)  # grouped under their call, not between children
     # parse_golden keeps the facets' sections after the calls with the header; they go last.
     end = end_sections_start(header)
     return "\n".join([*header[:end], *body, *header[end:]]) + "\n"

@@ -32,15 +32,11 @@ lines with the call line's spelling from here.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.calls.facet_records import (
-    ForwardRun,
-    OddBlock,
-    Operation,
-)
+from pytest_fwdorder.calls.facet_records import ForwardRun, OddBlock
 from pytest_fwdorder.calls.records import ModuleFacts, TensorFact
 from pytest_fwdorder.calls.value_descriptions import (
     LiteralDescription,
@@ -68,7 +64,6 @@ SCRIPTED_MARK = "[scripted]"
 DIRECT_MARK = "[direct]"
 MODE_MARKS = ("[train]", "[eval]")
 FACT_PREFIX = "| "
-OPERATION_PREFIX = "~ "  # an operation line (`ops=True`): `~ relu(f32[2,16]) -> f32[2,16]`
 # A facet's section after the calls starts with its title and a colon (`backward:`) and
 # runs to the next such line or the end; a call line always holds ": " and a class name,
 # so it never reads as one. `parse_golden` keeps these sections last among the header.
@@ -137,8 +132,9 @@ class GoldenLine:
     mode: str = ""  # "train" or "eval" when it differs from the model's, else ""
     # The module's facts under its first call: "settings: ...", "parameters: ...", ...
     facts: tuple[str, ...] = ()
-    # With `ops=True`: the operations its forward made, `relu(f32[2,16]) -> f32[2,16]`.
-    operations: tuple[str, ...] = ()
+    # The lines facets write under the call, each with its facet's mark (`line_mark`,
+    # calls/facet_records.py): `~ relu(f32[2,16]) -> f32[2,16]`.
+    under: tuple[str, ...] = ()
     direct: bool = False  # recorded from `module.forward(...)`: marked `[direct]`
     # The call's index in its trace (-1 for a line read from text): not part of equality.
     index: int = field(default=-1, compare=False)
@@ -156,10 +152,29 @@ class GoldenLine:
         return [f"{indent}{FACT_PREFIX}{fact}" for fact in self.facts]
 
     @property
-    def operation_lines(self) -> list[str]:
-        """The operations as the golden shows them, indented under the call line."""
+    def under_lines(self) -> list[str]:
+        """The facets' lines under the call as the golden shows them, indented under it."""
         indent = "  " * (self.depth + 1)
-        return [f"{indent}{OPERATION_PREFIX}{operation}" for operation in self.operations]
+        return [f"{indent}{text}" for text in self.under]
+
+    def values_under(self, title: str) -> tuple[Any, ...]:
+        """The values of the lines the facet titled `title` writes under the call, each read
+        back by the facet (`read_call_line`): `line.values_under("operations")`.
+
+        Raises KeyError for a title no registered facet writing such lines has.
+        """
+        from pytest_fwdorder.hookspecs import call_line_writers
+
+        writers = call_line_writers(FACT_TITLES)
+        for facet in writers:
+            if facet.title == title:
+                mark = facet.line_mark
+                written = [text[len(mark) :] for text in self.under if text.startswith(mark)]
+                return tuple(map(facet.read_call_line, written))
+        raise KeyError(
+            f"no facet titled {title!r} writes lines under the calls: name one of "
+            f"{', '.join(repr(facet.title) for facet in writers)}"
+        )
 
     @property
     def name(self) -> str:
@@ -188,7 +203,7 @@ def make_line(
     mode: str = "",
     facts: tuple[str, ...] = (),
     step: int = 0,
-    operations: tuple[str, ...] = (),
+    under: tuple[str, ...] = (),
     index: int = -1,
     direct: bool = False,
     facet_values: tuple[tuple[Facet, Any], ...] = (),
@@ -204,7 +219,7 @@ def make_line(
     # Positional, as a render's loop makes its lines: sixteen keywords cost more than the line.
     return GoldenLine(
         depth, path, module_type, nth, registered, inputs, outputs, text, frozen, reused,
-        scripted, mode, facts, operations, direct, index, facet_values, nameless_first_call,
+        scripted, mode, facts, under, direct, index, facet_values, nameless_first_call,
     )  # fmt: skip
 
 
@@ -292,27 +307,6 @@ def render_value(
         )
         return f"{value.type_name}({fields})"
     return "?"  # a call still running has no output yet
-
-
-def render_operation(
-    operation: Operation, text_of: Callable[[ValueDescription | None], str] = render_value
-) -> str:
-    """An operation as its golden line shows it: `linear(f32[2,8], fc.weight) -> f32[2,16]`.
-
-    Arguments as they were given, positional then keyword; model parameters and buffers by
-    their full names.
-    """
-    parts = [text_of(value) for value in operation.args]
-    parts.extend(f"{name}={text_of(value)}" for name, value in operation.kwargs)
-    output = RAISED if operation.raised else text_of(operation.output)
-    return f"{operation.name}({', '.join(parts)}) -> {output}"
-
-
-def operation_parts(text: str) -> tuple[str, str, str]:
-    """An operation line's name, arguments and output: `relu`, `(f32[2])`, `f32[2]`."""
-    name, _, rest = text.partition("(")
-    arguments, _, output = rest.rpartition(") -> ")
-    return name, f"({arguments})", output
 
 
 def render_facts(

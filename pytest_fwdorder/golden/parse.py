@@ -2,7 +2,7 @@
 into its parts (`parse_golden`), and the checks that it is this format, whole. No torch.
 
 `golden.format` spells each kind of line; this module reads the call lines back in one pass,
-linear in the lines, each line made once with its facts and operations.
+linear in the lines, each line made once with its facts and the facets' lines under it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.golden.facet_facts import facets_in_text, read_facet_values
+from pytest_fwdorder.golden.facet_facts import call_line_marks, facets_in_text, read_facet_values
 from pytest_fwdorder.golden.format import (
     CALLS_PREFIX,
     DIRECT_MARK,
@@ -23,7 +23,6 @@ from pytest_fwdorder.golden.format import (
     FORMAT_VERSION,
     FROZEN_MARK,
     MODE_MARKS,
-    OPERATION_PREFIX,
     SCRIPTED_MARK,
     TENSOR_PATTERN,
     UNREGISTERED_MARK,
@@ -111,12 +110,14 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
     """
     header: list[str] = []
     calls: list[tuple[str, str]] = []  # each call line, with and without its indent
-    # Facts and operations are gathered by call and each line made once at the end: making
-    # a line again per fact made the parse of a large golden cost twice what it needs.
+    # Facts and the lines under calls are gathered by call and each line made once at the
+    # end: making a line again per fact made the parse of a large golden cost twice.
     facts: dict[int, list[str]] = {}
-    # Operation lines go to the call they are indented under: the last call one level up.
+    # A facet's line under a call (`~ relu(...)`) goes to the call it is indented under: the
+    # last call one level up.
+    marks = call_line_marks()
     last_at_depth: dict[int, int] = {}
-    operations: dict[int, list[str]] = {}
+    under: dict[int, list[str]] = {}
     at_end = False  # in the facets' sections after the calls
     for raw in text.splitlines():
         if not raw or raw.isspace():
@@ -134,24 +135,25 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
         if fact.startswith(FACT_PREFIX) and calls:
             facts.setdefault(len(calls) - 1, []).append(fact[len(FACT_PREFIX) :])
             continue
-        if fact.startswith(OPERATION_PREFIX) and calls:
+        if fact.startswith(marks) and calls:
             owner = last_at_depth.get((len(raw) - len(fact)) // 2 - 1, len(calls) - 1)
-            operations.setdefault(owner, []).append(fact[len(OPERATION_PREFIX) :])
+            under.setdefault(owner, []).append(fact)
             continue
         last_at_depth[(len(raw) - len(fact)) // 2] = len(calls)
         calls.append((raw, fact))
-    if not facts and not operations:
+    if not facts and not under:
         return header, [_call_line(raw, stripped) for raw, stripped in calls]
-    return header, _lines_with_facts(calls, facts, operations, facets_in_text(text, facets))
+    return header, _lines_with_facts(calls, facts, under, facets_in_text(text, facets))
 
 
 def _lines_with_facts(
     calls: list[tuple[str, str]],
     facts: dict[int, list[str]],
-    operations: dict[int, list[str]],
+    under: dict[int, list[str]],
     facets: Sequence[Facet],
 ) -> list[GoldenLine]:
-    """The call lines, each with its facts and operations, and its facets' values read once.
+    """The call lines, each with its facts and the lines under it, and its facets' values
+    read once.
 
     Each line is made once, with its facets' values: making it again with them cost more
     than reading them.
@@ -167,7 +169,7 @@ def _lines_with_facts(
             raw,
             stripped,
             tuple(facts.get(number, ())),
-            tuple(operations.get(number, ())),
+            tuple(under.get(number, ())),
             values_of.get(number, ()),
         )
         for number, (raw, stripped) in enumerate(calls)
@@ -183,16 +185,17 @@ def _call_line(
     raw: str,
     stripped: str,
     facts: tuple[str, ...] = (),
-    operations: tuple[str, ...] = (),
+    under: tuple[str, ...] = (),
     facet_values: tuple[tuple[Facet, Any], ...] = (),
 ) -> GoldenLine:
-    """The call line `raw` (`stripped` being it without its indent) with its facts,
-    operations and facets' values; a line that is not a call line is a call of type `?`."""
+    """The call line `raw` (`stripped` being it without its indent) with its facts, the
+    lines under it and its facets' values; a line that is not a call line is a call of
+    type `?`."""
     depth = (len(raw) - len(stripped)) // 2
     parts = call_line_parts(stripped)
     if parts is None:
         unknown = (depth, stripped, "?", 1, True, "", "", raw)
-        return GoldenLine(*unknown, facts=facts, operations=operations, facet_values=facet_values)
+        return GoldenLine(*unknown, facts=facts, under=under, facet_values=facet_values)
     path, words, signature = parts
     signature = signature[1:]  # without the space before the inputs
     module_type, nth, registered, frozen, reused, scripted = words[0], 1, True, False, False, False
@@ -227,7 +230,7 @@ def _call_line(
         scripted,
         mode,
         facts,
-        operations,
+        under,
         direct,
         facet_values=facet_values,
     )

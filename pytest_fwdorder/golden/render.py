@@ -1,19 +1,22 @@
-"""Trace records -> golden lines: which calls, facts, views, operations and facets' lines
-a trace's golden text shows, and in what order. Pure functions, no torch.
+"""Trace records -> golden lines: which calls, facts, views and facets' lines a trace's
+golden text shows, and in what order. Pure functions, no torch.
 
 How each kind of line is spelled, and read back, is `golden.format`'s; this module decides
 what goes in a golden: the header's totals and sections, one line per call (with the calls
-a view folds or hides), each module's facts under its first call, the operations between
-the calls they ran between, and the facets' sections after the calls.
+a view folds or hides), each module's facts under its first call, the facets' lines under
+the calls between the calls they came between, and the facets' sections after the calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import heapq
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
+from pytest_fwdorder.calls.call_line_facets import writes_call_lines
 from pytest_fwdorder.calls.facet_records import ParameterUse
 from pytest_fwdorder.calls.records import TraceRecords
+from pytest_fwdorder.calls.value_descriptions import ValueDescription
 from pytest_fwdorder.golden.call_lines import call_lines, tied_names
 from pytest_fwdorder.golden.facet_facts import facet_header_lines, render_facet_fact
 from pytest_fwdorder.golden.format import (
@@ -25,7 +28,6 @@ from pytest_fwdorder.golden.format import (
     NEVER_CALLED_SECTION,
     ODD_BLOCKS_SECTION,
     ODD_CLASS_MEMBERS_SECTION,
-    OPERATION_PREFIX,
     REUSED_SECTION,
     TIED_SECTION,
     UNREGISTERED_SECTION,
@@ -38,21 +40,29 @@ from pytest_fwdorder.golden.format import (
     render_odd_block,
     render_section,
     render_tensor_fact,
+    render_value,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
 
 __all__ = ["end_lines", "golden_lines", "render_header", "render_trace"]
 
+# A facet's line under a call as the body places it: (how many calls started before it, the
+# call it belongs to, its text with the facet's mark).
+_PlacedLine = tuple[int, int, str]
+
 
 def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     """The call lines of a trace's golden text, in order, each with its module's facts."""
-    return _golden_lines(trace, trace.counts())
+    return _golden_lines(trace, trace.counts(), _lines_under_calls(trace))
 
 
-def _golden_lines(trace: TraceRecords, counts: dict[str, int]) -> list[GoldenLine]:
-    """`golden_lines`, with the calls per path counted already (render counts them once)."""
-    lines = _with_per_call_facts(trace, call_lines(trace, counts))
+def _golden_lines(
+    trace: TraceRecords, counts: dict[str, int], under: list[_PlacedLine]
+) -> list[GoldenLine]:
+    """`golden_lines`, with the calls per path counted already (render counts them once) and
+    the facets' lines under the calls written (`_lines_under_calls`)."""
+    lines = _with_per_call_facts(trace, call_lines(trace, counts, _by_call(under)))
     if trace.options.fold or trace.options.call_views:
         return _apply_views(trace, lines)
     return lines
@@ -69,6 +79,47 @@ def _with_per_call_facts(trace: TraceRecords, lines: list[GoldenLine]) -> list[G
     if trace.facets:
         lines = _with_facets(trace, lines)
     return lines
+
+
+def _lines_under_calls(trace: TraceRecords) -> list[_PlacedLine]:
+    """The lines the trace's facets write under the calls (`call_lines`), in the order the
+    body writes them: by the calls started before each, a facet's in its own order, the
+    facets' in theirs where they tie. Empty when no facet writes any."""
+    written = []
+    for facet in trace.trace_facets:
+        if writes_call_lines(facet):
+            value = trace.trace_facet_values[facet.title]
+            mark = facet.line_mark
+            found = facet.call_lines(value, trace, _text_memo(trace))
+            written.append([(after, call_index, mark + text) for call_index, after, text in found])
+    if len(written) == 1:
+        return written[0]
+    return list(heapq.merge(*written, key=lambda placed: placed[0]))
+
+
+def _text_memo(trace: TraceRecords) -> Callable[[ValueDescription | None], str]:
+    """`render_value` with the trace's annotations, each shared description written once."""
+    annotations = trace.options.annotations
+    texts: dict[int, str] = {}
+
+    def text_of(value: ValueDescription | None) -> str:
+        text = texts.get(id(value))
+        if text is None:
+            text = texts[id(value)] = render_value(value, annotations)
+        return text
+
+    return text_of
+
+
+def _by_call(under: list[_PlacedLine]) -> dict[int, tuple[str, ...]] | None:
+    """The facets' lines under each call by call index, in order (`GoldenLine.under`); None
+    when there are none."""
+    if not under:
+        return None
+    by_call: dict[int, list[str]] = {}
+    for _, call_index, text in under:
+        by_call.setdefault(call_index, []).append(text)
+    return {call_index: tuple(texts) for call_index, texts in by_call.items()}
 
 
 def _with_call_facts(
@@ -175,12 +226,11 @@ def _section_lines(trace: TraceRecords, counts: dict[str, int], parameters: bool
     header += render_section(
         REUSED_SECTION, [f"{path or '<root>'} x{count}" for path, count in reused]
     )
-    used = trace.used_through_parameters() if trace.operations_skipped is not None else {}
-    known = (
-        _known_parameter_uses(trace, unused, parameters, counts)
-        if trace.operations_skipped is None
-        else {}
-    )
+    # Where the trace recorded which functions its tensors were given to, it knows the uses;
+    # otherwise only those of torch's own classes are known.
+    recorded = trace.parameter_uses is not None
+    used = trace.used_through_parameters() if recorded else {}
+    known = {} if recorded else _known_parameter_uses(trace, unused, parameters, counts)
     header += render_section(
         NEVER_CALLED_SECTION,
         [
@@ -189,7 +239,7 @@ def _section_lines(trace: TraceRecords, counts: dict[str, int], parameters: bool
             if path not in used and path not in known
         ],
     )
-    if trace.operations_skipped is not None:
+    if recorded:
         header += render_section(
             USED_THROUGH_PARAMETERS_SECTION,
             [_parameter_use_item(trace, path, uses) for path, uses in used.items()],
@@ -251,9 +301,10 @@ def _unused_item(trace: TraceRecords, path: str, parameters: bool) -> str:
 def render_trace(trace: TraceRecords) -> str:
     """The whole golden text of a trace, ending with a newline."""
     counts = trace.counts()
-    lines = _golden_lines(trace, counts)
+    under = _lines_under_calls(trace)
+    lines = _golden_lines(trace, counts, under)
     text_lines = render_header(trace, counts)
-    text_lines += _with_operations(trace, lines) if trace.operations else _body(lines)
+    text_lines += _body_with_lines_under(lines, under, len(trace.calls)) if under else _body(lines)
     text_lines += end_lines(trace, counts)
     text_lines.append("")  # the newline that ends the text, without copying it whole
     text = "\n".join(text_lines)
@@ -296,29 +347,30 @@ def _body(lines: list[GoldenLine]) -> list[str]:
     return body
 
 
-def _with_operations(trace: TraceRecords, lines: list[GoldenLine]) -> list[str]:
-    """The body with each operation between the calls it ran between, under its own call."""
+def _body_with_lines_under(
+    lines: list[GoldenLine], under: list[_PlacedLine], calls: int
+) -> list[str]:
+    """The body with each facet's line under a call between the calls it came between,
+    indented under its own call (dropped with a call a view leaves out); `calls` is the
+    trace's call count."""
     by_index = {line.index: line for line in lines}
-    operations = trace.operations
     body: list[str] = []
     position = 0
 
-    def add_operations(before: int) -> None:
+    def add_lines(before: int) -> None:
         nonlocal position
-        while position < len(operations) and operations[position].after <= before:
-            operation = operations[position]
-            owner = by_index.get(operation.call_index)
-            if owner is not None and operation.number <= len(owner.operations):
-                indent = "  " * (owner.depth + 1)
-                text = owner.operations[operation.number - 1]
-                body.append(f"{indent}{OPERATION_PREFIX}{text}")
+        while position < len(under) and under[position][0] <= before:
+            _, call_index, text = under[position]
+            owner = by_index.get(call_index)
+            if owner is not None:
+                body.append(f"{'  ' * (owner.depth + 1)}{text}")
             position += 1
 
     for line in lines:
-        add_operations(line.index)
+        add_lines(line.index)
         body.append(line.text)
         body.extend(line.fact_lines)
-    add_operations(len(trace.calls))
+    add_lines(calls)
     return body
 
 
@@ -347,12 +399,8 @@ def end_lines(
 
 
 def _recorded_lines(trace: TraceRecords) -> list[str]:
-    """`# operations: ...` when the trace recorded them, then the facets' summary lines
-    (`summary_lines`)."""
+    """The facets' lines on what the trace recorded besides its calls (`summary_lines`)."""
     lines = []
-    if trace.operations_skipped is not None:
-        left_out = ", ".join(trace.operations_skipped) or "nothing"
-        lines.append(f"# operations: {len(trace.operations)} recorded (left out: {left_out})")
     for facet in trace.trace_facets:
         summarize = getattr(facet, "summary_lines", None)
         if summarize is not None:
@@ -397,6 +445,6 @@ def _parameter_use_item(trace: TraceRecords, path: str, uses: list[ParameterUse]
     first = uses[0]
     call = trace.calls[first.call_index]
     where = call.display_path + (f" #{call.nth}" if trace.counts()[call.path] > 1 else "")
-    places = len({(use.call_index, use.operation) for use in uses})
+    places = len({(use.call_index, use.function) for use in uses})
     more = f" (+{places - 1} more)" if places > 1 else ""
-    return f"{path}: {module_type} | {names} used by {first.operation} in {where}{more}"
+    return f"{path}: {module_type} | {names} used by {first.function} in {where}{more}"

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 
+from pytest_fwdorder.golden.facet_facts import call_line_marks
 from pytest_fwdorder.golden.format import (
     ENVIRONMENT_PREFIX,
     FACT_PREFIX,
     FORMAT_LINE,
-    OPERATION_PREFIX,
     named_items,
     split_top_level,
 )
@@ -104,9 +104,10 @@ def comparable_text(text: str) -> str:
     line without the settings that are at this torch's defaults or that it does not take."""
     lines = without_environment(text).splitlines(keepends=True)
     owner_type = ""
+    marks = call_line_marks()
     for number, line in enumerate(lines):
         stripped = line.lstrip(" ")
-        if not stripped or line.startswith("#") or stripped.startswith(OPERATION_PREFIX):
+        if not stripped or line.startswith("#") or stripped.startswith(marks):
             continue
         if not stripped.startswith(FACT_PREFIX):
             owner_type = parse_call_line(line.rstrip("\n")).module_type
@@ -130,9 +131,10 @@ def same_model(old_text: str, new_text: str) -> bool:
     if len(old_lines) != len(new_lines):
         return False
     owner_type = ""
+    not_calls = (*call_line_marks(), FACT_PREFIX)
     for old_line, new_line in zip(old_lines, new_lines, strict=True):
         if old_line == new_line:
-            if _is_call_line(old_line):
+            if _is_call_line(old_line, not_calls):
                 owner_type = parse_call_line(old_line).module_type
             continue
         if not (_is_settings_line(old_line) and _is_settings_line(new_line)):
@@ -209,21 +211,20 @@ def _settings_lines(text: str) -> list[tuple[str, str]]:
     """(owner's type, line) for each settings line of the text."""
     pairs: list[tuple[str, str]] = []
     owner_type = ""
+    not_calls = (*call_line_marks(), FACT_PREFIX)
     for line in text.splitlines():
-        if _is_call_line(line):
+        if _is_call_line(line, not_calls):
             owner_type = parse_call_line(line).module_type
         elif _is_settings_line(line):
             pairs.append((owner_type, line))
     return pairs
 
 
-def _is_call_line(line: str) -> bool:
+def _is_call_line(line: str, not_calls: tuple[str, ...]) -> bool:
+    """Whether `line` is a call line: not a header line, nor under a call (`not_calls`: the
+    facts' prefix and the marks of the facets' lines)."""
     stripped = line.lstrip(" ")
-    return (
-        bool(stripped)
-        and not line.startswith("#")
-        and not stripped.startswith((OPERATION_PREFIX, FACT_PREFIX))
-    )
+    return bool(stripped) and not line.startswith("#") and not stripped.startswith(not_calls)
 
 
 def _is_settings_line(line: str) -> bool:

@@ -25,17 +25,21 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pytest_fwdorder.diff.changes import Change, DiffRow
 from pytest_fwdorder.diff.tree_changes import TreeChange
 from pytest_fwdorder.golden.format import (
+    FACT_TITLES,
     FOLDED_PATTERN,
     GoldenLine,
-    operation_parts,
     split_top_level,
 )
+from pytest_fwdorder.hookspecs import call_line_writers
 from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths, place_words
+
+if TYPE_CHECKING:
+    from pytest_fwdorder.calls.call_line_facets import CallLineWriter
 
 # What a box says about a diff: unchanged, or how the call changed.
 Status = Literal["same", "inserted", "removed", "changed", "moved"]
@@ -51,8 +55,8 @@ EDGE_GAP = 26  # the vertical space an edge and its label take between two boxes
 PADDING = 12  # between a container's border and its children
 TEXT_INSET = 8  # from a box's left border to its text
 BADGE_GAP = 6
-OPERATION_HEIGHT = 18
-OPERATION_GAP = 6
+LINE_NODE_HEIGHT = 18  # a line under a call (an operation), drawn as a node in its box
+LINE_NODE_GAP = 6
 ROLL_OFFSET = 3  # how far each card of a rolled run's stack sits behind the one in front
 MARGIN = 10
 MAX_LABEL = 80  # characters of a box's header; the whole line is in its tooltip
@@ -89,14 +93,15 @@ class PictureCall:
 
 
 @dataclass(slots=True)
-class Operation:
-    """A small rounded node inside a call's box: one of its operations (`ops=True`)."""
+class LineNode:
+    """A small rounded node inside a call's box: one of the facets' lines under the call
+    (an operation, `ops=True`)."""
 
     x: int
     y: int
     width: int
     text: str  # what the node shows: `relu -> f32[2,16]`
-    full_text: str  # the operation's golden line, for the tooltip
+    full_text: str  # the line's text after its mark, for the tooltip
 
 
 @dataclass(slots=True)
@@ -117,10 +122,10 @@ class Box:
     last_line: GoldenLine | None = None  # a rolled run's last call
     hidden_calls: int = 0  # calls folded into it (depth limit, `fold`, unchanged in a diff)
     shared_colour: int = -1  # the tag colour of a module called more than once, else -1
-    container: bool = False  # children or operations drawn inside it
+    container: bool = False  # children or lines under the call drawn inside it
     call: PictureCall | None = None  # in a diff, with its words (`moved to dec.0`, ...)
     parent: int = -1  # index of the enclosing box, -1 at the top
-    operations: list[Operation] = field(default_factory=list)
+    line_nodes: list[LineNode] = field(default_factory=list)
 
     @property
     def header(self) -> str:
@@ -185,31 +190,32 @@ def lay_out(
     *,
     rolled: bool = True,
     depth: int | None = None,
-    operations: bool = False,
+    under: bool = False,
     fold_unchanged: bool = False,
 ) -> Layout:
     """Place every call of a trace (or of a diff's merged calls).
 
     `depth` folds calls nested deeper into their ancestor at that depth (the root is 0), as
-    `fwdorder show --depth` does; `operations` draws each call's operations as small nodes
-    inside it; `fold_unchanged` folds every box whose calls are all unchanged (a diff's
-    context). Raises ValueError for a negative depth.
+    `fwdorder show --depth` does; `under` draws the facets' lines under each call (its
+    operations) as small nodes inside it; `fold_unchanged` folds every box whose calls are
+    all unchanged (a diff's context). Raises ValueError for a negative depth.
     """
     if depth is not None and depth < 0:
         raise ValueError(f"cannot draw to depth {depth!r}: use 0 (the root only) or more")
     roots = _tree(calls, depth)
+    labels = _LineLabels(call_line_writers(FACT_TITLES)) if under else None
     if fold_unchanged:
         for root in roots:
             _fold_unchanged(root)
     if rolled:
         signatures: dict[tuple[object, ...], int] = {}
         for root in roots:
-            _sign(root, signatures, operations)
+            _sign(root, signatures, under)
         roots = _roll(roots)
     for root in roots:
-        _measure(root, None, operations)
+        _measure(root, None, labels)
     inner = max([*(root.width for root in roots), _chain_width(roots, None)], default=0)
-    placer = _Placer(operations)
+    placer = _Placer(labels)
     bottom = placer.chain(roots, None, MARGIN, inner, MARGIN)
     return Layout(inner + 2 * MARGIN, bottom + MARGIN, placer.boxes, placer.edges)
 
@@ -305,7 +311,7 @@ def _count(nodes: list[_Node]) -> int:
     return sum(1 + node.hidden_calls + _count(node.children) for node in nodes)
 
 
-def _sign(node: _Node, signatures: dict[tuple[object, ...], int], operations: bool) -> int:
+def _sign(node: _Node, signatures: dict[tuple[object, ...], int], under: bool) -> int:
     """A number equal for two subtrees that are the same apart from their own path.
 
     Children's paths count relative to their parent's (`layers.3.mlp` under `layers.3` is
@@ -313,7 +319,7 @@ def _sign(node: _Node, signatures: dict[tuple[object, ...], int], operations: bo
     """
     line = node.call.line
     children = tuple(
-        (_relative(child.call.line.path, line.path), _sign(child, signatures, operations))
+        (_relative(child.call.line.path, line.path), _sign(child, signatures, under))
         for child in node.children
     )
     key = (
@@ -327,7 +333,7 @@ def _sign(node: _Node, signatures: dict[tuple[object, ...], int], operations: bo
         line.inputs,
         node.outputs,
         line.facts,
-        line.operations if operations else (),
+        line.under if under else (),
         node.call.status,
         node.call.detail,
         node.call.note,
@@ -404,29 +410,52 @@ def _shown_path(path: str, parent_path: str) -> str:
     return path
 
 
-def _operation_text(operation: str) -> str:
-    name, _, output = operation_parts(operation)
-    return shorten(f"{name} -> {output}", MAX_LABEL)
+class _LineLabels:
+    """What a node shows of a line under a call, and its tooltip: the facet that wrote it
+    (found by its mark) words it short (`picture_label`), else the line's text is shown."""
+
+    def __init__(self, writers: Sequence[CallLineWriter]) -> None:
+        self.writers = writers
+
+    def __call__(self, text: str) -> tuple[str, str]:
+        for facet in self.writers:
+            mark = facet.line_mark
+            if text.startswith(mark):
+                written = text[len(mark) :]
+                label = getattr(facet, "picture_label", None)
+                shown = written if label is None else label(facet.read_call_line(written))
+                return shorten(shown, MAX_LABEL), written
+        return shorten(text, MAX_LABEL), text
 
 
-def _measure(node: _Node, parent: _Node | None, operations: bool) -> None:
+def _line_node(labels: _LineLabels, box: Box, written: str, top: int) -> int:
+    """Place a node for one of the facets' lines under the box's call below `top`; returns
+    its bottom."""
+    text, full_text = labels(written)
+    width = text_width(text, small=True) + 16
+    top += LINE_NODE_GAP
+    box.line_nodes.append(LineNode(box.x + (box.width - width) // 2, top, width, text, full_text))
+    return top + LINE_NODE_HEIGHT
+
+
+def _measure(node: _Node, parent: _Node | None, labels: _LineLabels | None) -> None:
     """Each node's width and height, children first."""
     for child in node.children:
-        _measure(child, node, operations)
+        _measure(child, node, labels)
     box_badges = _badge_width(node)
     header = header_text(*_header(node, parent)) + (f" {node.call.note}" if node.call.note else "")
     width = TEXT_INSET + text_width(header) + box_badges + TEXT_INSET
     height = HEADER_HEIGHT
-    shown_operations = node.call.line.operations if operations else ()
+    shown = [labels(text)[0] for text in node.call.line.under] if labels is not None else []
     if node.children:
         inner = max(child.width for child in node.children)
         width = max(width, inner + 2 * PADDING, _chain_width(node.children, node) + 2 * PADDING)
         height += sum(child.height for child in node.children) + EDGE_GAP * (len(node.children) + 1)
-    for operation in shown_operations:
-        width = max(width, text_width(_operation_text(operation), small=True) + 16 + 2 * PADDING)
-        height += OPERATION_GAP + OPERATION_HEIGHT
-    if shown_operations:
-        height += OPERATION_GAP  # below the last operation, as above each
+    for text in shown:
+        width = max(width, text_width(text, small=True) + 16 + 2 * PADDING)
+        height += LINE_NODE_GAP + LINE_NODE_HEIGHT
+    if shown:
+        height += LINE_NODE_GAP  # below the last line's node, as above each
     node.width = width + (2 * ROLL_OFFSET if node.repeat > 1 else 0)
     node.height = height
 
@@ -490,7 +519,7 @@ def _edge_label(sent: str, received: str) -> tuple[str, bool]:
 class _Placer:
     """Gives each measured node its place, appending boxes and edges in drawing order."""
 
-    operations: bool
+    labels: _LineLabels | None  # None: the lines under the calls are not drawn
     boxes: list[Box] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)
 
@@ -547,12 +576,7 @@ class _Placer:
         if node.children:
             # The box is the last one placed while its children are: they find it there.
             bottom = self.chain(node.children, node, x + PADDING, box.width - 2 * PADDING, bottom)
-        for operation in line.operations if self.operations else ():
-            text = _operation_text(operation)
-            width = text_width(text, small=True) + 16
-            bottom += OPERATION_GAP
-            box.operations.append(
-                Operation(x + (box.width - width) // 2, bottom, width, text, operation)
-            )
-            bottom += OPERATION_HEIGHT
-        box.container = box.container or bool(box.operations)
+        if self.labels is not None:
+            for written in line.under:
+                bottom = _line_node(self.labels, box, written, bottom)
+        box.container = box.container or bool(box.line_nodes)

@@ -21,8 +21,8 @@ from pytest_fwdorder.picture.layout import (
     BADGE_GAP,
     EDGE_GAP,
     HEADER_HEIGHT,
+    LINE_NODE_HEIGHT,
     MARGIN,
-    OPERATION_HEIGHT,
     ROLL_OFFSET,
     SMALL_FONT_SIZE,
     TEXT_INSET,
@@ -139,7 +139,7 @@ def golden_picture(
             f"string {sections!r}: write sections=({sections!r},)"
         )
     header, lines = parse_golden(text)
-    layout = lay_out(golden_calls(lines), rolled=rolled, depth=depth, operations=operations)
+    layout = lay_out(golden_calls(lines), rolled=rolled, depth=depth, under=operations)
     found = [(title, end_section(header, title)) for title in sections]
     placed = place_columns(layout, [(title, steps) for title, steps in found if steps is not None])
     model = model_of(header)
@@ -308,13 +308,13 @@ def _box_open(box: Box) -> str:
         f'{name}<tspan fill="{TYPE_INK}">{xml_text(box.kind)}</tspan>{note}</text>'
     )
     parts += _badges(box)
-    for operation in box.operations:
+    for node in box.line_nodes:
         parts.append(
-            f'<g class="fo-operation"><title>{xml_text(operation.full_text)}</title>'
-            f'<rect x="{operation.x}" y="{operation.y}" width="{operation.width}" '
-            f'height="{OPERATION_HEIGHT}" rx="9" fill="{OPERATION_FILL}" '
-            f'stroke="{OPERATION_BORDER}"/><text x="{operation.x + 8}" y="{operation.y + 13}" '
-            f'font-size="{SMALL_FONT_SIZE}" fill="{INK}">{xml_text(operation.text)}</text></g>'
+            f'<g class="fo-operation"><title>{xml_text(node.full_text)}</title>'
+            f'<rect x="{node.x}" y="{node.y}" width="{node.width}" '
+            f'height="{LINE_NODE_HEIGHT}" rx="9" fill="{OPERATION_FILL}" '
+            f'stroke="{OPERATION_BORDER}"/><text x="{node.x + 8}" y="{node.y + 13}" '
+            f'font-size="{SMALL_FONT_SIZE}" fill="{INK}">{xml_text(node.text)}</text></g>'
         )
     return "".join(parts)
 

@@ -35,6 +35,8 @@ from typing import Any
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.golden.folding import colorize_diff
+from pytest_fwdorder.golden.format import FACT_TITLES
+from pytest_fwdorder.hookspecs import call_line_writers
 from pytest_fwdorder.report.git_review import Review, ReviewedGolden
 
 JSON_FORMAT = "pytest-fwdorder review"
@@ -43,7 +45,8 @@ JSON_VERSION = 2  # 2: `changes` keys are the facets' own words ("backward steps
 MARKDOWN_BUDGET = 65_536
 
 # How the one-line total names a golden with changes of each kind: "2 with calls inserted".
-# A kind missing here, or a facet's changes, is named after its words: "with FLOPs changed",
+# The kinds a facet gives (`line_changes`) are named by the facet (`kind_phrases`); a kind
+# missing from both, or a facet's changes, is named after its words: "with FLOPs changed",
 # "with backward steps changed".
 KIND_PHRASES: dict[str, str] = {
     ChangeKind.INSERTED: "with calls inserted",
@@ -60,9 +63,6 @@ KIND_PHRASES: dict[str, str] = {
     ChangeKind.PARAMETERS_CHANGED: "with parameters changed",
     ChangeKind.MODE_CHANGED: "with modes changed",
     ChangeKind.REUSE_CHANGED: "with reuse counts changed",
-    ChangeKind.OPERATION_CHANGED: "with operations changed",
-    ChangeKind.OPERATION_INSERTED: "with operations inserted",
-    ChangeKind.OPERATION_REMOVED: "with operations removed",
 }
 HEADER_PHRASE = "with only the header changed"
 PROBLEM_PHRASE = "that cannot be diffed"
@@ -104,7 +104,14 @@ def _phrases(golden: ReviewedGolden) -> list[str]:
 def kind_phrase(kind: str) -> str:
     """How the total names goldens with changes of `kind` (a `ChangeKind`, or a facet's
     words for its changes): `with calls inserted`."""
-    return KIND_PHRASES.get(kind, f"with {kind}")
+    phrase = KIND_PHRASES.get(kind)
+    if phrase is not None:
+        return phrase
+    for facet in call_line_writers(FACT_TITLES):
+        phrase = getattr(facet, "kind_phrases", {}).get(kind)
+        if phrase is not None:
+            return str(phrase)
+    return f"with {kind}"
 
 
 def _phrase_order(reasons: dict[str, int]) -> list[str]:

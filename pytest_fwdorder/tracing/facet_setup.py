@@ -1,9 +1,8 @@
 """The facets a trace records besides the calls: set up around a traced run, attached after.
 
-`trace_forward` and `record` both go through `FacetRecording`: operations enter their own
-context manager (which removes its hooks on exit) only when the options ask for them. The
-facets behind the protocol (calls/facet_records.py: output values, backward, graph breaks,
-initialization, the plugins') are not named here: each one's option, device check, run
+`trace_forward` and `record` both go through `FacetRecording`. The facets behind the protocol
+(calls/facet_records.py: output values, backward, costs, graph breaks, initialization, the
+plugins') are not named here: each one's option, device check, run
 context, observer and watcher (of the trace, or of a builder's build) are looked up on it.
 """
 
@@ -26,7 +25,6 @@ from pytest_fwdorder.calls.facet_records import (
     is_watched,
     watches_build,
 )
-from pytest_fwdorder.facets.operations import OperationMode, attach_operations, operations_recorded
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.hookspecs import plugin_facets, tensor_annotations, trace_facets
 from pytest_fwdorder.options import OPTION_NAMES, TraceOptions
@@ -38,7 +36,6 @@ class FacetRecording:
     """What the facets of one trace collect while it runs; `finish` gives it to the trace."""
 
     options: TraceOptions
-    operations: list[OperationMode] = field(default_factory=list)
     # The facets this trace records (calls/facet_records.py), built-in and the plugins', and
     # what each observed: title -> call index -> value.
     facets: tuple[Facet, ...] = ()
@@ -74,13 +71,8 @@ class FacetRecording:
 
     @contextmanager
     def recorded(self, recorder: Any, root: nn.Module) -> Iterator[None]:
-        """Operations, the watchers' counts and the facets' values recorded for the length of
-        the block."""
+        """The watchers' records and the facets' values recorded for the length of the block."""
         with ExitStack() as stack:
-            if self.options.ops:
-                self.operations.append(
-                    stack.enter_context(operations_recorded(recorder, root, self.options.ops_skip))
-                )
             for watcher in self.watchers.values():
                 watcher.started(recorder)
                 recording = getattr(watcher, "recording", None)
@@ -127,10 +119,8 @@ class FacetRecording:
             watcher.forward_ran(root, (args, kwargs), output)
 
     def finish(self, trace: Trace) -> None:
-        """Give the finished trace its operations, facets' values and the values of the
-        facets that watched it."""
-        for mode in self.operations:
-            attach_operations(trace, mode)
+        """Give the finished trace its facets' values and the values of the facets that
+        watched it."""
         if self.facets:
             trace.facets = self.facets
             trace.facet_values = self.facet_values

@@ -1,0 +1,60 @@
+"""The part of the facet protocol for lines under the calls (`CallLineWriter`), and the
+record of one such line (`LineUnderCall`). Plain, no torch; `facet_records.py` holds the rest
+of the protocol, whose `TraceFacetMembers` names these members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, TypeGuard
+
+from pytest_fwdorder.calls.value_descriptions import ValueDescription
+
+
+class LineUnderCall(NamedTuple):
+    """A line under a call (`CallLineWriter`): the call's index, how many calls of the trace
+    had started when it happened (the body writes it after them), its text after the mark.
+
+    A named tuple: a facet gives one per operation, and a frozen dataclass costs several
+    times more to make."""
+
+    call_index: int
+    after: int
+    text: str
+
+
+class CallLineWriter(Protocol):
+    """A facet with one value per trace that writes lines under the calls (operations).
+
+    `line_mark` starts each line (a character and a space, not `| `). `call_lines` gives them
+    in the order they are written (`after` never decreasing), `text_of` writing a value as
+    the golden does. The body puts each after the first `after` calls, indented under its
+    call (dropped with a call a view leaves out); `GoldenLine.under` holds a call's, marks
+    included, and a golden line gives their `read_call_line` values by title (`line.values_under("operations")`).
+
+    It may also have `describe_call_line_change(old, new)`: the words for a line of two
+    paired calls that changed (both values), was inserted (`old` None) or removed (`new`
+    None), or None where the facet's rule calls it no change; a diff counts each under the
+    facet's `change_words` (`opened changed at 2 calls: ...`). A built-in facet whose changes
+    have kinds of their own in the diff's `ChangeKind` gives them instead:
+    `line_changes(old_values, new_values)`, (kind's value, words) each (operations:
+    `("operation inserted", "softmax (op 2 of 4)")`), and with `kind_phrases` how a review's
+    total names goldens with each (`"with operations inserted"`). And `picture_label(value)`:
+    what a picture's node for a line shows (operations: `relu -> f32[2,16]`); without it,
+    the line's text.
+    """
+
+    title: str
+    change_words: str
+    line_mark: str
+
+    def call_lines(
+        self, value: Any, trace: Any, text_of: Callable[[ValueDescription | None], str]
+    ) -> Sequence[LineUnderCall]: ...
+
+    def read_call_line(self, text: str) -> Any: ...
+
+
+def writes_call_lines(facet: object) -> TypeGuard[CallLineWriter]:
+    """Whether the facet writes lines under the calls (`line_mark`)."""
+    return hasattr(facet, "line_mark")
