@@ -197,3 +197,51 @@ def test_a_head_wrapped_and_run_twice_under_two_names_is_one_wrap() -> None:
 
     assert "fc (Sequential) wraps the old fc, now fc.0" in summary, summary
     assert "type changed" not in summary, summary
+
+
+class SharedActivation(nn.Module):
+    """Two blocks that share one ReLU (`act`), or each its own, in place (`split`)."""
+
+    def __init__(self, *, split: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        shared = nn.ReLU()
+        self.act = None if split else shared
+        self.a = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True) if split else shared)
+        self.b = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True) if split else shared)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+def test_a_shared_module_split_with_a_setting_changed_says_it_of_each_new_module() -> None:
+    """The split's second module pairs with the shared one's second call, which shows no
+    facts; its setting changed all the same, as `modules()` says of both new ReLUs."""
+    old, new = SharedActivation(split=False), SharedActivation(split=True)
+    changed = [
+        name
+        for name, module in new.named_modules()
+        if isinstance(module, nn.ReLU) and module.inplace != old.act.inplace
+    ]
+    assert changed == ["a.1", "b.1"]
+    inputs = torch.ones(2, 4)
+
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert "act (ReLU) split into a.1, b.1" in summary, summary
+    assert (
+        f"settings changed at {len(changed)} calls: {len(changed)} ReLU calls (a.1, b.1): "
+        "inplace False -> True"
+    ) in summary, summary
+
+
+def test_modules_merged_into_one_with_its_setting_changed_say_it_once() -> None:
+    """The mirror image: one module now, whose setting changed once (at its first call)."""
+    inputs = torch.ones(2, 4)
+    split = trace_forward(SharedActivation(split=True), inputs)
+    shared = trace_forward(SharedActivation(split=False), inputs)
+
+    summary = split.diff(shared).summary()
+
+    assert "a.1, b.1 (ReLU) merged into act" in summary, summary
+    assert "settings changed at 1 module (2 calls): act (ReLU): inplace True -> False" in summary

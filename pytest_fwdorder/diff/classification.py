@@ -287,9 +287,11 @@ def _classify(
     moved_new = set(moved.values())
     rows: list[DiffRow] = []
     changes: list[Change] = []
+    firsts: list[dict[str, GoldenLine]] = []  # made when a split or merge first needs them
     for old_index, new_index in aligned:
         if old_index is not None and new_index is not None:
             pair_changes = _compare_pair(old[old_index], new[new_index], new_index, modes, facets)
+            pair_changes += _split_module_facts(old, new, old_index, new_index, firsts)
             changes += pair_changes
             # A `#1` mark that appears because the module is now reused changes the text only.
             differs = bool(pair_changes) or old[old_index].text != new[new_index].text
@@ -307,6 +309,45 @@ def _classify(
                 changes.append(Change(ChangeKind.INSERTED, None, new[new_index], detail, new_index))
             rows.append(DiffRow(None, new_index, True))
     return rows, changes
+
+
+def _split_module_facts(
+    old: list[GoldenLine],
+    new: list[GoldenLine],
+    old_index: int,
+    new_index: int,
+    firsts: list[dict[str, GoldenLine]],
+) -> list[Change]:
+    """Where a shared module split pairs a new module's first call with the shared one's
+    later call, which shows no facts: what changed in the facts against the shared module's
+    first call (a split's `b.1` against `act`). Modules merged into one are not: the merged
+    module's facts changed once, at its first call."""
+    old_line, new_line = old[old_index], new[new_index]
+    old_first, new_first = is_first_call(old_line), is_first_call(new_line)
+    if (
+        old_first
+        or not new_first
+        or old_line.path == new_line.path
+        or not (old_line.path and new_line.path)  # a name-free comparison: no modules
+        or old_line.module_type != new_line.module_type
+    ):
+        return []
+    if not firsts:
+        firsts.append(_first_calls(old))
+    old_facts = firsts[0].get(old_line.path)
+    if old_facts is None or old_facts.facts == new_line.facts:
+        return []
+    found = _fact_changes(old_facts, new_line)
+    return [Change(kind, old_line, new_line, detail, new_index) for kind, detail in found]
+
+
+def _first_calls(lines: list[GoldenLine]) -> dict[str, GoldenLine]:
+    """Each module's first call by its path, where its facts are."""
+    firsts: dict[str, GoldenLine] = {}
+    for line in lines:
+        if is_first_call(line):
+            firsts.setdefault(line.path, line)
+    return firsts
 
 
 def _moved_changes(
