@@ -97,7 +97,7 @@ class Trace(TraceRecords):
         *,
         rolled: bool = True,
         depth: int | None = None,
-        operations: bool = False,
+        under: Sequence[str] = (),
         sections: Sequence[str] = (),
     ) -> Picture:
         """The trace as an SVG picture, drawn from its golden text: module calls as nested
@@ -107,5 +107,5 @@ class Trace(TraceRecords):
         from pytest_fwdorder.picture.svg import golden_picture  # only a picture needs it
 
         return golden_picture(
-            self.render(), rolled=rolled, depth=depth, operations=operations, sections=sections
+            self.render(), rolled=rolled, depth=depth, under=under, sections=sections
         )

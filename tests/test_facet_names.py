@@ -40,8 +40,6 @@ NAMED_TODAY = {
     "diff/classification.py": {"operations"},
     "diff/explanation.py": {"operations"},
     "picture/parity_picture.py": {"values"},
-    # The public `golden_picture(operations=True)` and its nodes' colours.
-    "picture/svg.py": {"operations"},
     # The checks besides the golden: a budget or a gate on one facet's measure names it by
     # its job (cost budgets, compile gates); structure comparison names what it may ignore or
     # compare; "graph" is torch.export's graph and "tolerance" a parity tolerance.
@@ -50,7 +48,6 @@ NAMED_TODAY = {
     "checks/export_structure.py": {"graph_breaks"},
     "checks/parity.py": {"values"},
     "checks/structure.py": {"costs", "initialization"},
-    "cli/main.py": {"operations"},
 }  # fmt: skip
 
 

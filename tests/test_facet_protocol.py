@@ -11,6 +11,7 @@ import re
 import textwrap
 from collections.abc import Iterator
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import torch
@@ -31,6 +32,7 @@ from pytest_fwdorder import (
     StructureMismatchError,
     assert_same_structure,
     diff_golden,
+    golden_picture,
     structure_diff,
     trace_forward,
 )
@@ -50,6 +52,7 @@ from pytest_fwdorder.report.html import trace_html
 from pytest_fwdorder.snapshot.policy import golden_holds
 
 pytest_plugins = ["pytester"]
+SVG = "{http://www.w3.org/2000/svg}"
 
 FACET_SOURCE = '''
 class PositiveOutputs:
@@ -753,3 +756,24 @@ def test_a_title_ignored_leaves_out_both_the_facets_section_and_its_call_facts(
 
     assert "nesting" in str(structure_diff(shown, hidden, ignore=("parameters",)))
     assert not structure_diff(shown, hidden, ignore=("parameters", "nesting"))
+
+
+def test_a_picture_draws_the_lines_under_the_calls_of_the_facets_it_is_given(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The golden holds the plugin's lines and the operations' (`ops=True`): each facet's
+    lines are drawn, by its mark's words, only when its title is given."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+    with offered(request.config, NestingLines()):
+        text = trace_forward(model, torch.ones(1, 4), ops=True).render()
+        opened = golden_picture(text, under=("opened",)).svg
+        neither = golden_picture(text).svg
+        with pytest.raises(ValueError, match=r"of 'opend': .*\('opened', 'operations'\)"):
+            golden_picture(text, under=("opend",))
+    written = [line.strip().removeprefix("% ") for line in text.splitlines() if "% open" in line]
+    root = ElementTree.fromstring(opened)
+    nodes = [group for group in root.iter(f"{SVG}g") if group.get("class") == "fo-line-under"]
+    # Each node: its tooltip (the line's text), then what it shows (the same: no label).
+    assert ["".join(node.itertext()) for node in nodes] == [text * 2 for text in written]
+    assert written
+    assert "fo-line-under" not in neither

@@ -350,16 +350,16 @@ OPERATIONS_GOLDEN = (
 
 
 def test_operations_are_small_nodes_only_when_asked() -> None:
-    drawn = golden_picture(OPERATIONS_GOLDEN, operations=True).svg
+    drawn = golden_picture(OPERATIONS_GOLDEN, under=("operations",)).svg
     plain = golden_picture(OPERATIONS_GOLDEN).svg
 
     root = ElementTree.fromstring(drawn)
-    nodes = [group for group in root.iter(f"{SVG}g") if group.get("class") == "fo-operation"]
+    nodes = [group for group in root.iter(f"{SVG}g") if group.get("class") == "fo-line-under"]
     assert ["".join(node.itertext()) for node in nodes] == [
         "relu(f32[2,4]) -> f32[2,4]relu -> f32[2,4]",
         "add(f32[2,4], f32[2,4]) -> f32[2,4]add -> f32[2,4]",
     ]
-    assert "fo-operation" not in plain
+    assert "fo-line-under" not in plain
 
 
 def test_the_backward_steps_are_a_second_column_only_when_asked() -> None:
@@ -773,3 +773,29 @@ def test_the_diff_legend_shows_each_status_in_the_colours_of_its_boxes() -> None
     assert legend(svg) == [
         (*drawn[name], name) for name in ("inserted", "removed", "changed", "moved", "unchanged")
     ]
+
+
+def test_svg_operations_draws_each_calls_operations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = tmp_path / "net.fwdorder.txt"
+    golden.write_text(OPERATIONS_GOLDEN, encoding="utf-8")
+
+    status = main(["show", str(golden), "--svg", "-", "--svg-operations"])
+
+    assert status == EXIT_SAME
+    expected = golden_picture(OPERATIONS_GOLDEN, under=("operations",)).svg
+    assert capsys.readouterr().out == expected
+    assert expected != golden_picture(OPERATIONS_GOLDEN).svg
+
+
+def test_svg_operations_without_svg_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = tmp_path / "net.fwdorder.txt"
+    golden.write_text(OPERATIONS_GOLDEN, encoding="utf-8")
+
+    status = main(["show", str(golden), "--svg-operations"])
+
+    assert status == EXIT_ERROR
+    assert "--svg-operations changes the picture: add --svg out.svg" in capsys.readouterr().err

@@ -96,7 +96,7 @@ def _show(arguments: argparse.Namespace) -> int:
             text,
             rolled=not arguments.no_roll,
             depth=arguments.depth,
-            operations=arguments.svg_ops,
+            under=arguments.svg_under,
             sections=arguments.svg_sections,
         )
         _write_picture(picture, arguments.svg, f"the picture of {arguments.target}")
@@ -258,8 +258,9 @@ def _check_picture_options(arguments: argparse.Namespace) -> None:
     """The picture's options need `--svg`: without it they would do nothing, silently."""
     if arguments.svg is not None:
         return
-    flags = [flag for flag in ("no_roll", "svg_ops") if getattr(arguments, flag, False)]
-    # A facet's section column is asked for by `--svg-TITLE` (parser.py).
+    flags = ["no_roll"] if getattr(arguments, "no_roll", False) else []
+    # A facet's lines under the calls or section column is asked for by `--svg-TITLE`.
+    flags += [f"svg_{title}" for title in getattr(arguments, "svg_under", [])]
     flags += [f"svg_{title}" for title in getattr(arguments, "svg_sections", [])]
     if flags:
         raise CommandError(

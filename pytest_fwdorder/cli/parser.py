@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROGRAM} {_version()}")
     facets, parser.facets_problem = _registered_facets()
     sectioned = [facet for facet in facets if hasattr(facet, "end_lines")]
+    lined = [facet for facet in facets if hasattr(facet, "line_mark")]
     tabled = [facet for facet in facets if hasattr(facet, "table_orders")]
     commands = parser.add_subparsers(
         title="commands",
@@ -124,7 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
         parser_class=argparse.ArgumentParser,  # the check runs once, on the whole line
     )
     for name, add_arguments, parents in (
-        ("show", partial(_add_show_arguments, sectioned=sectioned, tabled=tabled), [common]),
+        (
+            "show",
+            partial(_add_show_arguments, sectioned=sectioned, tabled=tabled, lined=lined),
+            [common],
+        ),
         ("diff", _add_diff_arguments, [common]),
         ("review", _add_review_arguments, []),
         ("git-diff", _add_git_diff_arguments, []),  # git's diff driver for golden files
@@ -185,7 +190,10 @@ def _common_options() -> argparse.ArgumentParser:
 
 
 def _add_show_arguments(
-    show: argparse.ArgumentParser, sectioned: Sequence[Any], tabled: Sequence[Any]
+    show: argparse.ArgumentParser,
+    sectioned: Sequence[Any],
+    tabled: Sequence[Any],
+    lined: Sequence[Any],
 ) -> None:
     show.add_argument("target", metavar="TARGET")
     show.add_argument(
@@ -225,7 +233,7 @@ def _add_show_arguments(
         help="instead of the golden, a table of the classes of the modules whose paths match "
         "PATTERN (layers.*.self_attn.[qv]_proj), with their layer indices",
     )
-    _add_picture_options(show, trace=True, sectioned=sectioned)
+    _add_picture_options(show, trace=True, sectioned=sectioned, lined=lined)
 
 
 def _add_diff_arguments(diff: argparse.ArgumentParser) -> None:
@@ -251,7 +259,11 @@ def _add_parity_arguments(parity: argparse.ArgumentParser) -> None:
 
 
 def _add_picture_options(
-    parser: argparse.ArgumentParser, *, trace: bool, sectioned: Sequence[Any] = ()
+    parser: argparse.ArgumentParser,
+    *,
+    trace: bool,
+    sectioned: Sequence[Any] = (),
+    lined: Sequence[Any] = (),
 ) -> None:
     """`--svg` and the options of the picture it writes."""
     group = parser.add_argument_group("picture (an SVG of the calls instead of the text)")
@@ -268,12 +280,25 @@ def _add_picture_options(
         help="with --svg: draw every block of a run of identical blocks",
     )
     if trace:
-        group.add_argument(
-            "--svg-ops",
-            action="store_true",
-            help="with --svg: draw each call's operations (a golden traced with --ops)",
-        )
+        _add_line_options(parser, group, lined)
         _add_section_options(parser, group, sectioned)
+
+
+def _add_line_options(
+    parser: argparse.ArgumentParser, group: argparse._ArgumentGroup, lined: Sequence[Any]
+) -> None:
+    """`--svg-TITLE` for each registered facet that writes lines under the calls
+    (`--svg-operations`): the titles asked for gather in `svg_under`."""
+    parser.set_defaults(svg_under=[])
+    for facet in lined:
+        group.add_argument(
+            f"--svg-{facet.title.replace(' ', '-')}",
+            dest="svg_under",
+            action="append_const",
+            const=facet.title,
+            help=f"with --svg: draw each call's {facet.title} in its box (a golden traced "
+            f"with --{facet.option.replace('_', '-')})",
+        )
 
 
 def _add_section_options(

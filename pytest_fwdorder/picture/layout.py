@@ -30,16 +30,15 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from pytest_fwdorder.diff.changes import Change, DiffRow
 from pytest_fwdorder.diff.tree_changes import TreeChange
 from pytest_fwdorder.golden.format import (
-    FACT_TITLES,
     FOLDED_PATTERN,
     GoldenLine,
     split_top_level,
 )
-from pytest_fwdorder.hookspecs import call_line_writers
 from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths, place_words
+from pytest_fwdorder.picture.line_labels import LineLabels
 
 if TYPE_CHECKING:
-    from pytest_fwdorder.calls.call_line_facets import CallLineWriter
+    pass
 
 # What a box says about a diff: unchanged, or how the call changed.
 Status = Literal["same", "inserted", "removed", "changed", "moved"]
@@ -190,27 +189,28 @@ def lay_out(
     *,
     rolled: bool = True,
     depth: int | None = None,
-    under: bool = False,
+    under: Sequence[str] = (),
     fold_unchanged: bool = False,
 ) -> Layout:
     """Place every call of a trace (or of a diff's merged calls).
 
     `depth` folds calls nested deeper into their ancestor at that depth (the root is 0), as
-    `fwdorder show --depth` does; `under` draws the facets' lines under each call (its
-    operations) as small nodes inside it; `fold_unchanged` folds every box whose calls are
-    all unchanged (a diff's context). Raises ValueError for a negative depth.
+    `fwdorder show --depth` does; `under` names the facets whose lines under each call are
+    drawn as small nodes inside it (`("operations",)`); `fold_unchanged` folds every box
+    whose calls are all unchanged (a diff's context). Raises ValueError for a negative depth
+    or a title no registered facet writing lines under the calls has.
     """
     if depth is not None and depth < 0:
         raise ValueError(f"cannot draw to depth {depth!r}: use 0 (the root only) or more")
     roots = _tree(calls, depth)
-    labels = _LineLabels(call_line_writers(FACT_TITLES)) if under else None
+    labels = LineLabels.of(under) if under else None
     if fold_unchanged:
         for root in roots:
             _fold_unchanged(root)
     if rolled:
         signatures: dict[tuple[object, ...], int] = {}
         for root in roots:
-            _sign(root, signatures, under)
+            _sign(root, signatures, labels)
         roots = _roll(roots)
     for root in roots:
         _measure(root, None, labels)
@@ -311,7 +311,7 @@ def _count(nodes: list[_Node]) -> int:
     return sum(1 + node.hidden_calls + _count(node.children) for node in nodes)
 
 
-def _sign(node: _Node, signatures: dict[tuple[object, ...], int], under: bool) -> int:
+def _sign(node: _Node, signatures: dict[tuple[object, ...], int], labels: LineLabels | None) -> int:
     """A number equal for two subtrees that are the same apart from their own path.
 
     Children's paths count relative to their parent's (`layers.3.mlp` under `layers.3` is
@@ -319,7 +319,7 @@ def _sign(node: _Node, signatures: dict[tuple[object, ...], int], under: bool) -
     """
     line = node.call.line
     children = tuple(
-        (_relative(child.call.line.path, line.path), _sign(child, signatures, under))
+        (_relative(child.call.line.path, line.path), _sign(child, signatures, labels))
         for child in node.children
     )
     key = (
@@ -333,7 +333,7 @@ def _sign(node: _Node, signatures: dict[tuple[object, ...], int], under: bool) -
         line.inputs,
         node.outputs,
         line.facts,
-        line.under if under else (),
+        labels.drawn(line.under) if labels is not None else (),
         node.call.status,
         node.call.detail,
         node.call.note,
@@ -410,35 +410,18 @@ def _shown_path(path: str, parent_path: str) -> str:
     return path
 
 
-class _LineLabels:
-    """What a node shows of a line under a call, and its tooltip: the facet that wrote it
-    (found by its mark) words it short (`picture_label`), else the line's text is shown."""
-
-    def __init__(self, writers: Sequence[CallLineWriter]) -> None:
-        self.writers = writers
-
-    def __call__(self, text: str) -> tuple[str, str]:
-        for facet in self.writers:
-            mark = facet.line_mark
-            if text.startswith(mark):
-                written = text[len(mark) :]
-                label = getattr(facet, "picture_label", None)
-                shown = written if label is None else label(facet.read_call_line(written))
-                return shorten(shown, MAX_LABEL), written
-        return shorten(text, MAX_LABEL), text
-
-
-def _line_node(labels: _LineLabels, box: Box, written: str, top: int) -> int:
+def _line_node(labels: LineLabels, box: Box, written: str, top: int) -> int:
     """Place a node for one of the facets' lines under the box's call below `top`; returns
     its bottom."""
-    text, full_text = labels(written)
+    shown, full_text = labels(written)
+    text = shorten(shown, MAX_LABEL)
     width = text_width(text, small=True) + 16
     top += LINE_NODE_GAP
     box.line_nodes.append(LineNode(box.x + (box.width - width) // 2, top, width, text, full_text))
     return top + LINE_NODE_HEIGHT
 
 
-def _measure(node: _Node, parent: _Node | None, labels: _LineLabels | None) -> None:
+def _measure(node: _Node, parent: _Node | None, labels: LineLabels | None) -> None:
     """Each node's width and height, children first."""
     for child in node.children:
         _measure(child, node, labels)
@@ -446,7 +429,8 @@ def _measure(node: _Node, parent: _Node | None, labels: _LineLabels | None) -> N
     header = header_text(*_header(node, parent)) + (f" {node.call.note}" if node.call.note else "")
     width = TEXT_INSET + text_width(header) + box_badges + TEXT_INSET
     height = HEADER_HEIGHT
-    shown = [labels(text)[0] for text in node.call.line.under] if labels is not None else []
+    drawn = labels.drawn(node.call.line.under) if labels is not None else ()
+    shown = [shorten(labels(text)[0], MAX_LABEL) for text in drawn] if labels is not None else []
     if node.children:
         inner = max(child.width for child in node.children)
         width = max(width, inner + 2 * PADDING, _chain_width(node.children, node) + 2 * PADDING)
@@ -519,7 +503,7 @@ def _edge_label(sent: str, received: str) -> tuple[str, bool]:
 class _Placer:
     """Gives each measured node its place, appending boxes and edges in drawing order."""
 
-    labels: _LineLabels | None  # None: the lines under the calls are not drawn
+    labels: LineLabels | None  # None: the lines under the calls are not drawn
     boxes: list[Box] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)
 
@@ -577,6 +561,6 @@ class _Placer:
             # The box is the last one placed while its children are: they find it there.
             bottom = self.chain(node.children, node, x + PADDING, box.width - 2 * PADDING, bottom)
         if self.labels is not None:
-            for written in line.under:
+            for written in self.labels.drawn(line.under):
                 bottom = _line_node(self.labels, box, written, bottom)
         box.container = box.container or bool(box.line_nodes)

@@ -77,7 +77,7 @@ SHARED_FILLS = (
 )
 REPEAT_FILL = "#0969da"
 HIDDEN_FILL = "#d0d7de"
-OPERATION_FILL, OPERATION_BORDER = "#fff1e5", "#bc4c00"
+LINE_NODE_FILL, LINE_NODE_BORDER = "#fff1e5", "#bc4c00"  # a facet's line under a call
 COLUMN_FILL, COLUMN_BORDER = "#fbefff", "#8250df"  # a facet's column (backward's steps)
 # Characters XML 1.0 forbids even as references: written as their escapes (`\x07`).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -116,17 +116,19 @@ def golden_picture(
     *,
     rolled: bool = True,
     depth: int | None = None,
-    operations: bool = False,
+    under: Sequence[str] = (),
     sections: Sequence[str] = (),
 ) -> Picture:
     """The picture of one golden text: its calls as nested boxes in execution order.
 
     `rolled=False` draws every block of a run of identical ones; `depth` folds deeper calls
-    into their ancestor (the root is 0); `operations` draws each call's operations
-    (`ops=True`) as small nodes; `sections` names the facets' sections after the calls to
-    draw as a column each, right of the calls (`("backward",)`: the backward steps of a
-    trace with `backward=True`; a section the golden lacks is not drawn). Raises TypeError
-    if `text` is not a string or `sections` is one, ValueError for a negative depth.
+    into their ancestor (the root is 0); `under` names the facets whose lines under the
+    calls are drawn as small nodes in their call's box (`("operations",)`: each call's
+    operations, a golden traced with `ops=True`); `sections` names the facets' sections
+    after the calls to draw as a column each, right of the calls (`("backward",)`: the
+    backward steps of a trace with `backward=True`; a section the golden lacks is not
+    drawn). Raises TypeError if `text` is not a string or `sections` is one, ValueError for
+    a negative depth or a title in `under` that no facet writing lines under calls has.
     """
     if not isinstance(text, str):
         raise TypeError(
@@ -139,7 +141,7 @@ def golden_picture(
             f"string {sections!r}: write sections=({sections!r},)"
         )
     header, lines = parse_golden(text)
-    layout = lay_out(golden_calls(lines), rolled=rolled, depth=depth, under=operations)
+    layout = lay_out(golden_calls(lines), rolled=rolled, depth=depth, under=under)
     found = [(title, end_section(header, title)) for title in sections]
     placed = place_columns(layout, [(title, steps) for title, steps in found if steps is not None])
     model = model_of(header)
@@ -310,10 +312,10 @@ def _box_open(box: Box) -> str:
     parts += _badges(box)
     for node in box.line_nodes:
         parts.append(
-            f'<g class="fo-operation"><title>{xml_text(node.full_text)}</title>'
+            f'<g class="fo-line-under"><title>{xml_text(node.full_text)}</title>'
             f'<rect x="{node.x}" y="{node.y}" width="{node.width}" '
-            f'height="{LINE_NODE_HEIGHT}" rx="9" fill="{OPERATION_FILL}" '
-            f'stroke="{OPERATION_BORDER}"/><text x="{node.x + 8}" y="{node.y + 13}" '
+            f'height="{LINE_NODE_HEIGHT}" rx="9" fill="{LINE_NODE_FILL}" '
+            f'stroke="{LINE_NODE_BORDER}"/><text x="{node.x + 8}" y="{node.y + 13}" '
             f'font-size="{SMALL_FONT_SIZE}" fill="{INK}">{xml_text(node.text)}</text></g>'
         )
     return "".join(parts)
