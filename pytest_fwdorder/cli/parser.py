@@ -280,42 +280,34 @@ def _add_picture_options(
         help="with --svg: draw every block of a run of identical blocks",
     )
     if trace:
-        _add_line_options(parser, group, lined)
-        _add_section_options(parser, group, sectioned)
-
-
-def _add_line_options(
-    parser: argparse.ArgumentParser, group: argparse._ArgumentGroup, lined: Sequence[Any]
-) -> None:
-    """`--svg-TITLE` for each registered facet that writes lines under the calls
-    (`--svg-operations`): the titles asked for gather in `svg_under`."""
-    parser.set_defaults(svg_under=[])
-    for facet in lined:
-        group.add_argument(
-            f"--svg-{facet.title.replace(' ', '-')}",
-            dest="svg_under",
-            action="append_const",
-            const=facet.title,
-            help=f"with --svg: draw each call's {facet.title} in its box (a golden traced "
-            f"with --{facet.option.replace('_', '-')})",
+        # The facets' lines under the calls (`--svg-operations`) and sections after them
+        # (`--svg-backward`).
+        _add_facet_picture_options(
+            parser, group, lined, "svg_under", "draw each call's {title} in its box"
+        )
+        _add_facet_picture_options(
+            parser, group, sectioned, "svg_sections", "add a column of the {title} steps"
         )
 
 
-def _add_section_options(
-    parser: argparse.ArgumentParser, group: argparse._ArgumentGroup, sectioned: Sequence[Any]
+def _add_facet_picture_options(
+    parser: argparse.ArgumentParser,
+    group: argparse._ArgumentGroup,
+    facets: Sequence[Any],
+    dest: str,
+    drawn: str,
 ) -> None:
-    """`--svg-TITLE` for each registered facet that writes a section after the calls
-    (`--svg-backward`): the titles asked for gather in `svg_sections`."""
-    parser.set_defaults(svg_sections=[])
-    for facet in sectioned:
-        option = facet.option.replace("_", "-")
+    """`--svg-TITLE` for each of `facets`: the titles asked for gather in `dest`, and the help
+    says what is drawn of each (`drawn`, with `{title}` in it)."""
+    parser.set_defaults(**{dest: []})
+    for facet in facets:
         group.add_argument(
             f"--svg-{facet.title.replace(' ', '-')}",
-            dest="svg_sections",
+            dest=dest,
             action="append_const",
             const=facet.title,
-            help=f"with --svg: add a column of the {facet.title} steps (a golden traced with "
-            f"--{option})",
+            help=f"with --svg: {drawn.format(title=facet.title)} (a golden traced with "
+            f"--{facet.option.replace('_', '-')})",
         )
 
 
