@@ -438,12 +438,14 @@ class TraceWatcher(Protocol):
     `watching()` is entered before the recorder's module hooks are installed and left after
     they are removed (global hooks run in the order they were registered, so the watcher's
     see each call after the recorder opened it); `started(recorder)` then hands it the
-    recorder, whose open calls and records it reads. `trace_forward` runs the model under
-    `forward_context()` (backward: with grad enabled) and calls `forward_ran(model,
-    inputs, output)` before the hooks are removed; a `record` block calls neither.
-    `value()` is the facet's value once the trace ended.
+    recorder, whose open calls and records it reads. `value()` is the facet's value once
+    the trace ended.
 
     It may also have these members, which the trace looks for:
+
+    - `forward_context()` and `forward_ran(model, inputs, output)`: `trace_forward` runs the
+      model under the first (backward: with grad enabled) and calls the second with its
+      output before the hooks are removed; a `record` block calls neither.
 
     - `recording(recorder, root)`: a context manager entered inside the recording, after
       `started`, for the length of the block: for hooks that must see the model's tensors as
@@ -456,10 +458,6 @@ class TraceWatcher(Protocol):
     def watching(self) -> AbstractContextManager[object]: ...
 
     def started(self, recorder: Any) -> None: ...
-
-    def forward_context(self) -> AbstractContextManager[object]: ...
-
-    def forward_ran(self, model: Any, inputs: tuple[Any, ...], output: Any) -> None: ...
 
     def value(self) -> Any: ...
 

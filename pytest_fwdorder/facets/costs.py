@@ -205,12 +205,6 @@ class CostsWatcher:
             self.counters = counters
             yield
 
-    def forward_context(self) -> nullcontext[None]:
-        return nullcontext()
-
-    def forward_ran(self, model: nn.Module, inputs: tuple[object, ...], output: object) -> None:
-        pass
-
     def trace_ended(self, trace: TraceRecords) -> None:
         """Give each finished call its costs, and keep the trace's totals."""
         from pytest_fwdorder.facets.cost_counting import attach_costs

@@ -147,9 +147,6 @@ class InitializationWatcher:
     def started(self, recorder: object) -> None:
         """Nothing to read from the recorder: the build is over."""
 
-    def forward_context(self) -> nullcontext[None]:
-        return nullcontext()
-
     def forward_ran(self, model: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
         """The model the build made, whose parameters and buffers name the steps."""
         self.model = model

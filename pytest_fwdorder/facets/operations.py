@@ -216,12 +216,6 @@ class OperationsWatcher:
             self.modes.append(mode)
             yield
 
-    def forward_context(self) -> nullcontext[None]:
-        return nullcontext()
-
-    def forward_ran(self, model: nn.Module, inputs: tuple[object, ...], output: object) -> None:
-        pass
-
     def trace_ended(self, trace: TraceRecords) -> None:
         """Give the finished trace its operations and parameter uses."""
         from pytest_fwdorder.facets.operation_capture import attach_operations

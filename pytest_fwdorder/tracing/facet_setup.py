@@ -111,12 +111,17 @@ class FacetRecording:
     def run_forward(self, root: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Call the model once under the watchers' forward contexts, then hand each the
         output (`trace_forward`'s forward; a `record` block runs the user's code instead)."""
+        # Both are optional: most watchers need neither (backward needs both).
         with ExitStack() as stack:
             for watcher in self.watchers.values():
-                stack.enter_context(watcher.forward_context())
+                context = getattr(watcher, "forward_context", None)
+                if context is not None:
+                    stack.enter_context(context())
             output = root(*args, **kwargs)
         for watcher in self.watchers.values():
-            watcher.forward_ran(root, (args, kwargs), output)
+            ran = getattr(watcher, "forward_ran", None)
+            if ran is not None:
+                ran(root, (args, kwargs), output)
 
     def finish(self, trace: Trace) -> None:
         """Give the finished trace its facets' values and the values of the facets that
