@@ -47,7 +47,6 @@ NAMED_TODAY = {
     "checks/cost_budgets.py": {"costs"},
     "checks/export_structure.py": {"graph_breaks"},
     "checks/parity.py": {"values"},
-    "checks/structure.py": {"costs", "initialization"},
 }  # fmt: skip
 
 

@@ -777,3 +777,31 @@ def test_a_picture_draws_the_lines_under_the_calls_of_the_facets_it_is_given(
     assert ["".join(node.itertext()) for node in nodes] == [text * 2 for text in written]
     assert written
     assert "fo-line-under" not in neither
+
+
+def test_a_facet_compared_on_request_is_left_out_until_compare_names_it(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`compared_on_request` makes a plugin's facet a measurement, as costs and values are:
+    the sign flip changes only its counts (the oracle's), so only `compare` sees it."""
+    measured = PositiveOutputs()
+    measured.compared_on_request = "how many outputs are positive"
+    inputs = torch.ones(1, 4)
+    assert positive_counts_by_global_hook(signed_model(1.0), inputs) != (
+        positive_counts_by_global_hook(signed_model(-1.0), inputs)
+    )
+    with offered(request.config, measured):
+        old, new = (
+            trace_forward(signed_model(1.0), inputs),
+            trace_forward(signed_model(-1.0), inputs),
+        )
+        assert not structure_diff(old, new)
+        with pytest.raises(StructureMismatchError, match=r"positive outputs changed at 3 calls"):
+            assert_same_structure(old, new, compare=("positive outputs",))
+        plain = trace_forward(signed_model(1.0), inputs)
+    plain.facets = ()  # traced without the facet
+    with (
+        offered(request.config, measured),
+        pytest.raises(ValueError, match=r"needs how many outputs are positive, and `actual` has"),
+    ):
+        structure_diff(old, plain, compare=("positive outputs",))

@@ -119,7 +119,7 @@ def test_comparing_an_unknown_measurement_says_which_are_known() -> None:
 
     with pytest.raises(
         ValueError,
-        match=r"^cannot compare 'flops': name one of 'costs', 'values', 'initialization', the ",
+        match=r"^cannot compare 'flops': name one of 'costs', 'initialization', 'values', the ",
     ):
         assert_same_structure(trace, trace, compare=("flops",))
 

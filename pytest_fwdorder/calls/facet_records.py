@@ -292,6 +292,9 @@ class Facet(Protocol):
       record on (values on meta).
     - `running()`: a context manager entered around the forward (values: under seed 0).
     - `header_line()`: one line for the golden's header (`# values: ...`).
+    - `compared_on_request`: what it measures (`"fingerprints of each call's output"`): a
+      structure comparison leaves it out unless `compare` names its title, as a facet with
+      one value per trace that has it (costs, initialization).
     """
 
     title: str

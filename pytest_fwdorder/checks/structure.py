@@ -5,15 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.calls.call_line_facets import writes_call_lines
+from pytest_fwdorder.calls.facet_records import watches_build
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.diffing import check_trace, diff_lines, diff_traces
 from pytest_fwdorder.errors import StructureMismatchError
-from pytest_fwdorder.facets.costs import COSTS, render_trace_costs
-from pytest_fwdorder.facets.initialization import INITIALIZATION
-from pytest_fwdorder.facets.values import VALUES
 from pytest_fwdorder.golden.facet_facts import facet_header_lines
 from pytest_fwdorder.golden.format import (
     FACT_TITLES,
@@ -27,7 +25,13 @@ from pytest_fwdorder.golden.format import (
     mode_line,
 )
 from pytest_fwdorder.golden.render import end_lines, golden_lines
-from pytest_fwdorder.hookspecs import call_line_writers, tensor_annotations, trace_facets
+from pytest_fwdorder.hookspecs import (
+    call_line_writers,
+    plugin_facets,
+    tensor_annotations,
+    trace_facets,
+)
+from pytest_fwdorder.options import TraceOptions
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.records import TraceRecords
@@ -45,34 +49,6 @@ _NAMES = (
     "mode",
 )
 
-
-@dataclass(frozen=True)
-class _Measurement:
-    """A measurement a comparison leaves out unless `compare` names it; the trace option that
-    records it has its name. Each also has header lines (`_measurement_header`)."""
-
-    name: str
-    what: str  # what it needs the traces to have recorded, for the error
-    # The trace's field, None when the trace did not record it; None for a facet's
-    # measurement, which the trace recorded when it has the facet of that title.
-    recorded_as: str | None
-    fact_title: str | None = None  # the title of its per-call fact, when it has one
-    needs_builder: bool = False
-
-
-_MEASUREMENTS = (
-    _Measurement("costs", "what each call costs", "costs", COSTS.title),
-    _Measurement("values", "fingerprints of each call's output", None, VALUES.title),
-    _Measurement(
-        "initialization", "how the model initialized itself", "initialization", needs_builder=True
-    ),
-)
-_MEASURED_FACTS = {
-    measurement.fact_title: measurement.name
-    for measurement in _MEASUREMENTS
-    if measurement.fact_title is not None
-}
-_PARAMETER_BYTES = re.compile(r", parameters and buffers .*$")  # the last part of the fact
 
 IgnoreItem = str | Mapping[str, str]
 
@@ -99,7 +75,9 @@ class _Ignored:
     facts: frozenset[str] = frozenset()
     dimensions: frozenset[int] = frozenset()
     type_names: tuple[tuple[str, str], ...] = ()
-    # The measurements `compare` asked for (names from `_MEASUREMENTS`).
+    # The titles of the facets a comparison leaves out unless `compare` names them
+    # (`compared_on_request`: costs, values, initialization), and those it named.
+    measured: frozenset[str] = frozenset()
     compared: frozenset[str] = frozenset()
 
     def describe(self) -> str:
@@ -189,7 +167,7 @@ def _fact_titles(*traces: TraceRecords) -> frozenset[str]:
             if hasattr(facet, "call_facts")
         ),
     ]
-    return frozenset(facet.title for facet in facets if facet.title not in _MEASURED_FACTS)
+    return frozenset(facet.title for facet in facets if not hasattr(facet, "compared_on_request"))
 
 
 def _section_titles(*traces: TraceRecords) -> frozenset[str]:
@@ -212,42 +190,59 @@ def _line_marks(*traces: TraceRecords) -> dict[str, str]:
     return {facet.title: facet.line_mark for facet in facets}
 
 
-def _parse_compare(compare: Iterable[str], ignored: _Ignored) -> _Ignored:
+def _measurements(*traces: TraceRecords) -> dict[str, Any]:
+    """The facets a structure comparison leaves out unless `compare` names them, by title:
+    those with `compared_on_request` (what they measure), registered or the traces'."""
+    facets = [
+        *trace_facets(FACT_TITLES),
+        *plugin_facets(FACT_TITLES),
+        *(facet for trace in traces for facet in (*trace.trace_facets, *trace.facets)),
+    ]
+    found = {facet.title: facet for facet in facets if hasattr(facet, "compared_on_request")}
+    return dict(sorted(found.items()))
+
+
+def _parse_compare(
+    compare: Iterable[str], ignored: _Ignored, measurements: Mapping[str, Any]
+) -> _Ignored:
     """`ignored` with the measurements `compare` names; read once, like `ignore`."""
     if isinstance(compare, str):
         compare = (compare,)  # `compare="costs"`, as `ignore="paths"`
-    known = [measurement.name for measurement in _MEASUREMENTS]
     compared = set()
     for name in compare:
-        if name not in known:
+        if name not in measurements:
             raise ValueError(
-                f"cannot compare {name!r}: name one of {', '.join(map(repr, known))}, "
+                f"cannot compare {name!r}: name one of {', '.join(map(repr, measurements))}, "
                 "the measurements a structure comparison leaves out unless asked"
             )
         compared.add(name)
-    return replace(ignored, compared=frozenset(compared))
+    return replace(ignored, measured=frozenset(measurements), compared=frozenset(compared))
 
 
 def _check_measured(
-    function: str, ignored: _Ignored, expected: TraceRecords, actual: TraceRecords
+    function: str,
+    ignored: _Ignored,
+    measurements: Mapping[str, Any],
+    expected: TraceRecords,
+    actual: TraceRecords,
 ) -> None:
     """Refuse to compare a measurement that a trace did not record."""
-    for measurement in _MEASUREMENTS:
-        if measurement.name not in ignored.compared:
-            continue
+    for title in sorted(ignored.compared):
+        facet = measurements[title]
         missing = [
             argument
             for argument, trace in (("expected", expected), ("actual", actual))
-            if not _recorded(measurement, trace)
+            if title not in trace.trace_facet_values
+            and not any(recorded.title == title for recorded in trace.facets)
         ]
         if missing:
-            option = measurement.name
+            option = getattr(facet, "option", title)
             raise ValueError(
-                f"{function}(compare=({option!r},)) needs {measurement.what}, and "
+                f"{function}(compare=({title!r},)) needs {facet.compared_on_request}, and "
                 f"{' and '.join(f'`{argument}`' for argument in missing)} "
                 f"{'has' if len(missing) == 1 else 'have'} none: trace "
                 f"both with {option}=True, such as trace_forward(model, *inputs, {option}=True)"
-                + (" (a builder: trace_forward(build, ...))" if measurement.needs_builder else "")
+                + (" (a builder: trace_forward(build, ...))" if watches_build(facet) else "")
             )
 
 
@@ -289,8 +284,8 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
             facet_values=tuple(
                 (facet, value)
                 for facet, value in line.facet_values
-                if _MEASURED_FACTS.get(facet.title, "") in ("", *ignored.compared)
-                and facet.title not in ignored.facts
+                if facet.title not in ignored.measured
+                or (facet.title in ignored.compared and facet.title not in ignored.facts)
             ),
             under=tuple(
                 TENSOR_PATTERN.sub(tensor, text)
@@ -318,14 +313,12 @@ def _normalize_facts(
         title = fact_title(fact)
         if title in ignored.facts:
             continue
-        if title in _MEASURED_FACTS:
+        if title in ignored.measured:
             # What a call costs is not its structure (`costs=True` traces): compared only
-            # when `compare` names it.
-            if _MEASURED_FACTS[title] not in ignored.compared:
-                continue
-            if title == COSTS.title and ignored.parameters:
-                fact = _PARAMETER_BYTES.sub("", fact)
-            kept.append(fact)
+            # when `compare` names it (written without parameters where they are ignored:
+            # `_as_compared`).
+            if title in ignored.compared:
+                kept.append(fact)
             continue
         if title == "settings" and (ignored.settings or type_mapped):
             continue
@@ -377,6 +370,7 @@ def _checked_request(
             ),
         )
     )
+    measurements = _measurements(expected, actual)
     ignored = _parse_compare(
         compare,
         _parse_ignore(
@@ -386,14 +380,15 @@ def _checked_request(
             _fact_titles(expected, actual),
             _line_marks(expected, actual),
         ),
+        measurements,
     )
-    _check_measured(function, ignored, expected, actual)
+    _check_measured(function, ignored, measurements, expected, actual)
     return ignored
 
 
 def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Ignored) -> TraceDiff:
-    expected = _without_annotations(expected, ignored.annotations)
-    actual = _without_annotations(actual, ignored.annotations)
+    expected = _as_compared(_without_annotations(expected, ignored.annotations), ignored)
+    actual = _as_compared(_without_annotations(actual, ignored.annotations), ignored)
     expected_lines = _normalize(golden_lines(expected), ignored)
     actual_lines = _normalize(golden_lines(actual), ignored)
     actual_lines = _facets_tolerated(expected_lines, actual_lines)
@@ -406,6 +401,22 @@ def _structure_diff(expected: TraceRecords, actual: TraceRecords, ignored: _Igno
         # Names are ignored for pairing, never for saying where a change is.
         names=(golden_lines(expected), golden_lines(actual)) if ignored.paths else None,
     )
+
+
+def _as_compared(trace: TraceRecords, ignored: _Ignored) -> TraceRecords:
+    """The trace with the measurements `compare` named written as a trace that hides
+    parameters writes them, where parameters are ignored (costs without parameter bytes):
+    each facet says how in `configured(options)`."""
+    if not ignored.parameters or not ignored.compared:
+        return trace
+    hidden = TraceOptions(hide=("parameters",))
+    facets = tuple(
+        facet.configured(hidden)
+        if facet.title in ignored.compared and hasattr(facet, "configured")
+        else facet
+        for facet in trace.trace_facets
+    )
+    return replace(trace, trace_facets=facets)
 
 
 def _without_annotations(trace: TraceRecords, titles: frozenset[str]) -> TraceRecords:
@@ -468,13 +479,6 @@ def _with_same_values(expected: GoldenLine, actual: GoldenLine) -> GoldenLine:
     )
 
 
-def _recorded(measurement: _Measurement, trace: TraceRecords) -> bool:
-    """Whether `trace` recorded what `measurement` compares."""
-    if measurement.recorded_as is None:
-        return any(facet.title == measurement.fact_title for facet in trace.facets)
-    return getattr(trace, measurement.recorded_as) is not None
-
-
 def _header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
     """The header lines a structure comparison keeps."""
     return [
@@ -485,21 +489,17 @@ def _header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
 
 
 def _measurement_header(trace: TraceRecords, ignored: _Ignored) -> list[str]:
-    """The header lines of the measurements `compare` named, as the golden gives them.
-
-    Costs: the totals line and the uncounted operations, their parameter bytes left out
-    when parameters are ignored or hidden.
-    """
+    """The header lines of the measurements `compare` named, as the golden gives them (each
+    facet's as the trace configured it: costs without parameter bytes where it hid them)."""
     lines: list[str] = []
-    if "costs" in ignored.compared and trace.costs is not None:
-        parameters = not ignored.parameters and "parameters" not in trace.options.hidden
-        lines += render_trace_costs(trace.costs, parameters)
-    facets = [facet for facet in trace.facets if _MEASURED_FACTS.get(facet.title) is not None]
+    for facet in trace.trace_facets:
+        if facet.title in ignored.compared:
+            value = trace.trace_facet_values[facet.title]
+            summary = getattr(facet, "summary_lines", None)  # costs' totals are summary lines
+            lines += [*(summary(value) if summary is not None else []), *facet.header_lines(value)]
     lines += facet_header_lines(
-        [facet for facet in facets if _MEASURED_FACTS[facet.title] in ignored.compared]
+        [facet for facet in trace.facets if facet.title in ignored.compared]
     )
-    if "initialization" in ignored.compared and trace.initialization is not None:
-        lines += INITIALIZATION.header_lines(trace.initialization)
     return lines
 
 
@@ -565,7 +565,8 @@ def assert_same_structure(
     devices; a plugin's annotation, which may count what `"batch"` leaves out), and
     mappings of module types to treat as equal, such as `{"LeakyReLU": "ReLU"}`.
 
-    `compare` names the measurements that are left out unless asked for: `"costs"` (each
+    `compare` names the measurements that are left out unless asked for (the facets with
+    `compared_on_request`, a plugin's too): `"costs"` (each
     call's costs fact, the header's costs totals and uncounted operations; both traces
     traced with `costs=True`, else a ValueError), so that a refactor that keeps every shape
     but changes the FLOPs fails: `compare=("costs",)`; `"values"` (each call's output

@@ -85,6 +85,8 @@ class CostsFacet:
     title = TITLE
     change_words = "FLOPs changed"
     option = "costs"
+    # Left out of a structure comparison unless `compare` names it; what it measures.
+    compared_on_request = "what each call costs"
     # `fwdorder show --costs --sort ORDER`: what the table of the calls ranks them by.
     table_orders: Mapping[str, str] = MappingProxyType(
         {"flops": "FLOPs with children", "own-flops": "FLOPs outside its children"}

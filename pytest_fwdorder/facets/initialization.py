@@ -82,6 +82,8 @@ class InitializationFacet:
     title = TITLE
     change_words = "initialization changed"
     option = "initialization"
+    # Left out of a structure comparison unless `compare` names it; what it measures.
+    compared_on_request = "how the model initialized itself"
     record_refusal = (
         "record(initialization=True) cannot watch the build: record takes a model "
         "already built. Pass a function that builds it to trace_forward(build, ..., "

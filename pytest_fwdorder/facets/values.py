@@ -72,6 +72,8 @@ class ValuesFacet:
     title = "values"
     change_words = "values moved beyond the tolerance"
     option = "values"
+    # Left out of a structure comparison unless `compare` names it; what it measures.
+    compared_on_request = "fingerprints of each call's output"
 
     def configured(self, options: TraceOptions) -> ValuesFacet:
         """The facet as a trace with `options` records and compares it: with their tolerance."""
