@@ -701,6 +701,20 @@ def test_a_structure_comparison_compares_the_facet_and_ignores_it_by_its_title(
     assert not structure_diff(old, new, ignore=("positive outputs",))
 
 
+def test_an_ignored_facet_is_left_out_of_calls_that_differ_in_something_else(
+    facet: Any,
+) -> None:
+    """The batch grows as the sign flips: each call's shapes differ besides the facet's
+    counts, so the calls are compared, and the ignored facet must not be."""
+    old = trace_forward(signed_model(1.0), torch.ones(1, 4))
+    new = trace_forward(signed_model(-1.0), torch.ones(2, 4))
+
+    summary = structure_diff(old, new, ignore=("positive outputs",)).summary()
+
+    assert "batch size (dimension 0) 1 -> 2" in summary
+    assert "positive outputs" not in summary
+
+
 def test_a_watched_facets_call_facts_are_ignored_by_its_title(
     request: pytest.FixtureRequest,
 ) -> None:

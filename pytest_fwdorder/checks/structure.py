@@ -284,8 +284,8 @@ def _normalize(lines: list[GoldenLine], ignored: _Ignored) -> list[GoldenLine]:
             facet_values=tuple(
                 (facet, value)
                 for facet, value in line.facet_values
-                if facet.title not in ignored.measured
-                or (facet.title in ignored.compared and facet.title not in ignored.facts)
+                if facet.title not in ignored.facts
+                and (facet.title not in ignored.measured or facet.title in ignored.compared)
             ),
             under=tuple(
                 TENSOR_PATTERN.sub(tensor, text)
