@@ -26,7 +26,6 @@ from pytest_fwdorder.golden.format import (
 )
 from pytest_fwdorder.golden.render import end_lines, golden_lines
 from pytest_fwdorder.hookspecs import (
-    call_line_writers,
     plugin_facets,
     tensor_annotations,
     trace_facets,
@@ -170,33 +169,36 @@ def _fact_titles(*traces: TraceRecords) -> frozenset[str]:
     return frozenset(facet.title for facet in facets if not hasattr(facet, "compared_on_request"))
 
 
-def _section_titles(*traces: TraceRecords) -> frozenset[str]:
-    """The titles of the facets' sections after the calls that `ignore` may name: the
-    registered facets' and those the traces recorded (`backward`, which is also its option)."""
-    facets = [
+def _trace_facets_known(*traces: TraceRecords) -> list[Any]:
+    """The facets with one value per trace that `ignore` and `compare` may name: the
+    registered ones, then those the traces recorded (a plugin's no longer registered)."""
+    return [
         *trace_facets(FACT_TITLES),
         *(facet for trace in traces for facet in trace.trace_facets),
     ]
+
+
+def _section_titles(*traces: TraceRecords) -> frozenset[str]:
+    """The titles of the facets' sections after the calls that `ignore` may name
+    (`backward`, which is also its option)."""
+    facets = _trace_facets_known(*traces)
     return frozenset(facet.title for facet in facets if hasattr(facet, "end_lines"))
 
 
 def _line_marks(*traces: TraceRecords) -> dict[str, str]:
-    """The marks of the facets' lines under the calls that `ignore` may name, by title: the
-    registered facets' and those the traces recorded (`operations`)."""
-    facets = [
-        *call_line_writers(FACT_TITLES),
-        *(facet for trace in traces for facet in trace.trace_facets if writes_call_lines(facet)),
-    ]
-    return {facet.title: facet.line_mark for facet in facets}
+    """The marks of the facets' lines under the calls that `ignore` may name, by title
+    (`operations`)."""
+    facets = _trace_facets_known(*traces)
+    return {facet.title: facet.line_mark for facet in facets if writes_call_lines(facet)}
 
 
 def _measurements(*traces: TraceRecords) -> dict[str, Any]:
     """The facets a structure comparison leaves out unless `compare` names them, by title:
     those with `compared_on_request` (what they measure), registered or the traces'."""
     facets = [
-        *trace_facets(FACT_TITLES),
+        *_trace_facets_known(*traces),
         *plugin_facets(FACT_TITLES),
-        *(facet for trace in traces for facet in (*trace.trace_facets, *trace.facets)),
+        *(facet for trace in traces for facet in trace.facets),
     ]
     found = {facet.title: facet for facet in facets if hasattr(facet, "compared_on_request")}
     return dict(sorted(found.items()))
