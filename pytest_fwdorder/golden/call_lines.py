@@ -20,22 +20,24 @@ from pytest_fwdorder.golden.format import (
     render_value,
 )
 
-__all__ = ["call_lines", "render_inputs", "render_outputs", "tied_names"]
+__all__ = ["TextMemo", "call_lines", "render_inputs", "render_outputs", "tied_names"]
 
 
 def call_lines(
     trace: TraceRecords,
     counts: dict[str, int],
     under_calls: Mapping[int, tuple[str, ...]] | None = None,
+    memo: TextMemo | None = None,
 ) -> list[GoldenLine]:
     """One line per call, in order, each module's facts under its first call.
 
     `counts` is the trace's calls per path; `under_calls` the facets' lines under each call
-    by call index, marks included (`GoldenLine.under`), None where no facet writes any. The
-    loop binds what it reads for every call and makes each line positionally: at 100,001
-    calls each attribute or keyword counts.
+    by call index, marks included (`GoldenLine.under`), None where no facet writes any;
+    `memo` the golden's texts of descriptions, where its facets' lines already used it. The loop
+    binds what it reads for every call and makes each line positionally: at 100,001 calls
+    each attribute or keyword counts.
     """
-    shared = _SharedTexts(trace)
+    shared = _SharedTexts(trace, memo if memo is not None else TextMemo(trace))
     text_of, inputs_of, facts_of = shared.text_of, shared.inputs_of, shared.facts_of
     # The memos read in the loop itself: a method call per lookup would cost more.
     texts, single_inputs, module_facts = shared.texts, shared.inputs, shared.facts
@@ -99,27 +101,39 @@ def _step_numbers(trace: TraceRecords) -> dict[int, int]:
     return {id(call): number for number, call in enumerate(outermost, 1)}
 
 
-class _SharedTexts:
-    """Descriptions and facts are shared objects (a model passes a few shapes around many
-    times): each is rendered once per golden, found by identity while the trace holds it."""
+class TextMemo:
+    """`render_value` with the trace's annotations, each description written once per golden.
+
+    Descriptions are shared objects (a model passes a few shapes around many times), found
+    by identity while the trace holds them: make one memo per golden and give it to every
+    writer of its lines (the call lines, the facets' lines under the calls: `text_of`).
+    """
 
     def __init__(self, trace: TraceRecords) -> None:
         self.annotations = trace.options.annotations
-        self.hidden = trace.options.hidden
-        self.names = "argument_names" not in self.hidden
-        self.tied = tied_names(trace)
-        self.texts: dict[int, str] = {}
-        self.inputs: dict[tuple[int, int], str] = {}
-        # Without ties equal facts read alike whatever the path, and are kept by identity
-        # alone; with ties the path matters through tied names.
-        self.facts: dict[int, tuple[str, ...]] = {}
-        self.tied_facts: dict[tuple[int, str], tuple[str, ...]] = {}
+        self.texts: dict[int, str] = {}  # read directly by the call lines' loop
 
     def text_of(self, value: ValueDescription | None) -> str:
         text = self.texts.get(id(value))
         if text is None:
             text = self.texts[id(value)] = render_value(value, self.annotations)
         return text
+
+
+class _SharedTexts:
+    """Descriptions and facts are shared objects (a model passes a few shapes around many
+    times): each is rendered once per golden, found by identity while the trace holds it."""
+
+    def __init__(self, trace: TraceRecords, memo: TextMemo) -> None:
+        self.hidden = trace.options.hidden
+        self.names = "argument_names" not in self.hidden
+        self.tied = tied_names(trace)
+        self.texts, self.text_of = memo.texts, memo.text_of
+        self.inputs: dict[tuple[int, int], str] = {}
+        # Without ties equal facts read alike whatever the path, and are kept by identity
+        # alone; with ties the path matters through tied names.
+        self.facts: dict[int, tuple[str, ...]] = {}
+        self.tied_facts: dict[tuple[int, str], tuple[str, ...]] = {}
 
     def inputs_of(self, call: Call) -> str:
         args = call.args

@@ -10,14 +10,13 @@ the calls between the calls they came between, and the facets' sections after th
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from pytest_fwdorder.calls.call_line_facets import writes_call_lines
 from pytest_fwdorder.calls.facet_records import ParameterUse
 from pytest_fwdorder.calls.records import TraceRecords
-from pytest_fwdorder.calls.value_descriptions import ValueDescription
-from pytest_fwdorder.golden.call_lines import call_lines, tied_names
+from pytest_fwdorder.golden.call_lines import TextMemo, call_lines, tied_names
 from pytest_fwdorder.golden.facet_facts import facet_header_lines, render_facet_fact
 from pytest_fwdorder.golden.format import (
     ALIASED_SECTION,
@@ -40,7 +39,6 @@ from pytest_fwdorder.golden.format import (
     render_odd_block,
     render_section,
     render_tensor_fact,
-    render_value,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 from pytest_fwdorder.golden.odd_blocks import odd_blocks, odd_class_members
@@ -54,15 +52,20 @@ _PlacedLine = tuple[int, int, str]
 
 def golden_lines(trace: TraceRecords) -> list[GoldenLine]:
     """The call lines of a trace's golden text, in order, each with its module's facts."""
-    return _golden_lines(trace, trace.counts(), _lines_under_calls(trace))
+    memo = TextMemo(trace)
+    return _golden_lines(trace, trace.counts(), _lines_under_calls(trace, memo), memo)
 
 
 def _golden_lines(
-    trace: TraceRecords, counts: dict[str, int], under: list[_PlacedLine]
+    trace: TraceRecords,
+    counts: dict[str, int],
+    under: list[_PlacedLine],
+    memo: TextMemo,
 ) -> list[GoldenLine]:
-    """`golden_lines`, with the calls per path counted already (render counts them once) and
-    the facets' lines under the calls written (`_lines_under_calls`)."""
-    lines = _with_per_call_facts(trace, call_lines(trace, counts, _by_call(under)))
+    """`golden_lines`, with the calls per path counted already (render counts them once),
+    the facets' lines under the calls written (`_lines_under_calls`) and the golden's texts
+    of descriptions (`TextMemo`), which they wrote into."""
+    lines = _with_per_call_facts(trace, call_lines(trace, counts, _by_call(under), memo))
     if trace.options.fold or trace.options.call_views:
         return _apply_views(trace, lines)
     return lines
@@ -81,7 +84,7 @@ def _with_per_call_facts(trace: TraceRecords, lines: list[GoldenLine]) -> list[G
     return lines
 
 
-def _lines_under_calls(trace: TraceRecords) -> list[_PlacedLine]:
+def _lines_under_calls(trace: TraceRecords, memo: TextMemo) -> list[_PlacedLine]:
     """The lines the trace's facets write under the calls (`call_lines`), in the order the
     body writes them: by the calls started before each, a facet's in its own order, the
     facets' in theirs where they tie. Empty when no facet writes any."""
@@ -90,25 +93,11 @@ def _lines_under_calls(trace: TraceRecords) -> list[_PlacedLine]:
         if writes_call_lines(facet):
             value = trace.trace_facet_values[facet.title]
             mark = facet.line_mark
-            found = facet.call_lines(value, trace, _text_memo(trace))
+            found = facet.call_lines(value, trace, memo.text_of)
             written.append([(after, call_index, mark + text) for call_index, after, text in found])
     if len(written) == 1:
         return written[0]
     return list(heapq.merge(*written, key=lambda placed: placed[0]))
-
-
-def _text_memo(trace: TraceRecords) -> Callable[[ValueDescription | None], str]:
-    """`render_value` with the trace's annotations, each shared description written once."""
-    annotations = trace.options.annotations
-    texts: dict[int, str] = {}
-
-    def text_of(value: ValueDescription | None) -> str:
-        text = texts.get(id(value))
-        if text is None:
-            text = texts[id(value)] = render_value(value, annotations)
-        return text
-
-    return text_of
 
 
 def _by_call(under: list[_PlacedLine]) -> dict[int, tuple[str, ...]] | None:
@@ -301,8 +290,9 @@ def _unused_item(trace: TraceRecords, path: str, parameters: bool) -> str:
 def render_trace(trace: TraceRecords) -> str:
     """The whole golden text of a trace, ending with a newline."""
     counts = trace.counts()
-    under = _lines_under_calls(trace)
-    lines = _golden_lines(trace, counts, under)
+    memo = TextMemo(trace)
+    under = _lines_under_calls(trace, memo)
+    lines = _golden_lines(trace, counts, under, memo)
     text_lines = render_header(trace, counts)
     text_lines += _body_with_lines_under(lines, under, len(trace.calls)) if under else _body(lines)
     text_lines += end_lines(trace, counts)
