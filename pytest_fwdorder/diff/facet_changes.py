@@ -4,7 +4,7 @@ torch, no facet named."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
@@ -44,17 +44,30 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
             detail = f"{facet.render(value)} -> none"
         if (old is None or new is None) and getattr(facet, "option", None) is not None:
             continue
-        changes.append(
-            Change(
-                ChangeKind.FACET_CHANGED,
-                old_line,
-                new_line,
-                detail,
-                position,
-                words=facet.change_words,
-            )
-        )
+        changes.append(_facet_change(facet, old_line, new_line, detail, position))
     return changes
+
+
+def _facet_change(
+    facet: Any,
+    old_line: GoldenLine,
+    new_line: GoldenLine,
+    detail: str,
+    position: int,
+    values: tuple[Any, Any] | None = None,
+) -> Change:
+    """A change a facet found at two paired calls, counted under its `change_words`; with
+    `values`, the two it compared, and the facet, which sums them up (`summary_line`)."""
+    return Change(
+        ChangeKind.FACET_CHANGED,
+        old_line,
+        new_line,
+        detail,
+        position,
+        words=facet.change_words,
+        facet=facet if values is not None else None,
+        values=values,
+    )
 
 
 def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
@@ -95,14 +108,7 @@ def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int)
                 describe(old_values[index], None) for index in range(old_start + paired, old_end)
             ]
         changes += [
-            Change(
-                ChangeKind.FACET_CHANGED,
-                old_line,
-                new_line,
-                detail,
-                position,
-                words=facet.change_words,
-            )
+            _facet_change(facet, old_line, new_line, detail, position)
             for detail in details
             if detail is not None
         ]
@@ -132,18 +138,7 @@ def call_fact_changes(
             continue
         detail = facet.describe_call_change(old, new)  # type: ignore[union-attr]
         if detail:
-            changes.append(
-                Change(
-                    ChangeKind.FACET_CHANGED,
-                    old_line,
-                    new_line,
-                    detail,
-                    position,
-                    words=facet.change_words,
-                    facet=facet,
-                    values=(old, new),
-                )
-            )
+            changes.append(_facet_change(facet, old_line, new_line, detail, position, (old, new)))
     return changes
 
 
