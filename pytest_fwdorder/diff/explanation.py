@@ -20,6 +20,7 @@ from pytest_fwdorder.diff.consequences import (
 )
 from pytest_fwdorder.diff.places import (
     at_modules,
+    by_module,
     called,
     describe_run_place,
     look_alikes,
@@ -192,8 +193,8 @@ def _describe_uniform(uniform: UniformChange, diff: _Changes) -> str:
 def _noun(kind: ChangeKind, changes: list[Change]) -> str:
     """What the totals count changes of `kind` by: a module's facts by module, where one
     of the changed modules ran more than once (`places.at_modules`), else calls."""
-    if kind in (ChangeKind.SETTINGS_CHANGED, ChangeKind.PARAMETERS_CHANGED) and any(
-        change.kind is kind and change.new is not None and change.new.reused for change in changes
+    if kind in (ChangeKind.SETTINGS_CHANGED, ChangeKind.PARAMETERS_CHANGED) and by_module(
+        [change.new for change in changes if change.kind is kind and change.new is not None]
     ):
         return "module"
     return _NOUNS.get(kind, "call")
@@ -368,9 +369,11 @@ def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]
     with_them = f" ({said} with the settings above)" if said else ""
     of_the_model = [f"the model: {c.detail}" for c in left if c.new is None]
     at_calls = [(c.new, c.detail) for c in left if c.new is not None]
-    at = at_modules(diff.new_lines, [c.new for c in changes if c.new is not None])
-    if of_the_model:
-        at = plural(len(changes), "call")
+    at = (
+        plural(len(changes), "call")
+        if of_the_model
+        else at_modules(diff.new_lines, [c.new for c in changes if c.new is not None])
+    )
     return f"parameters changed at {at}{with_them}: " + _examples(
         _alike_said_once(at_calls) + of_the_model, separator="; "
     )
@@ -387,8 +390,8 @@ def _alike_said_once(items: list[tuple[GoldenLine, str]]) -> list[str]:
     said = []
     for (module_type, what), group in groups.items():
         # A module run more than once is named as a module: its facts are not its first call's.
-        by_module = any(line.reused for line, _ in group)
-        name: Callable[[GoldenLine], str] = module_name if by_module else _call_name
+        modules = by_module([line for line, _ in group])
+        name: Callable[[GoldenLine], str] = module_name if modules else _call_name
         if len(group) == 1:
             line, written = group[0]
             said.append(f"{name(line)} ({module_type}): {written}")
@@ -399,7 +402,7 @@ def _alike_said_once(items: list[tuple[GoldenLine, str]]) -> list[str]:
                 shown += f", +{len(names) - FOLLOWERS_SHOWN} more"
             # The calls first: a change of several tensors is a list of its own.
             what = what.replace("; ", ", ")
-            noun = "modules" if by_module else "calls"
+            noun = "modules" if modules else "calls"
             said.append(f"{len(group)} {module_type} {noun} ({shown}): {what}")
     return said
 

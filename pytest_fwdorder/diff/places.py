@@ -14,11 +14,17 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def by_module(changed: list[GoldenLine]) -> bool:
+    """Whether changes to the facts of the modules first called at `changed` are counted by
+    module: where one ran more than once, since a module's facts (settings, parameters) are
+    written once, under its first call, and are not that call's."""
+    return any(line.reused for line in changed)
+
+
 def at_modules(lines: list[GoldenLine], changed: list[GoldenLine]) -> str:
     """`3 calls` for changes at modules each called once; `9 modules (17 calls)` where one
-    ran more than once: a module's facts (settings, parameters) are written once, under its
-    first call, so a change to them is counted by module, and its calls are said beside."""
-    if not any(line.reused for line in changed):
+    ran more than once (`by_module`), its calls said beside."""
+    if not by_module(changed):
         return plural(len(changed), "call")
     paths = {line.path for line in changed}
     calls = sum(line.path in paths for line in lines) if all(paths) else 0
