@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pytest_fwdorder.calls.call_line_facets import writes_call_lines
 from pytest_fwdorder.golden.format import FACT_TITLES
 from pytest_fwdorder.hookspecs import ENTRY_POINT_GROUP, trace_facets
 from pytest_fwdorder.options import OPTIONS
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROGRAM} {_version()}")
     facets, parser.facets_problem = _registered_facets()
     sectioned = [facet for facet in facets if hasattr(facet, "end_lines")]
-    lined = [facet for facet in facets if hasattr(facet, "line_mark")]
+    lined = [facet for facet in facets if writes_call_lines(facet)]
     tabled = [facet for facet in facets if hasattr(facet, "table_orders")]
     commands = parser.add_subparsers(
         title="commands",

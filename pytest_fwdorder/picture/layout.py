@@ -25,7 +25,7 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from pytest_fwdorder.diff.changes import Change, DiffRow
 from pytest_fwdorder.diff.tree_changes import TreeChange
@@ -36,9 +36,6 @@ from pytest_fwdorder.golden.format import (
 )
 from pytest_fwdorder.picture.diff_nesting import call_marks, drawing_depths, place_words
 from pytest_fwdorder.picture.line_labels import LineLabels
-
-if TYPE_CHECKING:
-    pass
 
 # What a box says about a diff: unchanged, or how the call changed.
 Status = Literal["same", "inserted", "removed", "changed", "moved"]
@@ -429,8 +426,11 @@ def _measure(node: _Node, parent: _Node | None, labels: LineLabels | None) -> No
     header = header_text(*_header(node, parent)) + (f" {node.call.note}" if node.call.note else "")
     width = TEXT_INSET + text_width(header) + box_badges + TEXT_INSET
     height = HEADER_HEIGHT
-    drawn = labels.drawn(node.call.line.under) if labels is not None else ()
-    shown = [shorten(labels(text)[0], MAX_LABEL) for text in drawn] if labels is not None else []
+    shown = (
+        [shorten(labels(text)[0], MAX_LABEL) for text in labels.drawn(node.call.line.under)]
+        if labels is not None
+        else []
+    )
     if node.children:
         inner = max(child.width for child in node.children)
         width = max(width, inner + 2 * PADDING, _chain_width(node.children, node) + 2 * PADDING)
