@@ -46,6 +46,7 @@ from pytest_fwdorder.calls.value_descriptions import (
     TensorDescription,
     ValueDescription,
 )
+from pytest_fwdorder.hookspecs import call_line_writers
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -163,8 +164,6 @@ class GoldenLine:
 
         Raises KeyError for a title no registered facet writing such lines has.
         """
-        from pytest_fwdorder.hookspecs import call_line_writers
-
         writers = call_line_writers(FACT_TITLES)
         for facet in writers:
             if facet.title == title:
