@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.call_line_facets import CallLineWriter, LineUnderCall
+    from pytest_fwdorder.calls.change_kinds import FacetChangeKind
     from pytest_fwdorder.calls.facet_records import (
         Facet,
         ForwardRun,
@@ -111,6 +112,7 @@ _HOMES = {
     "Facet": "calls.facet_records",
     "CallLineWriter": "calls.call_line_facets",
     "LineUnderCall": "calls.call_line_facets",
+    "FacetChangeKind": "calls.change_kinds",
     "MeasuredTraceFacet": "calls.facet_records",
     "TensorAnnotation": "calls.facet_records",
     "TraceFacet": "calls.facet_records",
@@ -169,6 +171,7 @@ __all__ = [
     "EmptyTraceError",
     "EquivalenceReport",
     "Facet",
+    "FacetChangeKind",
     "ForwardRun",
     "FwdOrderWarning",
     "LineUnderCall",

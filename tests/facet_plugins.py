@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from pytest_fwdorder import FacetChangeKind
 from pytest_fwdorder.calls.call_line_facets import LineUnderCall
 
 
@@ -233,3 +234,37 @@ class ComparedNestingLines(NestingLines):
         if old is None or new is None:
             return f"open {old} -> open {new}"
         return None if abs(new - old) <= 1 else f"open {old} -> open {new}"
+
+
+class KindedNestingLines(NestingLines):
+    """`NestingLines` whose changes come in kinds of its own (`change_kinds`): a line whose
+    nesting grew is `nesting deepened`, one inserted `nesting opened`, one removed `nesting
+    closed`; a nesting that shrank is no change."""
+
+    change_words = "opened changed"
+    change_kinds = (
+        FacetChangeKind("nesting", "deepened", "with nestings deepened"),
+        FacetChangeKind("nesting", "opened", "with nestings opened"),
+        FacetChangeKind("nesting", "closed", "with nestings closed"),
+    )
+
+    def configured(self, options: object) -> KindedNestingLines:
+        return type(self)()
+
+    def line_changes(self, old: list[int], new: list[int]) -> list[tuple[str, str]]:
+        paired = min(len(old), len(new))
+        found = [
+            ("nesting deepened", f"open {before} -> open {after}")
+            for before, after in zip(old[:paired], new[:paired], strict=True)
+            if after > before
+        ]
+        found += [("nesting opened", f"open {after}") for after in new[paired:]]
+        found += [("nesting closed", f"open {before}") for before in old[paired:]]
+        return found
+
+
+class UndeclaredKindLines(KindedNestingLines):
+    """`KindedNestingLines` that gives a kind its `change_kinds` do not declare."""
+
+    def line_changes(self, old: list[int], new: list[int]) -> list[tuple[str, str]]:
+        return [("nesting widened", "open 1 -> open 9")] if old != new else []

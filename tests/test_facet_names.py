@@ -9,45 +9,35 @@ place fails, and so does one that no longer names its facet (the map can only sh
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_fwdorder"
 CORE = ("recording", "tracing", "golden", "diff", "picture", "report", "checks", "cli")
-# Each built-in facet, by the words its names are made of (`render_call_costs`, `.flops`).
+# Each built-in facet, by the words its names are made of (`render_call_costs`, `.flops`):
+# one word, or two in a row where one alone means something else (`local` is torch's
+# `to_local`; `compiled` a model torch.compile wrapped, which every trace looks through).
 VOCABULARY = {
     "costs": {"cost", "costs", "flops"},
-    "values": {"fingerprint", "fingerprints", "tolerance"},
+    "values": {"fingerprint", "fingerprints", "values tolerance"},
     "backward": {"backward"},
     "operations": {"operation", "operations"},
     "initialization": {"initialization"},
-    "graph_breaks": {"graph", "compiled"},
+    "graph_breaks": {"graph breaks", "graph break", "recompilation", "recompilations"},
     "devices": {"devices"},
-    "local_shapes": {"local"},
+    "local_shapes": {"local shapes"},
 }
 # Module below the package -> the built-in facets it still names (issue 32: each goes when
-# that facet is one module behind the protocol, as a plugin's facet already is).
+# that facet is one module behind the protocol, as a plugin's facet already is). The checks
+# besides the golden are each one facet's gate, and name it by their job.
 NAMED_TODAY = {
-    # A DTensor's description, not the local shapes facet (facets/local_shapes.py, which only
-    # writes it): its shard shape is read with its placements (torch's `to_local`) and kept
-    # in the description's `local_shape`, as a tensor's device is kept whether shown or not.
-    "recording/describe.py": {"local_shapes"},
-    "recording/distributed.py": {"graph_breaks", "local_shapes"},
-    "tracing/forward.py": {"graph_breaks"},
-    # The kinds of change operations give (`line_changes`: "operation inserted", ...), which
-    # a diff counts and words as its own, and the costs facet's uncounted operations.
-    "diff/changes.py": {"operations"},
-    "diff/classification.py": {"operations"},
-    "diff/explanation.py": {"operations"},
-    "picture/parity_picture.py": {"values"},
-    # The checks besides the golden: a budget or a gate on one facet's measure names it by
-    # its job (cost budgets, compile gates); structure comparison names what it may ignore or
-    # compare; "graph" is torch.export's graph and "tolerance" a parity tolerance.
     "checks/compile_gates.py": {"graph_breaks"},
     "checks/cost_budgets.py": {"costs"},
-    "checks/export_structure.py": {"graph_breaks"},
-    "checks/parity.py": {"values"},
-}  # fmt: skip
+}
+# Module below the package -> the facet modules it imports (facets/, by file name): none,
+# but for a check that is one facet's gate.
+IMPORTS_TODAY = {"checks/compile_gates.py": {"graph_breaks"}}
 
 
 def identifiers(source: str) -> Iterator[str]:
@@ -69,9 +59,29 @@ def identifiers(source: str) -> Iterator[str]:
 
 
 def facets_named(source: str) -> set[str]:
-    """The built-in facets whose words make up a name in `source`."""
-    words = {word for name in identifiers(source) for word in name.lower().split("_")}
+    """The built-in facets whose words, one or two in a row, make up a name in `source`."""
+    words = set()
+    for name in identifiers(source):
+        parts = name.lower().split("_")
+        words.update(parts)
+        words.update(f"{first} {second}" for first, second in itertools.pairwise(parts))
     return {facet for facet, vocabulary in VOCABULARY.items() if words & vocabulary}
+
+
+def facet_modules_imported(source: str) -> set[str]:
+    """The modules of facets/ that `source` imports, by file name."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(
+            name.split(".")[2] for name in names if name.startswith("pytest_fwdorder.facets.")
+        )
+    return found
 
 
 def named_in_core() -> dict[str, set[str]]:
@@ -103,7 +113,27 @@ def test_the_core_names_no_facet_but_where_listed() -> None:
 def test_the_scan_finds_a_facet_named_in_code_and_not_in_words() -> None:
     assert facets_named("from x.render import render_call_costs\n") == {"costs"}
     assert facets_named("line.flops\n") == {"costs"}
+    assert facets_named("show_local_shapes = True\n") == {"local_shapes"}
+    assert facets_named("count_graph_breaks()\n") == {"graph_breaks"}
+    assert facets_named("tensor.to_local()\ncompiled = graph\n") == set()
     assert facets_named('"""costs and backward, in prose only"""\n# fingerprints\n') == set()
+
+
+def test_the_core_imports_no_facet_module_but_where_listed() -> None:
+    imported = {}
+    for folder in CORE:
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            found = facet_modules_imported(path.read_text(encoding="utf-8"))
+            if found:
+                imported[path.relative_to(PACKAGE).as_posix()] = found
+    assert imported == IMPORTS_TODAY
+
+
+def test_the_import_scan_finds_a_facet_module_however_imported() -> None:
+    assert facet_modules_imported("from pytest_fwdorder.facets.costs import COSTS\n") == {"costs"}
+    assert facet_modules_imported("from pytest_fwdorder.facets import values\n") == {"values"}
+    assert facet_modules_imported("import pytest_fwdorder.facets.backward as b\n") == {"backward"}
+    assert facet_modules_imported("from pytest_fwdorder.golden import format\n") == set()
 
 
 def test_the_code_that_carries_plugin_facets_names_no_facet() -> None:

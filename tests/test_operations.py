@@ -9,7 +9,6 @@ from torch.nn import functional
 
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.checks.structure import assert_same_structure
-from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.diffing import diff_golden
 from pytest_fwdorder.errors import StructureMismatchError
 from pytest_fwdorder.golden.parse import parse_golden
@@ -219,7 +218,7 @@ def test_inserted_operations_are_explained_by_call() -> None:
     diff = trace_forward(Block(), torch.randn(2, 8), ops=True).diff(
         trace_forward(Block(extra=True), torch.randn(2, 8), ops=True)
     )
-    assert diff.count(ChangeKind.OPERATION_INSERTED) == 2
+    assert diff.count("operation inserted") == 2
     assert (
         "2 operations inserted in <root>: softmax (op 2 of 4), mul (op 3 of 4)"
         in diff.summary().splitlines()

@@ -35,11 +35,10 @@ class CallLineWriter(Protocol):
     It may also have `describe_call_line_change(old, new)`: the words for a line of two
     paired calls that changed (both values), was inserted (`old` None) or removed (`new`
     None), or None where the facet's rule calls it no change; a diff counts each under the
-    facet's `change_words` (`opened changed at 2 calls: ...`). A built-in facet whose changes
-    have kinds of their own in the diff's `ChangeKind` gives them instead:
-    `line_changes(old_values, new_values)`, (kind's value, words) each (operations:
-    `("operation inserted", "softmax (op 2 of 4)")`), and with `kind_phrases` how a review's
-    total names goldens with each (`"with operations inserted"`). And `picture_label(value)`:
+    facet's `change_words` (`opened changed at 2 calls: ...`). A facet whose changes have
+    kinds of their own (`change_kinds`, calls/change_kinds.py) gives them instead:
+    `line_changes(old_values, new_values)`, (kind's name, words) each (operations:
+    `("operation inserted", "softmax (op 2 of 4)")`). And `picture_label(value)`:
     what a picture's node for a line shows (operations: `relu -> f32[2,16]`); without it,
     the line's text.
     """

@@ -320,7 +320,8 @@ class TraceFacetMembers(Protocol):
     offered through the same hook as a `Facet`. `option` names the `TraceOptions` switch
     that turns it on. `header_lines` writes a value, `read_header` reads it back from a
     golden's header lines (None when they hold none) and `describe_changes` says what
-    differs between two values read back, one sentence each ([] for none); `change_words`
+    differs between two values read back, one sentence each ([] for none), or (kind, detail)
+    for a change of a kind it declares (`change_kinds`, calls/change_kinds.py); `change_words`
     name such a change in a summary.
 
     It takes its value in one of two ways, and is one of two protocols (`TraceFacet` is
@@ -386,7 +387,7 @@ class TraceFacetMembers(Protocol):
 
     def read_header(self, header: Sequence[str]) -> Any: ...
 
-    def describe_changes(self, old: Any, new: Any) -> list[str]: ...
+    def describe_changes(self, old: Any, new: Any) -> Sequence[str | tuple[str, str]]: ...
 
 
 @runtime_checkable

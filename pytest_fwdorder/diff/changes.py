@@ -10,7 +10,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_fwdorder.golden.format import GoldenLine
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind, facet_change_kinds
+from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
+from pytest_fwdorder.hookspecs import trace_facets
 
 
 class ChangeKind(str, enum.Enum):
@@ -35,13 +37,9 @@ class ChangeKind(str, enum.Enum):
     PARAMETERS_CHANGED = "parameters changed"
     MODE_CHANGED = "mode changed"
     REUSE_CHANGED = "reuse count changed"
-    OPERATION_CHANGED = "operation changed"
-    OPERATION_INSERTED = "operation inserted"
-    OPERATION_REMOVED = "operation removed"
     # A facet (calls/facet_records.py) whose values differ; `Change.words` say which (`FLOPs
-    # changed`, `backward steps changed`).
+    # changed`, `backward steps changed`, or a kind of its own: `operation inserted`).
     FACET_CHANGED = "facet changed"
-    UNCOUNTED_OPERATION_ADDED = "uncounted operation added"
     # Header findings that appear or go (the odd block out, forwards run without a call).
     ODD_BLOCK_FOUND = "differing from the peers now"
     ODD_BLOCK_GONE = "agreeing with the peers now"
@@ -74,6 +72,9 @@ class Change:
     # and its old and new values as it read them, for its own summary line (`summary_line`).
     facet: Any = field(default=None, compare=False, repr=False)
     values: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)
+    # For a change of a kind the facet declares (`FacetChangeKind`, `operation inserted`):
+    # that kind; `words` are its name and `facet` the facet that words its summary line.
+    facet_kind: FacetChangeKind | None = field(default=None, compare=False, repr=False)
 
     @property
     def kind_words(self) -> str:
@@ -97,14 +98,29 @@ class DiffRow:
     differs: bool
 
 
-def change_kind(kind: ChangeKind | str) -> ChangeKind:
-    """The member a kind or its text names; raises ValueError listing the kinds there are."""
+def change_kind(kind: ChangeKind | FacetChangeKind | str) -> ChangeKind | str:
+    """The member a kind or its text names, or the name of a kind a facet declares
+    (`"operation inserted"`, `FacetChangeKind`); raises ValueError listing the kinds there
+    are."""
     if isinstance(kind, ChangeKind):
         return kind
+    if isinstance(kind, FacetChangeKind):
+        return kind.name
     if isinstance(kind, str):
         try:
             return ChangeKind(kind)
         except ValueError:
             pass
-    valid = ", ".join(repr(member.value) for member in ChangeKind)
+    declared = facet_change_kinds(trace_facets(FACT_TITLES))
+    if isinstance(kind, str) and kind in declared:
+        return kind
+    valid = ", ".join(repr(name) for name in [*(member.value for member in ChangeKind), *declared])
     raise ValueError(f"unknown change kind {kind!r}: use one of {valid}, or a member of ChangeKind")
+
+
+def is_of_kind(change: Change, kind: ChangeKind | str) -> bool:
+    """Whether `change` is of `kind` (as `change_kind` gives it): a member, or the name of a
+    kind a facet declares."""
+    if isinstance(kind, ChangeKind):
+        return change.kind is kind
+    return change.facet_kind is not None and change.kind_words == kind

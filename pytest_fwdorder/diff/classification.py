@@ -8,6 +8,7 @@ import html
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind
 from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.change_details import (
     describe_settings_change,
@@ -15,7 +16,7 @@ from pytest_fwdorder.diff.change_details import (
     describe_value_change,
 )
 from pytest_fwdorder.diff.changed_calls import call_lines
-from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind
+from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind, is_of_kind
 from pytest_fwdorder.diff.consequences import fold_consequences
 from pytest_fwdorder.diff.explanation import summarize
 from pytest_fwdorder.diff.facet_changes import (
@@ -33,11 +34,9 @@ from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplai
 from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     FORMAT_LINE,
-    UNCOUNTED_SECTION,
     GoldenLine,
     facts_by_title,
     forward_runs,
-    header_sections,
     is_first_call,
     mode_of,
     odd_block_items,
@@ -91,17 +90,18 @@ class TraceDiff:
     def __bool__(self) -> bool:
         return bool(self.changes or self.header_changes)
 
-    def count(self, kind: ChangeKind | str) -> int:
-        """How many changes of one kind (`ChangeKind.RENAMED` or `"renamed"`, ...).
+    def count(self, kind: ChangeKind | FacetChangeKind | str) -> int:
+        """How many changes of one kind (`ChangeKind.RENAMED` or `"renamed"`, ..., or a kind
+        a facet declares: `"operation inserted"`).
 
         Raises ValueError for a string that names no kind.
         """
         return len(self.of_kind(kind))
 
-    def of_kind(self, kind: ChangeKind | str) -> list[Change]:
+    def of_kind(self, kind: ChangeKind | FacetChangeKind | str) -> list[Change]:
         """The changes of one kind, in order; raises ValueError for an unknown kind."""
         wanted = change_kind(kind)
-        return [change for change in self.changes if change.kind is wanted]
+        return [change for change in self.changes if is_of_kind(change, wanted)]
 
     def summary(self) -> str:
         """A paragraph: one line of totals, then one line per change to the nesting and one
@@ -220,7 +220,6 @@ def classify_diff(
     if modes[0] and modes[1] and modes[0] != modes[1]:
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
     changes.extend(_reuse_changes(old, new))
-    changes.extend(_uncounted_changes(old_header, new_header))
     changes.extend(trace_facet_changes(old_header, new_header, facets))
     changes.extend(_finding_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
@@ -436,33 +435,6 @@ def _plugin_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: i
     ):
         changes += unread_fact_changes(old_line, new_line, position)
     return changes
-
-
-def _uncounted_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
-    """Operations without a FLOP formula that the new trace runs and the old did not: a
-    refactor that introduces one would otherwise read as costing nothing. Only when both
-    headers have the section (a trace that counted FLOPs writes it, empty or not)."""
-    old, new = _uncounted_operations(old_header), _uncounted_operations(new_header)
-    if old is None or new is None:
-        return []
-    return [
-        Change(ChangeKind.UNCOUNTED_OPERATION_ADDED, None, None, f"{name} x{count}")
-        for name, count in new.items()
-        if name not in old
-    ]
-
-
-def _uncounted_operations(header: list[str]) -> dict[str, int] | None:
-    """Operation name -> count from the header's uncounted section; None without one."""
-    items = header_sections(header).get(UNCOUNTED_SECTION)
-    if items is None:
-        return None
-    found: dict[str, int] = {}
-    for item in items:
-        name, _, count = item.rpartition(" x")
-        if name and count.isdigit():
-            found[name] = int(count)
-    return found
 
 
 def _finding_changes(old_header: list[str], new_header: list[str]) -> list[Change]:

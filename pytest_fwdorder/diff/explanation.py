@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind
 from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.consequences import (
@@ -48,9 +49,6 @@ _SUMMARY_ORDER = (
     ChangeKind.RENAMED,
     ChangeKind.INPUT_CHANGED,
     ChangeKind.OUTPUT_CHANGED,
-    ChangeKind.OPERATION_CHANGED,
-    ChangeKind.OPERATION_INSERTED,
-    ChangeKind.OPERATION_REMOVED,
     ChangeKind.SETTINGS_CHANGED,
     ChangeKind.PARAMETERS_CHANGED,
     ChangeKind.MODE_CHANGED,
@@ -59,7 +57,6 @@ _SUMMARY_ORDER = (
     ChangeKind.FROZEN_CHANGED,
     ChangeKind.REUSE_CHANGED,
     ChangeKind.FACET_CHANGED,
-    ChangeKind.UNCOUNTED_OPERATION_ADDED,
     ChangeKind.ODD_BLOCK_FOUND,
     ChangeKind.ODD_BLOCK_GONE,
     ChangeKind.FORWARD_RUN_FOUND,
@@ -80,10 +77,6 @@ _EXAMPLES = 5
 # What a change of each kind counts, where it is not a call.
 _NOUNS = {
     ChangeKind.REUSE_CHANGED: "module",
-    ChangeKind.OPERATION_CHANGED: "operation",
-    ChangeKind.OPERATION_INSERTED: "operation",
-    ChangeKind.OPERATION_REMOVED: "operation",
-    ChangeKind.UNCOUNTED_OPERATION_ADDED: "operation",
 }
 
 
@@ -121,11 +114,6 @@ def summarize(
             else [
                 f"{plural(counts[kind], _FINDINGS[kind])} {kind.value}"
                 if kind in _FINDINGS
-                else f"{plural(counts[kind], 'uncounted operation')} added"
-                if kind is ChangeKind.UNCOUNTED_OPERATION_ADDED
-                else f"{plural(counts[kind], _NOUNS.get(kind, 'call'))} "
-                f"{kind.value.removeprefix('operation ')}"
-                if kind in _NOUNS and kind is not ChangeKind.REUSE_CHANGED
                 else f"{plural(counts[kind], _noun(kind, changes))} {kind.value}"
             ]
         )
@@ -201,18 +189,38 @@ def _noun(kind: ChangeKind, changes: list[Change]) -> str:
 
 
 def _facet_totals(changes: list[Change]) -> list[str]:
-    """The facets' changes in the totals, in each facet's words: the calls with changed
-    values (`3 calls output elements changed`), then a header facet's sentences where it
-    counts them (`2 backward steps changed`), or its words (`graph breaks changed`)."""
+    """The facets' changes in the totals, in each facet's words: those of the kinds a facet
+    declares at calls (`2 operations inserted`), the calls with changed values (`3 calls
+    output elements changed`), a header facet's sentences where it counts them (`2 backward
+    steps changed`) or its words (`graph breaks changed`), then the header's of declared kinds
+    (`1 uncounted operation added`)."""
     facets = _facts_first([change for change in changes if change.kind is ChangeKind.FACET_CHANGED])
-    per_call = Counter(c.words for c in facets if not _of_the_header(c))
-    of_the_header = Counter((c.words, c.noun) for c in facets if _of_the_header(c))
-    totals = [f"{plural(count, 'call')} {words}" for words, count in per_call.items()]
+    totals = [
+        f"{plural(count, kind.noun)} {kind.verb}" for kind, count in _kind_counts(facets, False)
+    ]
+    worded = [c for c in facets if c.facet_kind is None]
+    per_call = Counter(c.words for c in worded if not _of_the_header(c))
+    of_the_header = Counter((c.words, c.noun) for c in worded if _of_the_header(c))
+    totals += [f"{plural(count, 'call')} {words}" for words, count in per_call.items()]
     totals += [
         f"{plural(count, noun)} changed" if noun else words
         for (words, noun), count in of_the_header.items()
     ]
+    totals += [
+        f"{plural(count, kind.noun)} {kind.verb}" for kind, count in _kind_counts(facets, True)
+    ]
     return totals
+
+
+def _kind_counts(changes: list[Change], of_the_header: bool) -> list[tuple[FacetChangeKind, int]]:
+    """How many changes of each kind the facets declare, at calls or of the header."""
+    return list(
+        Counter(
+            c.facet_kind
+            for c in changes
+            if c.facet_kind is not None and _of_the_header(c) is of_the_header
+        ).items()
+    )
 
 
 # The changes to the nesting, in the order a summary gives them, and how it counts them.
@@ -243,9 +251,9 @@ class _Changes:
 
 
 def _facts_first(changes: list[Change]) -> list[Change]:
-    """Facet changes with those a facet found between two calls' facts first (`Change.facet`:
+    """Facet changes with those a facet found between two calls' facts first (`Change.values`:
     a facet with one value per trace, whose facts come first), stable."""
-    return sorted(changes, key=lambda change: change.facet is None)
+    return sorted(changes, key=lambda change: change.values is None)
 
 
 def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
@@ -313,32 +321,6 @@ def _describe_values_passed(diff: _Changes, kind: ChangeKind, changes: list[Chan
 
 def _describe_reuse(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
     return "reuse count changed: " + _examples([c.detail for c in changes])
-
-
-def _describe_operations(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    items = [f"in {c.new.name} ({c.detail.replace(': ', '): ', 1)}" for c in changes if c.new]
-    if len(changes) == 1:
-        return f"operation changed {items[0]}"
-    return f"{len(changes)} operations changed: " + _examples(items, separator="; ")
-
-
-def _describe_operations_in_calls(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    by_call: dict[str, list[str]] = {}
-    for change in changes:
-        if change.new is not None:
-            by_call.setdefault(change.new.name, []).append(change.detail)
-    verb = kind.value.removeprefix("operation ")
-    per_call = [
-        f"{plural(len(details), 'operation')} {verb} in {name}: {', '.join(details)}"
-        for name, details in by_call.items()
-    ]
-    return _examples(per_call, separator="; ")
-
-
-def _describe_uncounted(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return "operations without a FLOP formula, counted as 0: " + _examples(
-        [c.detail for c in changes]
-    )
 
 
 def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -452,10 +434,6 @@ _DESCRIBERS: dict[ChangeKind, Callable[[_Changes, ChangeKind, list[Change]], str
     ChangeKind.INPUT_CHANGED: _describe_values_passed,
     ChangeKind.OUTPUT_CHANGED: _describe_values_passed,
     ChangeKind.REUSE_CHANGED: _describe_reuse,
-    ChangeKind.OPERATION_CHANGED: _describe_operations,
-    ChangeKind.OPERATION_INSERTED: _describe_operations_in_calls,
-    ChangeKind.OPERATION_REMOVED: _describe_operations_in_calls,
-    ChangeKind.UNCOUNTED_OPERATION_ADDED: _describe_uncounted,
     ChangeKind.SETTINGS_CHANGED: _describe_settings,
     ChangeKind.PARAMETERS_CHANGED: _describe_parameters,
     ChangeKind.MODE_CHANGED: _describe_modes,
@@ -556,16 +534,20 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
     the call ends, and a parent's output moves because a child's did, so the first to end
     is where its values first differed (`..., first at project (Linear): ...; later: ...`).
     A facet of the header says its sentences one after the other (graph breaks), or, where
-    it counts them (`noun`), its words and the first five (`backward steps changed: ...`)."""
+    it counts them (`noun`), its words and the first five (`backward steps changed: ...`).
+    A kind a facet declares gets a line of its own, first at calls and last of the header,
+    as the totals give them (`_declared_kind_lines`)."""
     ended = _end_order(diff.new_lines)
     by_words: dict[str, list[Change]] = {}
     of_the_header: dict[tuple[str, str], list[str]] = {}
     for change in _facts_first(changes):
+        if change.facet_kind is not None:
+            continue
         if _of_the_header(change):
             of_the_header.setdefault((change.words, change.noun), []).append(change.detail)
         else:
             by_words.setdefault(change.words, []).append(change)
-    lines = []
+    lines = _declared_kind_lines(changes, of_the_header=False)
     for words, group in by_words.items():
         summary_line = getattr(group[0].facet, "summary_line", None)
         if summary_line is not None:  # the facet's own line for its changes between calls
@@ -584,4 +566,27 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
         f"{words}: {_examples(details, separator='; ')}" if noun else "; ".join(details)
         for (words, noun), details in of_the_header.items()
     ]
+    lines += _declared_kind_lines(changes, of_the_header=True)
     return "\n".join(lines)
+
+
+def _declared_kind_lines(changes: list[Change], *, of_the_header: bool) -> list[str]:
+    """A line per kind a facet declares, in the facet's words where it gives them
+    (`describe_kind_changes`: operations' `2 operations inserted in <root>: ...`), else
+    `2 operations inserted: <root>: softmax (op 2 of 4); ...`."""
+    groups: dict[FacetChangeKind, list[Change]] = {}
+    for change in changes:
+        if change.facet_kind is not None and _of_the_header(change) is of_the_header:
+            groups.setdefault(change.facet_kind, []).append(change)
+    lines = []
+    for kind, group in groups.items():
+        said = [(c.new.name if c.new is not None else "", c.detail) for c in group]
+        describe = getattr(group[0].facet, "describe_kind_changes", None)
+        if describe is not None:
+            lines.append(describe(kind.name, said))
+            continue
+        items = [f"{name}: {detail}" if name else detail for name, detail in said]
+        lines.append(
+            f"{plural(len(group), kind.noun)} {kind.verb}: " + _examples(items, separator="; ")
+        )
+    return lines

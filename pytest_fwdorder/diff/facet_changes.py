@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pytest_fwdorder.calls.change_kinds import facet_change_kinds
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
@@ -72,7 +73,7 @@ def _facet_change(
 
 def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:
     """One change per line under a call that a facet finds changed, inserted or removed:
-    of the kinds it gives (`line_changes`, operations'), or words it says, each counted under
+    of the kinds it declares (`line_changes`, operations'), or words it says, each counted under
     its `change_words` (`describe_call_line_change`, its lines paired as a line diff pairs
     them)."""
     changes = []
@@ -87,8 +88,8 @@ def call_line_changes(old_line: GoldenLine, new_line: GoldenLine, position: int)
         kinds_of = getattr(facet, "line_changes", None)
         if kinds_of is not None:
             changes += [
-                Change(ChangeKind(kind), old_line, new_line, detail, position)
-                for kind, detail in kinds_of(old_values, new_values)
+                _kind_change(facet, name, detail, old_line, new_line, position)
+                for name, detail in kinds_of(old_values, new_values)
             ]
             continue
         describe = getattr(facet, "describe_call_line_change", None)
@@ -146,7 +147,8 @@ def trace_facet_changes(
     old_header: list[str], new_header: list[str], facets: Sequence[TraceFacet]
 ) -> list[Change]:
     """One change per sentence each facet with one value per trace (backward, graph breaks)
-    says of its two values, read from the headers; only when both headers hold that facet."""
+    says of its two values, read from the headers, or per (kind, detail) it gives of a kind
+    it declares (costs: `uncounted operation added`); only when both headers hold it."""
     changes = []
     for facet in facets:
         old, new = facet.read_header(old_header), facet.read_header(new_header)
@@ -154,12 +156,43 @@ def trace_facet_changes(
             continue
         noun = getattr(facet, "change_noun", "")
         changes += [
-            Change(
-                ChangeKind.FACET_CHANGED, None, None, detail, words=facet.change_words, noun=noun
+            _kind_change(facet, *said)
+            if isinstance(said, tuple)
+            else Change(
+                ChangeKind.FACET_CHANGED, None, None, said, words=facet.change_words, noun=noun
             )
-            for detail in facet.describe_changes(old, new)
+            for said in facet.describe_changes(old, new)
         ]
     return changes
+
+
+def _kind_change(
+    facet: Any,
+    name: str,
+    detail: str,
+    old_line: GoldenLine | None = None,
+    new_line: GoldenLine | None = None,
+    position: int | None = None,
+) -> Change:
+    """A change of a kind `facet` declares (`change_kinds`), by its name; a facet that gives
+    a kind it does not declare is a plugin's mistake, named with the kinds it declares."""
+    kinds = facet_change_kinds([facet])
+    if name not in kinds:
+        raise ValueError(
+            f"facet {facet.title!r} gave a change of kind {name!r}, which its change_kinds do "
+            f"not declare ({', '.join(map(repr, kinds)) or 'none'}): declare it there as a "
+            "FacetChangeKind"
+        )
+    return Change(
+        ChangeKind.FACET_CHANGED,
+        old_line,
+        new_line,
+        detail,
+        position,
+        words=name,
+        facet=facet,
+        facet_kind=kinds[name][1],
+    )
 
 
 def unread_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:

@@ -26,14 +26,11 @@ from contextlib import contextmanager, nullcontext
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind, listed
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.facets.cost_table import cost_table
 from pytest_fwdorder.golden.figures import human_bytes, human_count
-from pytest_fwdorder.golden.format import (
-    UNCOUNTED_SECTION,
-    header_sections,
-    render_section,
-)
+from pytest_fwdorder.golden.format import header_sections, render_section
 from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -52,7 +49,11 @@ COSTS_PREFIX = f"# {TITLE}: "
 _FLOPS = re.compile(r"([0-9,]+) FLOPs")
 _OUTPUT = re.compile(r", output ([0-9,]+) B")
 _TENSOR_BYTES = re.compile(r", parameters and buffers ([0-9,]+) B")
-_EXAMPLES = 5  # the calls a summary line names before it counts the rest, as the others do
+# The header's section of operations without a FLOP formula, `# uncounted operations (1):`.
+UNCOUNTED_SECTION = "uncounted operations"
+# An operation without a FLOP formula that one trace runs and the other did not: a refactor
+# that brings one in would otherwise read as costing nothing.
+UNCOUNTED_ADDED = FacetChangeKind("uncounted operation", "added", "with uncounted operations added")
 
 
 class WrittenCosts(NamedTuple):
@@ -84,6 +85,7 @@ class CostsFacet:
 
     title = TITLE
     change_words = "FLOPs changed"
+    change_kinds = (UNCOUNTED_ADDED,)
     option = "costs"
     # Left out of a structure comparison unless `compare` names it; what it measures.
     compared_on_request = "what each call costs"
@@ -141,10 +143,7 @@ class CostsFacet:
         """`FLOPs changed at 2 calls: <root> (Sequential) 109 k -> 371 k (+242%), ...`: the
         calls by how many FLOPs they add or take away, the biggest first (stable)."""
         ordered = sorted(calls, key=lambda call: abs(call[2].flops - call[1].flops), reverse=True)
-        items = [f"{name} {detail}" for name, _, _, detail in ordered]
-        shown = ", ".join(items[:_EXAMPLES])
-        if len(items) > _EXAMPLES:
-            shown += f" (+{len(items) - _EXAMPLES} more)"
+        shown = listed([f"{name} {detail}" for name, _, _, detail in ordered])
         count = f"{len(calls)} call{'s' if len(calls) != 1 else ''}"
         return f"{self.change_words} at {count}: {shown}"
 
@@ -167,10 +166,22 @@ class CostsFacet:
         """The header's totals and uncounted operations; None for a golden without costs."""
         return read_trace_costs(header)
 
-    def describe_changes(self, old: WrittenTraceCosts, new: WrittenTraceCosts) -> list[str]:
-        # The header's costs are compared as header lines, and an uncounted operation that
-        # appears is its own kind of change (diff/classification.py).
-        return []
+    def describe_changes(
+        self, old: WrittenTraceCosts, new: WrittenTraceCosts
+    ) -> list[tuple[str, str]]:
+        """Each operation without a FLOP formula that the new trace runs and the old did not,
+        `aten.relu x2`; the totals are compared as header lines."""
+        return [
+            (UNCOUNTED_ADDED.name, f"{name} x{count}")
+            for name, count in new.uncounted.items()
+            if name not in old.uncounted
+        ]
+
+    def describe_kind_changes(self, kind: str, changes: Sequence[tuple[str, str]]) -> str:
+        """`operations without a FLOP formula, counted as 0: aten.relu x2, ...`."""
+        return "operations without a FLOP formula, counted as 0: " + listed(
+            [detail for _, detail in changes]
+        )
 
 
 COSTS = CostsFacet()

@@ -22,11 +22,12 @@ The trace keeps what was recorded where the public API gives it too: `Call.opera
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_fwdorder.calls.call_line_facets import LineUnderCall
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind, listed
 from pytest_fwdorder.golden.format import RAISED, render_value
 from pytest_fwdorder.hookspecs import hookimpl
 
@@ -93,12 +94,11 @@ class OperationsFacet:
     change_words = "operations changed"
     option = "ops"
     line_mark = "~ "
-    # How a review's total names goldens with each kind of change `line_changes` gives.
-    kind_phrases: ClassVar[Mapping[str, str]] = {
-        "operation changed": "with operations changed",
-        "operation inserted": "with operations inserted",
-        "operation removed": "with operations removed",
-    }
+    # The kinds of change `line_changes` gives, each counted under its name by a diff.
+    change_kinds = tuple(
+        FacetChangeKind("operation", verb, f"with operations {verb}")
+        for verb in ("changed", "inserted", "removed")
+    )
 
     def watcher(self, options: TraceOptions) -> OperationsWatcher:
         return OperationsWatcher(options.ops_skip)
@@ -151,6 +151,27 @@ class OperationsFacet:
                     ("operation removed", f"{old[index].name} (op {index + 1} of {len(old)})")
                 )
         return found
+
+    def describe_kind_changes(self, kind: str, changes: Sequence[tuple[str, str]]) -> str:
+        """The summary's line for the changes of one kind (`line_changes`), from (the call,
+        detail) each: `operation changed in <root> (op 1 of 2): relu -> gelu`, `2 operations
+        changed: in a (...); in b (...)`, `2 operations inserted in <root>: softmax (op 2 of
+        4), mul (op 3 of 4)`, the calls one after the other."""
+        if kind == "operation changed":
+            items = [f"in {call} ({detail.replace(': ', '): ', 1)}" for call, detail in changes]
+            if len(items) == 1:
+                return f"operation changed {items[0]}"
+            return f"{len(items)} operations changed: " + listed(items, separator="; ")
+        by_call: dict[str, list[str]] = {}
+        for call, detail in changes:
+            by_call.setdefault(call, []).append(detail)
+        verb = kind.removeprefix("operation ")
+        per_call = [
+            f"{len(details)} operation{'s' if len(details) != 1 else ''} {verb} in {call}: "
+            + ", ".join(details)
+            for call, details in by_call.items()
+        ]
+        return listed(per_call, separator="; ")
 
     def picture_label(self, value: OperationLine) -> str:
         """What a picture's node shows of an operation: `relu -> f32[2,16]`."""

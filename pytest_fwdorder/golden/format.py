@@ -101,7 +101,6 @@ TIED_SECTION = "tied tensors"
 FORWARD_RUNS_SECTION = "forward run without a call"
 ODD_BLOCKS_SECTION = "blocks that differ from their siblings"
 ODD_CLASS_MEMBERS_SECTION = "modules whose dtypes differ from their class"
-UNCOUNTED_SECTION = "uncounted operations"  # written by the costs facet, read by the diff
 # `# called more than once (3):`; after the count, some sections give more totals:
 # `# initialization (6 steps, 72 random draws, seed 0):`.
 _SECTION_TITLE = re.compile(r"# (?P<title>[a-z ]+) \((?P<count>[0-9]+)(?: [^)]*)?\):?")

@@ -32,11 +32,12 @@ import json
 import re
 from typing import Any
 
+from pytest_fwdorder.calls.change_kinds import facet_change_kinds
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.golden.folding import colorize_diff
 from pytest_fwdorder.golden.format import FACT_TITLES
-from pytest_fwdorder.hookspecs import call_line_writers
+from pytest_fwdorder.hookspecs import trace_facets
 from pytest_fwdorder.report.git_review import Review, ReviewedGolden
 
 JSON_FORMAT = "pytest-fwdorder review"
@@ -45,8 +46,8 @@ JSON_VERSION = 2  # 2: `changes` keys are the facets' own words ("backward steps
 MARKDOWN_BUDGET = 65_536
 
 # How the one-line total names a golden with changes of each kind: "2 with calls inserted".
-# The kinds a facet gives (`line_changes`) are named by the facet (`kind_phrases`); a kind
-# missing from both, or a facet's changes, is named after its words: "with FLOPs changed",
+# The kinds a facet declares (`FacetChangeKind`) are named by their `phrase`; a kind missing
+# from both, or a facet's changes, is named after its words: "with FLOPs changed",
 # "with backward steps changed".
 KIND_PHRASES: dict[str, str] = {
     ChangeKind.INSERTED: "with calls inserted",
@@ -107,11 +108,8 @@ def kind_phrase(kind: str) -> str:
     phrase = KIND_PHRASES.get(kind)
     if phrase is not None:
         return phrase
-    for facet in call_line_writers(FACT_TITLES):
-        phrase = getattr(facet, "kind_phrases", {}).get(kind)
-        if phrase is not None:
-            return str(phrase)
-    return f"with {kind}"
+    declared = facet_change_kinds(trace_facets(FACT_TITLES)).get(kind)
+    return declared[1].phrase if declared is not None else f"with {kind}"
 
 
 def _phrase_order(reasons: dict[str, int]) -> list[str]:

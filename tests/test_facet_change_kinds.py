@@ -1,0 +1,94 @@
+"""Kinds of change a facet declares (`change_kinds`, `FacetChangeKind`): a diff counts them
+by name, its summary totals and words them, a review names the goldens with them, and the
+package names none of them (operations' and costs' kinds are declared the same way)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from facet_plugins import KindedNestingLines, UndeclaredKindLines, offered
+from torch import nn
+
+from pytest_fwdorder import FacetChangeKind, TraceDiff, diff_golden, trace_forward
+from pytest_fwdorder.report.review_format import kind_phrase
+
+
+def _nested() -> nn.Module:
+    return nn.Sequential(nn.ReLU(), nn.Sequential(nn.ReLU()))
+
+
+def _edited_diff(facet: object, request: pytest.FixtureRequest) -> TraceDiff:
+    """The golden of a nested model, and the same with one line deepened and one inserted."""
+    with offered(request.config, facet):
+        old = trace_forward(_nested(), torch.ones(1), ops=True).render()
+        assert old.count("      % open 2\n") == 1  # under 1.0, which the edit changes
+        new = old.replace("      % open 2\n", "      % open 5\n      % open 7\n")
+        return diff_golden(old, new)
+
+
+def test_a_declared_kind_is_counted_by_name_totalled_and_worded(
+    request: pytest.FixtureRequest,
+) -> None:
+    difference = _edited_diff(KindedNestingLines(), request)
+    with offered(request.config, KindedNestingLines()):
+        assert difference.count("nesting deepened") == 1
+        assert difference.count("nesting opened") == 1
+        assert difference.count(KindedNestingLines.change_kinds[2]) == 0
+        assert [change.detail for change in difference.of_kind("nesting opened")] == ["open 7"]
+        assert kind_phrase("nesting deepened") == "with nestings deepened"
+    summary = difference.summary().splitlines()
+    assert summary[0] == "4 calls before, 4 after: 1 nesting deepened, 1 nesting opened"
+    assert summary[1:] == [
+        "1 nesting deepened: 1.0: open 2 -> open 5",
+        "1 nesting opened: 1.0: open 7",
+    ]
+    assert difference.explained_counts() == {"nesting deepened": 1, "nesting opened": 1}
+
+
+def test_a_kind_no_facet_declares_is_refused_listing_the_declared_ones(
+    request: pytest.FixtureRequest,
+) -> None:
+    difference = _edited_diff(KindedNestingLines(), request)
+    with (
+        offered(request.config, KindedNestingLines()),
+        pytest.raises(
+            ValueError, match=r"unknown change kind 'nesting shrunk'.*'nesting deepened'"
+        ),
+    ):
+        difference.count("nesting shrunk")
+    # Without the plugin its kinds are unknown, and operations' are still there.
+    with pytest.raises(ValueError, match=r"'nesting deepened'.*'operation inserted'"):
+        difference.count("nesting deepened")
+
+
+def test_a_facet_giving_a_kind_it_does_not_declare_is_named(
+    request: pytest.FixtureRequest,
+) -> None:
+    with pytest.raises(ValueError, match=r"facet 'opened' gave a change of kind 'nesting widened'"):
+        _edited_diff(UndeclaredKindLines(), request)
+
+
+def test_a_kind_is_named_by_its_noun_and_verb() -> None:
+    kind = FacetChangeKind("operation", "inserted", "with operations inserted")
+    assert kind.name == "operation inserted"
+
+
+class _Relu(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def test_the_built_in_kinds_read_as_before() -> None:
+    """Operations' kinds, declared by their facet: the totals count operations, the line is
+    the facet's own."""
+    old = trace_forward(nn.Sequential(_Relu()), torch.ones(2), ops=True).render()
+    new = old.replace(
+        "~ relu(f32[2]) -> f32[2]\n", "~ relu(f32[2]) -> f32[2]\n    ~ relu(f32[2]) -> f32[2]\n"
+    )
+    assert new != old
+    difference = diff_golden(old, new)
+    assert difference.count("operation inserted") == 1
+    assert difference.summary().splitlines()[-2:] == [
+        "2 calls before, 2 after: 1 operation inserted",
+        "1 operation inserted in 0: relu (op 2 of 2)",
+    ]
