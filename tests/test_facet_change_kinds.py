@@ -1,15 +1,18 @@
 """Kinds of change a facet declares (`change_kinds`, `FacetChangeKind`): a diff counts them
 by name, its summary totals and words them, a review names the goldens with them, and the
-package names none of them (operations' and costs' kinds are declared the same way)."""
+package names none of them (operations' and costs' kinds are declared the same way); and the
+mark a facet's lines under the calls are told apart by."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from facet_plugins import KindedNestingLines, UndeclaredKindLines, offered
+from facet_plugins import KindedNestingLines, NestingLines, UndeclaredKindLines, offered
 from torch import nn
 
 from pytest_fwdorder import FacetChangeKind, TraceDiff, diff_golden, trace_forward
+from pytest_fwdorder.calls.facet_records import checked_facets
+from pytest_fwdorder.facets.operations import OPERATIONS
 from pytest_fwdorder.report.review_format import kind_phrase
 
 
@@ -92,3 +95,25 @@ def test_the_built_in_kinds_read_as_before() -> None:
         "2 calls before, 2 after: 1 operation inserted",
         "1 operation inserted in 0: relu (op 2 of 2)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("mark", "problem"),
+    [
+        ("%", r"facet 'opened' has the line mark '%'"),
+        ("| ", r"facet 'opened' has the line mark '\| '"),
+        ("# ", r"facet 'opened' has the line mark '# '"),
+        ("x ", r"facet 'opened' has the line mark 'x '"),
+        ("~ ", r"line mark '~ ', which the facet 'operations' already uses"),
+    ],
+)
+def test_a_line_mark_the_golden_could_not_tell_apart_is_refused(mark: str, problem: str) -> None:
+    """A mark is one character that starts no other line (not a fact's `|`, the header's
+    `#`, a letter or digit of a path) and a space, and no other facet's: the golden's reader
+    tells a facet's lines apart by it alone."""
+    facet = NestingLines()
+    facet.line_mark = mark
+    with pytest.raises(ValueError, match=problem):
+        checked_facets([OPERATIONS, facet], ())
+    facet.line_mark = "% "
+    assert checked_facets([OPERATIONS, facet], ()) == (OPERATIONS, facet)

@@ -5,6 +5,7 @@ of the protocol, whose `TraceFacetMembers` names these members.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, TypeGuard
 
@@ -57,3 +58,28 @@ class CallLineWriter(Protocol):
 def writes_call_lines(facet: object) -> TypeGuard[CallLineWriter]:
     """Whether the facet writes lines under the calls (`line_mark`)."""
     return hasattr(facet, "line_mark")
+
+
+# A mark: one character that starts no other line of the golden (a fact's `|`, the header's
+# `#`, a letter, digit or `<` of a call's path), then a space.
+_LINE_MARK = re.compile(r"[^\w\s|#<] ")
+
+
+def check_line_mark(facet: object, marks: dict[str, str]) -> None:
+    """Raises ValueError for a facet that writes lines under the calls with a `line_mark`
+    the golden's reader could not tell apart from other lines, or that another facet of
+    `marks` (mark -> title) uses; else adds it there. Nothing for another facet."""
+    if not writes_call_lines(facet):
+        return
+    mark = facet.line_mark
+    if not isinstance(mark, str) or not _LINE_MARK.fullmatch(mark):
+        raise ValueError(
+            f"facet {facet.title!r} has the line mark {mark!r}: a mark is one character "
+            "other than a letter, a digit, '|', '#' or '<', then a space, such as '% '"
+        )
+    if mark in marks:
+        raise ValueError(
+            f"facet {facet.title!r} has the line mark {mark!r}, which the facet "
+            f"{marks[mark]!r} already uses: give it a mark of its own"
+        )
+    marks[mark] = facet.title

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
+from pytest_fwdorder.calls.call_line_facets import check_line_mark
 from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription
 
 
@@ -548,11 +549,11 @@ def checked_facets(
     `TensorAnnotation`) with a title of its own.
 
     `taken_titles` are the fact titles the golden already uses (`settings`, `costs`, ...).
-    Raises TypeError for an object that is not a facet and ValueError for a title that is
-    malformed or taken.
+    Raises TypeError for an object that is not a facet and ValueError for a title, or a
+    mark of lines under the calls (`check_line_mark`), that is malformed or taken.
     """
     facets: list[Facet | TraceFacet | TensorAnnotation] = []
-    titles = set(taken_titles)
+    titles, marks = set(taken_titles), dict[str, str]()
     for facet in offered:
         if not isinstance(facet, (Facet, TraceFacetMembers, TensorAnnotation)):
             # One that annotates tensors was meant as an annotation: name what it lacks of one.
@@ -587,6 +588,7 @@ def checked_facets(
                 f"facet {facet!r} watches a build (`built_model_refusal`) but lacks `watcher` "
                 "or `record_refusal`: give it both, as facets/initialization.py does"
             )
+        check_line_mark(facet, marks)
         titles.add(facet.title)
         facets.append(facet)
     return tuple(facets)
