@@ -7,7 +7,7 @@ import torch
 import torchvision
 from torch import nn
 
-from pytest_fwdorder import trace_forward
+from pytest_fwdorder import structure_diff, trace_forward
 
 
 def resnet50(*, inplace: bool) -> nn.Module:
@@ -233,6 +233,38 @@ def test_a_shared_module_split_with_a_setting_changed_says_it_of_each_new_module
         f"settings changed at {len(changed)} calls: {len(changed)} ReLU calls (a.1, b.1): "
         "inplace False -> True"
     ) in summary, summary
+
+
+def test_a_split_with_a_setting_changed_compared_without_names_counts_each_new_module() -> None:
+    """Without names the split itself does not show, but the settings of both calls that
+    now run their own module changed: the old second call is the shared module's, whose
+    facts its first call holds."""
+    old, new = SharedActivation(split=False), SharedActivation(split=True)
+    inputs = torch.ones(2, 4)
+    # The oracle: what each call's module is set to, by a global hook on each side.
+    settings = []
+    for model in (old, new):
+        seen: list[bool] = []
+        hook = nn.modules.module.register_module_forward_hook(
+            lambda module, args, output, seen=seen: (
+                seen.append(module.inplace) if isinstance(module, nn.ReLU) else None
+            )
+        )
+        try:
+            model(inputs)
+        finally:
+            hook.remove()
+        settings.append(seen)
+    assert settings == [[False, False], [True, True]]
+
+    difference = structure_diff(
+        trace_forward(old, inputs), trace_forward(new, inputs), ignore=("paths",)
+    )
+
+    assert difference.count("settings changed") == 2
+    assert "settings changed at 2 calls: 2 ReLU calls (a.1, b.1): inplace False -> True" in (
+        difference.summary()
+    )
 
 
 def test_modules_merged_into_one_with_its_setting_changed_say_it_once() -> None:

@@ -214,7 +214,7 @@ def classify_diff(
     """
     modes = (mode_of(old_header), mode_of(new_header))
     facets = trace_facets(FACT_TITLES)
-    rows, changes = _classify(old, new, aligned, moved, modes, call_fact_facets(facets))
+    rows, changes = _classify(old, new, aligned, moved, modes, call_fact_facets(facets), names)
     if names is not None:
         changes = _named(changes, names, aligned, moved)
     if modes[0] and modes[1] and modes[0] != modes[1]:
@@ -279,14 +279,16 @@ def _classify(
     moved: dict[int, int],
     modes: tuple[str, str] = ("", ""),
     facets: tuple[TraceFacet, ...] = (),
+    names: tuple[list[GoldenLine], list[GoldenLine]] | None = None,
 ) -> tuple[list[DiffRow], list[Change]]:
     """Turn each aligned row into the changes it shows: the one place changes are made.
 
-    `facets` are those that write a fact per call and compare it (`call_fact_facets`)."""
+    `facets` are those that write a fact per call and compare it (`call_fact_facets`);
+    `names` the lines to name calls by in a name-free comparison."""
     moved_new = set(moved.values())
     rows: list[DiffRow] = []
     changes: list[Change] = []
-    firsts: list[dict[str, GoldenLine]] = []  # made when a split or merge first needs them
+    firsts = _FirstCalls(old, new, names)
     for old_index, new_index in aligned:
         if old_index is not None and new_index is not None:
             pair_changes = _compare_pair(old[old_index], new[new_index], new_index, modes, facets)
@@ -315,38 +317,53 @@ def _split_module_facts(
     new: list[GoldenLine],
     old_index: int,
     new_index: int,
-    firsts: list[dict[str, GoldenLine]],
+    firsts: _FirstCalls,
 ) -> list[Change]:
     """Where a shared module split pairs a new module's first call with the shared one's
     later call, which shows no facts: what changed in the facts against the shared module's
     first call (a split's `b.1` against `act`). Modules merged into one are not: the merged
-    module's facts changed once, at its first call."""
+    module's facts changed once, at its first call. A name-free comparison tells modules
+    apart by the paths of its names (`_FirstCalls.names`)."""
     old_line, new_line = old[old_index], new[new_index]
-    old_first, new_first = is_first_call(old_line), is_first_call(new_line)
+    if is_first_call(old_line) or not is_first_call(new_line):
+        return []
+    old_path, new_path = firsts.path(0, old_index), firsts.path(1, new_index)
     if (
-        old_first
-        or not new_first
-        or old_line.path == new_line.path
-        or not (old_line.path and new_line.path)  # a name-free comparison: no modules
+        old_path == new_path
+        or not (old_path and new_path)  # the root, or a comparison without names
         or old_line.module_type != new_line.module_type
     ):
         return []
-    if not firsts:
-        firsts.append(_first_calls(old))
-    old_facts = firsts[0].get(old_line.path)
+    old_facts = firsts.first_call(old_path)
     if old_facts is None or old_facts.facts == new_line.facts:
         return []
     found = _fact_changes(old_facts, new_line)
     return [Change(kind, old_line, new_line, detail, new_index) for kind, detail in found]
 
 
-def _first_calls(lines: list[GoldenLine]) -> dict[str, GoldenLine]:
-    """Each module's first call by its path, where its facts are."""
-    firsts: dict[str, GoldenLine] = {}
-    for line in lines:
-        if is_first_call(line):
-            firsts.setdefault(line.path, line)
-    return firsts
+@dataclass
+class _FirstCalls:
+    """The old trace's modules' first calls, where their facts are, by path: made when a
+    split first needs them. `names`: the lines of a name-free comparison's names, whose paths
+    say which module each blanked line is (its lines are the same calls, in order)."""
+
+    old: list[GoldenLine]
+    new: list[GoldenLine]
+    names: tuple[list[GoldenLine], list[GoldenLine]] | None = None
+    _by_path: dict[str, GoldenLine] | None = None
+
+    def path(self, side: int, index: int) -> str:
+        """The path of the line at `index` of the old (0) or new (1) side."""
+        lines = self.names[side] if self.names else (self.old, self.new)[side]
+        return lines[index].path
+
+    def first_call(self, path: str) -> GoldenLine | None:
+        if self._by_path is None:
+            self._by_path = {}
+            for index, line in enumerate(self.old):
+                if is_first_call(line):
+                    self._by_path.setdefault(self.path(0, index), line)
+        return self._by_path.get(path)
 
 
 def _moved_changes(
