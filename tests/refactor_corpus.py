@@ -623,10 +623,12 @@ def _cases() -> list[Refactor]:
                 "2 calls inserted: fc.0 (Linear) at the start of fc (Sequential); fc.1 "
                 "(Linear) after fc.0 (Linear)",
             ),
+            # Without names, calls pair in order, but never a call with nested calls with one
+            # without (a stage unwrapped is no type change of the call after it): the old
+            # Linear went and the new head came, whole.
             (
-                "type changed at fc: Linear -> Sequential",
-                "2 calls inserted: fc.0 (Linear) at the start of fc; fc.1 (Linear) in fc after "
-                "fc.0",
+                "3 calls inserted: fc (Sequential, with 2 nested calls) after avgpool",
+                "1 call removed: fc (Linear) after avgpool",
             ),
         ),
         Refactor(
@@ -1331,6 +1333,45 @@ def _cases() -> list[Refactor]:
             tokens,
             {"mode changed": 1},
         ),
+        # Feed-forward stacks of mixed widths (a walk found each summary false before)
+        Refactor(
+            "narrow every block of a stack of mixed widths",
+            lambda: feed_forward_stack([32, 32, 64, 32]),
+            lambda: feed_forward_stack([16, 16, 32, 16]),
+            features16,
+            # Each block keeps its name; the narrowed 64 now looks like the old 32s, which is
+            # no swap and no move.
+            {"output changed": 4, "settings changed": 8, "parameters changed": 8},
+            ("2.0 (Linear): out_features 64 -> 32",),
+            ("2.0 (Linear): out_features 64 -> 32",),
+        ),
+        Refactor(
+            "delete a middle block of a stack of mixed widths",
+            lambda: feed_forward_stack([32, 64, 32, 64]),
+            lambda: without_module(feed_forward_stack([32, 64, 32, 64]), "1"),
+            features16,
+            {"removed": 4, "renamed": 2},
+            (
+                "4 calls removed: 1 (Sequential, with 3 nested calls) after 0 (Sequential)",
+                "2 ... 3 -> 1 ... 2, renumbered (2 subtrees, 8 calls renamed with them)",
+            ),
+            ("4 calls removed: 1 (Sequential, with 3 nested calls) after 0",),
+        ),
+        Refactor(
+            "flatten a nested Sequential into its parent",
+            lambda: conv_stack(flat=False),
+            lambda: conv_stack(flat=True),
+            small_image,
+            {"unwrapped": 1, "renamed": 3},
+            (
+                "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2, 0.3, 0.4, 0.5 are now 0, 1, "
+                "2, 3, 4, 5 (6 calls renamed under it)",
+            ),
+            (
+                "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2, 0.3, 0.4, 0.5 are now 0, 1, "
+                "2, 3, 4, 5",
+            ),
+        ),
     ]
 
 
@@ -1445,6 +1486,35 @@ def _quantized(model: nn.Module) -> nn.Module:
         warnings.simplefilter("ignore")  # UserWarning, and DeprecationWarning of torch.ao
         partly_quantized(model)
     return model.eval()
+
+
+def feed_forward_stack(widths: list[int]) -> nn.Sequential:
+    """Feed-forward blocks of 16 features, one hidden width each."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        *(nn.Sequential(nn.Linear(16, width), nn.GELU(), nn.Linear(width, 16)) for width in widths)
+    )
+
+
+def without_module(model: nn.Sequential, name: str) -> nn.Module:
+    """The model's own modules, but the one at `name`: the rest are the same objects."""
+    return nn.Sequential(*(module for key, module in model.named_children() if key != name))
+
+
+def conv_stack(*, flat: bool) -> nn.Module:
+    """Two conv-BN-ReLU layers and a head, the layers in a Sequential of their own or not."""
+    torch.manual_seed(0)
+    layers = [
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+    ]  # fmt: skip
+    head = [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3)]
+    body = layers if flat else [nn.Sequential(*layers)]
+    return nn.Sequential(*body, *head).eval()
+
+
+def features16() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(2, 16),)
 
 
 REFACTORS = _cases()

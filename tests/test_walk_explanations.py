@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 import torchvision
+from refactor_corpus import feed_forward_stack, without_module
 from torch import nn
 
 from pytest_fwdorder import structure_diff, trace_forward
@@ -277,3 +278,52 @@ def test_modules_merged_into_one_with_its_setting_changed_say_it_once() -> None:
 
     assert "a.1, b.1 (ReLU) merged into act" in summary, summary
     assert "settings changed at 1 module (2 calls): act (ReLU): inplace True -> False" in summary
+
+
+def _kept_by_identity(old: nn.Module, new: nn.Module) -> dict[str, str | None]:
+    """The oracle: each old child's name -> the name its very object has in the new model
+    (None where it is gone)."""
+    new_names = {id(module): name for name, module in new.named_children()}
+    return {name: new_names.get(id(module)) for name, module in old.named_children()}
+
+
+def test_deleting_a_block_of_mixed_widths_removes_that_block_and_swaps_none() -> None:
+    old = feed_forward_stack([32, 64, 32, 64])
+    new = without_module(old, "1")
+    truth = _kept_by_identity(old, new)
+    assert truth == {"0": "0", "1": None, "2": "1", "3": "2"}
+    inputs = torch.ones(2, 16)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.count("swapped") == 0, summary
+        assert difference.count("removed") == 4, summary
+        removed = {change.old.path for change in difference.of_kind("removed") if change.old}
+        gone = [name for name, now in truth.items() if now is None]
+        assert removed == {f"{name}{inside}" for name in gone for inside in ("", ".0", ".1", ".2")}
+
+
+def test_narrowing_blocks_so_one_looks_like_another_says_each_at_its_name() -> None:
+    """Block 2 narrowed from 64 to 32 looks like the old blocks 0, 1 and 3: no swap, no
+    move; each block's settings change at its own name, as `named_modules` gives them."""
+    old, new = feed_forward_stack([32, 32, 64, 32]), feed_forward_stack([16, 16, 32, 16])
+    changed = {
+        name
+        for (name, before), (_, after) in zip(old.named_modules(), new.named_modules(), strict=True)
+        if isinstance(before, nn.Linear)
+        and (before.in_features, before.out_features) != (after.in_features, after.out_features)
+    }
+    assert len(changed) == 8
+    inputs = torch.ones(2, 16)
+
+    difference = trace_forward(old, inputs).diff(trace_forward(new, inputs))
+
+    assert {kind for kind, count in difference.explained_counts().items() if count} == {
+        "output changed",
+        "settings changed",
+        "parameters changed",
+    }
+    assert {change.new.path for change in difference.of_kind("settings changed") if change.new} == (
+        changed
+    )

@@ -189,8 +189,7 @@ def pairs_between(
 
     `unique_only` pairs only keys found once in the stretch on each side (patience: a reused
     module's calls then pair between the same neighbours); otherwise a key's occurrences pair
-    in order, and with a `near_key`, a short stretch by the cheapest edit
-    (`cheapest_pairs`), which also pairs items whose near keys alone are the same.
+    in order, and with a `near_key`, a short stretch by the cheapest edit (`cheapest_pairs`).
     `uneven_only` pairs only in stretches with more items on one side than the other.
     """
     result: list[tuple[int, int]] = []
@@ -226,6 +225,34 @@ def pairs_between(
             result.append(anchor)
         previous_old, previous_new = anchor
     return result, crossed
+
+
+def pairs_around_held(
+    held: list[tuple[int, int]],
+    old_lines: Sequence[ItemT],
+    new_lines: Sequence[ItemT],
+    olds: list[int],
+    news: list[int],
+    pairs: list[tuple[int, int]],
+    key: Callable[[ItemT], Hashable],
+    new_key: Callable[[ItemT], Hashable] | None = None,
+    *,
+    unique_only: bool,
+    near_key: Callable[[ItemT], Hashable] | None = None,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`pairs_between`, with `held` (pairs made before, elsewhere) bounding the stretches
+    too; they are not among the pairs returned."""
+    if not held:
+        return pairs_between(
+            old_lines, new_lines, olds, news, pairs, key, new_key,
+            unique_only=unique_only, near_key=near_key,
+        )  # fmt: skip
+    found, crossed = pairs_between(
+        old_lines, new_lines, olds, news, sorted([*held, *pairs]), key, new_key,
+        unique_only=unique_only, near_key=near_key,
+    )  # fmt: skip
+    kept = set(held)
+    return [pair for pair in found if pair not in kept], crossed
 
 
 def _stretch_pairs(

@@ -4,8 +4,9 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
 
 1. top-down: subtrees of two calls or more that are identical without their paths (same
    classes, shapes, facts, in the same nesting) pair whole, the largest first; among
-   look-alikes, the one with the same path first, then in order. The old `layer2`, now
-   `layer2.0` inside a new wrapper, pairs here directly, and the wrapper is left new.
+   look-alikes, the one with the same path first, then in order, kept to what the siblings
+   show (sibling_slots.py). The old `layer2`, now `layer2.0` inside a new wrapper, pairs
+   here directly, and the wrapper is left new.
 2. bottom-up: a call with nested calls pairs with the call of the same class whose nested
    calls hold most of its own nested calls' partners (Dice share at least one half): a
    stage changed inside and wrapped still pairs with the old stage.
@@ -14,7 +15,8 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
    longest increasing pairing; then their children in turn.
 4. across parents, only what nothing above explains: a call left over on both sides with
    the same path and class (a reused module's call made elsewhere), or the one call on each
-   side with the same class, shapes and facts (`enc.2`, now `dec.0`).
+   side with the same class, shapes and facts (`enc.2`, now `dec.0`); then the calls left
+   between wrapped or unwrapped ones, by place (wrapper_pairs.py).
 
 Pairs out of the execution order are *moved*; the rest are shown in order. Every step is a
 pass over the calls or a longest increasing subsequence, so 100,000 calls pair in a second.
@@ -25,7 +27,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from itertools import pairwise
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
@@ -41,10 +42,13 @@ from pytest_fwdorder.diff.ordered_pairing import (
     crossing,
     interleave,
     longest_increasing,
+    pairs_around_held,
     pairs_between,
     pairs_by_key,
     without,
 )
+from pytest_fwdorder.diff.sibling_slots import siblings_in_place
+from pytest_fwdorder.diff.wrapper_pairs import pair_left_in_wrappers
 from pytest_fwdorder.golden.format import GoldenLine
 
 # A pass of the children's pairing: its key, whether only keys found once pair, its near key.
@@ -77,6 +81,7 @@ def align_trees(
     old_tree, new_tree = build_call_tree(old), build_call_tree(new)
     matcher = _Matcher(old_tree, new_tree, match_paths)
     matcher.match_identical_subtrees()
+    matcher.keep_siblings_in_place()
     matcher.match_containers()
     matcher.recover()
     matcher.match_across_parents()
@@ -153,6 +158,13 @@ class _Matcher:
             news = [j for j in new_by_shape[shape] if j not in self.new_to_old]
             for old_index, new_index in self._look_alike_pairs(olds, news):
                 self.pair_subtrees(old_index, new_index)
+
+    def keep_siblings_in_place(self) -> None:
+        """Look-alike siblings' pairs checked against their siblings (diff/sibling_slots.py)."""
+        maps = (self.old_to_new, self.new_to_old)
+        trees = (self.old_tree, self.new_tree)
+        for pair in siblings_in_place(*trees, *maps, match_paths=self.match_paths):
+            self.pair_subtrees(*pair)
 
     def _look_alike_pairs(self, olds: list[int], news: list[int]) -> list[tuple[int, int]]:
         """Pairs among identical subtrees: the same path first, then the same parent path
@@ -328,68 +340,40 @@ class _Matcher:
             olds = [i for i in old_children if i not in self.old_to_new]
             news = [j for j in new_children if j not in self.new_to_old]
             if olds and news:
-                in_order, crossed = self._align_children(old_parent, olds, news)
+                # Name-free, where children were inserted or removed, those paired already
+                # hold the others in order (a block deleted, not its look-alikes swapped).
+                differ = len(old_children) != len(new_children) and not self.match_paths
+                among = set(new_children) if differ else set()
+                held = [
+                    (i, self.old_to_new[i]) for i in old_children if self.old_to_new.get(i) in among
+                ]
+                in_order, crossed = self._align_children(old_parent, olds, news, held)
                 for old_index, new_index in [*in_order, *crossed]:
                     self.pair(old_index, new_index)
                 self.out_of_order.update(old_index for old_index, _ in crossed)
             queue += [(i, self.old_to_new[i]) for i in old_children if i in self.old_to_new]
 
     def pair_lone_in_wrappers(self) -> None:
-        """In each new call under a paired parent that holds children of that parent's
-        partner (a wrapper), pair what was left between two of them on each side."""
-        for wrapper in range(len(self.new_tree.lines)):
-            parent = self.new_tree.parents[wrapper]
-            if wrapper in self.new_to_old or not self.new_tree.children[wrapper]:
-                continue
-            if parent == NO_PARENT:
-                self._pair_lone_in_wrapper(self.old_tree.roots, NO_PARENT, wrapper)
-            elif parent in self.new_to_old:
-                old_parent = self.new_to_old[parent]
-                self._pair_lone_in_wrapper(self.old_tree.children[old_parent], old_parent, wrapper)
-
-    def _pair_lone_in_wrapper(self, old_children: list[int], old_parent: int, wrapper: int) -> None:
-        """In a new wrapper around children of `old_parent` (`net`, around the old `fc1`
-        and `fc2`, now `net.0` and `net.2`), pair the one old child left between two
-        wrapped ones with the one new call left between their partners: the same place,
-        changed as it was wrapped (`act`, a GELU, now `net.1`, a ReLU: a type change, not
-        one call removed and another inserted)."""
-        inside = self.new_tree.children[wrapper]
-        anchors = sorted(
-            (self.new_to_old[j], j)
-            for j in inside
-            if j in self.new_to_old and self.old_tree.parents[self.new_to_old[j]] == old_parent
-        )
-        for (old_first, new_first), (old_next, new_next) in pairwise(anchors):
-            if new_next < new_first:
-                continue  # reordered inside the wrapper: no place to keep
-            olds = [
-                i for i in old_children if old_first < i < old_next and i not in self.old_to_new
-            ]
-            news = [j for j in inside if new_first < j < new_next and j not in self.new_to_old]
-            if len(olds) == 1 and len(news) == 1:
-                self.pair(olds[0], news[0])
+        """Calls left between wrapped or unwrapped ones, paired by place (wrapper_pairs.py)."""
+        pair_left_in_wrappers(self.old_tree, self.new_tree, self.old_to_new, self.new_to_old)
 
     def _align_children(
-        self, old_parent: int, olds: list[int], news: list[int]
+        self, old_parent: int, olds: list[int], news: list[int], held: list[tuple[int, int]]
     ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """Pairs among the unpaired children of two paired calls, in order: by path and
         class, then by class and shapes between those, then by path (or, name-free, in
-        order) between all of those, a new wrapper left out."""
+        order) between all of those, a new wrapper left out; `held`: children paired already,
+        which the others pair around (name-free)."""
         lines = (self.old_tree.lines, self.new_tree.lines)
         pairs: list[tuple[int, int]] = []
         crossed: list[tuple[int, int]] = []
         old_prefix, new_prefix = self._renamed_prefixes(old_parent)
         # Name-free, a namesake is a call of the same class and shapes, in order.
         namesake = call_keys.identity if self.match_paths else call_keys.structure
-        olds, news = self._pair_wrapped_namesakes(
-            olds,
-            news,
-            call_keys.within(namesake, old_prefix),
-            call_keys.within(namesake, new_prefix),
-        )
+        namesakes = (call_keys.within(namesake, old_prefix), call_keys.within(namesake, new_prefix))
+        olds, news = self._pair_wrapped_namesakes(olds, news, *namesakes)
         for key, unique_only, near in self._passes():
-            # Under a parent that was renamed (wrapped: `layer4`, now `layer4.m`), children
-            # are named within it: `layer4.0`, now `layer4.m.0`, is the same child.
+            # Children of a renamed parent are named within it (`layer4.0`, now `layer4.m.0`).
             old_key, new_key = call_keys.within(key, old_prefix), call_keys.within(key, new_prefix)
             if key is call_keys.structure and not unique_only:
                 # Before look-alikes pair in order or a same-path pairing reads as a type
@@ -412,15 +396,37 @@ class _Matcher:
                 pairs = replaced_beside(
                     self.old_tree, self.new_tree, olds, news, pairs, named=self.match_paths
                 )
-            pairs, out_of_order = pairs_between(
-                *lines, olds, news, pairs, old_key, new_key, unique_only=unique_only, near_key=near
+            pairs, out_of_order = pairs_around_held(
+                held,
+                *lines,
+                olds,
+                news,
+                pairs,
+                old_key,
+                new_key,
+                unique_only=unique_only,
+                near_key=near,
             )
+            if key is call_keys.path and not self.match_paths:
+                pairs = self._same_nesting(pairs, olds)
             if out_of_order:  # two swapped layers: each pairs with its look-alike
                 crossed += out_of_order
                 olds, news = without(olds, news, out_of_order)
         return with_layers_moved(
             self.old_tree, self.new_tree, olds, news, pairs, crossed, named=self.match_paths
         )
+
+    def _same_nesting(self, pairs: list[tuple[int, int]], olds: list[int]) -> list[tuple[int, int]]:
+        """Name-free, the pairs made in order among `olds` without a call with nested calls
+        paired with one without: a stage unwrapped (`0`, whose calls are now its parent's)
+        is no type change of the first call after it."""
+        children = (self.old_tree.children, self.new_tree.children)
+        left = set(olds)
+        return [
+            (i, j)
+            for i, j in pairs
+            if i not in left or bool(children[0][i]) == bool(children[1][j])
+        ]
 
     def _passes(self) -> list[_Pass]:
         """The keys children pair by, in turn, each unique on both sides first, and the near

@@ -191,9 +191,8 @@ class _Finder:
             roots = [child for call in calls for child in unwrapping[call]]
             said = unwrapping[calls[0]] if len(calls) > 1 else None
             head = _wrappers(self.old_names, chains[calls[0]], len(calls))
-            sentence, olds, news = self._regrouped(
-                f"{head} unwrapped:", roots, now=" is now", said=said
-            )
+            now = " is now" if len(said or roots) == 1 else " are now"
+            sentence, olds, news = self._regrouped(f"{head} unwrapped:", roots, now=now, said=said)
             wrappers = {holder for call in calls for holder in chains[call]}
             self.explained_old |= wrappers
             found.append(TreeChange(ChangeKind.UNWRAPPED, sentence, olds | wrappers, news))

@@ -1,0 +1,97 @@
+"""Calls left between wrapped or unwrapped calls, paired by their place. Pure, no torch.
+
+A wrapper's children pair with the old calls they were by what they are, but a look-alike
+(one of two BatchNorm2d of one shape) or a call changed as it was wrapped has no partner
+by that. Its place gives it one: between two calls that were wrapped together, or next to
+them, the calls left on each side are the same calls, where they are as many and, for more
+than one, of the same classes in order. The same holds the other way round for a call
+unwrapped, whose children are now its parent's.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+
+
+def pair_left_in_wrappers(
+    old_tree: CallTree,
+    new_tree: CallTree,
+    old_to_new: dict[int, int],
+    new_to_old: dict[int, int],
+) -> None:
+    """Pair, in the two maps, the calls left between the children of each new wrapper
+    (`net`, around the old `fc1`, `act`, `fc2`, now `net.0` to `net.2`: `act`, changed to a
+    ReLU, is `net.1`) and of each old call unwrapped (`0`, whose `0.0` to `0.5` are now `0`
+    to `5`), and, for an unwrapped call, next to its first and last such child."""
+    for wrapper in range(len(new_tree.lines)):
+        _pair_left(old_tree, new_tree, old_to_new, new_to_old, wrapper, ends=False)
+    for unwrapped in range(len(old_tree.lines)):
+        _pair_left(new_tree, old_tree, new_to_old, old_to_new, unwrapped, ends=True)
+
+
+def _pair_left(
+    outer_tree: CallTree,
+    inner_tree: CallTree,
+    outer_to_inner: dict[int, int],
+    inner_to_outer: dict[int, int],
+    container: int,
+    *,
+    ends: bool,
+) -> None:
+    """For an unpaired `container` of the inner tree under a paired parent (or outermost),
+    whose children pair with children of that parent's partner: the calls left between
+    those pairs, and with `ends` before the first and after the last, pair in place."""
+    parent = inner_tree.parents[container]
+    if container in inner_to_outer or not inner_tree.children[container]:
+        return
+    if parent != NO_PARENT and parent not in inner_to_outer:
+        return
+    outer_parent = inner_to_outer.get(parent, NO_PARENT)
+    siblings = outer_tree.roots if outer_parent == NO_PARENT else outer_tree.children[outer_parent]
+    inside = inner_tree.children[container]
+    anchors = sorted(
+        (inner_to_outer[j], j)
+        for j in inside
+        if j in inner_to_outer and outer_tree.parents[inner_to_outer[j]] == outer_parent
+    )
+    if not anchors:
+        return
+    stretches = [
+        (_between(siblings, first[0], next_[0]), _between(inside, first[1], next_[1]))
+        for first, next_ in pairwise(anchors)
+        if next_[1] > first[1]  # reordered inside the wrapper: no place to keep
+    ]
+    if ends:
+        stretches += [
+            (_unpaired_run(siblings, anchors[0][0], -1, outer_to_inner), inside[: inside.index(anchors[0][1])]),
+            (_unpaired_run(siblings, anchors[-1][0], 1, outer_to_inner), inside[inside.index(anchors[-1][1]) + 1 :]),
+        ]  # fmt: skip
+    for outer_calls, inner_calls in stretches:
+        outers = [i for i in outer_calls if i not in outer_to_inner]
+        inners = [j for j in inner_calls if j not in inner_to_outer]
+        if len(outers) != len(inners) or not outers:
+            continue
+        if len(outers) > 1 or ends:
+            classes = [outer_tree.lines[i].module_type for i in outers]
+            if classes != [inner_tree.lines[j].module_type for j in inners]:
+                continue
+        for outer, inner in zip(outers, inners, strict=True):
+            outer_to_inner[outer] = inner
+            inner_to_outer[inner] = outer
+
+
+def _between(calls: list[int], first: int, last: int) -> list[int]:
+    return [index for index in calls if first < index < last]
+
+
+def _unpaired_run(siblings: list[int], anchor: int, step: int, paired: dict[int, int]) -> list[int]:
+    """The unpaired siblings next to `anchor`, before it (`step` -1) or after it (1), up to
+    the first paired one, in order."""
+    run = []
+    position = siblings.index(anchor) + step
+    while 0 <= position < len(siblings) and siblings[position] not in paired:
+        run.append(siblings[position])
+        position += step
+    return run if step > 0 else run[::-1]
