@@ -9,10 +9,8 @@ from pytest_fwdorder.golden.format import (
     make_line,
     render_section,
     render_tensor_fact,
-    tensor_fact_flags,
-    tensor_fact_items,
-    tensor_fact_shape,
 )
+from pytest_fwdorder.golden.line_facts import WrittenTensor, facts_of, read_tensor_facts
 from pytest_fwdorder.golden.parse import call_line_parts, parse_call_line
 
 
@@ -40,15 +38,43 @@ def test_tensor_facts_read_back_by_name_with_their_flags_and_ties() -> None:
         [render_tensor_fact(weight, ("a.weight", "b.weight")), render_tensor_fact(bias)]
     )
 
-    items = tensor_fact_items(text)
+    items = read_tensor_facts(text)
 
     assert items == {
-        "weight": "f32[8,3] frozen tied to a.weight, b.weight",
-        "bias": "f32[8] not saved",
+        "weight": WrittenTensor(
+            "f32[8,3] frozen tied to a.weight, b.weight",
+            "f32",
+            (8, 3),
+            frozenset({"frozen", "tied to a.weight, b.weight"}),
+        ),
+        "bias": WrittenTensor("f32[8] not saved", "f32", (8,), frozenset({"not saved"})),
     }
-    assert tensor_fact_shape(items["weight"]) == "f32[8,3]"
-    assert tensor_fact_flags(items["weight"]) == {"frozen", "tied to a.weight, b.weight"}
-    assert tensor_fact_flags(items["bias"]) == {"not saved"}
+    assert items["weight"].shape == "f32[8,3]"
+
+
+def test_a_lines_facts_read_back_typed_once_for_lines_alike() -> None:
+    facts = (
+        "settings: in_features=3, out_features=8, bias=True",
+        "parameters: weight f32[8,3], bias f32[8]",
+        "buffers: mask f32 uninitialized not saved",
+    )
+    first, second = (
+        make_line(
+            depth=0, path=path, module_type="Linear", nth=1, reused=False, frozen=False,
+            registered=True, inputs="(f32[2,3])", outputs="f32[2,8]", facts=facts,
+        )
+        for path in ("a", "b")
+    )  # fmt: skip
+
+    read = facts_of(first)
+
+    assert read is facts_of(second)  # lines alike share one reading
+    assert read.settings == {"in_features": "3", "out_features": "8", "bias": "True"}
+    assert read.tensors_of("parameters")["weight"].sizes == (8, 3)
+    assert read.tensors_of("buffers")["mask"] == WrittenTensor(
+        "f32 uninitialized not saved", "f32", None, frozenset({"not saved"})
+    )
+    assert read.by_title["settings"] == facts[0].removeprefix("settings: ")
 
 
 def test_a_call_line_reads_back_as_the_line_it_was_made_from() -> None:

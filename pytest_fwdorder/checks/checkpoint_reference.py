@@ -22,16 +22,17 @@ from pytest_fwdorder.golden.format import (
     FORMAT_PATTERN,
     NEVER_CALLED_SECTION,
     NOT_SAVED_FLAG,
-    TENSOR_PATTERN,
     USED_THROUGH_PARAMETERS_SECTION,
     GoldenLine,
-    facts_by_title,
     header_sections,
     is_first_call,
     split_top_level,
-    tensor_fact_flags,
-    tensor_fact_items,
-    tensor_fact_shape,
+)
+from pytest_fwdorder.golden.line_facts import (
+    TENSOR_TITLES,
+    WrittenTensor,
+    facts_of,
+    read_tensor_facts,
 )
 from pytest_fwdorder.golden.parse import format_problem, parse_golden
 from pytest_fwdorder.recording.describe import dtype_name
@@ -211,28 +212,19 @@ def _key_prefix(path: str) -> str:
 
 
 def _add_fact_tensors(own: dict[str, dict[str, KeySignature]], line: GoldenLine) -> None:
-    facts = facts_by_title(line)
-    for title in ("parameters", "buffers"):
-        if title in facts:
-            own.setdefault(_key_prefix(line.path), {}).update(_fact_tensors(facts[title]))
+    facts = facts_of(line)
+    for title in TENSOR_TITLES:
+        if title in facts.tensors:
+            own.setdefault(_key_prefix(line.path), {}).update(_saved_tensors(facts.tensors[title]))
 
 
-def _fact_tensors(text: str) -> dict[str, KeySignature]:
-    """`weight f32[8,3], tmp f32[3] not saved` -> the saved ones' signatures."""
-    found: dict[str, KeySignature] = {}
-    for tensor, description in tensor_fact_items(text).items():
-        if NOT_SAVED_FLAG in tensor_fact_flags(description):
-            continue
-        dtype_and_shape = tensor_fact_shape(description)
-        match = TENSOR_PATTERN.fullmatch(dtype_and_shape)
-        if match is None:  # a lazy tensor: `weight f32 uninitialized`
-            found[tensor] = KeySignature(dtype_and_shape, None)
-            continue
-        sizes = match.group(2)
-        found[tensor] = KeySignature(
-            match.group(1), tuple(int(size) for size in sizes.split(",") if size)
-        )
-    return found
+def _saved_tensors(tensors: Mapping[str, WrittenTensor]) -> dict[str, KeySignature]:
+    """The saved ones' signatures: a lazy tensor's (`weight f32 uninitialized`) has no shape."""
+    return {
+        name: KeySignature(tensor.dtype, tensor.sizes)
+        for name, tensor in tensors.items()
+        if NOT_SAVED_FLAG not in tensor.flags
+    }
 
 
 def _header_tensors(text: str) -> dict[str, KeySignature]:
@@ -242,7 +234,7 @@ def _header_tensors(text: str) -> dict[str, KeySignature]:
     pieces = split_top_level(tensors)
     if pieces and all(" " not in piece for piece in pieces):
         return {piece: KeySignature(UNKNOWN_DTYPE, None) for piece in pieces}
-    return _fact_tensors(tensors)
+    return _saved_tensors(read_tensor_facts(tensors))
 
 
 def saved_keys(path: Path) -> ReferenceKeys:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable
 
-from pytest_fwdorder.golden.format import FROZEN_FLAG, TIED_PATTERN, GoldenLine, fact_title
+from pytest_fwdorder.golden.format import NOT_SAVED_FLAG, GoldenLine
+from pytest_fwdorder.golden.line_facts import facts_of
 
 
 def within(key: Callable[[GoldenLine], Hashable], prefix: str) -> Callable[[GoldenLine], Hashable]:
@@ -102,14 +103,11 @@ def role(line: GoldenLine) -> Hashable:
     """A call's shapes and the kinds of facts it has (settings, parameters, buffers), not
     its class: a ReLU and the GELU that took its place, both without parameters, share it;
     a LayerNorm inserted beside them, with parameters, does not."""
-    return (line.inputs, line.outputs, tuple(map(fact_title, line.facts)))
+    return (line.inputs, line.outputs, tuple(facts_of(line).by_title))
 
 
 def look(line: GoldenLine) -> Hashable:
     return (line.module_type, line.inputs, line.outputs, line.facts)
-
-
-_FROZEN_TENSOR = re.compile(rf"\] {FROZEN_FLAG}\b")
 
 
 def look_thawed(line: GoldenLine) -> Hashable:
@@ -118,8 +116,20 @@ def look_thawed(line: GoldenLine) -> Hashable:
     return (line.module_type, line.inputs, line.outputs, facts_thawed(line))
 
 
-def facts_thawed(line: GoldenLine) -> tuple[str, ...]:
+def facts_thawed(line: GoldenLine) -> Hashable:
     """A call's facts (settings, parameter shapes, ...) with its tensors' frozen flags and
     ties left out (`look_thawed`): a tie names the other paths of a tensor, which a wrap
     renames (`tied to fc.1.weight` once `fc` runs twice as `fc.0` and `fc.1`)."""
-    return tuple(TIED_PATTERN.sub("", _FROZEN_TENSOR.sub("]", fact)) for fact in line.facts)
+    facts = facts_of(line)
+    return tuple(
+        (
+            title,
+            tuple(
+                (name, tensor.shape, NOT_SAVED_FLAG in tensor.flags)
+                for name, tensor in facts.tensors[title].items()
+            ),
+        )
+        if title in facts.tensors
+        else (title, text)
+        for title, text in facts.by_title.items()
+    )

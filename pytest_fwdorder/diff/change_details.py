@@ -7,14 +7,11 @@ changes together into a summary.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
-from pytest_fwdorder.golden.format import (
-    TENSOR_PATTERN,
-    named_items,
-    tensor_fact_flags,
-    tensor_fact_items,
-    tensor_fact_shape,
-)
+from pytest_fwdorder.golden.format import TENSOR_PATTERN
+from pytest_fwdorder.golden.line_facts import LineFacts, WrittenTensor
 from pytest_fwdorder.golden.parse import split_values, tensor_shapes
 
 
@@ -74,10 +71,11 @@ def _join_shapes(shapes: list[tuple[int, ...]]) -> str:
     return ", ".join(str(shape) for shape in shapes)
 
 
-def describe_settings_change(old_text: str, new_text: str) -> str:
+def describe_settings_change(old: LineFacts, new: LineFacts) -> str:
     """`kernel_size (3, 3) -> (5, 5), bias True -> False`, or both texts whole."""
-    old_settings, new_settings = named_items(old_text), named_items(new_text)
+    old_settings, new_settings = old.settings, new.settings
     if old_settings is None or new_settings is None:
+        old_text, new_text = old.by_title.get("settings"), new.by_title.get("settings")
         return f"{old_text or '(none)'} -> {new_text or '(none)'}"
     parts = []
     for name, value in new_settings.items():
@@ -95,35 +93,33 @@ def describe_settings_change(old_text: str, new_text: str) -> str:
 
 
 def describe_tensor_fact_changes(
-    old_text: str, new_text: str, path: str, *, whole_module_frozen: bool = False
+    old_items: Mapping[str, WrittenTensor],
+    new_items: Mapping[str, WrittenTensor],
+    path: str,
+    *,
+    whole_module_frozen: bool = False,
 ) -> list[str]:
     """`renamed block.w -> block.weight (f32[64,64])`, `now frozen: 4.weight`, shape changes."""
-    old_items, new_items = tensor_fact_items(old_text), tensor_fact_items(new_text)
     prefix = f"{path}." if path and path != "<root>" else ""
     changes: list[str] = []
     removed = [name for name in old_items if name not in new_items]
     added = [name for name in new_items if name not in old_items]
     for name in list(removed):
-        old_description = tensor_fact_shape(old_items[name])
-        partner = next(
-            (other for other in added if tensor_fact_shape(new_items[other]) == old_description),
-            None,
-        )
+        old_shape = old_items[name].shape
+        partner = next((other for other in added if new_items[other].shape == old_shape), None)
         if partner is not None:
-            changes.append(f"renamed {prefix}{name} -> {prefix}{partner} ({old_description})")
+            changes.append(f"renamed {prefix}{name} -> {prefix}{partner} ({old_shape})")
             removed.remove(name)
             added.remove(partner)
-    changes += [f"removed {prefix}{name} ({old_items[name]})" for name in removed]
-    changes += [f"added {prefix}{name} ({new_items[name]})" for name in added]
-    for name, new_description in new_items.items():
+    changes += [f"removed {prefix}{name} ({old_items[name].description})" for name in removed]
+    changes += [f"added {prefix}{name} ({new_items[name].description})" for name in added]
+    for name, new_tensor in new_items.items():
         before = old_items.get(name)
-        if before is None or before == new_description:
+        if before is None or before.description == new_tensor.description:
             continue
-        old_flags, new_flags = tensor_fact_flags(before), tensor_fact_flags(new_description)
-        if tensor_fact_shape(before) != tensor_fact_shape(new_description):
-            changes.append(
-                f"{prefix}{name} {tensor_fact_shape(before)} -> {tensor_fact_shape(new_description)}"
-            )
+        if before.shape != new_tensor.shape:
+            changes.append(f"{prefix}{name} {before.shape} -> {new_tensor.shape}")
+        old_flags, new_flags = set(before.flags), set(new_tensor.flags)
         if whole_module_frozen:  # the module's own frozen change says it
             old_flags.discard("frozen")
             new_flags.discard("frozen")

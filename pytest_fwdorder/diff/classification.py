@@ -35,7 +35,6 @@ from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     FORMAT_LINE,
     GoldenLine,
-    facts_by_title,
     forward_runs,
     is_first_call,
     mode_of,
@@ -43,6 +42,7 @@ from pytest_fwdorder.golden.format import (
     render_forward_run,
     render_odd_block,
 )
+from pytest_fwdorder.golden.line_facts import TENSOR_TITLES, facts_of
 from pytest_fwdorder.hookspecs import trace_facets
 
 if TYPE_CHECKING:
@@ -486,24 +486,17 @@ def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[Chan
     Settings of two different classes are not compared (a type change says it all), and a
     module frozen or unfrozen as a whole is not repeated parameter by parameter.
     """
-    old_facts, new_facts = facts_by_title(old_line), facts_by_title(new_line)
+    old_facts, new_facts = facts_of(old_line), facts_of(new_line)
     found: list[tuple[ChangeKind, str]] = []
     same_class = old_line.module_type == new_line.module_type
-    if same_class and old_facts.get("settings") != new_facts.get("settings"):
-        found.append(
-            (
-                ChangeKind.SETTINGS_CHANGED,
-                describe_settings_change(
-                    old_facts.get("settings", ""), new_facts.get("settings", "")
-                ),
-            )
-        )
+    if same_class and old_facts.by_title.get("settings") != new_facts.by_title.get("settings"):
+        found.append((ChangeKind.SETTINGS_CHANGED, describe_settings_change(old_facts, new_facts)))
     tensor_changes: list[str] = []
-    for title in ("parameters", "buffers"):
-        if old_facts.get(title) != new_facts.get(title):
+    for title in TENSOR_TITLES:
+        if old_facts.by_title.get(title) != new_facts.by_title.get(title):
             tensor_changes += describe_tensor_fact_changes(
-                old_facts.get(title, ""),
-                new_facts.get(title, ""),
+                old_facts.tensors_of(title),
+                new_facts.tensors_of(title),
                 new_line.path or old_line.path,
                 whole_module_frozen=old_line.frozen != new_line.frozen,
             )

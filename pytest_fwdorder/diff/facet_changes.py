@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_fwdorder.calls.change_kinds import facet_change_kinds
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
-from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine, facts_by_title
+from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
+from pytest_fwdorder.golden.line_facts import facts_of
 from pytest_fwdorder.hookspecs import call_line_writers, trace_facets
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def call_fact_changes(
     calls differ by its own rule (`describe_call_change` gives words, or None for none);
     only where both calls have the fact, read by the facet (`read_call_fact`)."""
     changes = []
-    old_facts, new_facts = facts_by_title(old_line), facts_by_title(new_line)
+    old_facts, new_facts = facts_of(old_line).by_title, facts_of(new_line).by_title
     for facet in facets:
         old_text, new_text = old_facts.get(facet.title), new_facts.get(facet.title)
         if old_text is None or new_text is None or old_text == new_text:
@@ -205,7 +206,7 @@ def unread_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: in
     read.update(facet.title for facet, _ in new_line.facet_values)
     # A facet with one value per trace writes its per-call facts itself (`call_facts`).
     read.update(facet.title for facet in trace_facets(FACT_TITLES) if hasattr(facet, "call_facts"))
-    old_facts, new_facts = facts_by_title(old_line), facts_by_title(new_line)
+    old_facts, new_facts = facts_of(old_line).by_title, facts_of(new_line).by_title
     changes = []
     for title in dict.fromkeys([*old_facts, *new_facts]):
         if title in read:

@@ -20,14 +20,8 @@ from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.change_details import describe_value_change
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.places import at_modules, describe_place, plural
-from pytest_fwdorder.golden.format import (
-    TENSOR_PATTERN,
-    GoldenLine,
-    facts_by_title,
-    tensor_fact_flags,
-    tensor_fact_items,
-    tensor_fact_shape,
-)
+from pytest_fwdorder.golden.format import TENSOR_PATTERN, GoldenLine
+from pytest_fwdorder.golden.line_facts import TENSOR_TITLES, facts_of
 from pytest_fwdorder.golden.parse import split_values, tensor_shapes
 
 # The kinds of change a uniform change is made of; each counted by what it is about.
@@ -36,7 +30,6 @@ _UNIFORM_KINDS = (
     ChangeKind.INPUT_CHANGED,
     ChangeKind.OUTPUT_CHANGED,
 )
-_TENSOR_TITLES = ("parameters", "buffers")
 # The kinds of change that flow from the model's input along the calls.
 _FLOWING_KINDS = (ChangeKind.INPUT_CHANGED, ChangeKind.OUTPUT_CHANGED)
 
@@ -222,24 +215,21 @@ def _first_size_only(old: tuple[int, ...], new: tuple[int, ...]) -> bool:
 
 def _tensor_facts_cast(old: GoldenLine, new: GoldenLine) -> tuple[str, str] | None:
     """The one dtype change of a call's parameters and buffers, as `uniform_change` says."""
-    old_facts, new_facts = facts_by_title(old), facts_by_title(new)
+    old_facts, new_facts = facts_of(old), facts_of(new)
     casts = set()
-    for title in _TENSOR_TITLES:
-        old_items = tensor_fact_items(old_facts.get(title, ""))
-        new_items = tensor_fact_items(new_facts.get(title, ""))
-        if old_items.keys() != new_items.keys():
+    for title in TENSOR_TITLES:
+        old_tensors, new_tensors = old_facts.tensors_of(title), new_facts.tensors_of(title)
+        if old_tensors.keys() != new_tensors.keys():
             return None
-        for name, old_description in old_items.items():
-            new_description = new_items[name]
-            if old_description == new_description:
+        for name, before in old_tensors.items():
+            after = new_tensors[name]
+            if before == after:
                 continue
-            if tensor_fact_flags(old_description) != tensor_fact_flags(new_description):
+            if before.flags != after.flags or before.sizes is None or after.sizes is None:
+                return None  # a flag changed too, or a lazy tensor: no cast alone
+            if before.sizes != after.sizes:
                 return None
-            old_match = TENSOR_PATTERN.fullmatch(tensor_fact_shape(old_description))
-            new_match = TENSOR_PATTERN.fullmatch(tensor_fact_shape(new_description))
-            if old_match is None or new_match is None or old_match[2] != new_match[2]:
-                return None
-            casts.add((old_match[1], new_match[1]))
+            casts.add((before.dtype, after.dtype))
     return casts.pop() if len(casts) == 1 else None
 
 
@@ -285,11 +275,11 @@ def _changed_titles(changes: tuple[Change, ...]) -> list[str]:
     changed = set()
     for change in changes:
         if change.kind is ChangeKind.PARAMETERS_CHANGED and change.old and change.new:
-            old_facts, new_facts = facts_by_title(change.old), facts_by_title(change.new)
+            old_facts, new_facts = facts_of(change.old).by_title, facts_of(change.new).by_title
             changed |= {
-                title for title in _TENSOR_TITLES if old_facts.get(title) != new_facts.get(title)
+                title for title in TENSOR_TITLES if old_facts.get(title) != new_facts.get(title)
             }
-    return [title for title in _TENSOR_TITLES if title in changed]
+    return [title for title in TENSOR_TITLES if title in changed]
 
 
 def _within(place: int, lines: list[GoldenLine], name_free: bool) -> str:

@@ -86,9 +86,6 @@ ENVIRONMENT_PREFIX = "# written with: "
 FROZEN_FLAG = "frozen"
 NOT_SAVED_FLAG = "not saved"
 TIED_FLAG = "tied to "
-_TENSOR_FLAGS = (FROZEN_FLAG, NOT_SAVED_FLAG)
-# One tensor fact as `render_tensor_fact` writes it: `weight f32[8,3] frozen tied to a.weight`.
-_TENSOR_ITEM = re.compile(r"[^ ,]+ [a-z][a-z0-9]*(\[[0-9,]*\]| uninitialized)")
 # A tie at the end of a tensor fact, `tied to a.weight, b.weight`, up to the next fact.
 TIED_PATTERN = re.compile(r" tied to [^,]*(, [a-zA-Z_<][^ ,]*\.[^ ,]*)*")
 # The header sections that list items, as `render_header` titles them.
@@ -355,61 +352,9 @@ def render_tensor_fact(fact: TensorFact, other_names: tuple[str, ...] | None = N
     return text
 
 
-def facts_by_title(line: GoldenLine) -> dict[str, str]:
-    """A call's fact lines by title: {'settings': 'in_features=4, ...', 'parameters': ...}."""
-    facts: dict[str, str] = {}
-    for fact in line.facts:
-        title, _, text = fact.partition(": ")
-        facts[title] = text
-    return facts
-
-
 def fact_title(fact: str) -> str:
     """What a fact line is about: `settings`, `parameters`, `buffers`, or an extra title."""
     return fact.partition(": ")[0]
-
-
-def named_items(text: str) -> dict[str, str] | None:
-    """`a=1, b=(3, 3)` as {'a': '1', 'b': '(3, 3)'}; None if some item has no name."""
-    items: dict[str, str] = {}
-    for item in split_top_level(text):
-        name, separator, value = item.partition("=")
-        if not separator or not name.isidentifier():
-            return None
-        items[name] = value
-    return items
-
-
-def tensor_fact_items(text: str) -> dict[str, str]:
-    """`weight f32[8,3], bias f32[8] frozen` as {'weight': 'f32[8,3]', 'bias': 'f32[8] frozen'}.
-
-    A `tied to` list holds commas of its own: a piece that does not start a tensor fact
-    belongs to the one before it.
-    """
-    items: dict[str, str] = {}
-    last = ""
-    for piece in split_top_level(text):
-        if last and not _TENSOR_ITEM.match(piece):
-            items[last] += f", {piece}"
-            continue
-        last, _, description = piece.partition(" ")
-        items[last] = description
-    return items
-
-
-def tensor_fact_shape(description: str) -> str:
-    """The dtype and shape of a tensor fact: `f32[8] frozen tied to x` -> `f32[8]`."""
-    return description.split(" ", 1)[0]
-
-
-def tensor_fact_flags(description: str) -> set[str]:
-    """The flags after dtype and shape, as whole words; a tie as one flag with its names."""
-    rest = description.split(" ", 1)[1] if " " in description else ""
-    rest, tied, names = rest.partition(TIED_FLAG)
-    found = {flag for flag in _TENSOR_FLAGS if re.search(rf"(^| ){flag}( |$)", rest)}
-    if tied:
-        found.add(f"{TIED_FLAG}{names}")
-    return found
 
 
 def is_first_call(line: GoldenLine) -> bool:

@@ -33,9 +33,9 @@ from pytest_fwdorder.golden.format import (
     ENVIRONMENT_PREFIX,
     FACT_PREFIX,
     FORMAT_LINE,
-    named_items,
     split_top_level,
 )
+from pytest_fwdorder.golden.line_facts import read_settings
 from pytest_fwdorder.golden.parse import parse_call_line
 
 _SETTINGS_TITLE = "settings: "
@@ -243,8 +243,8 @@ def _setting_names(line: str) -> set[str]:
 
 def _left_out(owner_type: str, old_line: str, new_line: str) -> list[str]:
     """`BatchNorm2d bias=True`: the settings one side has and the other does not."""
-    old_items = named_items(old_line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :]) or {}
-    new_items = named_items(new_line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :]) or {}
+    old_items = read_settings(old_line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :]) or {}
+    new_items = read_settings(new_line.lstrip(" ")[len(FACT_PREFIX + _SETTINGS_TITLE) :]) or {}
     return [
         f"{owner_type} {name}={value}"
         for items, others in ((old_items, new_items), (new_items, old_items))

@@ -9,7 +9,8 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_fwdorder.golden.format import FACT_PREFIX, FACT_TITLES, GoldenLine, facts_by_title
+from pytest_fwdorder.golden.format import FACT_PREFIX, FACT_TITLES, GoldenLine
+from pytest_fwdorder.golden.line_facts import facts_of
 from pytest_fwdorder.hookspecs import trace_facets
 
 # The style of a facet's bars (`bar_class`, calls/facet_records.py): only a page or display
@@ -43,7 +44,7 @@ def bar_measures(facet: Any, lines: list[GoldenLine]) -> tuple[list[int | None],
     outermost calls (the whole forward's); None when no outermost call has one."""
 
     def measure_of(line: GoldenLine) -> int | None:
-        text = facts_by_title(line).get(facet.title)
+        text = facts_of(line).by_title.get(facet.title)
         value = None if text is None else facet.read_call_fact(text)
         return None if value is None else int(facet.bar_measure(value))
 
