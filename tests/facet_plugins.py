@@ -268,3 +268,9 @@ class UndeclaredKindLines(KindedNestingLines):
 
     def line_changes(self, old: list[int], new: list[int]) -> list[tuple[str, str]]:
         return [("nesting widened", "open 1 -> open 9")] if old != new else []
+
+
+class ClashingKindLines(KindedNestingLines):
+    """`KindedNestingLines` that declares a kind the operations facet has already."""
+
+    change_kinds = (FacetChangeKind("operation", "inserted", "with operations inserted"),)

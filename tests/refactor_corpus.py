@@ -1358,6 +1358,50 @@ def _cases() -> list[Refactor]:
             ("4 calls removed: 1 (Sequential, with 3 nested calls) after 0",),
         ),
         Refactor(
+            "halve the channels of every block of a plain conv stack",
+            lambda: conv_blocks([16, 32, 64]),
+            lambda: conv_blocks([8, 16, 32]),
+            small_image,
+            # The new block 2 is set up as the old block 1 was: it stays block 2.
+            {"output changed": 6, "settings changed": 6, "parameters changed": 6},
+            ("2.0 (Conv2d): in_channels 32 -> 16, out_channels 64 -> 32",),
+            ("2.0 (Conv2d): in_channels 32 -> 16, out_channels 64 -> 32",),
+        ),
+        Refactor(
+            "a ModuleList's layers registered in another order, run as before",
+            lambda: RegisteredInOrder("abc"),
+            lambda: RegisteredInOrder("bac"),
+            features16,
+            {"renamed": 2},
+            ("2 calls renamed: layers.0 (Linear) -> layers.1, layers.1 (Linear) -> layers.0",),
+            keeps_structure=True,
+        ),
+        Refactor(
+            "swap two blocks and insert one at the start",
+            lambda: feed_forward_stack([32, 64, 128]),
+            swapped_after_a_new_block,
+            features16,
+            {"swapped": 1, "renamed": 1, "inserted": 4},
+            (
+                "0 and 1 (Sequential) swapped, now 2 and 1 (3 calls renamed under them)",
+                "4 calls inserted: 0 (Sequential, with 3 nested calls) at the start of <root> "
+                "(Sequential)",
+            ),
+            (
+                "0 and 1 (Sequential) swapped, now 2 and 1",
+                "4 calls inserted: 0 (Sequential, with 3 nested calls) at the start of the model",
+            ),
+        ),
+        Refactor(
+            "flatten blocks of look-alike layers into their parent",
+            lambda: look_alike_blocks(flat=False),
+            lambda: look_alike_blocks(flat=True),
+            features16,
+            {"unwrapped": 3},
+            ("1 (Sequential) unwrapped: the old 1.0, 1.1 are now 2, 3 (2 calls renamed under it)",),
+            ("1 (Sequential) unwrapped: the old 1.0, 1.1 are now 2, 3",),
+        ),
+        Refactor(
             "flatten a nested Sequential into its parent",
             lambda: conv_stack(flat=False),
             lambda: conv_stack(flat=True),
@@ -1511,6 +1555,49 @@ def conv_stack(*, flat: bool) -> nn.Module:
     head = [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3)]
     body = layers if flat else [nn.Sequential(*layers)]
     return nn.Sequential(*body, *head).eval()
+
+
+def conv_blocks(widths: list[int]) -> nn.Module:
+    """Conv-BN-ReLU blocks, each as wide as given, the first taking an image."""
+    torch.manual_seed(0)
+    blocks, channels = [], 3
+    for width in widths:
+        conv = nn.Conv2d(channels, width, 3, padding=1)
+        blocks.append(nn.Sequential(conv, nn.BatchNorm2d(width), nn.ReLU()))
+        channels = width
+    return nn.Sequential(*blocks).eval()
+
+
+class RegisteredInOrder(nn.Module):
+    """Two Linears and a LayerNorm in a ModuleList in the given order of `a`, `b`, `c`,
+    always run as `a`, `b`, `c`."""
+
+    def __init__(self, order: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        made = {"a": nn.Linear(16, 16), "b": nn.Linear(16, 16, bias=False), "c": nn.LayerNorm(16)}
+        self.layers = nn.ModuleList([made[name] for name in order])
+        self.at = {name: index for index, name in enumerate(order)}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for name in "abc":
+            x = self.layers[self.at[name]](x)
+        return x
+
+
+def swapped_after_a_new_block() -> nn.Module:
+    """The first two blocks of `feed_forward_stack([32, 64, 128])` swapped, after a new one."""
+    blocks = feed_forward_stack([32, 64, 128])
+    return nn.Sequential(feed_forward_stack([16])[0], blocks[1], blocks[0], blocks[2])
+
+
+def look_alike_blocks(*, flat: bool) -> nn.Module:
+    """Three Linear-ReLU blocks of one width, in Sequentials of their own or not."""
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(16, 16), nn.ReLU()) for _ in range(3)]
+    if flat:
+        return nn.Sequential(*(layer for block in blocks for layer in block))
+    return nn.Sequential(*blocks)
 
 
 def features16() -> tuple[torch.Tensor, ...]:

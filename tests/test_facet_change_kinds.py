@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from facet_plugins import KindedNestingLines, NestingLines, UndeclaredKindLines, offered
+from facet_plugins import (
+    ClashingKindLines,
+    KindedNestingLines,
+    NestingLines,
+    UndeclaredKindLines,
+    offered,
+)
 from torch import nn
 
 from pytest_fwdorder import FacetChangeKind, TraceDiff, diff_golden, trace_forward
@@ -117,3 +123,43 @@ def test_a_line_mark_the_golden_could_not_tell_apart_is_refused(mark: str, probl
         checked_facets([OPERATIONS, facet], ())
     facet.line_mark = "% "
     assert checked_facets([OPERATIONS, facet], ()) == (OPERATIONS, facet)
+
+
+def test_a_kind_whose_name_another_has_is_refused_naming_both(
+    request: pytest.FixtureRequest,
+) -> None:
+    with (
+        offered(request.config, ClashingKindLines()),
+        pytest.raises(
+            ValueError,
+            match=r"facet 'opened' declares the change kind 'operation inserted', which facet "
+            r"'operations' already has",
+        ),
+    ):
+        trace_forward(nn.ReLU(), torch.ones(1)).diff(trace_forward(nn.ReLU(), torch.ones(1))).count(
+            "operation inserted"
+        )
+
+
+def test_a_kind_object_no_facet_declares_is_refused() -> None:
+    difference = trace_forward(nn.ReLU(), torch.ones(1)).diff(
+        trace_forward(nn.ReLU(), torch.ones(1))
+    )
+    with pytest.raises(ValueError, match=r"unknown change kind FacetChangeKind\(noun='nesting'"):
+        difference.count(FacetChangeKind("nesting", "deepened", "with nestings deepened"))
+
+
+def test_a_costs_header_without_its_uncounted_section_adds_none() -> None:
+    """A golden written before the section (or cut by hand) says nothing of operations
+    without a FLOP formula: none is taken as added."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    text = trace_forward(model, torch.ones(1, 4), costs=True).render()
+    section = "# uncounted operations (1):\n#   aten.relu x1\n"
+    assert section in text
+    without = text.replace(section, "")
+    added = section.replace("(1):", "(2):") + "#   aten.gelu x1\n"
+
+    assert (
+        diff_golden(without, text.replace(section, added)).count("uncounted operation added") == 0
+    )
+    assert diff_golden(text, text.replace(section, added)).count("uncounted operation added") == 1

@@ -13,8 +13,7 @@ one of the header; detail) each.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 
 class FacetChangeKind(NamedTuple):
@@ -29,19 +28,3 @@ class FacetChangeKind(NamedTuple):
     def name(self) -> str:
         """`operation inserted`: what a diff counts the kind's changes under."""
         return f"{self.noun} {self.verb}"
-
-
-def facet_change_kinds(facets: Iterable[object]) -> dict[str, tuple[Any, FacetChangeKind]]:
-    """Each kind the facets declare (`change_kinds`), by name, with its facet."""
-    return {
-        kind.name: (facet, kind) for facet in facets for kind in getattr(facet, "change_kinds", ())
-    }
-
-
-def listed(items: list[str], separator: str = ", ", limit: int = 5) -> str:
-    """The first `limit` items and how many more: `a, b, c, d, e (+2 more)`, as a summary
-    lists its examples."""
-    shown = separator.join(items[:limit])
-    if len(items) > limit:
-        shown += f" (+{len(items) - limit} more)"
-    return shown

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_fwdorder.calls.change_kinds import FacetChangeKind, facet_change_kinds
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.hookspecs import trace_facets
 
@@ -104,18 +104,40 @@ def change_kind(kind: ChangeKind | FacetChangeKind | str) -> ChangeKind | str:
     are."""
     if isinstance(kind, ChangeKind):
         return kind
-    if isinstance(kind, FacetChangeKind):
-        return kind.name
     if isinstance(kind, str):
         try:
             return ChangeKind(kind)
         except ValueError:
             pass
-    declared = facet_change_kinds(trace_facets(FACT_TITLES))
-    if isinstance(kind, str) and kind in declared:
-        return kind
+    declared = declared_kinds()
+    name = kind.name if isinstance(kind, FacetChangeKind) else kind
+    if isinstance(name, str) and name in declared:
+        return name
     valid = ", ".join(repr(name) for name in [*(member.value for member in ChangeKind), *declared])
     raise ValueError(f"unknown change kind {kind!r}: use one of {valid}, or a member of ChangeKind")
+
+
+def declared_kinds() -> dict[str, tuple[Any, FacetChangeKind]]:
+    """The kinds of change the registered facets declare (`change_kinds`), by name, each
+    with its facet. Raises ValueError for one whose name a `ChangeKind` or another facet's
+    kind has: its changes would be counted as those."""
+    declared: dict[str, tuple[Any, FacetChangeKind]] = {}
+    for facet in trace_facets(FACT_TITLES):
+        for kind in getattr(facet, "change_kinds", ()):
+            name = kind.name
+            taken = "a built-in kind" if name in _BUILT_IN_KINDS else None
+            if name in declared:
+                taken = f"facet {declared[name][0].title!r}"
+            if taken is not None:
+                raise ValueError(
+                    f"facet {facet.title!r} declares the change kind {name!r}, which {taken} "
+                    "already has: give it a noun or verb of its own"
+                )
+            declared[name] = (facet, kind)
+    return declared
+
+
+_BUILT_IN_KINDS = frozenset(member.value for member in ChangeKind)
 
 
 def is_of_kind(change: Change, kind: ChangeKind | str) -> bool:

@@ -358,6 +358,7 @@ class _FirstCalls:
         return lines[index].path
 
     def first_call(self, path: str) -> GoldenLine | None:
+        """The old line of the first call of the module at `path`, None for no such module."""
         if self._by_path is None:
             self._by_path = {}
             for index, line in enumerate(self.old):

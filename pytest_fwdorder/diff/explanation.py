@@ -38,6 +38,7 @@ from pytest_fwdorder.diff.uniform_changes import (
     entry_change,
     group_uniform_changes,
 )
+from pytest_fwdorder.golden.figures import EXAMPLES, listed
 from pytest_fwdorder.golden.format import GoldenLine
 
 # Order of the summary: what a reviewer should read first comes first.
@@ -72,7 +73,6 @@ _FINDINGS = {
     ChangeKind.FORWARD_RUN_GONE: "module",
 }
 
-_EXAMPLES = 5
 
 # What a change of each kind counts, where it is not a call.
 _NOUNS = {
@@ -127,9 +127,9 @@ def summarize(
         sentences = [
             change.sentence for change in nesting if change.kind is kind and change.sentence
         ]
-        lines += sentences[:_EXAMPLES]
-        if len(sentences) > _EXAMPLES:
-            lines.append(f"(+{len(sentences) - _EXAMPLES} more {nouns[1]})")
+        lines += sentences[:EXAMPLES]
+        if len(sentences) > EXAMPLES:
+            lines.append(f"(+{len(sentences) - EXAMPLES} more {nouns[1]})")
     lines += _kind_lines(changes, kinds, old_lines, new_lines, followers, tree, name_free)
     return "\n".join(line for line in lines if line)
 
@@ -263,7 +263,7 @@ def _describe_kind(diff: _Changes, kind: ChangeKind) -> str:
 
 
 def _describe_findings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return f"{plural(len(changes), _FINDINGS[kind])} {kind.value}: " + _examples(
+    return f"{plural(len(changes), _FINDINGS[kind])} {kind.value}: " + listed(
         [c.detail for c in changes], separator="; "
     )
 
@@ -287,7 +287,7 @@ def _describe_types(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> 
         return f"type changed at {path} ({plural(calls, 'call')}): {changes[0].detail}"
     if named:
         parts = [
-            f"{detail} in {_examples(list(map(_calls_of, modules.items())))}"
+            f"{detail} in {listed(list(map(_calls_of, modules.items())))}"
             for detail, modules in groups.items()
         ]
     elif len(groups) == 1:
@@ -305,7 +305,7 @@ def _calls_of(module: tuple[str, int]) -> str:
 
 def _describe_renames(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
     items = [f"{called(c.old)} -> {c.new.name}" for c in changes if c.old and c.new]
-    return f"{plural(len(changes), 'call')} renamed: " + _examples(items)
+    return f"{plural(len(changes), 'call')} renamed: " + listed(items)
 
 
 def _describe_values_passed(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -316,11 +316,11 @@ def _describe_values_passed(diff: _Changes, kind: ChangeKind, changes: list[Chan
         for c in changes
         if c.new is not None
     ]
-    return f"{side} changed at {plural(len(changes), 'call')}: " + _examples(items, separator="; ")
+    return f"{side} changed at {plural(len(changes), 'call')}: " + listed(items, separator="; ")
 
 
 def _describe_reuse(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return "reuse count changed: " + _examples([c.detail for c in changes])
+    return "reuse count changed: " + listed([c.detail for c in changes])
 
 
 def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -339,7 +339,7 @@ def _describe_settings(diff: _Changes, kind: ChangeKind, changes: list[Change]) 
             what += f" ({_without_prefix(along.detail, c.new.path)})"
         items.append((c.new, what))
     at = at_modules(diff.new_lines, [c.new for c in changes if c.new is not None])
-    return f"settings changed at {at}: " + _examples(_alike_said_once(items), separator="; ")
+    return f"settings changed at {at}: " + listed(_alike_said_once(items), separator="; ")
 
 
 def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -356,7 +356,7 @@ def _describe_parameters(diff: _Changes, kind: ChangeKind, changes: list[Change]
         if of_the_model
         else at_modules(diff.new_lines, [c.new for c in changes if c.new is not None])
     )
-    return f"parameters changed at {at}{with_them}: " + _examples(
+    return f"parameters changed at {at}{with_them}: " + listed(
         _alike_said_once(at_calls) + of_the_model, separator="; "
     )
 
@@ -394,7 +394,7 @@ def _call_name(line: GoldenLine) -> str:
 
 
 def _describe_modes(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
-    return f"{kind.value} at {plural(len(changes), 'place')}: " + _examples(
+    return f"{kind.value} at {plural(len(changes), 'place')}: " + listed(
         _at_calls(changes), separator="; "
     )
 
@@ -411,7 +411,7 @@ def _at_calls(changes: list[Change]) -> list[str]:
 
 def _describe_per_call(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
     items = [f"{called(c.new)} {c.detail}" for c in changes if c.new is not None]
-    return f"{kind.value} at {plural(len(changes), 'call')}: " + _examples(items)
+    return f"{kind.value} at {plural(len(changes), 'call')}: " + listed(items)
 
 
 def _describe_subtree_kind(diff: _Changes, kind: ChangeKind, changes: list[Change]) -> str:
@@ -472,7 +472,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             line = lines[root.position]
             inner = f", with {plural(nested, 'nested call')}" if nested else ""
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
-            shown = kind is not ChangeKind.MOVED and len(items) < _EXAMPLES
+            shown = kind is not ChangeKind.MOVED and len(items) < EXAMPLES
             alike = look_alikes(lines, root.position, diff.name_free) if shown else []
             which = which_of(lines, alike, changed)
             if which is not None:
@@ -491,7 +491,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             break
         root, nested = change, 0
         last_nested = subtree_end(lines, change.position)
-    return f"{plural(len(changes), 'call')} {kind.value}: " + _examples(items, separator="; ")
+    return f"{plural(len(changes), 'call')} {kind.value}: " + listed(items, separator="; ")
 
 
 def _end_order(lines: list[GoldenLine]) -> list[int]:
@@ -508,13 +508,6 @@ def _end_order(lines: list[GoldenLine]) -> list[int]:
         order[open_calls.pop()] = ended
         ended += 1
     return order
-
-
-def _examples(items: list[str], separator: str = ", ", limit: int = _EXAMPLES) -> str:
-    shown = separator.join(items[:limit])
-    if len(items) > limit:
-        shown += f" (+{len(items) - limit} more)"
-    return shown
 
 
 def _of_the_header(change: Change) -> bool:
@@ -558,12 +551,12 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
         if len(items) == 1:
             lines.append(f"{words} at 1 call: {items[0]}")
         elif items:
-            later = _examples(items[1:], separator="; ")
+            later = listed(items[1:], separator="; ")
             lines.append(
                 f"{words} at {plural(len(group), 'call')}, first at {items[0]}; later: {later}"
             )
     lines += [
-        f"{words}: {_examples(details, separator='; ')}" if noun else "; ".join(details)
+        f"{words}: {listed(details, separator='; ')}" if noun else "; ".join(details)
         for (words, noun), details in of_the_header.items()
     ]
     lines += _declared_kind_lines(changes, of_the_header=True)
@@ -587,6 +580,6 @@ def _declared_kind_lines(changes: list[Change], *, of_the_header: bool) -> list[
             continue
         items = [f"{name}: {detail}" if name else detail for name, detail in said]
         lines.append(
-            f"{plural(len(group), kind.noun)} {kind.verb}: " + _examples(items, separator="; ")
+            f"{plural(len(group), kind.noun)} {kind.verb}: " + listed(items, separator="; ")
         )
     return lines

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_fwdorder.calls.change_kinds import facet_change_kinds
-from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.changes import Change, ChangeKind, declared_kinds
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.line_facts import facts_of
@@ -177,12 +176,12 @@ def _kind_change(
 ) -> Change:
     """A change of a kind `facet` declares (`change_kinds`), by its name; a facet that gives
     a kind it does not declare is a plugin's mistake, named with the kinds it declares."""
-    kinds = facet_change_kinds([facet])
-    if name not in kinds:
+    kinds = declared_kinds()
+    if kinds.get(name, (None,))[0] is not facet:
+        own = [repr(declared) for declared, (owner, _) in kinds.items() if owner is facet]
         raise ValueError(
             f"facet {facet.title!r} gave a change of kind {name!r}, which its change_kinds do "
-            f"not declare ({', '.join(map(repr, kinds)) or 'none'}): declare it there as a "
-            "FacetChangeKind"
+            f"not declare ({', '.join(own) or 'none'}): declare it there as a FacetChangeKind"
         )
     return Change(
         ChangeKind.FACET_CHANGED,

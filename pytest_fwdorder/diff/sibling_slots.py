@@ -11,9 +11,13 @@ rules keep such pairs to what the siblings show:
   places among themselves (a swap, a rotation); else each child keeps its name, and what
   changed inside it is said at its name.
 - **The order.** Where the children differ in number (a block deleted), look-alike pairs that
-  cross each other give way to the longest in-order pairing of identical children: deleting
-  block 1 of 16-32-16, 16-64-16, 16-32-16, 16-64-16 removes block 1, and does not swap the
-  next two and remove the last.
+  cross each other give way to the longest in-order pairing of identical children, where it
+  pairs as many: deleting block 1 of 16-32-16, 16-64-16, 16-32-16, 16-64-16 removes block 1,
+  and does not swap the next two and remove the last. Where it pairs fewer, the crossing
+  was real (two blocks swapped and one inserted) and stays.
+
+`children_in_place` then keeps the children of paired calls in place before they pair pass
+by pass: renamed in order, in their slots, or unwrapped into their parent.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from collections.abc import Hashable, Iterator
 
 from pytest_fwdorder.diff.call_keys import identity_and_number
 from pytest_fwdorder.diff.call_tree import CallTree
-from pytest_fwdorder.diff.ordered_pairing import cheapest_pairs, common_subsequence, crossing
+from pytest_fwdorder.diff.ordered_pairing import cheapest_pairs, crossing
 
 _SMALLEST_SUBTREE = 2  # as tree_alignment.py: a single call pairs only by its name or parent
-# The longest in-order pairing of two children lists is a table of their lengths' product:
-# above this many cells, the matching blocks of difflib stand in for it.
+# The longest in-order pairing of what differs between two children lists (after the same
+# first and last ones) is a table of its lengths' product: above this many cells, the
+# look-alikes keep the pairs they have.
 _LARGEST_TABLE = 250_000
 
 
@@ -43,7 +48,7 @@ def siblings_in_place(
 
     Siblings are the children of two calls with the same name, class and number; without
     names (`match_paths=False`), of the outermost calls and of two calls already paired,
-    and only the order is kept."""
+    and their slots are their classes and sizes alone."""
     instead: list[tuple[int, int]] = []
     for parent, new_parent in list(_parents(old_tree, new_tree, old_to_new, match_paths)):
         olds, news = old_tree.children[parent], new_tree.children[new_parent]
@@ -51,16 +56,23 @@ def siblings_in_place(
             continue
         among = set(news)
         pairs = [(i, old_to_new[i]) for i in olds if old_to_new.get(i) in among]
-        crossed = [(i, j) for i, j in pairs if old_tree.lines[i].path != new_tree.lines[j].path]
-        if match_paths and _slots(old_tree, olds) == _slots(new_tree, news):
-            old_names = {old_tree.lines[i].path for i, _ in crossed}
-            if old_names != {new_tree.lines[j].path for _, j in crossed}:
+        if not pairs:
+            continue
+        # Crossed: paired with a child of another name; without names, at another place.
+        old_place, new_place = (
+            _places(old_tree, olds, match_paths),
+            _places(new_tree, news, match_paths),
+        )
+        crossed = [(i, j) for i, j in pairs if old_place[i] != new_place[j]]
+        if _slots(old_tree, olds, match_paths) == _slots(new_tree, news, match_paths):
+            if {old_place[i] for i, _ in crossed} != {new_place[j] for _, j in crossed}:
                 _unpair(old_tree, crossed, old_to_new, new_to_old)
         elif len(olds) != len(news) and crossing(pairs):
-            _unpair(old_tree, pairs, old_to_new, new_to_old)
-            free_olds = [i for i in olds if i not in old_to_new]
-            free_news = [j for j in news if j not in new_to_old]
-            instead += _identical_in_order(old_tree, new_tree, free_olds, free_news)
+            maps = (old_to_new, new_to_old)
+            in_order = _identical_in_order((old_tree, new_tree), (olds, news), pairs, maps)
+            if len(in_order) >= len(pairs):  # as many in order: the crossing was a choice
+                _unpair(old_tree, pairs, old_to_new, new_to_old)
+                instead += in_order
     return instead
 
 
@@ -89,10 +101,17 @@ def _parents(
             yield parent, new_parent
 
 
-def _slots(tree: CallTree, children: list[int]) -> list[tuple[str, str, int]]:
-    """The children's names, classes and sizes, in order."""
+def _places(tree: CallTree, children: list[int], named: bool) -> dict[int, str | int]:
+    """Where each child is among its siblings: its name, or without names its position."""
+    if named:
+        return {index: tree.lines[index].path for index in children}
+    return {index: place for place, index in enumerate(children)}
+
+
+def _slots(tree: CallTree, children: list[int], named: bool) -> list[tuple[str, str, int]]:
+    """The children's names (where `named`), classes and sizes, in order."""
     return [
-        (tree.lines[index].path, tree.lines[index].module_type, tree.size(index))
+        (tree.lines[index].path if named else "", tree.lines[index].module_type, tree.size(index))
         for index in children
     ]
 
@@ -112,18 +131,147 @@ def _unpair(
 
 
 def _identical_in_order(
-    old_tree: CallTree, new_tree: CallTree, olds: list[int], news: list[int]
+    trees: tuple[CallTree, CallTree],
+    children: tuple[list[int], list[int]],
+    pairs: list[tuple[int, int]],
+    maps: tuple[dict[int, int], dict[int, int]],
 ) -> list[tuple[int, int]]:
     """The longest in-order pairing of identical children of two calls or more, among those
-    not paired elsewhere."""
-    old_keys: list[Hashable] = [_key(old_tree, index) for index in olds]
-    new_keys: list[Hashable] = [_key(new_tree, index) for index in news]
-    if len(olds) * len(news) > _LARGEST_TABLE:  # a matching-blocks pairing, not the longest
-        return [(olds[i], news[j]) for i, j in common_subsequence(old_keys, new_keys)]
-    never_near: tuple[list[Hashable], list[Hashable]] = ([0] * len(olds), [1] * len(news))
-    return [(olds[i], news[j]) for i, j in cheapest_pairs(old_keys, new_keys, *never_near)]
+    `pairs` pair and those nothing pairs: the same first and last ones, then the rest by a
+    table of their lengths' product (none where it would be too large)."""
+    old_tree, new_tree = trees
+    in_pairs = {i for i, _ in pairs} | {j for _, j in pairs}
+    olds = [i for i in children[0] if i in in_pairs or i not in maps[0]]
+    news = [j for j in children[1] if j in in_pairs or j not in maps[1]]
+    old_keys = [_key(old_tree, index) for index in olds]
+    new_keys = [_key(new_tree, index) for index in news]
+    first = 0
+    while first < min(len(olds), len(news)) and old_keys[first] == new_keys[first]:
+        first += 1
+    last = 0
+    while last < min(len(olds), len(news)) - first and old_keys[-1 - last] == new_keys[-1 - last]:
+        last += 1
+    old_end, new_end = len(olds) - last, len(news) - last
+    if (old_end - first) * (new_end - first) > _LARGEST_TABLE:
+        return []
+    middle = cheapest_pairs(
+        old_keys[first:old_end],
+        new_keys[first:new_end],
+        [0] * (old_end - first),
+        [1] * (new_end - first),
+    )
+    found = [(k, k) for k in range(first)]
+    found += [(first + i, first + j) for i, j in middle]
+    found += [(old_end + k, new_end + k) for k in range(last)]
+    # A single call keeps the order here but pairs by the later passes.
+    return [(olds[i], news[j]) for i, j in found if old_tree.size(olds[i]) >= _SMALLEST_SUBTREE]
+
+
+def _alike_by_name(trees: tuple[CallTree, CallTree], olds: list[int], news: list[int]) -> bool:
+    """Whether each of `olds` looks as the one of `news` with its name does."""
+    old_tree, new_tree = trees
+    by_name = {new_tree.lines[j].path: new_tree.shapes[j] for j in news}
+    return all(by_name.get(old_tree.lines[i].path) == old_tree.shapes[i] for i in olds)
 
 
 def _key(tree: CallTree, index: int) -> Hashable:
-    # A single call is unpairable here (an object equal only to itself).
-    return tree.shapes[index] if tree.size(index) >= _SMALLEST_SUBTREE else object()
+    return (tree.size(index) >= _SMALLEST_SUBTREE, tree.shapes[index])
+
+
+def children_in_place(
+    trees: tuple[CallTree, CallTree],
+    children: tuple[list[int], list[int]],
+    old_to_new: dict[int, int],
+    new_to_old: dict[int, int],
+    *,
+    match_paths: bool,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Before the children of two paired calls pair pass by pass (tree_alignment.py): the
+    pairs to make at once, and those made already that the passes must keep in order.
+
+    - The same calls in the same order under other names (a ModuleList's modules registered
+      in another order, run as before), where by their names they differ: each pairs with
+      the one at its place, renamed.
+    - The same slots (names, classes and sizes in order; without names, classes and sizes)
+      where the calls left are not the same calls in another order: each pairs with the one
+      at its slot, and what changed in it is said there (every block narrowed by half is no
+      block renamed, inserted and removed).
+    - The calls inside some old children, and the other old children, the same calls in
+      the same order as the new children: those children were unwrapped (a nested
+      Sequential flattened into its parent), and each call pairs with the one at its place.
+    - Without names, where children were inserted or removed, those paired already hold the
+      others in order (a block deleted, not its look-alikes swapped).
+    """
+    old_tree, new_tree = trees
+    old_children, new_children = children
+    maps = (old_to_new, new_to_old)
+    held: list[tuple[int, int]] = []
+    if not match_paths and len(old_children) != len(new_children):
+        among = set(new_children)
+        held = [(i, old_to_new[i]) for i in old_children if old_to_new.get(i) in among]
+    flattened = _flattened(trees, children, maps)
+    if flattened:
+        return flattened, held
+    if len(old_children) != len(new_children) or not _in_place_so_far(children, *maps):
+        return [], held
+    olds = [i for i in old_children if i not in old_to_new]
+    news = [j for j in new_children if j not in new_to_old]
+    old_looks = [old_tree.shapes[i] for i in olds]
+    new_looks = [new_tree.shapes[j] for j in news]
+    renamed_in_order = (
+        match_paths and old_looks == new_looks and not _alike_by_name(trees, olds, news)
+    )
+    same_slots = _slots(old_tree, old_children, match_paths) == _slots(
+        new_tree, new_children, match_paths
+    )
+    if renamed_in_order or (same_slots and sorted(old_looks) != sorted(new_looks)):
+        return list(zip(olds, news, strict=True)), held
+    return [], held
+
+
+def _flattened(
+    trees: tuple[CallTree, CallTree],
+    children: tuple[list[int], list[int]],
+    maps: tuple[dict[int, int], dict[int, int]],
+) -> list[tuple[int, int]]:
+    """The pairs of old children unwrapped into their parent (`children_in_place`), one
+    level deep or all the way down, or []."""
+    old_tree, new_tree = trees
+    for levels in (1, len(old_tree.lines)):
+        expanded = _expanded(old_tree, children[0], maps[0], levels)
+        if len(expanded) == len(children[0]) or len(expanded) != len(children[1]):
+            continue  # nothing unwrapped, or not as many calls
+        pairs = list(zip(expanded, children[1], strict=True))
+        if all(
+            old_tree.shapes[i] == new_tree.shapes[j]
+            and maps[0].get(i, j) == j
+            and maps[1].get(j, i) == i
+            for i, j in pairs
+        ):
+            return [(i, j) for i, j in pairs if i not in maps[0]]
+    return []
+
+
+def _expanded(tree: CallTree, calls: list[int], paired: dict[int, int], levels: int) -> list[int]:
+    """`calls` with each unpaired one that has nested calls replaced by its children, to
+    `levels` levels."""
+    expanded: list[int] = []
+    for index in calls:
+        inside = tree.children[index]
+        if inside and index not in paired and levels:
+            expanded += _expanded(tree, inside, paired, levels - 1)
+        else:
+            expanded.append(index)
+    return expanded
+
+
+def _in_place_so_far(
+    children: tuple[list[int], list[int]], old_to_new: dict[int, int], new_to_old: dict[int, int]
+) -> bool:
+    """Whether each child paired already pairs with the one at its place, and no child
+    left unpaired faces a paired one."""
+    return all(
+        old_to_new.get(old_index, new_index) == new_index
+        and (old_index in old_to_new) == (new_index in new_to_old)
+        for old_index, new_index in zip(*children, strict=True)
+    )

@@ -47,7 +47,7 @@ from pytest_fwdorder.diff.ordered_pairing import (
     pairs_by_key,
     without,
 )
-from pytest_fwdorder.diff.sibling_slots import siblings_in_place
+from pytest_fwdorder.diff.sibling_slots import children_in_place, siblings_in_place
 from pytest_fwdorder.diff.wrapper_pairs import pair_left_in_wrappers
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -337,16 +337,14 @@ class _Matcher:
                 if new_parent != NO_PARENT
                 else self.new_tree.roots
             )
+            maps, trees = (self.old_to_new, self.new_to_old), (self.old_tree, self.new_tree)
+            children = (old_children, new_children)
+            in_place, held = children_in_place(trees, children, *maps, match_paths=self.match_paths)
+            for pair in in_place:
+                self.pair(*pair)
             olds = [i for i in old_children if i not in self.old_to_new]
             news = [j for j in new_children if j not in self.new_to_old]
             if olds and news:
-                # Name-free, where children were inserted or removed, those paired already
-                # hold the others in order (a block deleted, not its look-alikes swapped).
-                differ = len(old_children) != len(new_children) and not self.match_paths
-                among = set(new_children) if differ else set()
-                held = [
-                    (i, self.old_to_new[i]) for i in old_children if self.old_to_new.get(i) in among
-                ]
                 in_order, crossed = self._align_children(old_parent, olds, news, held)
                 for old_index, new_index in [*in_order, *crossed]:
                     self.pair(old_index, new_index)

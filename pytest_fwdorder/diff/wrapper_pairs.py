@@ -10,6 +10,7 @@ unwrapped, whose children are now its parent's.
 
 from __future__ import annotations
 
+import bisect
 from itertools import pairwise
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
@@ -65,8 +66,8 @@ def _pair_left(
     ]
     if ends:
         stretches += [
-            (_unpaired_run(siblings, anchors[0][0], -1, outer_to_inner), inside[: inside.index(anchors[0][1])]),
-            (_unpaired_run(siblings, anchors[-1][0], 1, outer_to_inner), inside[inside.index(anchors[-1][1]) + 1 :]),
+            (_unpaired_run(siblings, anchors[0][0], -1, outer_to_inner), _between(inside, -1, anchors[0][1])),
+            (_unpaired_run(siblings, anchors[-1][0], 1, outer_to_inner), _between(inside, anchors[-1][1], len(inner_tree.lines))),
         ]  # fmt: skip
     for outer_calls, inner_calls in stretches:
         outers = [i for i in outer_calls if i not in outer_to_inner]
@@ -83,14 +84,15 @@ def _pair_left(
 
 
 def _between(calls: list[int], first: int, last: int) -> list[int]:
-    return [index for index in calls if first < index < last]
+    """The calls strictly between two indexes; `calls` ascend (children in call order)."""
+    return calls[bisect.bisect_right(calls, first) : bisect.bisect_left(calls, last)]
 
 
 def _unpaired_run(siblings: list[int], anchor: int, step: int, paired: dict[int, int]) -> list[int]:
     """The unpaired siblings next to `anchor`, before it (`step` -1) or after it (1), up to
     the first paired one, in order."""
     run = []
-    position = siblings.index(anchor) + step
+    position = bisect.bisect_left(siblings, anchor) + step
     while 0 <= position < len(siblings) and siblings[position] not in paired:
         run.append(siblings[position])
         position += step

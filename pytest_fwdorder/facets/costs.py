@@ -26,10 +26,10 @@ from contextlib import contextmanager, nullcontext
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
-from pytest_fwdorder.calls.change_kinds import FacetChangeKind, listed
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.facets.cost_table import cost_table
-from pytest_fwdorder.golden.figures import human_bytes, human_count
+from pytest_fwdorder.golden.figures import human_bytes, human_count, listed
 from pytest_fwdorder.golden.format import header_sections, render_section
 from pytest_fwdorder.hookspecs import hookimpl
 
@@ -67,10 +67,11 @@ class WrittenCosts(NamedTuple):
 
 class WrittenTraceCosts(NamedTuple):
     """The header's costs as a golden gives them: the totals line as written, and each
-    operation without a FLOP formula -> how many times it ran."""
+    operation without a FLOP formula -> how many times it ran (None for a header without
+    that section)."""
 
     totals: str
-    uncounted: dict[str, int]
+    uncounted: dict[str, int] | None
 
 
 class CostsFacet:
@@ -171,6 +172,8 @@ class CostsFacet:
     ) -> list[tuple[str, str]]:
         """Each operation without a FLOP formula that the new trace runs and the old did not,
         `aten.relu x2`; the totals are compared as header lines."""
+        if old.uncounted is None or new.uncounted is None:
+            return []  # a header without the section: nothing to compare
         return [
             (UNCOUNTED_ADDED.name, f"{name} x{count}")
             for name, count in new.uncounted.items()
@@ -300,9 +303,13 @@ def read_trace_costs(header: Sequence[str]) -> WrittenTraceCosts | None:
     totals = next((line for line in header if line.startswith(COSTS_PREFIX)), None)
     if totals is None:
         return None
+    written = totals.removeprefix(COSTS_PREFIX)
+    items = header_sections(list(header)).get(UNCOUNTED_SECTION)
+    if items is None:
+        return WrittenTraceCosts(written, None)
     found: dict[str, int] = {}
-    for item in header_sections(list(header)).get(UNCOUNTED_SECTION, []):
+    for item in items:
         name, _, count = item.rpartition(" x")
         if name and count.isdigit():
             found[name] = int(count)
-    return WrittenTraceCosts(totals.removeprefix(COSTS_PREFIX), found)
+    return WrittenTraceCosts(written, found)

@@ -27,7 +27,8 @@ from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_fwdorder.calls.call_line_facets import LineUnderCall
-from pytest_fwdorder.calls.change_kinds import FacetChangeKind, listed
+from pytest_fwdorder.calls.change_kinds import FacetChangeKind
+from pytest_fwdorder.golden.figures import listed
 from pytest_fwdorder.golden.format import RAISED, render_value
 from pytest_fwdorder.hookspecs import hookimpl
 

@@ -32,12 +32,9 @@ import json
 import re
 from typing import Any
 
-from pytest_fwdorder.calls.change_kinds import facet_change_kinds
-from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.diff.changes import ChangeKind, declared_kinds
 from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.golden.folding import colorize_diff
-from pytest_fwdorder.golden.format import FACT_TITLES
-from pytest_fwdorder.hookspecs import trace_facets
 from pytest_fwdorder.report.git_review import Review, ReviewedGolden
 
 JSON_FORMAT = "pytest-fwdorder review"
@@ -108,7 +105,7 @@ def kind_phrase(kind: str) -> str:
     phrase = KIND_PHRASES.get(kind)
     if phrase is not None:
         return phrase
-    declared = facet_change_kinds(trace_facets(FACT_TITLES)).get(kind)
+    declared = declared_kinds().get(kind)
     return declared[1].phrase if declared is not None else f"with {kind}"
 
 
