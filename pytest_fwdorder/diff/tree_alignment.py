@@ -4,9 +4,8 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
 
 1. top-down: subtrees of two calls or more that are identical without their paths (same
    classes, shapes, facts, in the same nesting) pair whole, the largest first; among
-   look-alikes, the one with the same path first, then in order, kept to what the siblings
-   show (sibling_slots.py). The old `layer2`, now `layer2.0` inside a new wrapper, pairs
-   here directly, and the wrapper is left new.
+   look-alikes, the same path first, then in order, kept to what the siblings show
+   (sibling_slots.py). The old `layer2`, now `layer2.0` in a new wrapper, pairs here.
 2. bottom-up: a call with nested calls pairs with the call of the same class whose nested
    calls hold most of its own nested calls' partners (Dice share at least one half): a
    stage changed inside and wrapped still pairs with the old stage.
@@ -27,6 +26,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from operator import itemgetter
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
@@ -92,15 +92,11 @@ def align_trees(
     # Pairs the matcher found out of order stay out, so a tie cannot keep them in order
     # and push out the calls around them instead.
     candidates = [(o, n) for o, n in partners.items() if o not in matcher.out_of_order]
-    in_order = longest_increasing(sorted(candidates, key=_second))
+    in_order = longest_increasing(sorted(candidates, key=itemgetter(1)))
     kept = set(in_order)
     moved = {o: n for o, n in partners.items() if (o, n) not in kept}
     rows = interleave(len(old), len(new), in_order)
     return TreeAlignment(old_tree, new_tree, partners, moved, rows)
-
-
-def _second(pair: tuple[int, int]) -> int:
-    return pair[1]
 
 
 class _Matcher:
@@ -337,18 +333,22 @@ class _Matcher:
                 if new_parent != NO_PARENT
                 else self.new_tree.roots
             )
-            maps, trees = (self.old_to_new, self.new_to_old), (self.old_tree, self.new_tree)
-            children = (old_children, new_children)
-            in_place, held = children_in_place(trees, children, *maps, match_paths=self.match_paths)
-            for pair in in_place:
-                self.pair(*pair)
             olds = [i for i in old_children if i not in self.old_to_new]
             news = [j for j in new_children if j not in self.new_to_old]
             if olds and news:
-                in_order, crossed = self._align_children(old_parent, olds, news, held)
-                for old_index, new_index in [*in_order, *crossed]:
-                    self.pair(old_index, new_index)
-                self.out_of_order.update(old_index for old_index, _ in crossed)
+                in_place, held = children_in_place(
+                    (self.old_tree, self.new_tree), (old_children, new_children),
+                    self.old_to_new, self.new_to_old, match_paths=self.match_paths,
+                )  # fmt: skip
+                for pair in in_place:
+                    self.pair(*pair)
+                olds = [i for i in olds if i not in self.old_to_new]
+                news = [j for j in news if j not in self.new_to_old]
+                if olds and news:  # else all kept their places (`children_in_place`)
+                    in_order, crossed = self._align_children(old_parent, olds, news, held)
+                    for old_index, new_index in [*in_order, *crossed]:
+                        self.pair(old_index, new_index)
+                    self.out_of_order.update(old_index for old_index, _ in crossed)
             queue += [(i, self.old_to_new[i]) for i in old_children if i in self.old_to_new]
 
     def pair_lone_in_wrappers(self) -> None:
