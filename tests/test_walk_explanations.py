@@ -327,3 +327,30 @@ def test_narrowing_blocks_so_one_looks_like_another_says_each_at_its_name() -> N
     assert {change.new.path for change in difference.of_kind("settings changed") if change.new} == (
         changed
     )
+
+
+def test_one_activation_replaced_in_a_long_stack_is_one_type_change_without_names() -> None:
+    """Past the short stretches that pair by the cheapest edit, look-alike calls still pair
+    in place around the one that changed: no call inserted, removed or moved."""
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for _ in range(500):
+        layers += [nn.Linear(4, 4), nn.ReLU()]
+    old = nn.Sequential(*layers)
+    layers[501] = nn.GELU()
+    new = nn.Sequential(*layers)
+    changed = [
+        name
+        for (name, before), (_, after) in zip(
+            old.named_children(), new.named_children(), strict=True
+        )
+        if type(before) is not type(after)
+    ]
+    assert changed == ["501"]
+    inputs = torch.ones(1, 4)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        assert difference.explained_counts() == {"type changed": 1}, difference.summary()
+        where = [change.new.path for change in difference.of_kind("type changed") if change.new]
+        assert where == changed, difference.summary()

@@ -269,8 +269,30 @@ def _stretch_pairs(
         return cheapest_pairs(old_keys, new_keys, *near), []
     if len(old_keys) <= _SHORT and len(new_keys) <= _SHORT:
         return common_subsequence(old_keys, new_keys), []
-    # A long stretch: occurrences in order, in O(n log n).
-    return match_in_order(occurrences(old_keys), occurrences(new_keys))
+    # A long stretch: the same first and last keys in place, then occurrences in order, in
+    # O(n log n); without the trim, one call changed mid-way would pair each later look-alike
+    # with the next one's partner.
+    first, last = same_ends(old_keys, new_keys)
+    old_end, new_end = len(old_keys) - last, len(new_keys) - last
+    middle, crossed = match_in_order(
+        occurrences(old_keys[first:old_end]), occurrences(new_keys[first:new_end])
+    )
+    pairs = [(index, index) for index in range(first)]
+    pairs += [(first + i, first + j) for i, j in middle]
+    pairs += [(old_end + index, new_end + index) for index in range(last)]
+    return pairs, [(first + i, first + j) for i, j in crossed]
+
+
+def same_ends(old_keys: Sequence[Hashable], new_keys: Sequence[Hashable]) -> tuple[int, int]:
+    """How many keys the two lists share at their start, and then at their end."""
+    shortest = min(len(old_keys), len(new_keys))
+    first = 0
+    while first < shortest and old_keys[first] == new_keys[first]:
+        first += 1
+    last = 0
+    while last < shortest - first and old_keys[-1 - last] == new_keys[-1 - last]:
+        last += 1
+    return first, last
 
 
 def unique_pairs(

@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterator
 
 from pytest_fwdorder.diff.call_keys import identity_and_number
 from pytest_fwdorder.diff.call_tree import CallTree
-from pytest_fwdorder.diff.ordered_pairing import cheapest_pairs, crossing
+from pytest_fwdorder.diff.ordered_pairing import cheapest_pairs, crossing, same_ends
 
 _SMALLEST_SUBTREE = 2  # as tree_alignment.py: a single call pairs only by its name or parent
 # The longest in-order pairing of what differs between two children lists (after the same
@@ -145,12 +145,7 @@ def _identical_in_order(
     news = [j for j in children[1] if j in in_pairs or j not in maps[1]]
     old_keys = [_key(old_tree, index) for index in olds]
     new_keys = [_key(new_tree, index) for index in news]
-    first = 0
-    while first < min(len(olds), len(news)) and old_keys[first] == new_keys[first]:
-        first += 1
-    last = 0
-    while last < min(len(olds), len(news)) - first and old_keys[-1 - last] == new_keys[-1 - last]:
-        last += 1
+    first, last = same_ends(old_keys, new_keys)
     old_end, new_end = len(olds) - last, len(news) - last
     if (old_end - first) * (new_end - first) > _LARGEST_TABLE:
         return []
