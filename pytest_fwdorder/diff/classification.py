@@ -28,7 +28,7 @@ from pytest_fwdorder.diff.facet_changes import (
     unread_fact_changes,
 )
 from pytest_fwdorder.diff.ordered_pairing import AlignedPair, changed_runs
-from pytest_fwdorder.diff.places import describe_place, describe_where
+from pytest_fwdorder.diff.places import describe_where, place_describer
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
 from pytest_fwdorder.golden.format import (
@@ -250,6 +250,7 @@ def _named(
     old_names, new_names = names
     partner_of_new = {new: old for old, new in aligned if old is not None and new is not None}
     partner_of_new.update({new: old for old, new in moved.items()})
+    old_place, new_place = place_describer(old_names), place_describer(new_names)
     named = []
     for change in changes:
         old_line = change.old
@@ -257,13 +258,13 @@ def _named(
         detail = change.detail
         position = change.position
         if change.kind is ChangeKind.REMOVED and position is not None:
-            old_line, detail = old_names[position], describe_place(old_names, position)
+            old_line, detail = old_names[position], old_place(position)
         elif change.kind is ChangeKind.INSERTED and position is not None:
-            new_line, detail = new_names[position], describe_place(new_names, position)
+            new_line, detail = new_names[position], new_place(position)
         elif change.kind is ChangeKind.MOVED and position is not None:
             old_line = old_names[position]
             new_line = new_names[moved[position]]
-            detail = f"now {describe_place(new_names, moved[position])}"
+            detail = f"now {new_place(moved[position])}"
         elif position is not None and change.new is not None:
             new_line = new_names[position]
             old_index = partner_of_new.get(position)
