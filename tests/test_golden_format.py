@@ -11,6 +11,7 @@ from pytest_fwdorder.golden.format import (
     render_tensor_fact,
 )
 from pytest_fwdorder.golden.line_facts import WrittenTensor, facts_of, read_tensor_facts
+from pytest_fwdorder.golden.line_values import values_of
 from pytest_fwdorder.golden.parse import call_line_parts, parse_call_line
 
 
@@ -102,3 +103,14 @@ def test_a_line_that_is_not_a_call_has_no_call_parts() -> None:
         ["Linear"],
         " (f32[2]) -> f32[2]",
     )
+
+
+def test_inputs_read_back_typed_once_for_texts_alike() -> None:
+    text = "(f32[2,4], i64[], flag=True, x=f32[3])"
+
+    read = values_of(text)
+
+    assert read is values_of("(f32[2,4], i64[], flag=True, x=f32[3])".strip())
+    assert read.tensors == (("f32", (2, 4)), ("i64", ()), ("f32", (3,)))
+    assert read.values == ("f32[2,4]", "i64[]", "flag=True", "x=f32[3]")
+    assert read.blanked == ("T", "T", "flag=True", "x=T")

@@ -7,12 +7,11 @@ changes together into a summary.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
-from pytest_fwdorder.golden.format import TENSOR_PATTERN
 from pytest_fwdorder.golden.line_facts import LineFacts, WrittenTensor
-from pytest_fwdorder.golden.parse import split_values, tensor_shapes
+from pytest_fwdorder.golden.line_values import WrittenValues, values_of
 
 
 def describe_value_change(old_text: str, new_text: str) -> str:
@@ -21,19 +20,21 @@ def describe_value_change(old_text: str, new_text: str) -> str:
     `(1, 4) -> (2, 4)`, `dtype f32 -> f64`, `flag=True -> flag=False`, or both texts whole
     when no shorter account is exact.
     """
-    old_tensors, new_tensors = tensor_shapes(old_text), tensor_shapes(new_text)
+    old, new = values_of(old_text), values_of(new_text)
+    old_tensors, new_tensors = old.tensors, new.tensors
     parts: list[str] = []
     if old_tensors != new_tensors:
         tensor_change = _tensor_change(old_tensors, new_tensors)
         if tensor_change is None:
             return f"{old_text} -> {new_text}"
         parts.append(tensor_change)
-    parts += _other_value_changes(old_text, new_text)
+    parts += _other_value_changes(old, new)
     return " and ".join(parts) if parts else f"{old_text} -> {new_text}"
 
 
 def _tensor_change(
-    old_tensors: list[tuple[str, tuple[int, ...]]], new_tensors: list[tuple[str, tuple[int, ...]]]
+    old_tensors: Sequence[tuple[str, tuple[int, ...]]],
+    new_tensors: Sequence[tuple[str, tuple[int, ...]]],
 ) -> str | None:
     """Shapes or dtypes that changed, when the tensors line up one for one; else None."""
     if not old_tensors or len(old_tensors) != len(new_tensors):
@@ -49,13 +50,11 @@ def _tensor_change(
     return None
 
 
-def _other_value_changes(old_text: str, new_text: str) -> list[str]:
+def _other_value_changes(old: WrittenValues, new: WrittenValues) -> list[str]:
     """The values other than tensors that differ: `flag=True -> flag=False`, `added x=1`."""
-    old_values, new_values = split_values(old_text), split_values(new_text)
-    old_keys = [TENSOR_PATTERN.sub("T", value) for value in old_values]
-    new_keys = [TENSOR_PATTERN.sub("T", value) for value in new_values]
+    old_values, new_values = old.values, new.values
     changes = []
-    for tag, old_start, old_end, new_start, new_end in changed_runs(old_keys, new_keys):
+    for tag, old_start, old_end, new_start, new_end in changed_runs(old.blanked, new.blanked):
         before = ", ".join(old_values[old_start:old_end])
         after = ", ".join(new_values[new_start:new_end])
         if tag == "replace":

@@ -20,9 +20,9 @@ from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.change_details import describe_value_change
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.places import at_modules, describe_place, plural
-from pytest_fwdorder.golden.format import TENSOR_PATTERN, GoldenLine
+from pytest_fwdorder.golden.format import GoldenLine
 from pytest_fwdorder.golden.line_facts import TENSOR_TITLES, facts_of
-from pytest_fwdorder.golden.parse import split_values, tensor_shapes
+from pytest_fwdorder.golden.line_values import values_of
 
 # The kinds of change a uniform change is made of; each counted by what it is about.
 _UNIFORM_KINDS = (
@@ -120,14 +120,8 @@ def _tensors_only(change: Change) -> bool:
         return False
     side = "inputs" if change.kind is ChangeKind.INPUT_CHANGED else "outputs"
     old_text, new_text = getattr(change.old, side), getattr(change.new, side)
-    return len(tensor_shapes(old_text)) == len(tensor_shapes(new_text)) and _blanked(
-        old_text
-    ) == _blanked(new_text)
-
-
-def _blanked(text: str) -> list[str]:
-    """The values of an inputs or outputs text, each tensor blanked to `T`."""
-    return [TENSOR_PATTERN.sub("T", value) for value in split_values(text)]
+    old, new = values_of(old_text), values_of(new_text)
+    return len(old.tensors) == len(new.tensors) and old.blanked == new.blanked
 
 
 def describe_entry_change(entry: EntryChange, passed_on: int) -> str:
@@ -154,7 +148,7 @@ def describe_entry_change(entry: EntryChange, passed_on: int) -> str:
 def _dtypes(change: Change, side: str) -> list[str]:
     line = getattr(change, side)
     text = line.inputs if change.kind is ChangeKind.INPUT_CHANGED else line.outputs
-    return [dtype for dtype, _ in tensor_shapes(text)]
+    return [dtype for dtype, _ in values_of(text).tensors]
 
 
 def _parts(tree: CallTree, positions: list[int]) -> list[set[int]]:
@@ -195,7 +189,7 @@ def uniform_change(change: Change) -> tuple[str, str, str] | None:
     old_text, new_text = getattr(change.old, side), getattr(change.new, side)
     if not _tensors_only(change):
         return None  # a value other than a tensor changed too
-    old_tensors, new_tensors = tensor_shapes(old_text), tensor_shapes(new_text)
+    old_tensors, new_tensors = values_of(old_text).tensors, values_of(new_text).tensors
     found = set()
     for (old_dtype, old_shape), (new_dtype, new_shape) in zip(
         old_tensors, new_tensors, strict=True

@@ -24,7 +24,6 @@ from pytest_fwdorder.golden.format import (
     FROZEN_MARK,
     MODE_MARKS,
     SCRIPTED_MARK,
-    TENSOR_PATTERN,
     UNREGISTERED_MARK,
     GoldenLine,
 )
@@ -289,37 +288,3 @@ def _matching_close(text: str) -> int:
             if level == 0:
                 return index
     return len(text) - 1
-
-
-# Inputs and outputs text, cut into tokens: a tensor, a quoted string, a bracket or comma
-# (where one value ends), a lower-case word (so `x=f32[2]` keeps its tensor whole), a char.
-_VALUE_TOKEN = re.compile(
-    rf"{TENSOR_PATTERN.pattern}|'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|[()\[\]{{}},]|[a-z][a-z0-9]*|."
-)
-
-
-_SEPARATORS = frozenset("()[]{},")
-
-
-def split_values(text: str) -> list[str]:
-    """The innermost values of inputs or outputs text: `(f32[2], flag=True)` -> two values."""
-    values: list[str] = []
-    current: list[str] = []
-    for token in _VALUE_TOKEN.finditer(text):
-        if token.group() in _SEPARATORS:
-            if "".join(current).strip():
-                values.append("".join(current).strip())
-            current = []
-        else:
-            current.append(token.group())
-    if "".join(current).strip():
-        values.append("".join(current).strip())
-    return values
-
-
-def tensor_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
-    """Each tensor in inputs or outputs text as (dtype, shape): `f32[2,4]` -> ('f32', (2, 4))."""
-    return [
-        (dtype, tuple(int(size) for size in sizes.split(",") if size))
-        for dtype, sizes in TENSOR_PATTERN.findall(text)
-    ]
