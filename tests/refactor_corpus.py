@@ -1393,6 +1393,19 @@ def _cases() -> list[Refactor]:
             ),
         ),
         Refactor(
+            "swap two blocks of other widths and drop a bias in one",
+            lambda: feed_forward_stack([32, 64, 128]),
+            swapped_with_a_bias_dropped,
+            features16,
+            {"swapped": 1, "settings changed": 1, "parameters changed": 1},
+            (
+                "0 and 1 (Sequential) swapped, now 1 and 0 (6 calls renamed under them)",
+                "settings changed at 1 call: 1.2 (Linear): bias True -> False (removed bias "
+                "(f32[16]))",
+            ),
+            ("0 and 1 (Sequential) swapped, now 1 and 0",),
+        ),
+        Refactor(
             "flatten blocks of look-alike layers into their parent",
             lambda: look_alike_blocks(flat=False),
             lambda: look_alike_blocks(flat=True),
@@ -1589,6 +1602,14 @@ def swapped_after_a_new_block() -> nn.Module:
     """The first two blocks of `feed_forward_stack([32, 64, 128])` swapped, after a new one."""
     blocks = feed_forward_stack([32, 64, 128])
     return nn.Sequential(feed_forward_stack([16])[0], blocks[1], blocks[0], blocks[2])
+
+
+def swapped_with_a_bias_dropped() -> nn.Module:
+    """The first two blocks of `feed_forward_stack([32, 64, 128])` swapped, the moved first
+    block's last Linear without its bias."""
+    blocks = feed_forward_stack([32, 64, 128])
+    blocks[0][2] = nn.Linear(32, 16, bias=False)
+    return nn.Sequential(blocks[1], blocks[0], blocks[2])
 
 
 def look_alike_blocks(*, flat: bool) -> nn.Module:

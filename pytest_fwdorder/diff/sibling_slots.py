@@ -22,6 +22,7 @@ by pass: renamed in order, in their slots, or unwrapped into their parent.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Iterator
 
 from pytest_fwdorder.diff.call_keys import identity_and_number
@@ -65,7 +66,8 @@ def siblings_in_place(
         )
         crossed = [(i, j) for i, j in pairs if old_place[i] != new_place[j]]
         if _slots(old_tree, olds, match_paths) == _slots(new_tree, news, match_paths):
-            if {old_place[i] for i, _ in crossed} != {new_place[j] for _, j in crossed}:
+            trees, places = (old_tree, new_tree), (old_place, new_place)
+            if not _a_reorder(trees, (olds, news), crossed, places):
                 _unpair(old_tree, crossed, old_to_new, new_to_old)
         elif len(olds) != len(news) and crossing(pairs):
             maps = (old_to_new, new_to_old)
@@ -99,6 +101,35 @@ def _parents(
         new_parent = old_to_new.get(parent, outermost.get(parent))
         if new_parent is not None and old_tree.children[parent]:
             yield parent, new_parent
+
+
+def _a_reorder(
+    trees: tuple[CallTree, CallTree],
+    children: tuple[list[int], list[int]],
+    crossed: list[tuple[int, int]],
+    places: tuple[dict[int, str | int], dict[int, str | int]],
+) -> bool:
+    """Whether the crossed pairs are part of a reorder of the siblings: their places trade
+    among themselves, those left at them each the same layers and shapes as one left on
+    the other side (changed in a setting: blocks swapped and one of them given
+    `bias=False`). Blocks narrowed so that one looks like a sibling leave blocks of other
+    shapes at the places they cross: no reorder."""
+    old_tree, new_tree = trees
+    old_places = {places[0][i] for i, _ in crossed}
+    new_places = {places[1][j] for _, j in crossed}
+    involved = old_places | new_places
+    old_left = [i for i in children[0] if places[0][i] in involved - old_places]
+    new_left = [j for j in children[1] if places[1][j] in involved - new_places]
+    return Counter(_skeleton(old_tree, i) for i in old_left) == Counter(
+        _skeleton(new_tree, j) for j in new_left
+    )
+
+
+def _skeleton(tree: CallTree, index: int) -> int:
+    """A hash of a call's subtree by classes and shapes alone, without facts or names."""
+    line = tree.lines[index]
+    inside = tuple(_skeleton(tree, child) for child in tree.children[index])
+    return hash((line.module_type, line.inputs, line.outputs, inside))
 
 
 def _places(tree: CallTree, children: list[int], named: bool) -> dict[int, str | int]:
@@ -188,9 +219,9 @@ def children_in_place(
       in another order, run as before), where by their names they differ: each pairs with
       the one at its place, renamed.
     - The same slots (names, classes and sizes in order; without names, classes and sizes)
-      where the calls left are not the same calls in another order: each pairs with the one
-      at its slot, and what changed in it is said there (every block narrowed by half is no
-      block renamed, inserted and removed).
+      where the calls left are not the same layers and shapes in another order (settings
+      aside): each pairs with the one at its slot, and what changed in it is said there
+      (every block narrowed by half is no block renamed, inserted and removed).
     - The calls inside some old children, and the other old children, the same calls in
       the same order as the new children: those children were unwrapped (a nested
       Sequential flattened into its parent), and each call pairs with the one at its place.
@@ -219,7 +250,10 @@ def children_in_place(
     same_slots = _slots(old_tree, old_children, match_paths) == _slots(
         new_tree, new_children, match_paths
     )
-    if renamed_in_order or (same_slots and sorted(old_looks) != sorted(new_looks)):
+    reordered = Counter(_skeleton(old_tree, i) for i in olds) == Counter(
+        _skeleton(new_tree, j) for j in news
+    )
+    if renamed_in_order or (same_slots and not reordered):
         return list(zip(olds, news, strict=True)), held
     return [], held
 
