@@ -121,8 +121,11 @@ def declared_kinds() -> dict[str, tuple[Any, FacetChangeKind]]:
     """The kinds of change the registered facets declare (`change_kinds`), by name, each
     with its facet. Raises ValueError for one whose name a `ChangeKind` or another facet's
     kind has: its changes would be counted as those."""
+    facets = trace_facets(FACT_TITLES)
+    if _DECLARED and _DECLARED[0][0] is facets:
+        return _DECLARED[0][1]
     declared: dict[str, tuple[Any, FacetChangeKind]] = {}
-    for facet in trace_facets(FACT_TITLES):
+    for facet in facets:
         for kind in getattr(facet, "change_kinds", ()):
             name = kind.name
             taken = "a built-in kind" if name in _BUILT_IN_KINDS else None
@@ -134,10 +137,15 @@ def declared_kinds() -> dict[str, tuple[Any, FacetChangeKind]]:
                     "already has: give it a noun or verb of its own"
                 )
             declared[name] = (facet, kind)
+    _DECLARED[:] = [(facets, declared)]
     return declared
 
 
 _BUILT_IN_KINDS = frozenset(member.value for member in ChangeKind)
+# The kinds the facets resolved last declare, with those facets (the same tuple until a
+# plugin offering facets comes or goes, and held, so its id is not reused): every change
+# of a declared kind asks.
+_DECLARED: list[tuple[tuple[Any, ...], dict[str, tuple[Any, FacetChangeKind]]]] = []
 
 
 def is_of_kind(change: Change, kind: ChangeKind | str) -> bool:

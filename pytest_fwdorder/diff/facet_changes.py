@@ -15,6 +15,7 @@ from pytest_fwdorder.hookspecs import call_line_writers, trace_facets
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from pytest_fwdorder.calls.change_kinds import FacetChangeKind
     from pytest_fwdorder.calls.facet_records import TraceFacet
 
 
@@ -51,23 +52,26 @@ def facet_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> 
 
 def _facet_change(
     facet: Any,
-    old_line: GoldenLine,
-    new_line: GoldenLine,
+    old_line: GoldenLine | None,
+    new_line: GoldenLine | None,
     detail: str,
-    position: int,
+    position: int | None,
     values: tuple[Any, Any] | None = None,
+    kind: FacetChangeKind | None = None,
 ) -> Change:
-    """A change a facet found at two paired calls, counted under its `change_words`; with
-    `values`, the two it compared, and the facet, which sums them up (`summary_line`)."""
+    """A change a facet found, counted under its `change_words` or the name of the `kind`
+    it declares; with `values` (the two it compared) or a `kind`, the facet is kept, which
+    sums them up (`summary_line`, `describe_kind_changes`)."""
     return Change(
         ChangeKind.FACET_CHANGED,
         old_line,
         new_line,
         detail,
         position,
-        words=facet.change_words,
-        facet=facet if values is not None else None,
+        words=facet.change_words if kind is None else kind.name,
+        facet=facet if values is not None or kind is not None else None,
         values=values,
+        facet_kind=kind,
     )
 
 
@@ -183,16 +187,7 @@ def _kind_change(
             f"facet {facet.title!r} gave a change of kind {name!r}, which its change_kinds do "
             f"not declare ({', '.join(own) or 'none'}): declare it there as a FacetChangeKind"
         )
-    return Change(
-        ChangeKind.FACET_CHANGED,
-        old_line,
-        new_line,
-        detail,
-        position,
-        words=name,
-        facet=facet,
-        facet_kind=kinds[name][1],
-    )
+    return _facet_change(facet, old_line, new_line, detail, position, kind=kinds[name][1])
 
 
 def unread_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: int) -> list[Change]:

@@ -241,12 +241,8 @@ def pairs_around_held(
     near_key: Callable[[ItemT], Hashable] | None = None,
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """`pairs_between`, with `held` (pairs made before, elsewhere) bounding the stretches
-    too; they are not among the pairs returned."""
-    if not held:
-        return pairs_between(
-            old_lines, new_lines, olds, news, pairs, key, new_key,
-            unique_only=unique_only, near_key=near_key,
-        )  # fmt: skip
+    too; they are not among the pairs returned. `pairs` are in order, so without `held`
+    this is `pairs_between` itself."""
     found, crossed = pairs_between(
         old_lines, new_lines, olds, news, sorted([*held, *pairs]), key, new_key,
         unique_only=unique_only, near_key=near_key,

@@ -114,14 +114,18 @@ def _a_reorder(
     the other side (changed in a setting: blocks swapped and one of them given
     `bias=False`). Blocks narrowed so that one looks like a sibling leave blocks of other
     shapes at the places they cross: no reorder."""
-    old_tree, new_tree = trees
     old_places = {places[0][i] for i, _ in crossed}
     new_places = {places[1][j] for _, j in crossed}
     involved = old_places | new_places
     old_left = [i for i in children[0] if places[0][i] in involved - old_places]
     new_left = [j for j in children[1] if places[1][j] in involved - new_places]
-    return Counter(_skeleton(old_tree, i) for i in old_left) == Counter(
-        _skeleton(new_tree, j) for j in new_left
+    return _same_skeletons(trees, old_left, new_left)
+
+
+def _same_skeletons(trees: tuple[CallTree, CallTree], olds: list[int], news: list[int]) -> bool:
+    """Whether `olds` and `news` are the same layers and shapes in some order (facts aside)."""
+    return Counter(_skeleton(trees[0], i) for i in olds) == Counter(
+        _skeleton(trees[1], j) for j in news
     )
 
 
@@ -247,15 +251,11 @@ def children_in_place(
     renamed_in_order = (
         match_paths and old_looks == new_looks and not _alike_by_name(trees, olds, news)
     )
-    same_slots = _slots(old_tree, old_children, match_paths) == _slots(
-        new_tree, new_children, match_paths
+    in_slots = renamed_in_order or (
+        _slots(old_tree, old_children, match_paths) == _slots(new_tree, new_children, match_paths)
+        and not _same_skeletons(trees, olds, news)
     )
-    reordered = Counter(_skeleton(old_tree, i) for i in olds) == Counter(
-        _skeleton(new_tree, j) for j in news
-    )
-    if renamed_in_order or (same_slots and not reordered):
-        return list(zip(olds, news, strict=True)), held
-    return [], held
+    return (list(zip(olds, news, strict=True)) if in_slots else []), held
 
 
 def _flattened(
