@@ -35,6 +35,8 @@ class Refactor:
     name_free: tuple[str, ...] = ()
     example_after: Callable[[], tuple[torch.Tensor, ...]] | None = None
     keeps_structure: bool = False  # a name-free comparison passes
+    # How many changes of each kind a name-free comparison states, where given.
+    name_free_counts: dict[str, int] | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -1393,6 +1395,125 @@ def _cases() -> list[Refactor]:
             ),
         ),
         Refactor(
+            # Block 1 keeps its place between them: a swap, not a swap and block 1 moved.
+            "swap the first and last of three blocks",
+            lambda: feed_forward_stack([32, 64, 128]),
+            lambda: reordered(feed_forward_stack([32, 64, 128]), [2, 1, 0]),
+            features16,
+            {"swapped": 1},
+            ("0 and 2 (Sequential) swapped, now 2 and 0 (6 calls renamed under them)",),
+            ("0 and 2 (Sequential) swapped, now 2 and 0",),
+        ),
+        Refactor(
+            "swap the first and last of four blocks",
+            lambda: feed_forward_stack([32, 64, 128, 256]),
+            lambda: reordered(feed_forward_stack([32, 64, 128, 256]), [3, 1, 2, 0]),
+            features16,
+            {"swapped": 1},
+            ("0 and 3 (Sequential) swapped, now 3 and 0 (6 calls renamed under them)",),
+            ("0 and 3 (Sequential) swapped, now 3 and 0",),
+        ),
+        Refactor(
+            "group layers into blocks of two",
+            lambda: paired_layers(grouped=False),
+            lambda: paired_layers(grouped=True),
+            features16,
+            {"wrapped": 3},
+            (
+                "0 (Sequential) wraps the old 0, 1, now 0.0, 0.1 (2 calls renamed under it)",
+                "1 (Sequential) wraps the old 2, 3, now 1.0, 1.1 (2 calls renamed under it)",
+                "2 (Sequential) wraps the old 4, 5, now 2.0, 2.1 (2 calls renamed under it)",
+            ),
+            ("1 (Sequential) wraps the old 2, 3, now 1.0, 1.1\n",),
+            name_free_counts={"wrapped": 3},
+        ),
+        Refactor(
+            "group layers into blocks of two, one activation replaced",
+            lambda: paired_layers(grouped=False),
+            lambda: paired_layers(grouped=True, middle=nn.GELU),
+            features16,
+            {"wrapped": 3, "type changed": 1},
+            (
+                "1 (Sequential) wraps the old 2, 3, now 1.0, 1.1 (2 calls renamed under it)",
+                "type changed at 1.1: ReLU -> GELU",
+            ),
+            ("type changed at 1.1: ReLU -> GELU",),
+            name_free_counts={"wrapped": 3, "type changed": 1},
+        ),
+        Refactor(
+            "flatten a nested Sequential and drop a bias in the block after it",
+            lambda: block_after_a_stage(flat=False),
+            lambda: block_after_a_stage(flat=True, bias=False),
+            features16,
+            {"unwrapped": 1, "renamed": 1, "settings changed": 1, "parameters changed": 1},
+            (
+                "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3 (3 calls "
+                "renamed under it)",
+                "settings changed at 1 call: 4.0 (Linear): bias True -> False (removed bias "
+                "(f32[16]))",
+            ),
+            ("1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3",),
+            name_free_counts={"unwrapped": 1, "settings changed": 1, "parameters changed": 1},
+        ),
+        Refactor(
+            "flatten a Sequential two levels deep at once",
+            lambda: two_levels(flat=False),
+            lambda: two_levels(flat=True),
+            features16,
+            {"unwrapped": 1},
+            (
+                "1 (Sequential) and 1.1 (Sequential) unwrapped: the old 1.0, 1.1.0, 1.1.1, 1.2 "
+                "are now 1, 2, 3, 4 (4 calls renamed under it)",
+            ),
+            ("1 (Sequential) and 1.1 (Sequential) unwrapped",),
+            name_free_counts={"unwrapped": 1},
+        ),
+        Refactor(
+            "group layers two levels deep at once",
+            lambda: two_levels(flat=True),
+            lambda: two_levels(flat=False),
+            features16,
+            {"wrapped": 1},
+            (
+                "1 (Sequential) and 1.1 (Sequential) wrap the old 1, 2, 3, 4, now 1.0, 1.1.0, "
+                "1.1.1, 1.2 (4 calls renamed under it)",
+            ),
+            ("1 (Sequential) and 1.1 (Sequential) wrap",),
+            name_free_counts={"wrapped": 1},
+        ),
+        Refactor(
+            "a ModuleList's layers registered in another order, and the head's bias dropped",
+            lambda: RegisteredInOrder("abc", head_bias=True),
+            lambda: RegisteredInOrder("bac", head_bias=False),
+            features16,
+            {"renamed": 2, "settings changed": 1, "parameters changed": 1},
+            (
+                "2 calls renamed: layers.0 (Linear) -> layers.1, layers.1 (Linear) -> layers.0",
+                "settings changed at 1 call: head (Linear): bias True -> False (removed bias "
+                "(f32[4]))",
+            ),
+            ("settings changed at 1 call: head (Linear): bias True -> False",),
+            name_free_counts={"settings changed": 1, "parameters changed": 1},
+        ),
+        Refactor(
+            # The blocks leave layer1 (now an Identity) for the start of layer2, which runs
+            # where it ran: without names, layer2 is no moved call.
+            "move layer1's blocks to the start of layer2",
+            resnet18,
+            with_resnet(merged_layer1_into_layer2),
+            image,
+            {"moved": 2, "renamed": 2, "type changed": 1},
+            (
+                "layer1.0 (BasicBlock, with 6 nested calls) moved to layer2.0",
+                "layer1.1 (BasicBlock, with 6 nested calls) moved to layer2.1",
+                "layer2.0 ... layer2.1 -> layer2.2 ... layer2.3, renumbered (2 subtrees, 17 "
+                "calls renamed with them)",
+                "type changed at layer1: Sequential -> Identity",
+            ),
+            ("layer1.0 (BasicBlock, with 6 nested calls) moved to layer2.0",),
+            name_free_counts={"moved": 2, "inserted": 1, "removed": 1},
+        ),
+        Refactor(
             "swap two blocks of other widths and drop a bias in one",
             lambda: feed_forward_stack([32, 64, 128]),
             swapped_with_a_bias_dropped,
@@ -1585,17 +1706,62 @@ class RegisteredInOrder(nn.Module):
     """Two Linears and a LayerNorm in a ModuleList in the given order of `a`, `b`, `c`,
     always run as `a`, `b`, `c`."""
 
-    def __init__(self, order: str) -> None:
+    def __init__(self, order: str, *, head_bias: bool | None = None) -> None:
         super().__init__()
         torch.manual_seed(0)
         made = {"a": nn.Linear(16, 16), "b": nn.Linear(16, 16, bias=False), "c": nn.LayerNorm(16)}
         self.layers = nn.ModuleList([made[name] for name in order])
         self.at = {name: index for index, name in enumerate(order)}
+        # A head only where asked, so the models without one keep their calls.
+        self.head = None if head_bias is None else nn.Linear(16, 4, bias=head_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for name in "abc":
             x = self.layers[self.at[name]](x)
-        return x
+        return x if self.head is None else self.head(x)
+
+
+def paired_layers(*, grouped: bool, middle: Callable[[], nn.Module] = nn.ReLU) -> nn.Module:
+    """Three Linear-activation pairs of 16 features, in Sequentials of two or not; the
+    middle pair's activation made by `middle`."""
+    torch.manual_seed(0)
+    pairs = [[nn.Linear(16, 16), activation()] for activation in (nn.ReLU, middle, nn.ReLU)]
+    if grouped:
+        return nn.Sequential(*(nn.Sequential(*pair) for pair in pairs))
+    return nn.Sequential(*(layer for pair in pairs for layer in pair))
+
+
+def block_after_a_stage(*, flat: bool, bias: bool = True) -> nn.Module:
+    """A Linear, a stage of three layers in a Sequential of its own or not, and a block."""
+    torch.manual_seed(0)
+    stage = [nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)]
+    block = nn.Sequential(nn.Linear(16, 16, bias=bias), nn.Tanh())
+    if flat:
+        return nn.Sequential(nn.Linear(16, 16), *stage, block)
+    return nn.Sequential(nn.Linear(16, 16), nn.Sequential(*stage), block)
+
+
+def two_levels(*, flat: bool) -> nn.Module:
+    """A Linear and a stage whose middle is a Sequential of its own, or the same layers
+    flat."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(16, 16), nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32)]
+    last = nn.Linear(32, 16)
+    if flat:
+        return nn.Sequential(*layers, last)
+    inner = nn.Sequential(layers[2], layers[3])
+    return nn.Sequential(layers[0], nn.Sequential(layers[1], inner, last))
+
+
+def merged_layer1_into_layer2(model: nn.Module) -> None:
+    """layer1's blocks run first in layer2, layer1 left an Identity."""
+    model.layer2 = nn.Sequential(*model.layer1, *model.layer2)
+    model.layer1 = nn.Identity()
+
+
+def reordered(blocks: nn.Sequential, order: list[int]) -> nn.Module:
+    """The same block objects, run (and named) in `order`."""
+    return nn.Sequential(*(blocks[index] for index in order))
 
 
 def swapped_after_a_new_block() -> nn.Module:

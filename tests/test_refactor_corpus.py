@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 from refactor_corpus import REFACTORS, Refactor
 
-from pytest_fwdorder import StructureMismatchError, assert_same_structure, trace_forward
+from pytest_fwdorder import (
+    StructureMismatchError,
+    assert_same_structure,
+    structure_diff,
+    trace_forward,
+)
 
 
 def traces(refactor: Refactor) -> tuple[object, object]:
@@ -49,3 +54,6 @@ def test_the_name_free_comparison_names_where(refactor: Refactor) -> None:
     # Names are not compared here, so a rename cannot be a finding.
     summary = str(raised.value).partition("\n\n")[0]
     assert "renamed" not in summary, summary
+    if refactor.name_free_counts is not None:
+        counts = structure_diff(before, after, ignore=("paths",)).explained_counts()
+        assert counts == refactor.name_free_counts, summary

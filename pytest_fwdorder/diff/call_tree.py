@@ -51,6 +51,13 @@ class CallTree:
             parent = self.parents[parent]
         return found
 
+    def paired_ancestor(self, index: int, partners: dict[int, int]) -> int:
+        """The nearest call `index` runs inside that has a partner, `NO_PARENT` for none."""
+        parent = self.parents[index]
+        while parent != NO_PARENT and parent not in partners:
+            parent = self.parents[parent]
+        return parent
+
 
 def build_call_tree(lines: list[GoldenLine]) -> CallTree:
     """The call tree of lines in execution order, nested by their depth.

@@ -221,14 +221,15 @@ def children_in_place(
 
     - The same calls in the same order under other names (a ModuleList's modules registered
       in another order, run as before), where by their names they differ: each pairs with
-      the one at its place, renamed.
+      the one at its place, renamed; the others beside them pair pass by pass.
     - The same slots (names, classes and sizes in order; without names, classes and sizes)
       where the calls left are not the same layers and shapes in another order (settings
       aside): each pairs with the one at its slot, and what changed in it is said there
       (every block narrowed by half is no block renamed, inserted and removed).
     - The calls inside some old children, and the other old children, the same calls in
       the same order as the new children: those children were unwrapped (a nested
-      Sequential flattened into its parent), and each call pairs with the one at its place.
+      Sequential flattened into its parent), and each call pairs with the one at its place;
+      and the mirror image, children grouped into new wrappers (layers into blocks).
     - Without names, where children were inserted or removed, those paired already hold the
       others in order (a block deleted, not its look-alikes swapped).
     """
@@ -242,15 +243,26 @@ def children_in_place(
     flattened = _flattened(trees, children, maps)
     if flattened:
         return flattened, held
+    # The mirror image: consecutive children grouped into new wrappers (layers into blocks).
+    grouped = _flattened(trees[::-1], children[::-1], maps[::-1])
+    if grouped:
+        return [(i, j) for j, i in grouped], held
     if len(old_children) != len(new_children) or not _in_place_so_far(children, *maps):
         return [], held
     olds = [i for i in old_children if i not in old_to_new]
     news = [j for j in new_children if j not in new_to_old]
-    old_looks = [old_tree.shapes[i] for i in olds]
-    new_looks = [new_tree.shapes[j] for j in news]
+    # Where the calls at a place look alike but differ by their names, those were renamed
+    # (others beside them may have changed: the head given bias=False).
+    alike = [
+        (i, j) for i, j in zip(olds, news, strict=True) if old_tree.shapes[i] == new_tree.shapes[j]
+    ]
     renamed_in_order = (
-        match_paths and old_looks == new_looks and not _alike_by_name(trees, olds, news)
+        match_paths
+        and bool(alike)
+        and not _alike_by_name(trees, [i for i, _ in alike], [j for _, j in alike])
     )
+    if renamed_in_order and len(alike) < len(olds):
+        return alike, held
     in_slots = renamed_in_order or (
         _slots(old_tree, old_children, match_paths) == _slots(new_tree, new_children, match_paths)
         and not _same_skeletons(trees, olds, news)
@@ -264,21 +276,66 @@ def _flattened(
     maps: tuple[dict[int, int], dict[int, int]],
 ) -> list[tuple[int, int]]:
     """The pairs of old children unwrapped into their parent (`children_in_place`), one
-    level deep or all the way down, or []."""
+    level deep or all the way down, or []: the calls at each place one call (`_fits`), most
+    of them alike. Only the old children that do not fit their place are opened, so a kept
+    block changed inside stays a block; where that finds no way, every unpaired one is."""
     old_tree, new_tree = trees
     for levels in (1, len(old_tree.lines)):
-        expanded = _expanded(old_tree, children[0], maps[0], levels)
-        if len(expanded) == len(children[0]) or len(expanded) != len(children[1]):
-            continue  # nothing unwrapped, or not as many calls
-        pairs = list(zip(expanded, children[1], strict=True))
-        if all(
-            old_tree.shapes[i] == new_tree.shapes[j]
-            and maps[0].get(i, j) == j
-            and maps[1].get(j, i) == i
-            for i, j in pairs
+        for expanded in (
+            _opened_where_needed(trees, children, maps, levels),
+            _expanded(old_tree, children[0], maps[0], levels),
         ):
-            return [(i, j) for i, j in pairs if i not in maps[0]]
+            if len(expanded) == len(children[0]) or len(expanded) != len(children[1]):
+                continue  # nothing unwrapped, or not as many calls
+            pairs = list(zip(expanded, children[1], strict=True))
+            same = sum(old_tree.shapes[i] == new_tree.shapes[j] for i, j in pairs)
+            if 2 * same > len(pairs) and all(
+                _fits(trees, i, j) and maps[0].get(i, j) == j and maps[1].get(j, i) == i
+                for i, j in pairs
+            ):
+                return [(i, j) for i, j in pairs if i not in maps[0]]
     return []
+
+
+def _opened_where_needed(
+    trees: tuple[CallTree, CallTree],
+    children: tuple[list[int], list[int]],
+    maps: tuple[dict[int, int], dict[int, int]],
+    levels: int,
+) -> list[int]:
+    """The old children in order, each unpaired one that does not fit the new child at its
+    place replaced by its own children, to `levels` levels (`_expanded`, opening only what
+    must be opened), or [] where the old calls run out of ways to fit."""
+    old_tree = trees[0]
+    news = children[1]
+    expanded: list[int] = []
+
+    def visit(index: int, levels_left: int) -> bool:
+        place = len(expanded)
+        if place < len(news) and _fits(trees, index, news[place]):
+            expanded.append(index)
+            return True
+        inside = old_tree.children[index]
+        if inside and index not in maps[0] and levels_left:
+            return all(visit(child, levels_left - 1) for child in inside)
+        return False
+
+    return expanded if all(visit(index, levels) for index in children[0]) else []
+
+
+def _fits(trees: tuple[CallTree, CallTree], old_index: int, new_index: int) -> bool:
+    """Whether two calls at one place of an unwrapped (or grouped) stretch are one call:
+    alike, or changed where it stands (a block of the same class changed inside, a single
+    call that takes the same input changed in type or settings). Most of the stretch must be
+    alike (`_flattened`), so a change cannot pass for an unwrap."""
+    old_tree, new_tree = trees
+    if old_tree.shapes[old_index] == new_tree.shapes[new_index]:
+        return True
+    old_line, new_line = old_tree.lines[old_index], new_tree.lines[new_index]
+    old_inside, new_inside = old_tree.children[old_index], new_tree.children[new_index]
+    if old_inside and new_inside:
+        return old_line.module_type == new_line.module_type
+    return not old_inside and not new_inside and old_line.inputs == new_line.inputs
 
 
 def _expanded(tree: CallTree, calls: list[int], paired: dict[int, int], levels: int) -> list[int]:

@@ -48,6 +48,7 @@ from pytest_fwdorder.diff.ordered_pairing import (
     without,
 )
 from pytest_fwdorder.diff.sibling_slots import children_in_place, siblings_in_place
+from pytest_fwdorder.diff.sibling_swaps import far_swaps
 from pytest_fwdorder.diff.wrapper_pairs import pair_left_in_wrappers
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -88,6 +89,7 @@ def align_trees(
     matcher.pair_lone_in_wrappers()
     matcher.recover()
     matcher.leave_moves_out_of_order()
+    matcher.out_of_order |= far_swaps(old_tree, new_tree, matcher.old_to_new)
     partners = matcher.old_to_new
     # Pairs the matcher found out of order stay out, so a tie cannot keep them in order
     # and push out the calls around them instead.
@@ -578,16 +580,15 @@ class _Matcher:
 
         A block moved from the end of `enc` to the start of `dec` is a move, explained as
         one; left among the calls kept in order, its nested calls would outnumber `dec`'s
-        own call and push it out as a second, false move. A call whose new parent has no
-        partner (a wrapper) is not moved but wrapped, and one whose old parent has none (a
-        wrapper removed) unwrapped.
+        own call and push it out as a second, false move. Parents without a partner are
+        passed over: a call whose nearest paired ancestors are partners was wrapped or
+        unwrapped, not moved (`layer1`'s blocks, now `layer2`'s first, moved all the same).
         """
         old_tree, new_tree = self.old_tree, self.new_tree
         for old_index, new_index in list(self.old_to_new.items()):
-            old_parent, new_parent = old_tree.parents[old_index], new_tree.parents[new_index]
-            if old_parent not in self.old_to_new or new_parent not in self.new_to_old:
-                continue
-            if self.old_to_new[old_parent] != new_parent:
+            old_parent = old_tree.paired_ancestor(old_index, self.old_to_new)
+            new_parent = new_tree.paired_ancestor(new_index, self.new_to_old)
+            if self.old_to_new.get(old_parent, NO_PARENT) != new_parent:
                 self.out_of_order.update(range(old_index, old_tree.ends[old_index]))
 
     def _same_parent(self, old_index: int, new_index: int) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import Change, ChangeKind
 from pytest_fwdorder.diff.places import plural
+from pytest_fwdorder.diff.sibling_swaps import exchanged
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -145,7 +146,9 @@ class _Finder:
         return "model" if name == "<root>" else name
 
     def wraps(self) -> list[TreeChange]:
-        wrapping, chains = _wrappers_around(self.new_tree, self.new_to_old, self._wrapped_in)
+        wrapping, chains = _wrappers_around(
+            self.new_tree, self.new_to_old, self._wrapped_in, own_side=True
+        )
         found = []
         for calls in _one_per_module(wrapping, self.new_names, self._child_paths):
             roots = [child for call in calls for child in wrapping[call]]
@@ -163,7 +166,7 @@ class _Finder:
         tree = self.new_tree
         return [
             child
-            for child in tree.children[wrapper]
+            for child in _through_unpaired(tree, self.new_to_old, wrapper)
             if child in self.new_to_old
             and self.expected_parent(self.new_to_old[child]) == tree.parents[holder]
         ]
@@ -175,7 +178,7 @@ class _Finder:
             return []
         return [
             self.old_to_new[child]
-            for child in self.old_tree.children[wrapper]
+            for child in _through_unpaired(self.old_tree, self.old_to_new, wrapper)
             if child in self.old_to_new and self.new_tree.parents[self.old_to_new[child]] == place
         ]
 
@@ -185,7 +188,9 @@ class _Finder:
         return (*old_paths, *(self.new_names[child].path for child in new_children))
 
     def unwraps(self) -> list[TreeChange]:
-        unwrapping, chains = _wrappers_around(self.old_tree, self.old_to_new, self._kept_from)
+        unwrapping, chains = _wrappers_around(
+            self.old_tree, self.old_to_new, self._kept_from, own_side=False
+        )
         found = []
         for calls in _one_per_module(unwrapping, self.old_names, self._child_paths):
             roots = [child for call in calls for child in unwrapping[call]]
@@ -240,29 +245,8 @@ class _Finder:
 
     def _exchanged(self, parent: int) -> list[tuple[int, int]]:
         """Pairs of an old parent's children that swapped places among the children that
-        stayed under its partner: a child at rank `k` now at rank `l` and the one at `l` at
-        `k`."""
-        if parent == NO_PARENT:
-            siblings, new_parent = self.old_tree.roots, NO_PARENT
-        else:
-            siblings, new_parent = (
-                self.old_tree.children[parent],
-                self.old_to_new.get(parent, _UNPAIRED),
-            )
-        stayed = [
-            child
-            for child in siblings
-            if child in self.old_to_new
-            and child not in self.explained_old
-            and self.new_tree.parents[self.old_to_new[child]] == new_parent
-        ]
-        rank = {child: position for position, child in enumerate(stayed)}
-        now = [rank[child] for child in sorted(stayed, key=self.old_to_new.__getitem__)]
-        return [
-            (stayed[position], stayed[was])
-            for position, was in enumerate(now)
-            if was > position and now[was] == position
-        ]
+        stayed under its partner and that no change found so far explains."""
+        return exchanged(self.old_tree, self.new_tree, self.old_to_new, parent, self.explained_old)
 
     def _swap_sentence(self, first: int, second: int, renamed: int) -> str:
         """`layer3.1 and layer3.2 (Bottleneck) swapped`, with their new names if they took
@@ -483,24 +467,56 @@ def _one_per_module(
 
 
 def _wrappers_around(
-    tree: CallTree, partners: dict[int, int], held: Callable[[int, int], list[int]]
+    tree: CallTree,
+    partners: dict[int, int],
+    held: Callable[[int, int], list[int]],
+    *,
+    own_side: bool,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """Each call of `tree` without a partner that wraps (or wrapped) others: the new calls
     `held(wrapper, holder)` gives for the innermost call of its unpaired chain
-    (`_unpaired_chain`) that gives any, and the chain up to that call, outermost first."""
+    (`_unpaired_chain`) that gives any, and the chain up to that call, outermost first, then
+    the unpaired calls inside it whose calls it holds (`own_side`: the new calls `held`
+    gives are `tree`'s own, a wrap's; else its partners', an unwrap's)."""
+    partner_of = {call: index for index, call in partners.items()}
     wrapping: dict[int, list[int]] = {}
     chains: dict[int, list[int]] = {}
+    claimed: set[int] = set()  # the calls inside a wrapper found already, said with it
     for wrapper in range(len(tree.lines)):
-        if wrapper in partners:
+        if wrapper in partners or wrapper in claimed:
             continue
         outward = _unpaired_chain(tree, partners, wrapper)
         for depth, holder in enumerate(outward):
             found = held(wrapper, holder)
             if found:
                 wrapping[wrapper] = found
-                chains[wrapper] = outward[: depth + 1][::-1]
+                held_here = set(found) if own_side else {partner_of[call] for call in found}
+                inner = [
+                    index
+                    for index in _through_unpaired(tree, partners, wrapper, containers=True)
+                    if any(child in held_here for child in tree.children[index])
+                ]
+                chains[wrapper] = [*outward[: depth + 1][::-1], *inner]
+                claimed.update(inner)
                 break
     return wrapping, chains
+
+
+def _through_unpaired(
+    tree: CallTree, partners: dict[int, int], wrapper: int, *, containers: bool = False
+) -> list[int]:
+    """The calls directly in `wrapper`, each one without a partner and with calls of its own
+    opened into those (a Sequential flattened two levels at once: the old `1.1`'s calls are
+    the old `1`'s too); with `containers`, the calls so opened instead."""
+    found: list[int] = []
+    for child in tree.children[wrapper]:
+        if child not in partners and tree.children[child]:
+            if containers:
+                found.append(child)
+            found += _through_unpaired(tree, partners, child, containers=containers)
+        elif not containers:
+            found.append(child)
+    return found
 
 
 def _unpaired_chain(tree: CallTree, partners: dict[int, int], wrapper: int) -> list[int]:
