@@ -354,3 +354,56 @@ def test_one_activation_replaced_in_a_long_stack_is_one_type_change_without_name
         assert difference.explained_counts() == {"type changed": 1}, difference.summary()
         where = [change.new.path for change in difference.of_kind("type changed") if change.new]
         assert where == changed, difference.summary()
+
+
+class CachedBlock(nn.Module):
+    """A decoder block that reads the keys of the blocks before it, as a cache holds them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, cache: list[torch.Tensor]) -> torch.Tensor:
+        out = self.proj(x + sum(cache, torch.zeros_like(x)))
+        cache.append(out)
+        return out
+
+
+class CachedDecoder(nn.Module):
+    def __init__(self, blocks: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(CachedBlock() for _ in range(blocks))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cache: list[torch.Tensor] = []
+        for block in self.blocks:
+            x = block(x, cache)
+        return x
+
+
+def test_a_block_deleted_from_blocks_told_apart_only_by_their_cache_is_one_of_them() -> None:
+    """Each block is given the keys of the blocks before it, so no two are given the same;
+    with block 3 of 6 deleted, which one went cannot be read from the calls, and the
+    summary says one of them, not that the last one went (a Hugging Face decoder's cache)."""
+    old = CachedDecoder(6)
+    new = CachedDecoder(6)
+    del new.blocks[3]
+    features = torch.randn(1, 8)
+    given = []
+    hook = nn.modules.module.register_module_forward_pre_hook(
+        lambda module, inputs: given.append(len(inputs[1])) if type(module) is CachedBlock else None
+    )
+    try:
+        new(features)
+    finally:
+        hook.remove()
+    assert given == [0, 1, 2, 3, 4]  # the oracle: each block given a cache of its own size
+    before, after = trace_forward(old, features), trace_forward(new, features)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"removed": 2}, summary
+        assert "removed: one of blocks.0, blocks.1, blocks.2, blocks.3, blocks.4, blocks.5 " in (
+            summary
+        )

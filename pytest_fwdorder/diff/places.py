@@ -195,11 +195,13 @@ def _previous_sibling(lines: list[GoldenLine], index: int) -> int | None:
 
 
 def _look(line: GoldenLine, depth: int) -> tuple[object, ...]:
-    """A call as it looks without its name, its depth counted from `depth`."""
+    """A call as it looks without its name, its depth counted from `depth`: what it is and
+    gives, not what it is given, which may say where it runs (a decoder block's cache holds
+    the keys of the blocks before it), so blocks alike but for their place are look-alikes,
+    and which of them went is not told. A layer's settings say what it takes."""
     return (
         line.depth - depth,
         line.module_type,
-        line.inputs,
         line.outputs,
         line.facts,
         line.under,
