@@ -1514,6 +1514,75 @@ def _cases() -> list[Refactor]:
             name_free_counts={"moved": 2, "inserted": 1, "removed": 1},
         ),
         Refactor(
+            # The first block is wrapped, so the block that went is one of the other three,
+            # after the first: not one of all four, after the stem.
+            "wrap the first of four look-alike blocks in a residual and delete the last",
+            lambda: look_alike_stack(),
+            lambda: look_alike_stack(residual=(1,), deleted=4),
+            lambda: (torch.randn(1, 8),),
+            {"wrapped": 1, "removed": 3},
+            (
+                "1 (Residual) wraps the old 1, now 1.inner (3 calls renamed under it)",
+                "3 calls removed: one of 2, 3, 4 (Sequential look-alikes, with 2 nested calls) "
+                "after 1 (Sequential)",
+            ),
+            (
+                "3 calls removed: one of 2, 3, 4 (Sequential look-alikes, with 2 nested calls) after 1\n",
+            ),
+            name_free_counts={"wrapped": 1, "removed": 3},
+        ),
+        Refactor(
+            "wrap the second of four look-alike blocks in a residual and delete the third",
+            lambda: look_alike_stack(),
+            lambda: look_alike_stack(residual=(2,), deleted=3),
+            lambda: (torch.randn(1, 8),),
+            {"wrapped": 1, "removed": 3},
+            (
+                "2 (Residual) wraps the old 2, now 2.inner (3 calls renamed under it)",
+                "3 calls removed: one of 3, 4 (Sequential look-alikes, with 2 nested calls) "
+                "after 2 (Sequential)",
+            ),
+            (
+                "3 calls removed: one of 3, 4 (Sequential look-alikes, with 2 nested calls) after 2\n",
+            ),
+            name_free_counts={"wrapped": 1, "removed": 3},
+        ),
+        Refactor(
+            # Pairing the flattened layers at their places would read the Linear after the
+            # removed LayerNorm as a LayerNorm changed into a Linear, and so on to the end.
+            "flatten a pair of layers, remove a LayerNorm after them and append a Dropout",
+            lambda: flatten_beside(flat=False),
+            lambda: flatten_beside(flat=True),
+            features16,
+            {"unwrapped": 1, "inserted": 1, "removed": 1, "renamed": 2},
+            (
+                "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1 (2 calls renamed "
+                "under it)",
+                "1 call inserted: 5 (Dropout) after 4 (Linear)",
+                "1 call removed: 3 (LayerNorm) after 2 (ReLU)",
+            ),
+            ("1 call inserted: 5 (Dropout) after 4\n", "1 call removed: 3 (LayerNorm) after 2"),
+            name_free_counts={"unwrapped": 1, "inserted": 1, "removed": 1},
+        ),
+        Refactor(
+            "unwrap MobileNetV3's stem, drop its norm and add a ReLU after it",
+            mobilenet,
+            lambda: _with_stem_unwrapped(mobilenet()),
+            image,
+            {"unwrapped": 1, "renamed": 12, "inserted": 1, "removed": 1},
+            (
+                "features.0 (Conv2dNormActivation) unwrapped: the old features.0.0, "
+                "features.0.2 are now features.0, features.1 (2 calls renamed under it)",
+                "1 call inserted: features.2 (ReLU) after features.1 (Hardswish)",
+                "1 call removed: features.0.1 (BatchNorm2d) after features.0.0 (Conv2d)",
+            ),
+            (
+                "1 call inserted: features.2 (ReLU) in features after features.1",
+                "1 call removed: features.0.1 (BatchNorm2d) in features.0 after features.0.0",
+            ),
+            name_free_counts={"unwrapped": 1, "inserted": 1, "removed": 1},
+        ),
+        Refactor(
             "swap two blocks of other widths and drop a bias in one",
             lambda: feed_forward_stack([32, 64, 128]),
             swapped_with_a_bias_dropped,
@@ -1757,6 +1826,49 @@ def merged_layer1_into_layer2(model: nn.Module) -> None:
     """layer1's blocks run first in layer2, layer1 left an Identity."""
     model.layer2 = nn.Sequential(*model.layer1, *model.layer2)
     model.layer1 = nn.Identity()
+
+
+class Residual(nn.Module):
+    """`x + inner(x)`."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.inner(x)
+
+
+def look_alike_stack(residual: tuple[int, ...] = (), deleted: int | None = None) -> nn.Module:
+    """A Linear and four look-alike Linear+ReLU blocks (`1` to `4`); the blocks at
+    `residual` wrapped in a `Residual`, the one at `deleted` left out."""
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(4)]
+    layers: list[nn.Module] = [nn.Linear(8, 8)]
+    for number, block in enumerate(blocks, start=1):
+        if number != deleted:
+            layers.append(Residual(block) if number in residual else block)
+    return nn.Sequential(*layers)
+
+
+def flatten_beside(*, flat: bool) -> nn.Module:
+    """Linear+ReLU in a Sequential of their own, Linear, ReLU, LayerNorm, Linear; or the
+    pair flat, the LayerNorm gone and a Dropout at the end."""
+    torch.manual_seed(0)
+    first, act, second, act2, last = (
+        nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16)
+    )  # fmt: skip
+    if flat:
+        return nn.Sequential(first, act, second, act2, last, nn.Dropout(0.1))
+    return nn.Sequential(nn.Sequential(first, act), second, act2, nn.LayerNorm(16), last)
+
+
+def _with_stem_unwrapped(model: nn.Module) -> nn.Module:
+    """MobileNetV3 with its stem's conv and activation in `features` itself, its norm left
+    out and a ReLU after them."""
+    stem = model.features[0]
+    model.features = nn.Sequential(stem[0], stem[2], nn.ReLU(), *model.features[1:])
+    return model.eval()
 
 
 def reordered(blocks: nn.Sequential, order: list[int]) -> nn.Module:

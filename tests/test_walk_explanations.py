@@ -407,3 +407,42 @@ def test_a_block_deleted_from_blocks_told_apart_only_by_their_cache_is_one_of_th
         assert "removed: one of blocks.0, blocks.1, blocks.2, blocks.3, blocks.4, blocks.5 " in (
             summary
         )
+
+
+class TwoHeads(nn.Module):
+    """Two heads whose outputs are returned in a dict, in the given order of their names."""
+
+    def __init__(self, order: str, *, flag: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 1)
+        self.order, self.flag = order, flag
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        outputs: dict[str, object] = {name: getattr(self, name)(x) for name in self.order}
+        if self.flag:
+            outputs["flag"] = True
+        return outputs
+
+
+def test_a_dicts_keys_in_another_order_read_as_reordered_not_added_and_dropped() -> None:
+    features = torch.randn(1, 4)
+    old, new, flagged = TwoHeads("ab"), TwoHeads("ba"), TwoHeads("ba", flag=True)
+    old_out, new_out = old(features), new(features)
+    # The oracle: the same keys with the same shapes, in another order.
+    assert list(old_out) == ["a", "b"]
+    assert list(new_out) == ["b", "a"]
+    assert {key: value.shape for key, value in old_out.items()} == {
+        key: value.shape for key, value in new_out.items()
+    }
+    before = trace_forward(old, features)
+
+    for after, tail in ((new, ""), (flagged, " and added 'flag': True")):
+        traced = trace_forward(after, features)
+        for difference in (before.diff(traced), structure_diff(before, traced, ignore=("paths",))):
+            summary = difference.summary()
+            assert (
+                "output changed at 1 call: <root> (TwoHeads) output reordered: 'a': f32[1,3], "
+                f"'b': f32[1,1] -> 'b': f32[1,1], 'a': f32[1,3]{tail}\n"
+            ) in summary + "\n", summary
+            assert "dropped" not in summary, summary

@@ -7,6 +7,7 @@ changes together into a summary.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
@@ -21,6 +22,9 @@ def describe_value_change(old_text: str, new_text: str) -> str:
     when no shorter account is exact.
     """
     old, new = values_of(old_text), values_of(new_text)
+    reordered = _reordered(old.values, new.values)
+    if reordered is not None:
+        return reordered
     old_tensors, new_tensors = old.tensors, new.tensors
     parts: list[str] = []
     if old_tensors != new_tensors:
@@ -30,6 +34,31 @@ def describe_value_change(old_text: str, new_text: str) -> str:
         parts.append(tensor_change)
     parts += _other_value_changes(old, new)
     return " and ".join(parts) if parts else f"{old_text} -> {new_text}"
+
+
+def _reordered(old_values: tuple[str, ...], new_values: tuple[str, ...]) -> str | None:
+    """Where the values both sides hold come in another order (a dict's keys): that order,
+    and the values added or dropped besides; else None. Said by shapes, a reorder would
+    read as shapes changed, or a key added and dropped at once."""
+    common = Counter(old_values) & Counter(new_values)
+    old_common, new_common = _kept_in_order(old_values, common), _kept_in_order(new_values, common)
+    if old_common == new_common:
+        return None
+    parts = [f"reordered: {', '.join(old_common)} -> {', '.join(new_common)}"]
+    parts += [f"added {value}" for value in (Counter(new_values) - common).elements()]
+    parts += [f"dropped {value}" for value in (Counter(old_values) - common).elements()]
+    return " and ".join(parts)
+
+
+def _kept_in_order(values: tuple[str, ...], common: Counter[str]) -> list[str]:
+    """`values` in order, each only as many times as `common` holds it."""
+    left = Counter(common)
+    kept = []
+    for value in values:
+        if left[value] > 0:
+            left[value] -= 1
+            kept.append(value)
+    return kept
 
 
 def _tensor_change(

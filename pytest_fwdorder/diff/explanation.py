@@ -27,6 +27,7 @@ from pytest_fwdorder.diff.places import (
     look_alikes,
     module_name,
     plural,
+    run_around,
     subtree_end,
     which_of,
 )
@@ -130,18 +131,23 @@ def summarize(
         lines += sentences[:EXAMPLES]
         if len(sentences) > EXAMPLES:
             lines.append(f"(+{len(sentences) - EXAMPLES} more {nouns[1]})")
-    lines += _kind_lines(changes, kinds, old_lines, new_lines, followers, tree, name_free)
+    # The calls a change to the nesting accounts for: none of them went or came.
+    nested = (
+        frozenset().union(*(change.old_calls for change in nesting)),
+        frozenset().union(*(change.new_calls for change in nesting)),
+    )
+    lines += _kind_lines(changes, kinds, (old_lines, new_lines), followers, tree, name_free, nested)
     return "\n".join(line for line in lines if line)
 
 
 def _kind_lines(
     changes: list[Change],
     kinds: list[ChangeKind],
-    old_lines: list[GoldenLine],
-    new_lines: list[GoldenLine],
+    lines_of: tuple[list[GoldenLine], list[GoldenLine]],
     followers: Followers,
     tree: CallTree,
     name_free: bool,
+    nested: tuple[frozenset[int], frozenset[int]],
 ) -> list[str]:
     """A line per kind of change, in the summary's order; a change made throughout a part of
     the model (a dtype, a batch size) said once, by place, where the inputs' line would be;
@@ -155,7 +161,8 @@ def _kind_lines(
         return [describe_entry_change(entry, passed_on)]
     grouped = {id(change) for one in uniform for change in one.changes}
     rest = [change for change in changes if id(change) not in grouped]
-    diff = _Changes(rest, old_lines, new_lines, followers, name_free)
+    old_lines, new_lines = lines_of
+    diff = _Changes(rest, old_lines, new_lines, followers, name_free, nested)
     described = {change.kind for change in rest}
     lines = []
     for kind in kinds:
@@ -245,6 +252,8 @@ class _Changes:
     # The input or output changes that follow from a change, by its position.
     followers: Followers
     name_free: bool = False  # the lines are names for calls aligned without them
+    # The old and new calls a change to the nesting accounts for (a wrapped block).
+    nested: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
 
     def of_kind(self, kind: ChangeKind) -> list[Change]:
         return [change for change in self.changes if change.kind is kind]
@@ -474,6 +483,9 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
             shown = kind is not ChangeKind.MOVED and len(items) < EXAMPLES
             alike = look_alikes(lines, root.position, diff.name_free) if shown else []
+            # A look-alike wrapped or moved is accounted for: it did not go (or come).
+            accounted = diff.nested[kind is ChangeKind.INSERTED]
+            alike = run_around(alike, root.position, accounted)
             which = which_of(lines, alike, changed)
             if which is not None:
                 # The trace cannot tell which of these went (or came): say all of them.

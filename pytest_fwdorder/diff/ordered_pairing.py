@@ -21,7 +21,9 @@ _NEAR_SHORT = 64
 AlignedPair = tuple[int | None, int | None]
 
 
-def common_subsequence(old_keys: list[Hashable], new_keys: list[Hashable]) -> list[tuple[int, int]]:
+def common_subsequence(
+    old_keys: Sequence[Hashable], new_keys: Sequence[Hashable]
+) -> list[tuple[int, int]]:
     """Positions of a longest common subsequence of two key lists (no junk heuristic: a
     ReLU called often is no less a call)."""
     matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)

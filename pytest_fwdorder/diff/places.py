@@ -173,6 +173,20 @@ def look_alikes(lines: list[GoldenLine], index: int, name_free: bool) -> list[in
     return [sibling for sibling in alike if numbered(lines[sibling].path)]
 
 
+def run_around(alike: list[int], index: int, accounted: frozenset[int]) -> list[int]:
+    """Of look-alike siblings in order (`look_alikes`), the unbroken run of those not
+    `accounted` for (wrapped, moved: they did not go or come) that holds `index`."""
+    run: list[int] = []
+    for sibling in alike:
+        if sibling in accounted:
+            if index in run:
+                break
+            run = []
+        else:
+            run.append(sibling)
+    return run if index in run else []
+
+
 def which_of(lines: list[GoldenLine], alike: list[int], changed: set[int | None]) -> str | None:
     """`one of blocks.2, blocks.3` (or `3 of q, k, v, o`) where look-alikes (`look_alikes`)
     outnumber the changed calls among them, so which went or came cannot be told; else

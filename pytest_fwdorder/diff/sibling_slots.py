@@ -27,7 +27,12 @@ from collections.abc import Hashable, Iterator
 
 from pytest_fwdorder.diff.call_keys import identity_and_number
 from pytest_fwdorder.diff.call_tree import CallTree
-from pytest_fwdorder.diff.ordered_pairing import cheapest_pairs, crossing, same_ends
+from pytest_fwdorder.diff.ordered_pairing import (
+    cheapest_pairs,
+    common_subsequence,
+    crossing,
+    same_ends,
+)
 
 _SMALLEST_SUBTREE = 2  # as tree_alignment.py: a single call pairs only by its name or parent
 # The longest in-order pairing of what differs between two children lists (after the same
@@ -289,12 +294,24 @@ def _flattened(
                 continue  # nothing unwrapped, or not as many calls
             pairs = list(zip(expanded, children[1], strict=True))
             same = sum(old_tree.shapes[i] == new_tree.shapes[j] for i, j in pairs)
-            if 2 * same > len(pairs) and all(
-                _fits(trees, i, j) and maps[0].get(i, j) == j and maps[1].get(j, i) == i
-                for i, j in pairs
-            ):
+            if 2 * same <= len(pairs) or not all(_fits(trees, i, j) for i, j in pairs):
+                continue
+            if same < len(pairs) and _better_out_of_place(trees, pairs):
+                continue  # a call removed and another come, not those between changed
+            if all(maps[0].get(i, j) == j and maps[1].get(j, i) == i for i, j in pairs):
                 return [(i, j) for i, j in pairs if i not in maps[0]]
     return []
+
+
+def _better_out_of_place(trees: tuple[CallTree, CallTree], pairs: list[tuple[int, int]]) -> bool:
+    """Whether more of the calls of `pairs` (made at their places) pair in order by their
+    layers and shapes (settings aside), some left out, than at their places: a call
+    removed and another come a few places on, not each call between changed into its
+    neighbour. Such a stretch is left to the passes that pair in order."""
+    old_keys = [_skeleton(trees[0], i) for i, _ in pairs]
+    new_keys = [_skeleton(trees[1], j) for _, j in pairs]
+    at_places = sum(old == new for old, new in zip(old_keys, new_keys, strict=True))
+    return len(common_subsequence(old_keys, new_keys)) > at_places
 
 
 def _opened_where_needed(
