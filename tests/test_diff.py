@@ -292,7 +292,7 @@ def test_untying_a_weight_is_named_without_phantom_tensors() -> None:
         .summary()
     )
 
-    assert "no longer tied to 1.weight: 0.weight" in summary
+    assert "0.weight no longer tied to 1.weight" in summary
     assert "added" not in summary
 
 

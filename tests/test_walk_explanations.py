@@ -446,3 +446,45 @@ def test_a_dicts_keys_in_another_order_read_as_reordered_not_added_and_dropped()
                 f"'b': f32[1,1] -> 'b': f32[1,1], 'a': f32[1,3]{tail}\n"
             ) in summary + "\n", summary
             assert "dropped" not in summary, summary
+
+
+class TinyLanguageModel(nn.Module):
+    """An embedding, a body and a head, the head's weight the embedding's where `tied`."""
+
+    def __init__(self, *, tied: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed, self.body = nn.Embedding(50, 16), nn.Linear(16, 16)
+        self.head = nn.Linear(16, 50, bias=False)
+        if tied:
+            self.head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(self.embed(tokens)))
+
+
+def test_tying_weights_is_a_change_without_names_too() -> None:
+    """Which tensor a weight is tied to is a name; that it is tied is structure: a name-free
+    comparison said `no differences` for a model that now has 800 parameters fewer."""
+    untied, tied = TinyLanguageModel(tied=False), TinyLanguageModel(tied=True)
+    # The oracle: the tied model holds one weight fewer, shared by two modules.
+    assert tied.head.weight is tied.embed.weight
+    assert (
+        sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters())
+        == 50 * 16
+    )
+    tokens = torch.randint(0, 50, (1, 5))
+    before, after = trace_forward(untied, tokens), trace_forward(tied, tokens)
+
+    named = before.diff(after).summary()
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    assert (
+        "embed (Embedding): embed.weight now tied to head.weight; head (Linear): head.weight now "
+        "tied to embed.weight"
+    ) in named
+    assert name_free.explained_counts() == {"parameters changed": 2}, name_free.summary()
+    assert (
+        "embed (Embedding): weight now tied to another tensor; head (Linear): weight now tied to "
+        "another tensor"
+    ) in name_free.summary()

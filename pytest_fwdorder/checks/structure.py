@@ -17,6 +17,7 @@ from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     FROZEN_FLAG,
     TENSOR_PATTERN,
+    TIED_FLAG,
     TIED_PATTERN,
     GoldenLine,
     fact_title,
@@ -330,7 +331,8 @@ def _normalize_facts(
             if ignored.frozen:
                 fact = fact.replace(f" {FROZEN_FLAG}", "")
             if ignored.paths:
-                fact = TIED_PATTERN.sub("", fact)
+                # Which tensor it is tied to is a name; that it is tied is structure.
+                fact = TIED_PATTERN.sub(f" {TIED_FLAG}another tensor", fact)
             fact = TENSOR_PATTERN.sub(tensor, fact)
         kept.append(fact)
     return tuple(kept)

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
+from pytest_fwdorder.golden.format import TIED_FLAG
 from pytest_fwdorder.golden.line_facts import LineFacts, WrittenTensor
 from pytest_fwdorder.golden.line_values import WrittenValues, values_of
 
@@ -152,7 +153,15 @@ def describe_tensor_fact_changes(
             old_flags.discard("frozen")
             new_flags.discard("frozen")
         for flag in sorted(new_flags - old_flags):
-            changes.append(f"now {flag}: {prefix}{name}")
+            changes.append(_flag_change(f"{prefix}{name}", "now", flag))
         for flag in sorted(old_flags - new_flags):
-            changes.append(f"no longer {flag}: {prefix}{name}")
+            changes.append(_flag_change(f"{prefix}{name}", "no longer", flag))
     return changes
+
+
+def _flag_change(name: str, now: str, flag: str) -> str:
+    """`now frozen: 4.weight`; a tie names its tensor first, as one reads it (`emb.weight
+    now tied to head.weight`)."""
+    if flag.startswith(TIED_FLAG):
+        return f"{name} {now} {flag}"
+    return f"{now} {flag}: {name}"
