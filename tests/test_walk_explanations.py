@@ -357,15 +357,17 @@ def test_one_activation_replaced_in_a_long_stack_is_one_type_change_without_name
 
 
 class CachedBlock(nn.Module):
-    """A decoder block that reads the keys of the blocks before it, as a cache holds them."""
+    """A decoder block that reads the keys of the blocks before it from a cache with a slot
+    per block (a Hugging Face `DynamicCache`), and fills the first empty one."""
 
     def __init__(self) -> None:
         super().__init__()
         self.proj = nn.Linear(8, 8)
 
-    def forward(self, x: torch.Tensor, cache: list[torch.Tensor]) -> torch.Tensor:
-        out = self.proj(x + sum(cache, torch.zeros_like(x)))
-        cache.append(out)
+    def forward(self, x: torch.Tensor, cache: list[torch.Tensor | None]) -> torch.Tensor:
+        filled = [keys for keys in cache if keys is not None]
+        out = self.proj(x + sum(filled, torch.zeros_like(x)))
+        cache[len(filled)] = out
         return out
 
 
@@ -376,7 +378,7 @@ class CachedDecoder(nn.Module):
         self.blocks = nn.ModuleList(CachedBlock() for _ in range(blocks))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        cache: list[torch.Tensor] = []
+        cache: list[torch.Tensor | None] = [None] * len(self.blocks)
         for block in self.blocks:
             x = block(x, cache)
         return x
@@ -392,7 +394,11 @@ def test_a_block_deleted_from_blocks_told_apart_only_by_their_cache_is_one_of_th
     features = torch.randn(1, 8)
     given = []
     hook = nn.modules.module.register_module_forward_pre_hook(
-        lambda module, inputs: given.append(len(inputs[1])) if type(module) is CachedBlock else None
+        lambda module, inputs: (
+            given.append(sum(keys is not None for keys in inputs[1]))
+            if type(module) is CachedBlock
+            else None
+        )
     )
     try:
         new(features)
@@ -403,7 +409,7 @@ def test_a_block_deleted_from_blocks_told_apart_only_by_their_cache_is_one_of_th
 
     for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
         summary = difference.summary()
-        assert difference.explained_counts() == {"removed": 2}, summary
+        assert difference.explained_counts() == {"removed": 2, "input changed": 5}, summary
         assert "removed: one of blocks.0, blocks.1, blocks.2, blocks.3, blocks.4, blocks.5 " in (
             summary
         )
@@ -442,10 +448,51 @@ def test_a_dicts_keys_in_another_order_read_as_reordered_not_added_and_dropped()
         for difference in (before.diff(traced), structure_diff(before, traced, ignore=("paths",))):
             summary = difference.summary()
             assert (
-                "output changed at 1 call: <root> (TwoHeads) output reordered: 'a': f32[1,3], "
-                f"'b': f32[1,1] -> 'b': f32[1,1], 'a': f32[1,3]{tail}\n"
+                "output changed at 1 call: <root> (TwoHeads) output keys reordered: 'a', 'b' -> "
+                f"'b', 'a'{tail}\n"
             ) in summary + "\n", summary
             assert "dropped" not in summary, summary
+
+
+def test_a_dicts_keys_reordered_and_one_widened_read_by_key() -> None:
+    features = torch.randn(1, 4)
+    old, new = TwoHeads("ab"), TwoHeads("ba")
+    new.a = nn.Linear(4, 5)
+    assert new(features)["a"].shape == (1, 5)  # the oracle: the widened head's key
+    before, after = trace_forward(old, features), trace_forward(new, features)
+
+    summary = before.diff(after).summary()
+
+    assert (
+        "<root> (TwoHeads) output keys reordered: 'a', 'b' -> 'b', 'a' and 'a': f32[1,3] -> "
+        "f32[1,5];"
+    ) in summary, summary
+    assert "dropped" not in summary, summary
+
+
+class Recurrent(nn.Module):
+    def __init__(self, layers: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed, self.gru = nn.Linear(4, 8), nn.GRU(8, 8, layers)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        output: tuple[torch.Tensor, torch.Tensor] = self.gru(self.embed(x))
+        return output
+
+
+def test_a_tuples_shapes_that_trade_places_are_shapes_changed_not_a_reorder() -> None:
+    """A GRU's (sequence, last state) over 3 steps of 1 layer, then 1 step of 3 layers: each
+    output changed shape in its place; a tuple has no keys to say it was reordered."""
+    old, new = Recurrent(1), Recurrent(3)
+    steps, step = torch.randn(3, 1, 4), torch.randn(1, 1, 4)
+    assert [tuple(value.shape) for value in old(steps)] == [(3, 1, 8), (1, 1, 8)]
+    assert [tuple(value.shape) for value in new(step)] == [(1, 1, 8), (3, 1, 8)]
+
+    summary = trace_forward(old, steps).diff(trace_forward(new, step)).summary()
+
+    assert "gru (GRU) output (3, 1, 8), (1, 1, 8) -> (1, 1, 8), (3, 1, 8)" in summary, summary
+    assert "reordered" not in summary, summary
 
 
 class TinyLanguageModel(nn.Module):
@@ -488,3 +535,46 @@ def test_tying_weights_is_a_change_without_names_too() -> None:
         "embed (Embedding): weight now tied to another tensor; head (Linear): weight now tied to "
         "another tensor"
     ) in name_free.summary()
+
+
+class PooledLevels(nn.Module):
+    """Look-alike heads, each pooling the stem's map at its own size (a feature pyramid)."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.sizes = sizes
+        self.stem = nn.Conv2d(3, 8, 1)
+        self.heads = nn.ModuleList(nn.AdaptiveAvgPool2d(1) for _ in sizes)
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        features = self.stem(x)
+        return [
+            head(nn.functional.adaptive_avg_pool2d(features, size))
+            for head, size in zip(self.heads, self.sizes, strict=True)
+        ]
+
+
+def test_a_head_told_apart_by_what_it_is_given_is_named_not_hedged() -> None:
+    """The heads are alike, but each is given its own level and the others' levels did not
+    change: the one given the 16-pixel level went, and the summary names it (not `one of`
+    the heads, beside a rename that says the last one stayed)."""
+    image = torch.randn(1, 3, 32, 32)
+    new = PooledLevels([32, 8])
+    given = []
+    hook = nn.modules.module.register_module_forward_pre_hook(
+        lambda module, inputs: (
+            given.append(inputs[0].shape[-1]) if type(module) is nn.AdaptiveAvgPool2d else None
+        )
+    )
+    try:
+        new(image)
+    finally:
+        hook.remove()
+    assert given == [32, 8]  # the oracle: the 16-pixel level is the one not given
+    before, after = trace_forward(PooledLevels([32, 16, 8]), image), trace_forward(new, image)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert "1 call removed: heads.1 (AdaptiveAvgPool2d) after heads.0" in summary, summary
+        assert "one of" not in summary, summary

@@ -7,13 +7,16 @@ changes together into a summary.
 
 from __future__ import annotations
 
-from collections import Counter
+import re
 from collections.abc import Mapping, Sequence
 
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import TIED_FLAG
 from pytest_fwdorder.golden.line_facts import LineFacts, WrittenTensor
 from pytest_fwdorder.golden.line_values import WrittenValues, values_of
+
+# A dict's entry (`'a': f32[2]`) or a keyword's value (`flag=True`): the key and its separator.
+_KEYED_VALUE = re.compile(r"^('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[A-Za-z_][A-Za-z0-9_]*)(: |=)")
 
 
 def describe_value_change(old_text: str, new_text: str) -> str:
@@ -38,28 +41,39 @@ def describe_value_change(old_text: str, new_text: str) -> str:
 
 
 def _reordered(old_values: tuple[str, ...], new_values: tuple[str, ...]) -> str | None:
-    """Where the values both sides hold come in another order (a dict's keys): that order,
-    and the values added or dropped besides; else None. Said by shapes, a reorder would
-    read as shapes changed, or a key added and dropped at once."""
-    common = Counter(old_values) & Counter(new_values)
-    old_common, new_common = _kept_in_order(old_values, common), _kept_in_order(new_values, common)
-    if old_common == new_common:
+    """Where every value on both sides is keyed (a dict's `'a': ...`, a keyword's `a=...`)
+    and the keys both hold come in another order: that order, then each key's value that
+    changed and the keys added or dropped; else None. Values without keys are compared by
+    place: a tuple's shapes swapped may as well be each value changed (a GRU's outputs), so
+    no reorder is said of them."""
+    old, new = _keyed(old_values), _keyed(new_values)
+    if old is None or new is None:
         return None
-    parts = [f"reordered: {', '.join(old_common)} -> {', '.join(new_common)}"]
-    parts += [f"added {value}" for value in (Counter(new_values) - common).elements()]
-    parts += [f"dropped {value}" for value in (Counter(old_values) - common).elements()]
+    old_keys = [key for key in old if key in new]
+    new_keys = [key for key in new if key in old]
+    if old_keys == new_keys:
+        return None
+    parts = [f"keys reordered: {', '.join(old_keys)} -> {', '.join(new_keys)}"]
+    parts += [
+        f"{old[key][0]} -> {new[key][0][len(key) + len(new[key][1]) :]}"
+        for key in new_keys
+        if old[key][0] != new[key][0]
+    ]
+    parts += [f"added {value}" for key, (value, _) in new.items() if key not in old]
+    parts += [f"dropped {value}" for key, (value, _) in old.items() if key not in new]
     return " and ".join(parts)
 
 
-def _kept_in_order(values: tuple[str, ...], common: Counter[str]) -> list[str]:
-    """`values` in order, each only as many times as `common` holds it."""
-    left = Counter(common)
-    kept = []
+def _keyed(values: tuple[str, ...]) -> dict[str, tuple[str, str]] | None:
+    """Each value by its key (`'a'`, `flag`): its text and the key's separator (`: `, `=`);
+    None where a value has no key or a key comes twice."""
+    keyed: dict[str, tuple[str, str]] = {}
     for value in values:
-        if left[value] > 0:
-            left[value] -= 1
-            kept.append(value)
-    return kept
+        match = _KEYED_VALUE.match(value)
+        if match is None or match.group(1) in keyed:
+            return None
+        keyed[match.group(1)] = (value, match.group(2))
+    return keyed
 
 
 def _tensor_change(

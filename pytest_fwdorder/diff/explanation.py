@@ -24,7 +24,8 @@ from pytest_fwdorder.diff.places import (
     by_module,
     called,
     describe_run_place,
-    look_alikes,
+    end_order,
+    hedged_look_alikes,
     module_name,
     plural,
     run_around,
@@ -482,7 +483,17 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             inner = f", with {plural(nested, 'nested call')}" if nested else ""
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
             shown = kind is not ChangeKind.MOVED and len(items) < EXAMPLES
-            alike = look_alikes(lines, root.position, diff.name_free) if shown else []
+            given_otherwise = {
+                line.path
+                for change in diff.of_kind(ChangeKind.INPUT_CHANGED)
+                for line in (change.old, change.new)
+                if line is not None
+            }
+            alike = (
+                hedged_look_alikes(lines, root.position, diff.name_free, changed, given_otherwise)
+                if shown
+                else []
+            )
             # A look-alike wrapped or moved is accounted for: it did not go (or come).
             accounted = diff.nested[kind is ChangeKind.INSERTED]
             alike = run_around(alike, root.position, accounted)
@@ -506,22 +517,6 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
     return f"{plural(len(changes), 'call')} {kind.value}: " + listed(items, separator="; ")
 
 
-def _end_order(lines: list[GoldenLine]) -> list[int]:
-    """Each call's place in the order the calls ended (a call ends after its nested calls)."""
-    order = [0] * len(lines)
-    open_calls: list[int] = []
-    ended = 0
-    for index, line in enumerate(lines):
-        while open_calls and lines[open_calls[-1]].depth >= line.depth:
-            order[open_calls.pop()] = ended
-            ended += 1
-        open_calls.append(index)
-    while open_calls:
-        order[open_calls.pop()] = ended
-        ended += 1
-    return order
-
-
 def _of_the_header(change: Change) -> bool:
     """Whether a facet's change is of a value the header holds, not of a call's."""
     return change.old is None and change.new is None
@@ -542,7 +537,7 @@ def _describe_facet_changes(diff: _Changes, changes: list[Change]) -> str:
     it counts them (`noun`), its words and the first five (`backward steps changed: ...`).
     A kind a facet declares gets a line of its own, first at calls and last of the header,
     as the totals give them (`_declared_kind_lines`)."""
-    ended = _end_order(diff.new_lines)
+    ended = end_order(diff.new_lines)
     by_words: dict[str, list[Change]] = {}
     of_the_header: dict[tuple[str, str], list[str]] = {}
     for change in _facts_first(changes):

@@ -129,11 +129,12 @@ def _within(line: GoldenLine, parent: GoldenLine) -> str:
     return line.name
 
 
-def alike_siblings(lines: list[GoldenLine], index: int) -> list[int]:
+def alike_siblings(lines: list[GoldenLine], index: int, *, inputs: bool = True) -> list[int]:
     """The call at `index` and the siblings next to it that are alike to it but for their
-    names (same classes, shapes and facts under them), in order."""
+    names (same classes, shapes and facts under them; without `inputs`, whatever they are
+    given), in order."""
     end = subtree_end(lines, index)
-    shape = [_look(line, lines[index].depth) for line in lines[index:end]]
+    shape = [_look(line, lines[index].depth, inputs) for line in lines[index:end]]
     size = end - index
     found = [index]
     before = index
@@ -141,7 +142,7 @@ def alike_siblings(lines: list[GoldenLine], index: int) -> list[int]:
         sibling = _previous_sibling(lines, before)
         if sibling is None or sibling + size != before:
             break
-        if [_look(line, lines[sibling].depth) for line in lines[sibling:before]] != shape:
+        if [_look(line, lines[sibling].depth, inputs) for line in lines[sibling:before]] != shape:
             break
         found.insert(0, sibling)
         before = sibling
@@ -149,14 +150,17 @@ def alike_siblings(lines: list[GoldenLine], index: int) -> list[int]:
     while after + size <= len(lines) and lines[after].depth == lines[index].depth:
         if subtree_end(lines, after) != after + size:
             break
-        if [_look(line, lines[after].depth) for line in lines[after : after + size]] != shape:
+        after_lines = lines[after : after + size]
+        if [_look(line, lines[after].depth, inputs) for line in after_lines] != shape:
             break
         found.append(after)
         after += size
     return found
 
 
-def look_alikes(lines: list[GoldenLine], index: int, name_free: bool) -> list[int]:
+def look_alikes(
+    lines: list[GoldenLine], index: int, name_free: bool, *, inputs: bool = True
+) -> list[int]:
     """The calls next to the call at `index` that it cannot be told from, itself among them,
     changed or not; none where its name tells it apart.
 
@@ -166,10 +170,10 @@ def look_alikes(lines: list[GoldenLine], index: int, name_free: bool) -> list[in
     account is that it came.
     """
     if name_free:
-        return alike_siblings(lines, index)
+        return alike_siblings(lines, index, inputs=inputs)
     if not numbered(lines[index].path):
         return []
-    alike = alike_siblings(lines, index)
+    alike = alike_siblings(lines, index, inputs=inputs)
     return [sibling for sibling in alike if numbered(lines[sibling].path)]
 
 
@@ -208,14 +212,13 @@ def _previous_sibling(lines: list[GoldenLine], index: int) -> int | None:
     return None
 
 
-def _look(line: GoldenLine, depth: int) -> tuple[object, ...]:
-    """A call as it looks without its name, its depth counted from `depth`: what it is and
-    gives, not what it is given, which may say where it runs (a decoder block's cache holds
-    the keys of the blocks before it), so blocks alike but for their place are look-alikes,
-    and which of them went is not told. A layer's settings say what it takes."""
+def _look(line: GoldenLine, depth: int, inputs: bool = True) -> tuple[object, ...]:
+    """A call as it looks without its name, its depth counted from `depth`; without
+    `inputs`, what it is and gives, not what it is given."""
     return (
         line.depth - depth,
         line.module_type,
+        line.inputs if inputs else None,
         line.outputs,
         line.facts,
         line.under,
@@ -229,3 +232,39 @@ def subtree_end(lines: list[GoldenLine], index: int) -> int:
     while end < len(lines) and lines[end].depth > depth:
         end += 1
     return end
+
+
+def hedged_look_alikes(
+    lines: list[GoldenLine],
+    index: int,
+    name_free: bool,
+    changed: set[int | None],
+    given_otherwise: set[str],
+) -> list[int]:
+    """The look-alikes a call that went or came cannot be told from (`look_alikes`): by what
+    they are given too, unless some of the others were given something else as well (their
+    paths in `given_otherwise`), as where each is given what the ones before it made (a
+    decoder block's cache holds their keys): then what each is given says where it runs,
+    not which it is."""
+    alike = look_alikes(lines, index, name_free)
+    loose = look_alikes(lines, index, name_free, inputs=False)
+    if len(loose) <= len(alike):
+        return alike
+    others = [sibling for sibling in loose if sibling not in changed]
+    return loose if any(lines[sibling].path in given_otherwise for sibling in others) else alike
+
+
+def end_order(lines: list[GoldenLine]) -> list[int]:
+    """Each call's place in the order the calls ended (a call ends after its nested calls)."""
+    order = [0] * len(lines)
+    open_calls: list[int] = []
+    ended = 0
+    for index, line in enumerate(lines):
+        while open_calls and lines[open_calls[-1]].depth >= line.depth:
+            order[open_calls.pop()] = ended
+            ended += 1
+        open_calls.append(index)
+    while open_calls:
+        order[open_calls.pop()] = ended
+        ended += 1
+    return order
