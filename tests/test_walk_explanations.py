@@ -578,3 +578,94 @@ def test_a_head_told_apart_by_what_it_is_given_is_named_not_hedged() -> None:
         summary = difference.summary()
         assert "1 call removed: heads.1 (AdaptiveAvgPool2d) after heads.0" in summary, summary
         assert "one of" not in summary, summary
+
+
+class Holder(nn.Module):
+    """A model held as `model` (a PEFT model's own wrapper)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        output: torch.Tensor = self.model(tokens)
+        return output
+
+
+def test_a_tied_model_wrapped_whole_keeps_its_ties() -> None:
+    """Wrapped, the tied weights are still tied to each other, now under `model.`: no tie is
+    said to change (it read `now tied to model.head.weight; no longer tied to head.weight`)."""
+    tied = TinyLanguageModel(tied=True)
+    held = Holder(tied)
+    assert held.model.head.weight is held.model.embed.weight  # the oracle: still one tensor
+    tokens = torch.randint(0, 50, (1, 5))
+
+    difference = trace_forward(tied, tokens).diff(trace_forward(held, tokens))
+
+    assert difference.explained_counts() == {"wrapped": 1}, difference.summary()
+
+
+class KeywordBlock(nn.Module):
+    """A Linear that takes (and ignores) keyword arguments, as a Hugging Face layer does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, **options: object) -> torch.Tensor:
+        output: torch.Tensor = self.proj(x)
+        return output
+
+
+class KeywordStack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed, self.head = nn.Linear(8, 8), nn.Linear(8, 2)
+        self.blocks = nn.ModuleList(KeywordBlock() for _ in range(3))
+
+    def forward(self, x: torch.Tensor, **options: object) -> torch.Tensor:
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x, **options)
+        output: torch.Tensor = self.head(x)
+        return output
+
+
+class PassingOptions(nn.Module):
+    """A wrapper that passes an option down, as a PEFT model passes `output_attentions`."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        output: torch.Tensor = self.model(x, output_attentions=None)
+        return output
+
+
+def test_a_model_wrapped_whole_that_passes_an_option_down_is_a_wrap_not_blocks_replaced() -> None:
+    """The blocks are the same modules, now given an option: the wrap and the option, not
+    every block removed and inserted again (a PEFT model around a decoder read so)."""
+    stack = KeywordStack()
+    wrapped = PassingOptions(stack)
+    given: list[dict[str, object]] = []
+    hooks = [
+        block.register_forward_pre_hook(
+            lambda module, inputs, keywords: given.append(dict(keywords)), with_kwargs=True
+        )
+        for block in stack.blocks
+    ]
+    try:
+        wrapped(torch.randn(1, 8))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert given == [{"output_attentions": None}] * 3  # the oracle: each block given it
+    features = torch.randn(1, 8)
+
+    difference = trace_forward(stack, features).diff(trace_forward(wrapped, features))
+
+    summary = difference.summary()
+    assert difference.explained_counts() == {"wrapped": 1, "input changed": 4}, summary
+    assert "<root> (PassingOptions) wraps the old model (9 calls renamed under it)" in summary

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import TIED_FLAG
@@ -179,3 +180,30 @@ def _flag_change(name: str, now: str, flag: str) -> str:
     if flag.startswith(TIED_FLAG):
         return f"{name} {now} {flag}"
     return f"{now} {flag}: {name}"
+
+
+def renamed_ties(
+    tensors: Mapping[str, WrittenTensor], rewrite: tuple[str, str]
+) -> Mapping[str, WrittenTensor]:
+    """The tensors with the names they are tied to renamed by the prefix `rewrite` (old,
+    new) their module was renamed by: a model wrapped whole (`emb` now `model.emb`) keeps
+    its ties, now to `model.head.weight`, and no tie is said to change."""
+    old_prefix, new_prefix = rewrite
+    if old_prefix == new_prefix:
+        return tensors
+    renamed = {}
+    for name, tensor in tensors.items():
+        flags = frozenset(
+            _renamed_tie(flag, old_prefix, new_prefix) if flag.startswith(TIED_FLAG) else flag
+            for flag in tensor.flags
+        )
+        renamed[name] = replace(tensor, flags=flags) if flags != tensor.flags else tensor
+    return renamed
+
+
+def _renamed_tie(flag: str, old_prefix: str, new_prefix: str) -> str:
+    names = flag[len(TIED_FLAG) :].split(", ")
+    return TIED_FLAG + ", ".join(
+        new_prefix + name[len(old_prefix) :] if name.startswith(old_prefix) else name
+        for name in names
+    )

@@ -14,6 +14,7 @@ from pytest_fwdorder.diff.change_details import (
     describe_settings_change,
     describe_tensor_fact_changes,
     describe_value_change,
+    renamed_ties,
 )
 from pytest_fwdorder.diff.changed_calls import call_lines
 from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind, is_of_kind
@@ -494,10 +495,11 @@ def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[Chan
     if same_class and old_facts.by_title.get("settings") != new_facts.by_title.get("settings"):
         found.append((ChangeKind.SETTINGS_CHANGED, describe_settings_change(old_facts, new_facts)))
     tensor_changes: list[str] = []
+    renamed = _path_rewrite(old_line.path, new_line.path)
     for title in TENSOR_TITLES:
         if old_facts.by_title.get(title) != new_facts.by_title.get(title):
             tensor_changes += describe_tensor_fact_changes(
-                old_facts.tensors_of(title),
+                renamed_ties(old_facts.tensors_of(title), renamed),
                 new_facts.tensors_of(title),
                 new_line.path or old_line.path,
                 whole_module_frozen=old_line.frozen != new_line.frozen,
@@ -505,6 +507,22 @@ def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[Chan
     if tensor_changes:
         found.append((ChangeKind.PARAMETERS_CHANGED, "; ".join(tensor_changes)))
     return found
+
+
+def _path_rewrite(old_path: str, new_path: str) -> tuple[str, str]:
+    """The prefixes a module's path was renamed by, old and new (`emb` now `model.emb`:
+    `("", "model.")`), from the names after them that stayed; `("", "")` for none."""
+    old_parts, new_parts = old_path.split("."), new_path.split(".")
+    kept = 0
+    while kept < min(len(old_parts), len(new_parts)) and (
+        old_parts[-1 - kept] == new_parts[-1 - kept]
+    ):
+        kept += 1
+    if kept == 0 or old_path == new_path or "<root>" in (old_path, new_path):
+        return "", ""
+    old_prefix = ".".join(old_parts[: len(old_parts) - kept])
+    new_prefix = ".".join(new_parts[: len(new_parts) - kept])
+    return (old_prefix + "." if old_prefix else ""), (new_prefix + "." if new_prefix else "")
 
 
 def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[Change]:

@@ -444,15 +444,16 @@ class _Matcher:
         return passes
 
     def _renamed_prefixes(self, old_parent: int) -> tuple[str, str]:
-        """The paths of a paired parent and its partner, each with a `.`, where the two
-        differ (children are then named within their parent); else ("", "")."""
+        """The paths of a paired parent and its partner with a `.` (the model's: none) where
+        they differ, children then named within them (`encoder` now `model.encoder`)."""
         if not self.match_paths or old_parent == NO_PARENT:
             return "", ""
-        old_path = self.old_tree.lines[old_parent].path
-        new_path = self.new_tree.lines[self.old_to_new[old_parent]].path
-        if old_path == new_path or "<root>" in (old_path, new_path) or not old_path or not new_path:
+        new_parent = self.old_to_new[old_parent]
+        paths = (self.old_tree.lines[old_parent].path, self.new_tree.lines[new_parent].path)
+        if paths[0] == paths[1] or not all(paths):
             return "", ""
-        return f"{old_path}.", f"{new_path}."
+        old_prefix, new_prefix = ("" if path == "<root>" else f"{path}." for path in paths)
+        return old_prefix, new_prefix
 
     def _wraps_a_sibling(self, old_parent: int, new_index: int) -> bool:
         """Whether a new call holds the partner of a child of `old_parent`: a wrapper around
