@@ -669,3 +669,65 @@ def test_a_model_wrapped_whole_that_passes_an_option_down_is_a_wrap_not_blocks_r
     summary = difference.summary()
     assert difference.explained_counts() == {"wrapped": 1, "input changed": 4}, summary
     assert "<root> (PassingOptions) wraps the old model (9 calls renamed under it)" in summary
+
+
+class NestedHeads(nn.Module):
+    """Heads returned in a dict that nests: `{'a': {'x': ..., 'y': ...}, 'b': ...}`, the
+    outer and inner keys in the given orders."""
+
+    def __init__(self, outer: str, inner: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(4, 4)
+        self.outer, self.inner = outer, inner
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        features = self.proj(x)
+        values = {"x": features, "y": features[:, :2]}
+        nested = {key: values[key] for key in self.inner}
+        return {key: nested if key == "a" else features for key in self.outer}
+
+
+def test_a_nested_dicts_keys_reordered_are_no_key_added_or_dropped() -> None:
+    features = torch.randn(2, 4)
+    old, new = NestedHeads("ab", "xy"), NestedHeads("ba", "yx")
+    assert list(new(features)) == ["b", "a"]  # the oracle: the same keys, in another order
+    assert list(new(features)["a"]) == ["y", "x"]
+
+    summary = trace_forward(old, features).diff(trace_forward(new, features)).summary()
+
+    assert "output reordered: " in summary, summary
+    assert "added" not in summary, summary
+    assert "dropped" not in summary, summary
+
+
+class ThreeTied(nn.Module):
+    """An embedding and a head that share a weight, and where `extra`, a third user of it."""
+
+    def __init__(self, *, extra: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed, self.head = nn.Embedding(10, 4), nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+        self.extra = nn.Linear(4, 10, bias=False) if extra else None
+        if self.extra is not None:
+            self.extra.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        hidden = self.embed(tokens)
+        output: torch.Tensor = self.head(hidden)
+        return output if self.extra is None else output + self.extra(hidden)
+
+
+def test_a_third_tensor_tied_leaves_the_first_tie_standing() -> None:
+    """A tie read by its names: `embed.weight now tied to extra.weight`, never `no longer
+    tied to head.weight`, which still shares it."""
+    new = ThreeTied(extra=True)
+    assert new.head.weight is new.embed.weight  # the oracle: the first tie stands
+    tokens = torch.randint(0, 10, (1, 3))
+
+    summary = trace_forward(ThreeTied(extra=False), tokens).diff(trace_forward(new, tokens))
+
+    text = summary.summary()
+    assert "embed.weight now tied to extra.weight" in text, text
+    assert "no longer" not in text, text

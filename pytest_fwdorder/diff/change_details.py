@@ -8,6 +8,7 @@ changes together into a summary.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -28,6 +29,8 @@ def describe_value_change(old_text: str, new_text: str) -> str:
     """
     old, new = values_of(old_text), values_of(new_text)
     reordered = _reordered(old.values, new.values)
+    if reordered is None and any(map(_KEYED_VALUE.match, (*old.values, *new.values))):
+        reordered = _values_reordered(old.values, new.values)  # a dict that nests
     if reordered is not None:
         return reordered
     old_tensors, new_tensors = old.tensors, new.tensors
@@ -63,6 +66,31 @@ def _reordered(old_values: tuple[str, ...], new_values: tuple[str, ...]) -> str 
     parts += [f"added {value}" for key, (value, _) in new.items() if key not in old]
     parts += [f"dropped {value}" for key, (value, _) in old.items() if key not in new]
     return " and ".join(parts)
+
+
+def _values_reordered(old_values: tuple[str, ...], new_values: tuple[str, ...]) -> str | None:
+    """For a dict that nests (its values flattened, not all keyed): where the values both
+    sides hold come in another order, that order and the values added or dropped besides;
+    else None."""
+    common = Counter(old_values) & Counter(new_values)
+    old_common, new_common = _kept_in_order(old_values, common), _kept_in_order(new_values, common)
+    if old_common == new_common:
+        return None
+    parts = [f"reordered: {', '.join(old_common)} -> {', '.join(new_common)}"]
+    parts += [f"added {value}" for value in (Counter(new_values) - common).elements()]
+    parts += [f"dropped {value}" for value in (Counter(old_values) - common).elements()]
+    return " and ".join(parts)
+
+
+def _kept_in_order(values: tuple[str, ...], common: Counter[str]) -> list[str]:
+    """`values` in order, each only as many times as `common` holds it."""
+    left = Counter(common)
+    kept = []
+    for value in values:
+        if left[value] > 0:
+            left[value] -= 1
+            kept.append(value)
+    return kept
 
 
 def _keyed(values: tuple[str, ...]) -> dict[str, tuple[str, str]] | None:
@@ -167,29 +195,40 @@ def describe_tensor_fact_changes(
         if whole_module_frozen:  # the module's own frozen change says it
             old_flags.discard("frozen")
             new_flags.discard("frozen")
+        old_ties, new_ties = _tied_names(old_flags), _tied_names(new_flags)
         for flag in sorted(new_flags - old_flags):
-            changes.append(_flag_change(f"{prefix}{name}", "now", flag))
+            changes.append(f"now {flag}: {prefix}{name}")
         for flag in sorted(old_flags - new_flags):
-            changes.append(_flag_change(f"{prefix}{name}", "no longer", flag))
+            changes.append(f"no longer {flag}: {prefix}{name}")
+        # A tie by the names it adds or drops: one more tensor tied is not the others untied.
+        if new_ties - old_ties:
+            changes.append(
+                f"{prefix}{name} now {TIED_FLAG}{', '.join(sorted(new_ties - old_ties))}"
+            )
+        if old_ties - new_ties:
+            dropped = ", ".join(sorted(old_ties - new_ties))
+            changes.append(f"{prefix}{name} no longer {TIED_FLAG}{dropped}")
     return changes
 
 
-def _flag_change(name: str, now: str, flag: str) -> str:
-    """`now frozen: 4.weight`; a tie names its tensor first, as one reads it (`emb.weight
-    now tied to head.weight`)."""
-    if flag.startswith(TIED_FLAG):
-        return f"{name} {now} {flag}"
-    return f"{now} {flag}: {name}"
+def _tied_names(flags: set[str]) -> set[str]:
+    """The names a tensor is tied to, taken out of its `flags` (which keep the others)."""
+    ties = {flag for flag in flags if flag.startswith(TIED_FLAG)}
+    flags -= ties
+    return {name for tie in ties for name in tie[len(TIED_FLAG) :].split(", ")}
 
 
 def renamed_ties(
     tensors: Mapping[str, WrittenTensor], rewrite: tuple[str, str]
 ) -> Mapping[str, WrittenTensor]:
     """The tensors with the names they are tied to renamed by the prefix `rewrite` (old,
-    new) their module was renamed by: a model wrapped whole (`emb` now `model.emb`) keeps
-    its ties, now to `model.head.weight`, and no tie is said to change."""
+    new) their module was renamed by, where that is the whole model's (one side empty): a
+    model wrapped whole (`emb` now `model.emb`) keeps its ties, now to `model.head.weight`,
+    and no tie is said to change."""
     old_prefix, new_prefix = rewrite
-    if old_prefix == new_prefix:
+    if old_prefix == new_prefix or (old_prefix and new_prefix):
+        # Only a model wrapped or unwrapped whole renames every path alike: a module renamed
+        # on its own (`layers.0` now `blocks.0`) says nothing of its siblings' names.
         return tensors
     renamed = {}
     for name, tensor in tensors.items():
