@@ -195,7 +195,7 @@ def describe_tensor_fact_changes(
         if whole_module_frozen:  # the module's own frozen change says it
             old_flags.discard("frozen")
             new_flags.discard("frozen")
-        old_ties, new_ties = _tied_names(old_flags), _tied_names(new_flags)
+        old_ties, new_ties = before.tied_to, new_tensor.tied_to
         for flag in sorted(new_flags - old_flags):
             changes.append(f"now {flag}: {prefix}{name}")
         for flag in sorted(old_flags - new_flags):
@@ -211,38 +211,24 @@ def describe_tensor_fact_changes(
     return changes
 
 
-def _tied_names(flags: set[str]) -> set[str]:
-    """The names a tensor is tied to, taken out of its `flags` (which keep the others)."""
-    ties = {flag for flag in flags if flag.startswith(TIED_FLAG)}
-    flags -= ties
-    return {name for tie in ties for name in tie[len(TIED_FLAG) :].split(", ")}
-
-
 def renamed_ties(
     tensors: Mapping[str, WrittenTensor], rewrite: tuple[str, str]
 ) -> Mapping[str, WrittenTensor]:
     """The tensors with the names they are tied to renamed by the prefix `rewrite` (old,
-    new) their module was renamed by, where that is the whole model's (one side empty): a
-    model wrapped whole (`emb` now `model.emb`) keeps its ties, now to `model.head.weight`,
-    and no tie is said to change."""
+    new): a model wrapped whole (`emb` now `model.emb`) keeps its ties, now to
+    `model.head.weight`, and no tie is said to change."""
     old_prefix, new_prefix = rewrite
-    if old_prefix == new_prefix or (old_prefix and new_prefix):
-        # Only a model wrapped or unwrapped whole renames every path alike: a module renamed
-        # on its own (`layers.0` now `blocks.0`) says nothing of its siblings' names.
+    if old_prefix == new_prefix:
         return tensors
-    renamed = {}
-    for name, tensor in tensors.items():
-        flags = frozenset(
-            _renamed_tie(flag, old_prefix, new_prefix) if flag.startswith(TIED_FLAG) else flag
-            for flag in tensor.flags
+    return {
+        name: replace(
+            tensor,
+            tied_to=frozenset(
+                new_prefix + tied[len(old_prefix) :] if tied.startswith(old_prefix) else tied
+                for tied in tensor.tied_to
+            ),
         )
-        renamed[name] = replace(tensor, flags=flags) if flags != tensor.flags else tensor
-    return renamed
-
-
-def _renamed_tie(flag: str, old_prefix: str, new_prefix: str) -> str:
-    names = flag[len(TIED_FLAG) :].split(", ")
-    return TIED_FLAG + ", ".join(
-        new_prefix + name[len(old_prefix) :] if name.startswith(old_prefix) else name
-        for name in names
-    )
+        if tensor.tied_to
+        else tensor
+        for name, tensor in tensors.items()
+    }

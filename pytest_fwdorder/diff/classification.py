@@ -510,19 +510,16 @@ def _fact_changes(old_line: GoldenLine, new_line: GoldenLine) -> list[tuple[Chan
 
 
 def _path_rewrite(old_path: str, new_path: str) -> tuple[str, str]:
-    """The prefixes a module's path was renamed by, old and new (`emb` now `model.emb`:
-    `("", "model.")`), from the names after them that stayed; `("", "")` for none."""
-    old_parts, new_parts = old_path.split("."), new_path.split(".")
-    kept = 0
-    while kept < min(len(old_parts), len(new_parts)) and (
-        old_parts[-1 - kept] == new_parts[-1 - kept]
-    ):
-        kept += 1
-    if kept == 0 or old_path == new_path or "<root>" in (old_path, new_path):
+    """The prefixes every path was renamed by where a model was wrapped or unwrapped whole,
+    old and new (`emb` now `model.emb`: `("", "model.")`); `("", "")` otherwise. A module
+    renamed on its own (`layers.0` now `blocks.0`) says nothing of its siblings' names."""
+    if old_path == new_path or "<root>" in (old_path, new_path):
         return "", ""
-    old_prefix = ".".join(old_parts[: len(old_parts) - kept])
-    new_prefix = ".".join(new_parts[: len(new_parts) - kept])
-    return (old_prefix + "." if old_prefix else ""), (new_prefix + "." if new_prefix else "")
+    if new_path.endswith(f".{old_path}"):
+        return "", new_path[: -len(old_path)]
+    if old_path.endswith(f".{new_path}"):
+        return old_path[: -len(new_path)], ""
+    return "", ""
 
 
 def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[Change]:

@@ -468,6 +468,14 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
     }
     items: list[str] = []
     changed = {change.position for change in changes}
+    # The calls given something else: where look-alikes are, what they are given may say
+    # where each runs, not which it is (`hedged_look_alikes`).
+    given_otherwise = {
+        line.path
+        for change in diff.of_kind(ChangeKind.INPUT_CHANGED)
+        for line in (change.old, change.new)
+        if line is not None
+    }
     said_with_look_alikes: set[int] = set()
     last_nested = -1
     nested = 0
@@ -483,12 +491,6 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             inner = f", with {plural(nested, 'nested call')}" if nested else ""
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
             shown = kind is not ChangeKind.MOVED and len(items) < EXAMPLES
-            given_otherwise = {
-                line.path
-                for change in diff.of_kind(ChangeKind.INPUT_CHANGED)
-                for line in (change.old, change.new)
-                if line is not None
-            }
             alike = (
                 hedged_look_alikes(lines, root.position, diff.name_free, changed, given_otherwise)
                 if shown

@@ -286,10 +286,9 @@ def _flattened(
     block changed inside stays a block; where that finds no way, every unpaired one is."""
     old_tree, new_tree = trees
     for levels in (1, len(old_tree.lines)):
-        for expanded in (
-            _opened_where_needed(trees, children, maps, levels),
-            _expanded(old_tree, children[0], maps[0], levels),
-        ):
+        opened = _opened_where_needed(trees, children, maps, levels)
+        every = _expanded(old_tree, children[0], maps[0], levels)
+        for expanded in (opened, every) if every != opened else (opened,):
             if len(expanded) == len(children[0]) or len(expanded) != len(children[1]):
                 continue  # nothing unwrapped, or not as many calls
             pairs = list(zip(expanded, children[1], strict=True))

@@ -146,9 +146,7 @@ class _Finder:
         return "model" if name == "<root>" else name
 
     def wraps(self) -> list[TreeChange]:
-        wrapping, chains = _wrappers_around(
-            self.new_tree, self.new_to_old, self._wrapped_in, own_side=True
-        )
+        wrapping, chains = _wrappers_around(self.new_tree, self.new_to_old, self._wrapped_in)
         found = []
         for calls in _one_per_module(wrapping, self.new_names, self._child_paths):
             roots = [child for call in calls for child in wrapping[call]]
@@ -189,7 +187,7 @@ class _Finder:
 
     def unwraps(self) -> list[TreeChange]:
         unwrapping, chains = _wrappers_around(
-            self.old_tree, self.old_to_new, self._kept_from, own_side=False
+            self.old_tree, self.old_to_new, self._kept_from, held_as=self.new_to_old
         )
         found = []
         for calls in _one_per_module(unwrapping, self.old_names, self._child_paths):
@@ -471,14 +469,14 @@ def _wrappers_around(
     partners: dict[int, int],
     held: Callable[[int, int], list[int]],
     *,
-    own_side: bool,
+    held_as: dict[int, int] | None = None,
 ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
     """Each call of `tree` without a partner that wraps (or wrapped) others: the new calls
     `held(wrapper, holder)` gives for the innermost call of its unpaired chain
     (`_unpaired_chain`) that gives any, and the chain up to that call, outermost first, then
-    the unpaired calls inside it whose calls it holds (`own_side`: the new calls `held`
-    gives are `tree`'s own, a wrap's; else its partners', an unwrap's)."""
-    partner_of = {call: index for index, call in partners.items()}
+    the unpaired calls inside it whose calls it holds. `held_as` maps the calls `held` gives
+    to `tree`'s (an unwrap's new calls to the old); None where they are `tree`'s own (a
+    wrap's)."""
     wrapping: dict[int, list[int]] = {}
     chains: dict[int, list[int]] = {}
     claimed: set[int] = set()  # the calls inside a wrapper found already, said with it
@@ -490,7 +488,7 @@ def _wrappers_around(
             found = held(wrapper, holder)
             if found:
                 wrapping[wrapper] = found
-                held_here = set(found) if own_side else {partner_of[call] for call in found}
+                held_here = set(found) if held_as is None else {held_as[call] for call in found}
                 inner = [
                     index
                     for index in _through_unpaired(tree, partners, wrapper, containers=True)

@@ -219,7 +219,11 @@ def _tensor_facts_cast(old: GoldenLine, new: GoldenLine) -> tuple[str, str] | No
             after = new_tensors[name]
             if before == after:
                 continue
-            if before.flags != after.flags or before.sizes is None or after.sizes is None:
+            if (
+                (before.flags, before.tied_to) != (after.flags, after.tied_to)
+                or before.sizes is None
+                or after.sizes is None
+            ):
                 return None  # a flag changed too, or a lazy tensor: no cast alone
             if before.sizes != after.sizes:
                 return None

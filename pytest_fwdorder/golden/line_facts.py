@@ -36,13 +36,14 @@ class WrittenTensor:
     """A parameter or buffer as a golden line gives it: `weight f32[64,3,7,7] frozen`.
 
     `description` is the text after the name; `sizes` is None for a lazy tensor
-    (`f32 uninitialized`); `flags` holds `frozen`, `not saved` and a tie with its names
-    (`tied to a.weight, b.weight`)."""
+    (`f32 uninitialized`); `flags` holds `frozen` and `not saved`; `tied_to` the names of
+    the tensors it is tied to (`tied to a.weight, b.weight`)."""
 
     description: str
     dtype: str
     sizes: tuple[int, ...] | None
     flags: frozenset[str]
+    tied_to: frozenset[str] = frozenset()
 
     @property
     def shape(self) -> str:
@@ -119,7 +120,6 @@ def _read_tensor(description: str) -> WrittenTensor:
             tuple(int(size) for size in match.group(2).split(",") if size),
         )
     rest, tied, names = rest.partition(TIED_FLAG)
-    flags = {flag for flag in _FLAGS if re.search(rf"(^| ){flag}( |$)", rest)}
-    if tied:
-        flags.add(f"{TIED_FLAG}{names}")
-    return WrittenTensor(description, dtype, sizes, frozenset(flags))
+    flags = frozenset(flag for flag in _FLAGS if re.search(rf"(^| ){flag}( |$)", rest))
+    tied_to = frozenset(names.split(", ")) if tied else frozenset()
+    return WrittenTensor(description, dtype, sizes, flags, tied_to)
