@@ -353,3 +353,18 @@ def test_the_storage_walk_meets_modules_as_torchs_modules_does() -> None:
     model.register_module("absent", None)
     model.add_module("last", torchvision.models.resnet18(weights=None).layer1)
     assert modules_in_order(model) == list(model.modules())
+
+
+def test_reading_the_values_adds_no_operation_to_the_costs() -> None:
+    # The values facet reads each output (aminmax, std_mean) inside the recording: those are
+    # the recorder's operations, not the model's. The oracle is the trace without values.
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+    inputs = torch.randn(2, 8)
+    with_values = trace_forward(model, inputs, costs=True, values=True).costs
+    without_values = trace_forward(model, inputs, costs=True).costs
+    assert with_values is not None
+    assert without_values is not None
+    assert with_values.uncounted == without_values.uncounted == (("aten.relu", 1),)
+    assert (
+        with_values.flops == without_values.flops == _flop_counter(model, inputs).get_total_flops()
+    )

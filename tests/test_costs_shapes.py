@@ -116,3 +116,82 @@ def test_an_unhashable_argument_is_worked_out_at_every_run_with_the_same_figure(
         # A schema that promised tensors alone, given something else: no shape to key by.
         assert mode._shape_flops(formula, (tensor, 3), {}, tensor, tensors_only=True) == 12
     assert calls == [{"unhashable"}, ("hashable",), 3, {"unhashable"}, 3]
+
+
+class _Decompositions:
+    """Counts how often `aten.native_batch_norm` is decomposed, by wrapping `decompose`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self) -> _Decompositions:
+        self.operation = torch.ops.aten.native_batch_norm.default
+        self.original = type(self.operation).decompose
+
+        def counted(operation: object, *args: object, **kwargs: object) -> object:
+            if operation is self.operation:
+                self.count += 1
+            return self.original(operation, *args, **kwargs)  # type: ignore[arg-type]
+
+        type(self.operation).decompose = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        type(self.operation).decompose = self.original  # type: ignore[method-assign]
+
+
+def _norms(channels: tuple[int, ...]) -> nn.Module:
+    return nn.Sequential(*(nn.BatchNorm2d(count) for count in channels))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_an_operation_decomposes_once_per_set_of_arguments_and_counts_at_every_call(
+    training: bool,
+) -> None:
+    torch.manual_seed(0)
+    model = _norms((4, 4, 4)).train(training)
+    # An input that requires grad, as every later norm's does: the same key for all three.
+    inputs = torch.randn(2, 4, 5, 5, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        model(inputs)
+
+    with _Decompositions() as decompositions:
+        trace = trace_forward(model, inputs, costs=True, values=True)
+
+    # Three norms of one shape: the first decomposes, the other two repeat its figures.
+    assert decompositions.count == 1
+    assert trace.costs is not None
+    assert trace.costs.flops == counter.get_total_flops()
+    if training:  # each norm also counts its batches (`num_batches_tracked.add_(1)`)
+        assert dict(trace.costs.uncounted) == {
+            "aten._native_batch_norm_legit": 3,
+            "aten.add_": 3,
+        }
+    else:
+        assert dict(trace.costs.uncounted) == {"aten._native_batch_norm_legit_no_training": 3}
+    # The repeated norms ran as torch runs them without costs: the same output values.
+    plain = trace_forward(_norms((4, 4, 4)).train(training), inputs, values=True)
+    assert _value_lines(trace.render()) == _value_lines(plain.render())
+    assert len(_value_lines(plain.render())) == 4
+
+
+def _value_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("| values:")]
+
+
+def test_the_decomposition_oracle_counts_every_decomposition() -> None:
+    # Proof that `_Decompositions` can see more than one: under torch's own FlopCounterMode,
+    # which decomposes at every call, it counts each norm.
+    model = _norms((4, 4, 4)).eval()
+    with _Decompositions() as decompositions, FlopCounterMode(display=False):
+        model(torch.randn(2, 4, 5, 5))
+    assert decompositions.count == 3
+
+
+def test_other_arguments_decompose_again() -> None:
+    model = nn.Sequential(_norms((4, 4)), nn.Conv2d(4, 8, 1), _norms((8,))).eval()
+    with _Decompositions() as decompositions:
+        trace = trace_forward(model, torch.randn(2, 4, 5, 5, requires_grad=True), costs=True)
+    assert decompositions.count == 2  # four channels, then eight
+    assert trace.costs is not None
+    assert dict(trace.costs.uncounted) == {"aten._native_batch_norm_legit_no_training": 3}

@@ -201,3 +201,19 @@ def _walk_model(root: nn.Module, *, ask_plugins: bool) -> ModelIndex:
             entries[id(module)].path: qualified_class_name(module) for module in modules
         },
     )
+
+
+def attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
+    """Name an unregistered module by where its owner keeps it: `blocks[0]`, `heads['a']`."""
+    for name, value in vars(owner).items():
+        if value is module:
+            return f"{prefix}{name}"
+        if isinstance(value, (list, tuple)):
+            for position, item in enumerate(value):
+                if item is module:
+                    return f"{prefix}{name}[{position}]"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if item is module:
+                    return f"{prefix}{name}[{key!r}]"
+    return None

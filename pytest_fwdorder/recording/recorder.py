@@ -43,6 +43,7 @@ from pytest_fwdorder.recording.meta.kernels import meta_kernel_cache
 from pytest_fwdorder.recording.model_index import (
     ModelIndex,
     ModuleEntry,
+    attribute_path,
     index_model,
     module_entry,
 )
@@ -123,6 +124,10 @@ class Recorder:
         # Functions given (record number, raw output) the moment each call ends, before
         # later operations can change the output in place (`values=True`'s fingerprints).
         self.output_observers: list[Callable[[int, object], None]] = []
+        # True while the post-hook copies or observes an output: the operations then run are
+        # the recorder's, not the model's, and a dispatch mode counting the model's (costs)
+        # leaves them out.
+        self.reading_outputs = False
         self.thread_id = threading.get_ident()
         self.index = index
         # Unregistered modules get entries as they are met, and are kept alive in
@@ -266,12 +271,16 @@ class Recorder:
                 )
             except RuntimeError:  # a nested tensor is strided but has no sizes to read
                 outputs[number] = raw_value(output)
-            if capture_outputs:
-                copies = [tensor.detach().clone() for tensor in tensors_of(output)]
-                captured_records.append((number, copies))
-            if output_observers:
-                for observe in output_observers:
-                    observe(number, output)
+            if capture_outputs or output_observers:
+                self.reading_outputs = True
+                try:
+                    if capture_outputs:
+                        copies = [tensor.detach().clone() for tensor in tensors_of(output)]
+                        captured_records.append((number, copies))
+                    for observe in output_observers:
+                        observe(number, output)
+                finally:
+                    self.reading_outputs = False
 
         return after_forward
 
@@ -357,7 +366,7 @@ class Recorder:
                 path, registered = f"{prefix}{name}", parent_entry.registered
                 break
         if path is None:
-            path = _attribute_path(parent_module, module, prefix)
+            path = attribute_path(parent_module, module, prefix)
         if self.taken_paths is None:  # the model's paths, and then the unregistered ones'
             self.taken_paths = set(map(_PATH, self.entries.values()))
         if path is None or path in self.taken_paths:
@@ -443,22 +452,6 @@ def _add_children(calls: list[Call], children_of: dict[int, list[Call]]) -> None
     for parent_index, children in children_of.items():
         parent = calls[parent_index]
         parent.children = (*parent.children, *children)
-
-
-def _attribute_path(owner: nn.Module, module: nn.Module, prefix: str) -> str | None:
-    """Name an unregistered module by where its owner keeps it: `blocks[0]`, `heads['a']`."""
-    for name, value in vars(owner).items():
-        if value is module:
-            return f"{prefix}{name}"
-        if isinstance(value, (list, tuple)):
-            for position, item in enumerate(value):
-                if item is module:
-                    return f"{prefix}{name}[{position}]"
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if item is module:
-                    return f"{prefix}{name}[{key!r}]"
-    return None
 
 
 @contextmanager
