@@ -16,7 +16,7 @@ from torch import nn
 
 from pytest_fwdorder import CoverageError, assert_coverage, trace_forward
 from pytest_fwdorder.diff.diffing import diff_golden
-from pytest_fwdorder.golden.format import odd_block_items
+from pytest_fwdorder.golden.format import header_sections, odd_block_items
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.report.coverage_table import class_matches, golden_coverage, path_matches
 
@@ -217,7 +217,9 @@ def test_the_header_reads_back_and_the_diff_says_it_in_words() -> None:
     before = trace_forward(add_adapters(Decoder(), QV).eval(), tokens()).render()
     after = trace_forward(add_adapters(Decoder(), QV, skip=[7]).eval(), tokens()).render()
 
-    items = odd_block_items(parse_golden(after)[0])
+    header = parse_golden(after)[0]
+    items = odd_block_items(header_sections(header))
+    assert header.odd_blocks == tuple(items)
     summary = str(diff_golden(before, after))
     back = str(diff_golden(after, before))
 

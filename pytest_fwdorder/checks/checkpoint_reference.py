@@ -24,10 +24,10 @@ from pytest_fwdorder.golden.format import (
     NOT_SAVED_FLAG,
     USED_THROUGH_PARAMETERS_SECTION,
     GoldenLine,
-    header_sections,
     is_first_call,
     split_top_level,
 )
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.golden.line_facts import (
     TENSOR_TITLES,
     WrittenTensor,
@@ -163,7 +163,7 @@ def golden_keys(text: str, name: str) -> ReferenceKeys:
     for line in lines:
         if is_first_call(line) and line.registered:
             _add_fact_tensors(own, line)
-    sections = header_sections(header)
+    sections = header.sections
     for title in (NEVER_CALLED_SECTION, USED_THROUGH_PARAMETERS_SECTION):
         for item in sections.get(title, []):
             if item.startswith("... ") and item.endswith(_MORE_ITEM):
@@ -188,7 +188,7 @@ def golden_keys(text: str, name: str) -> ReferenceKeys:
     return ReferenceKeys(signatures, notes=(f"read the keys from the golden file {name!r}",))
 
 
-def _check_golden_shows_every_tensor(header: list[str], name: str) -> None:
+def _check_golden_shows_every_tensor(header: GoldenHeader, name: str) -> None:
     for line in header:
         if line.startswith(_HIDDEN_PREFIX) and "parameters" in line[len(_HIDDEN_PREFIX) :].split(
             ", "

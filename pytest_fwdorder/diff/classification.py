@@ -34,15 +34,12 @@ from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
 from pytest_fwdorder.golden.format import (
     FACT_TITLES,
-    FORMAT_LINE,
     GoldenLine,
-    forward_runs,
     is_first_call,
-    mode_of,
-    odd_block_items,
     render_forward_run,
     render_odd_block,
 )
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.golden.line_facts import TENSOR_TITLES, facts_of
 from pytest_fwdorder.hookspecs import trace_facets
 
@@ -199,9 +196,9 @@ class TraceDiff:
 
 
 def classify_diff(
-    old_header: list[str],
+    old_header: GoldenHeader,
     old: list[GoldenLine],
-    new_header: list[str],
+    new_header: GoldenHeader,
     new: list[GoldenLine],
     aligned: list[AlignedPair],
     moved: dict[int, int],
@@ -213,7 +210,7 @@ def classify_diff(
     `names` are the lines to name calls by when `old` and `new` have none (a name-free
     comparison): the changes then say where each call is in both models.
     """
-    modes = (mode_of(old_header), mode_of(new_header))
+    modes = (old_header.mode, new_header.mode)
     facets = trace_facets(FACT_TITLES)
     rows, changes = _classify(old, new, aligned, moved, modes, call_fact_facets(facets), names)
     if names is not None:
@@ -457,17 +454,17 @@ def _plugin_fact_changes(old_line: GoldenLine, new_line: GoldenLine, position: i
     return changes
 
 
-def _finding_changes(old_header: list[str], new_header: list[str]) -> list[Change]:
+def _finding_changes(old_header: GoldenHeader, new_header: GoldenHeader) -> list[Change]:
     """Odd blocks and forwards run without a call that appear in the header or leave it, by
     the position or module they are about (a changed count or label is the header's)."""
     blocks = _appeared_and_gone(
-        {item.path: render_odd_block(item) for item in odd_block_items(old_header)},
-        {item.path: render_odd_block(item) for item in odd_block_items(new_header)},
+        {item.path: render_odd_block(item) for item in old_header.odd_blocks},
+        {item.path: render_odd_block(item) for item in new_header.odd_blocks},
         (ChangeKind.ODD_BLOCK_FOUND, ChangeKind.ODD_BLOCK_GONE),
     )
     return blocks + _appeared_and_gone(
-        {run.path: render_forward_run(run) for run in forward_runs(old_header)},
-        {run.path: render_forward_run(run) for run in forward_runs(new_header)},
+        {run.path: render_forward_run(run) for run in old_header.forward_runs},
+        {run.path: render_forward_run(run) for run in new_header.forward_runs},
         (ChangeKind.FORWARD_RUN_FOUND, ChangeKind.FORWARD_RUN_GONE),
     )
 
@@ -540,13 +537,12 @@ def _counts(lines: list[GoldenLine]) -> dict[str, int]:
     return counts
 
 
-def _header_changes(old_header: list[str], new_header: list[str]) -> list[str]:
-    old_header = [line for line in old_header if line != FORMAT_LINE]
-    new_header = [line for line in new_header if line != FORMAT_LINE]
-    if old_header == new_header:
+def _header_changes(old_header: GoldenHeader, new_header: GoldenHeader) -> list[str]:
+    old_lines, new_lines = old_header.compared_lines, new_header.compared_lines
+    if old_lines == new_lines:
         return []
     lines: list[str] = []
-    for _, old_start, old_end, new_start, new_end in changed_runs(old_header, new_header):
-        lines.extend(f"- {line}" for line in old_header[old_start:old_end])
-        lines.extend(f"+ {line}" for line in new_header[new_start:new_end])
+    for _, old_start, old_end, new_start, new_end in changed_runs(old_lines, new_lines):
+        lines.extend(f"- {line}" for line in old_lines[old_start:old_end])
+        lines.extend(f"+ {line}" for line in new_lines[new_start:new_end])
     return lines

@@ -16,6 +16,7 @@ from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.tree_alignment import align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.golden.render import end_lines, golden_lines, render_header
 from pytest_fwdorder.hookspecs import plugin_facets
@@ -91,9 +92,9 @@ def diff_golden(
 
 
 def diff_lines(
-    old_header: list[str],
+    old_header: Sequence[str],
     old: list[GoldenLine],
-    new_header: list[str],
+    new_header: Sequence[str],
     new: list[GoldenLine],
     *,
     match_paths: bool = True,
@@ -110,5 +111,12 @@ def diff_lines(
     with paused_garbage_collection():
         alignment = align_trees(old, new, match_paths=match_paths)
         return classify_diff(
-            old_header, old, new_header, new, alignment.rows, alignment.moved, alignment, names
+            GoldenHeader.of(old_header),
+            old,
+            GoldenHeader.of(new_header),
+            new,
+            alignment.rows,
+            alignment.moved,
+            alignment,
+            names,
         )

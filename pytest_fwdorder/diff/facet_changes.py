@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_fwdorder.diff.changes import Change, ChangeKind, declared_kinds
 from pytest_fwdorder.diff.ordered_pairing import changed_runs
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.golden.line_facts import facts_of
 from pytest_fwdorder.hookspecs import call_line_writers, trace_facets
 
@@ -148,14 +149,14 @@ def call_fact_changes(
 
 
 def trace_facet_changes(
-    old_header: list[str], new_header: list[str], facets: Sequence[TraceFacet]
+    old_header: GoldenHeader, new_header: GoldenHeader, facets: Sequence[TraceFacet]
 ) -> list[Change]:
     """One change per sentence each facet with one value per trace (backward, graph breaks)
     says of its two values, read from the headers, or per (kind, detail) it gives of a kind
     it declares (costs: `uncounted operation added`); only when both headers hold it."""
     changes = []
     for facet in facets:
-        old, new = facet.read_header(old_header), facet.read_header(new_header)
+        old, new = old_header.facet_value(facet), new_header.facet_value(facet)
         if old is None or new is None:
             continue
         noun = getattr(facet, "change_noun", "")

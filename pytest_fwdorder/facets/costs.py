@@ -30,7 +30,8 @@ from pytest_fwdorder.calls.change_kinds import FacetChangeKind
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.facets.cost_table import cost_table
 from pytest_fwdorder.golden.figures import human_bytes, human_count, listed
-from pytest_fwdorder.golden.format import header_sections, render_section
+from pytest_fwdorder.golden.format import render_section
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -304,7 +305,7 @@ def read_trace_costs(header: Sequence[str]) -> WrittenTraceCosts | None:
     if totals is None:
         return None
     written = totals.removeprefix(COSTS_PREFIX)
-    items = header_sections(list(header)).get(UNCOUNTED_SECTION)
+    items = GoldenHeader.sections_of(header).get(UNCOUNTED_SECTION)
     if items is None:
         return WrittenTraceCosts(written, None)
     found: dict[str, int] = {}

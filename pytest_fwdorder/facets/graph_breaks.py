@@ -39,7 +39,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pytest_fwdorder.calls.facet_records import CompileRecords, GraphBreak, Recompilation
-from pytest_fwdorder.golden.format import SECTION_ITEM, header_sections, render_section
+from pytest_fwdorder.golden.format import SECTION_ITEM, render_section
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class GraphBreaksFacet:
         title = next(filter(None, map(_GRAPH_BREAKS_TITLE.match, header)), None)
         if title is None:
             return None
-        sections = header_sections(list(header))
+        sections = GoldenHeader.sections_of(header)
         return CompileRecords(
             backend=title.group("backend"),
             graphs=int(title.group("graphs")),

@@ -49,7 +49,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_fwdorder.calls.facet_records import InitializationRecords, InitializationStep
-from pytest_fwdorder.golden.format import SECTION_ITEM, header_sections
+from pytest_fwdorder.golden.format import SECTION_ITEM
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.hookspecs import hookimpl
 from pytest_fwdorder.recording.seeding import SEED
 
@@ -107,7 +108,7 @@ class InitializationFacet:
 
     def read_header(self, header: Sequence[str]) -> tuple[WrittenStep, ...] | None:
         """The section's steps, or None when the golden has no initialization section."""
-        steps = header_sections(list(header)).get(TITLE)
+        steps = GoldenHeader.sections_of(header).get(TITLE)
         return None if steps is None else tuple(map(read_step, steps))
 
     def describe_changes(

@@ -32,7 +32,7 @@ lines with the call line's spelling from here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -368,12 +368,12 @@ def mode_line(mode: str) -> str:
     return f"{MODE_PREFIX}{mode}"
 
 
-def model_of(header: list[str]) -> str:
+def model_of(header: Sequence[str]) -> str:
     """The model's class a golden header gives (`# model: ResNet`), or "" when it gives none."""
     return next((line[len(MODEL_PREFIX) :] for line in header if line.startswith(MODEL_PREFIX)), "")
 
 
-def mode_of(header: list[str]) -> str:
+def mode_of(header: Sequence[str]) -> str:
     """The model's mode a golden header gives, or "" when it gives none."""
     for line in header:
         if line.startswith(MODE_PREFIX):
@@ -390,7 +390,7 @@ def render_section(title: str, items: list[str]) -> list[str]:
     return lines
 
 
-def header_sections(header: list[str]) -> dict[str, list[str]]:
+def header_sections(header: Sequence[str]) -> dict[str, list[str]]:
     """The header's listed sections by title: {'called more than once': ['layer1.0.relu x3'], ...}.
 
     A section whose list was cut short keeps its `... N more` item.
@@ -428,11 +428,11 @@ def render_forward_run(run: ForwardRun) -> str:
     )
 
 
-def forward_runs(header: list[str]) -> list[ForwardRun]:
-    """The forward runs without a call a golden header lists, read back into records (an
-    item written otherwise, by hand, is left out)."""
+def forward_runs(sections: Mapping[str, list[str]]) -> list[ForwardRun]:
+    """The forward runs without a call a golden header lists, read back into records from
+    its sections (`header_sections`); an item written otherwise, by hand, is left out."""
     found = []
-    for item in header_sections(header).get(FORWARD_RUNS_SECTION, []):
+    for item in sections.get(FORWARD_RUNS_SECTION, []):
         match = _FORWARD_RUN.fullmatch(item)
         if match is None:
             continue
@@ -466,10 +466,9 @@ def render_odd_block(item: OddBlock) -> str:
     )
 
 
-def odd_block_items(header: list[str]) -> list[OddBlock]:
+def odd_block_items(sections: Mapping[str, list[str]]) -> list[OddBlock]:
     """The odd blocks and odd class members a golden header lists, read back into records
-    (an item written otherwise, by hand, is left out)."""
-    sections = header_sections(header)
+    from its sections (`header_sections`); an item written otherwise, by hand, is left out."""
     found = []
     for title in (ODD_BLOCKS_SECTION, ODD_CLASS_MEMBERS_SECTION):
         for item in sections.get(title, []):

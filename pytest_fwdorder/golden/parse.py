@@ -28,6 +28,7 @@ from pytest_fwdorder.golden.format import (
     GoldenLine,
 )
 from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
+from pytest_fwdorder.golden.header import GoldenHeader
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.facet_records import Facet
@@ -100,8 +101,9 @@ def declared_and_written_calls(text: str) -> tuple[int | None, int]:
 
 
 @without_garbage_collection
-def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], list[GoldenLine]]:
-    """Split golden text into its header lines and its call lines.
+def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[GoldenHeader, list[GoldenLine]]:
+    """Split golden text into its header (its lines, the facets' sections after the calls
+    among them, read into facts once as they are asked for) and its call lines.
 
     Lines that do not parse as calls (a hand-edited file) are kept as calls of type `?`
     so that a diff still shows them. The facts of `facets` (the built-in ones and the plugins') are read
@@ -141,8 +143,9 @@ def parse_golden(text: str, facets: Sequence[Facet] = ()) -> tuple[list[str], li
         last_at_depth[(len(raw) - len(fact)) // 2] = len(calls)
         calls.append((raw, fact))
     if not facts and not under:
-        return header, [_call_line(raw, stripped) for raw, stripped in calls]
-    return header, _lines_with_facts(calls, facts, under, facets_in_text(text, facets))
+        return GoldenHeader.of(header), [_call_line(raw, stripped) for raw, stripped in calls]
+    lines = _lines_with_facts(calls, facts, under, facets_in_text(text, facets))
+    return GoldenHeader.of(header), lines
 
 
 def _lines_with_facts(

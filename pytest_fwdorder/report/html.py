@@ -21,9 +21,9 @@ from pytest_fwdorder.golden.format import (
     NEVER_CALLED_SECTION,
     UNREGISTERED_SECTION,
     GoldenLine,
-    header_sections,
     model_of,
 )
+from pytest_fwdorder.golden.header import GoldenHeader
 from pytest_fwdorder.golden.parse import format_problem, parse_golden
 from pytest_fwdorder.hookspecs import trace_facets
 from pytest_fwdorder.picture.svg import diff_picture
@@ -320,7 +320,7 @@ def _picture_html(difference: TraceDiff) -> str:
     )
 
 
-def _headline(header: list[str], lines: list[GoldenLine]) -> str:
+def _headline(header: GoldenHeader, lines: list[GoldenLine]) -> str:
     model = model_of(header)
     calls = plural(len(lines), "call")
     modules = plural(len({line.path for line in lines}), "module")
@@ -331,10 +331,10 @@ def _badge(status: str) -> str:
     return f'<span class="fo-badge fo-badge-{status}">{status}</span>'
 
 
-def _warnings_html(header: list[str]) -> str:
+def _warnings_html(header: GoldenHeader) -> str:
     """Boxes listing the never-called and the unregistered modules, and the sections the
     registered facets name in `report_warnings` (graph breaks), when there are any."""
-    sections = header_sections(header)
+    sections = header.sections
     boxes = []
     warnings = [
         (NEVER_CALLED_SECTION, "module", "registered but never called in this forward"),
