@@ -731,3 +731,72 @@ def test_a_third_tensor_tied_leaves_the_first_tie_standing() -> None:
     text = summary.summary()
     assert "embed.weight now tied to extra.weight" in text, text
     assert "no longer" not in text, text
+
+
+def _paths_by_identity(old: nn.Module, new: nn.Module) -> dict[str, str | None]:
+    """The oracle: each old module's path -> the path its very object has in the new model
+    (None where it is gone)."""
+    new_paths = {id(module): path for path, module in new.named_modules()}
+    return {path: new_paths.get(id(module)) for path, module in old.named_modules()}
+
+
+class Stage(nn.Sequential):
+    """A stage's own class: a Sequential that holds the same blocks."""
+
+
+def widening_block(width: int) -> nn.Sequential:
+    """A feed-forward block of 8 features through `width`: blocks of other widths differ."""
+    return nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, 8))
+
+
+def test_a_stage_made_a_subclass_as_its_last_block_moves_on_is_no_unwrap() -> None:
+    """Stage `0` became a `Stage` of its first two blocks; its last block is now the first of
+    stage `1`, whose blocks are renumbered. Nothing was wrapped or unwrapped (it read `0
+    (Stage) wraps the old 0.0, 0.1` and `<root> (Sequential) unwrapped: the old 0 is now
+    <root>`, the model's own call paired with a stage)."""
+    torch.manual_seed(0)
+    first = [widening_block(width) for width in (16, 32, 64)]
+    second = [widening_block(width) for width in (128, 256)]
+    old = nn.Sequential(nn.Sequential(*first), nn.Sequential(*second))
+    new = nn.Sequential(Stage(*first[:2]), nn.Sequential(first[2], *second))
+    now = _paths_by_identity(old, new)
+    blocks = ("0.0", "0.1", "0.2", "1.0", "1.1")
+    assert [now[path] for path in blocks] == ["0.0", "0.1", "1.0", "1.1", "1.2"]
+    assert (type(old[0]), type(new[0])) == (nn.Sequential, Stage)
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named = before.diff(after)
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    summary = named.summary()
+    assert named.explained_counts() == {"moved": 1, "renamed": 2, "type changed": 1}, summary
+    assert "0.2 (Sequential, with 3 nested calls) moved to 1.0" in summary.splitlines()
+    assert "1.0 ... 1.1 -> 1.1 ... 1.2, renumbered (2 subtrees, 8 calls renamed with them)" in (
+        summary.splitlines()
+    )
+    assert "type changed at 0: Sequential -> Stage" in summary.splitlines(), summary
+    assert name_free.explained_counts() == {"moved": 1, "type changed": 1}, name_free.summary()
+
+
+def test_a_stage_flattened_beside_a_block_unwraps_that_stage_not_the_model() -> None:
+    """`Sequential(Sequential(a, b), c)` flattened: the stage is unwrapped and `c` renamed (it
+    read `<root> (Sequential) unwrapped: the old 0 is now <root>`)."""
+    torch.manual_seed(0)
+    a, b, c = (widening_block(width) for width in (16, 32, 64))
+    old, new = nn.Sequential(nn.Sequential(a, b), c), nn.Sequential(a, b, c)
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0", "0.0", "0.1", "1")] == [None, "0", "1", "2"]
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named = before.diff(after)
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    assert named.explained_counts() == {"unwrapped": 1, "renamed": 1}, named.summary()
+    assert named.summary().splitlines()[1:] == [
+        "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1 (8 calls renamed under it)",
+        "1 (Sequential) -> 2 (4 calls renamed with it)",
+    ]
+    assert name_free.explained_counts() == {"unwrapped": 1}, name_free.summary()
+    assert "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1" in name_free.summary()

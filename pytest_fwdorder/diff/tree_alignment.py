@@ -8,7 +8,8 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
    (sibling_slots.py). The old `layer2`, now `layer2.0` in a new wrapper, pairs here.
 2. bottom-up: a call with nested calls pairs with the call of the same class whose nested
    calls hold most of its own nested calls' partners (Dice share at least one half): a
-   stage changed inside and wrapped still pairs with the old stage.
+   stage changed inside and wrapped still pairs with the old stage; the call around it
+   that shares more takes the pair (container_pairs.py).
 3. recovery, within paired parents: their children left over pair in order, by path and
    class, then by class and shapes (a rename), then by path (a type change), each a
    longest increasing pairing; then their children in turn.
@@ -30,6 +31,7 @@ from operator import itemgetter
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
+from pytest_fwdorder.diff.container_pairs import pair_containers
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
     replaced_beside,
@@ -55,7 +57,6 @@ from pytest_fwdorder.golden.format import GoldenLine
 # A pass of the children's pairing: its key, whether only keys found once pair, its near key.
 _Pass = tuple[Callable[[GoldenLine], Hashable], bool, Callable[[GoldenLine], Hashable] | None]
 _SMALLEST_SUBTREE = 2  # a single call pairs only inside a paired parent or by its path
-_DICE_ENOUGH = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,68 +255,9 @@ class _Matcher:
         return all(old_lines[i].path == new_lines[j].path for i, j in pairs)
 
     def match_containers(self) -> None:
-        """Bottom-up: unpaired calls with nested calls, children first (GumTree's Dice)."""
-        old_tree, new_tree = self.old_tree, self.new_tree
-        named = {
-            call_keys.identity_and_number(line): index for index, line in enumerate(new_tree.lines)
-        }
-        for old_index in range(len(old_tree.lines) - 1, -1, -1):
-            if old_index in self.old_to_new or not old_tree.children[old_index]:
-                continue
-            votes: Counter[int] = Counter()
-            module_type = old_tree.lines[old_index].module_type
-            for nested in range(old_index + 1, old_tree.ends[old_index]):
-                partner = self.old_to_new.get(nested)
-                if partner is None:
-                    continue
-                for ancestor in new_tree.ancestors(partner):
-                    if ancestor not in self.new_to_old:
-                        votes[ancestor] += 1
-            best: tuple[float, int, int] | None = None
-            for candidate, common in votes.items():
-                if new_tree.lines[candidate].module_type != module_type:
-                    continue
-                dice = 2 * common / (old_tree.size(old_index) + new_tree.size(candidate) - 2)
-                same_path = int(new_tree.lines[candidate].path == old_tree.lines[old_index].path)
-                key = (dice, same_path, -candidate)
-                if dice >= _DICE_ENOUGH and (best is None or key > best):
-                    best = key
-            if best is not None:
-                self.pair(old_index, self._stays_by_name(old_index, -best[2], named))
-
-    def _stays_by_name(
-        self, old_index: int, best: int, named: dict[tuple[str, str, int], int]
-    ) -> int:
-        """`best`, or the unpaired new call of the old one's path and class where more of the
-        old call's own children are there than under `best`.
-
-        A child moved whole to another parent (`enc.2`, now `dec.0`) votes with all its
-        nested calls for its new parent; the children that stayed are single calls that
-        pair later, by name. Without this, the parent that received the child would pair
-        with the old parent, and two unchanged containers read as swapped. A new call that
-        holds `best` is a wrapper, and never preferred.
-        """
-        if not self.match_paths:
-            return best
-        same = named.get(call_keys.identity_and_number(self.old_tree.lines[old_index]))
-        if (
-            same is None
-            or same == best
-            or same in self.new_to_old
-            or same in self.new_tree.ancestors(best)
-        ):
-            return best
-        to_same = to_best = 0
-        for child in self.old_tree.children[old_index]:
-            partner = self.old_to_new.get(child)
-            if partner is None:
-                partner = named.get(call_keys.identity_and_number(self.old_tree.lines[child]))
-                if partner is None or partner in self.new_to_old:
-                    continue
-            parent = self.new_tree.parents[partner]
-            to_same += parent == same
-            to_best += parent == best
-        return same if to_same > to_best else best
+        """Bottom-up: unpaired calls with nested calls (diff/container_pairs.py)."""
+        maps = (self.old_to_new, self.new_to_old)
+        pair_containers(self.old_tree, self.new_tree, *maps, match_paths=self.match_paths)
 
     def recover(self) -> None:
         """Align the children of every paired parent (and the top-level calls), top-down."""
