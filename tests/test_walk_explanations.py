@@ -800,3 +800,66 @@ def test_a_stage_flattened_beside_a_block_unwraps_that_stage_not_the_model() -> 
     ]
     assert name_free.explained_counts() == {"unwrapped": 1}, name_free.summary()
     assert "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1" in name_free.summary()
+
+
+class EncoderDecoderModel(nn.Module):
+    """An `encoder` and a `decoder` that take keyword options, as a Hugging Face model does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.encoder, self.decoder = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, **options: object) -> torch.Tensor:
+        output: torch.Tensor = self.decoder(self.encoder(x))
+        return output
+
+
+class EncodingWrapper(nn.Module):
+    """A wrapper with an `encoder` of its own, without a bias, run before the `model` it
+    holds, to which it passes an option down."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.encoder = nn.Linear(8, 8, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        output: torch.Tensor = self.model(self.encoder(x), output_attentions=None)
+        return output
+
+
+def test_an_unwrapped_model_keeps_its_encoder_beside_the_wrappers_own() -> None:
+    """The model is the same object, and its `encoder` is the new `encoder`; the wrapper's
+    own `encoder` went with the wrapper. It read `model.encoder` removed and a bias added to
+    `encoder`: the wrapper's encoder paired by its name before the model's children did."""
+    model = EncoderDecoderModel()
+    wrapper = EncodingWrapper(model)
+    now = _paths_by_identity(wrapper, model)
+    assert (now["model"], now["model.encoder"], now["encoder"]) == ("", "encoder", None)
+    assert model.encoder.bias is not None  # the oracle: no bias was added to it
+    calls: list[str] = []
+    hook = nn.modules.module.register_module_forward_hook(
+        lambda module, args, output: calls.append(type(module).__name__)
+    )
+    try:
+        model(torch.randn(1, 8))
+    finally:
+        hook.remove()
+    assert calls == ["Linear", "Linear", "EncoderDecoderModel"]  # three calls stay
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(wrapper, inputs), trace_forward(model, inputs)
+
+    difference = before.diff(after)
+
+    summary = difference.summary()
+    assert difference.explained_counts() == {
+        "unwrapped": 1,
+        "removed": 1,
+        "input changed": 1,
+    }, summary
+    assert "<root> (EncodingWrapper) unwrapped: the old model is now <root> (3 calls renamed " in (
+        summary
+    )
+    assert "1 call removed: encoder (Linear) at the start of <root> (EncodingWrapper)" in summary
+    assert "bias" not in summary, summary

@@ -113,10 +113,12 @@ class _Matcher:
         self.new_to_old: dict[int, int] = {}
         self.recovered: set[int] = set()  # old calls whose children were aligned
         self.out_of_order: set[int] = set()  # old calls paired against the order
+        self.paired: list[int] = []  # old calls in the order they were paired
 
     def pair(self, old_index: int, new_index: int) -> None:
         self.old_to_new[old_index] = new_index
         self.new_to_old[new_index] = old_index
+        self.paired.append(old_index)
 
     def pair_subtrees(self, old_index: int, new_index: int) -> None:
         """Pair two identical subtrees call by call (they have the same shape, so the same
@@ -267,6 +269,7 @@ class _Matcher:
             if old_parent in self.recovered:
                 continue
             self.recovered.add(old_parent)
+            paired_before = len(self.paired)
             old_children = (
                 self.old_tree.children[old_parent]
                 if old_parent != NO_PARENT
@@ -293,7 +296,14 @@ class _Matcher:
                     for old_index, new_index in [*in_order, *crossed]:
                         self.pair(old_index, new_index)
                     self.out_of_order.update(old_index for old_index, _ in crossed)
-            queue += [(i, self.old_to_new[i]) for i in old_children if i in self.old_to_new]
+            # A wrapper's or an unwrapped call's inner call paired here (the model in the
+            # old wrapper, now the model): its children align before any pass across parents.
+            fresh = self.paired[paired_before:]
+            queue += [
+                (i, self.old_to_new[i])
+                for i in [*old_children, *fresh]
+                if i in self.old_to_new and i not in self.recovered
+            ]
 
     def pair_lone_in_wrappers(self) -> None:
         """Calls left between wrapped or unwrapped ones, paired by place (wrapper_pairs.py)."""
