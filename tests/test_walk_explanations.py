@@ -863,3 +863,36 @@ def test_an_unwrapped_model_keeps_its_encoder_beside_the_wrappers_own() -> None:
     )
     assert "1 call removed: encoder (Linear) at the start of <root> (EncodingWrapper)" in summary
     assert "bias" not in summary, summary
+
+
+def test_layers_grouped_as_one_is_removed_and_one_appended_is_a_wrap() -> None:
+    """`[a, b, c, Tanh, Sigmoid]` -> `[a, Sequential(b, c), Sigmoid, GELU]`: b and c wrapped,
+    the Tanh removed, the GELU appended. The new Sequential holds b, so it is no Tanh whose
+    type changed (it read `type changed at 1: Tanh -> Sequential`, b and c moved)."""
+    torch.manual_seed(0)
+    a, b, c, sigmoid = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8), nn.Sigmoid()
+    old = nn.Sequential(a, b, c, nn.Tanh(), sigmoid)
+    new = nn.Sequential(a, nn.Sequential(b, c), sigmoid, nn.GELU())
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0", "1", "2", "3", "4")] == ["0", "1.0", "1.1", None, "2"]
+    assert type(new[3]) is nn.GELU
+    assert not any(type(module) is nn.GELU for module in old.modules())
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named = before.diff(after)
+
+    assert named.explained_counts() == {
+        "wrapped": 1,
+        "removed": 1,
+        "inserted": 1,
+        "renamed": 1,
+    }, named.summary()
+    assert named.summary().splitlines()[1:] == [
+        "1 (Sequential) wraps the old 1, 2, now 1.0, 1.1 (2 calls renamed under it)",
+        "1 call inserted: 3 (GELU) after 2 (Sigmoid)",
+        "1 call removed: 3 (Tanh) after 2 (Linear)",
+        "1 call renamed: 4 (Sigmoid) -> 2",
+    ]
+    name_free = structure_diff(before, after, ignore=("paths",))
+    assert name_free.explained_counts() == {"wrapped": 1, "removed": 1, "inserted": 1}

@@ -342,8 +342,7 @@ class _Matcher:
                 out_of_order = swapped(self.old_tree, self.new_tree, olds, news, pairs)
                 crossed += out_of_order
                 olds, news = without(olds, news, out_of_order)
-                if not self.match_paths:
-                    news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
+                news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
                 # A call come beside one replaced: the replaced pairs by its role.
                 pairs = replaced_beside(
                     self.old_tree, self.new_tree, olds, news, pairs, named=self.match_paths
@@ -409,9 +408,9 @@ class _Matcher:
 
     def _wraps_a_sibling(self, old_parent: int, new_index: int) -> bool:
         """Whether a new call holds the partner of a child of `old_parent`: a wrapper around
-        that child (`2 (Sequential)` around the old `2`, now `2.0`). Name-free, every path
-        is the same, so in order it would pair with the old child's next sibling as a type
-        change; that sibling is left for a later pass (it may be in the wrapper too)."""
+        that child (`2 (Sequential)` around the old `2`, now `2.0`). In order, or beside a
+        sibling replaced, it would pair with another old child as a type change (named, a
+        Tanh removed after the calls now wrapped); that child is left for a later pass."""
         for nested in range(new_index + 1, self.new_tree.ends[new_index]):
             partner = self.new_to_old.get(nested)
             if partner is not None and self.old_tree.parents[partner] == old_parent:
