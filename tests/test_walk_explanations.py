@@ -896,3 +896,30 @@ def test_layers_grouped_as_one_is_removed_and_one_appended_is_a_wrap() -> None:
     ]
     name_free = structure_diff(before, after, ignore=("paths",))
     assert name_free.explained_counts() == {"wrapped": 1, "removed": 1, "inserted": 1}
+
+
+def test_blocks_flattened_as_the_middle_one_goes_and_a_layer_comes_say_each_once() -> None:
+    """Three Linear-activation blocks flattened, the middle one left out and a Sigmoid put
+    last: blocks 0 and 2 unwrapped, block 1 removed whole, the Sigmoid inserted. The named
+    reading paired block 1 by its number with the new `1`, its first block's ReLU (`type
+    changed at 1: Sequential -> ReLU`, the old 0.1 removed)."""
+    torch.manual_seed(0)
+    blocks = [
+        nn.Sequential(nn.Linear(16, 16), activation()) for activation in (nn.ReLU, nn.Tanh, nn.GELU)
+    ]
+    old = nn.Sequential(*blocks)
+    new = nn.Sequential(*blocks[0], *blocks[2], nn.Sigmoid())
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0.0", "0.1", "1", "1.0", "1.1", "2.0", "2.1")] == [
+        "0", "1", None, None, None, "2", "3",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 16)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"unwrapped": 2, "removed": 3, "inserted": 1}
+        assert "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1" in summary, summary
+        assert "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3" in summary, summary
+        assert "3 calls removed: 1 (Sequential, with 2 nested calls) after 0" in summary, summary
+        assert "1 call inserted: 4 (Sigmoid) after 3" in summary, summary

@@ -358,7 +358,7 @@ class _Matcher:
                 unique_only=unique_only,
                 near_key=near,
             )
-            if key is call_keys.path and not self.match_paths:
+            if key is call_keys.path:
                 pairs = self._same_nesting(pairs, olds)
             if out_of_order:  # two swapped layers: each pairs with its look-alike
                 crossed += out_of_order
@@ -368,15 +368,19 @@ class _Matcher:
         )
 
     def _same_nesting(self, pairs: list[tuple[int, int]], olds: list[int]) -> list[tuple[int, int]]:
-        """Name-free, the pairs made in order among `olds` without a call with nested calls
-        paired with one without: a stage unwrapped (`0`, whose calls are now its parent's)
-        is no type change of the first call after it."""
+        """The pairs made in order among `olds` without a call with nested calls paired
+        with one without: a stage unwrapped (`0`, whose calls are now its parent's) is no
+        type change of the first call after it. Named, only a numbered path is let go: a
+        number says where a call is, and stages flattened renumber what follows them."""
         children = (self.old_tree.children, self.new_tree.children)
         left = set(olds)
+        lines = self.old_tree.lines
         return [
             (i, j)
             for i, j in pairs
-            if i not in left or bool(children[0][i]) == bool(children[1][j])
+            if i not in left
+            or bool(children[0][i]) == bool(children[1][j])
+            or (self.match_paths and not call_keys.numbered(lines[i].path))
         ]
 
     def _passes(self) -> list[_Pass]:
