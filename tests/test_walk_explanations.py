@@ -923,3 +923,30 @@ def test_blocks_flattened_as_the_middle_one_goes_and_a_layer_comes_say_each_once
         assert "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3" in summary, summary
         assert "3 calls removed: 1 (Sequential, with 2 nested calls) after 0" in summary, summary
         assert "1 call inserted: 4 (Sigmoid) after 3" in summary, summary
+
+
+def test_blocks_flattened_as_the_first_one_goes_pair_each_layer_with_its_own_block() -> None:
+    """The same blocks flattened, the first left out: the Linear now `0` is block 1's (the
+    Tanh after it says so), not block 0's. Paired by their numbers, the old `0.0` was taken
+    for the new `0` and `1.1` for `1`: block 0 read as unwrapped and its ReLU and block 1's
+    Linear as removed."""
+    torch.manual_seed(0)
+    blocks = [
+        nn.Sequential(nn.Linear(16, 16), activation()) for activation in (nn.ReLU, nn.Tanh, nn.GELU)
+    ]
+    old = nn.Sequential(*blocks)
+    new = nn.Sequential(*blocks[1], *blocks[2], nn.Sigmoid())
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0", "0.0", "0.1", "1.0", "1.1", "2.0", "2.1")] == [
+        None, None, None, "0", "1", "2", "3",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 16)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"unwrapped": 2, "removed": 3, "inserted": 1}
+        assert "1 (Sequential) unwrapped: the old 1.0, 1.1 are now 0, 1" in summary, summary
+        assert "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3" in summary, summary
+        assert "3 calls removed: 0 (Sequential, with 2 nested calls) at the start of " in summary
+        assert "1 call inserted: 4 (Sigmoid) after 3" in summary, summary

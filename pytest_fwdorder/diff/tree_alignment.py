@@ -32,6 +32,7 @@ from operator import itemgetter
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.container_pairs import pair_containers
+from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
     replaced_beside,
@@ -289,6 +290,8 @@ class _Matcher:
                 )  # fmt: skip
                 for pair in in_place:
                     self.pair(*pair)
+                if old_parent != NO_PARENT:
+                    self._pair_flattened(olds, news)
                 olds = [i for i in olds if i not in self.old_to_new]
                 news = [j for j in news if j not in self.new_to_old]
                 if olds and news:  # else all kept their places (`children_in_place`)
@@ -304,6 +307,14 @@ class _Matcher:
                 for i in [*old_children, *fresh]
                 if i in self.old_to_new and i not in self.recovered
             ]
+
+    def _pair_flattened(self, olds: list[int], news: list[int]) -> None:
+        """Stages flattened into their parent, paired in order (diff/flattened_pairs.py)."""
+        olds = [i for i in olds if i not in self.old_to_new]
+        news = [j for j in news if j not in self.new_to_old]
+        trees = (self.old_tree, self.new_tree)
+        for pair in flattened_pairs(trees, olds, news, self.old_to_new, call_keys.structure):
+            self.pair(*pair)
 
     def pair_lone_in_wrappers(self) -> None:
         """Calls left between wrapped or unwrapped ones, paired by place (wrapper_pairs.py)."""
