@@ -950,3 +950,92 @@ def test_blocks_flattened_as_the_first_one_goes_pair_each_layer_with_its_own_blo
         assert "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3" in summary, summary
         assert "3 calls removed: 0 (Sequential, with 2 nested calls) at the start of " in summary
         assert "1 call inserted: 4 (Sigmoid) after 3" in summary, summary
+
+
+def _conv_stage(kernel_size: int = 3) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(16, 16, kernel_size, padding=kernel_size // 2), nn.BatchNorm2d(16), nn.ReLU()
+    )
+
+
+class Features(nn.Module):
+    def __init__(self, features: nn.Module) -> None:
+        super().__init__()
+        self.features = features
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).mean((2, 3)))
+
+
+def _stem() -> list[nn.Module]:
+    return [nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU()]
+
+
+def test_a_stage_made_a_subclass_beside_one_flattened_leaves_the_stem_alone() -> None:
+    """After an untouched stem, stage `features.3` becomes a `Stage` and stage `features.4` is
+    flattened. The stem read as moved into the stage and back (the flattened stages' calls,
+    read in order, took the stem's look-alikes)."""
+    torch.manual_seed(0)
+    stem, first, second = _stem(), _conv_stage(), _conv_stage(kernel_size=1)
+    old = Features(nn.Sequential(*stem, first, second)).eval()
+    new = Features(nn.Sequential(*stem, Stage(*first), *second)).eval()
+    now = _paths_by_identity(old, new)
+    assert [now[f"features.{n}"] for n in ("1", "2", "3", "3.0", "4", "4.0", "4.2")] == [
+        "features.1", "features.2", None, "features.3.0", None, "features.4", "features.6",
+    ]  # fmt: skip
+    image = torch.randn(1, 3, 8, 8)
+    before, after = trace_forward(old, image), trace_forward(new, image)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"unwrapped": 1, "type changed": 1}, summary
+        assert "type changed at features.3: Sequential -> Stage" in summary, summary
+        assert "features.4 (Sequential) unwrapped: the old features.4.0, features.4.1, " in summary
+
+
+def test_a_stage_removed_beside_one_flattened_is_removed_whole() -> None:
+    """After an untouched stem, stage `features.3` is left out and stage `features.4` (a 1x1
+    conv first) flattened. The stem's norm and activation read as removed, and the flattened
+    stage as unwrapped into the stem's places."""
+    torch.manual_seed(0)
+    stem, first, second = _stem(), _conv_stage(), _conv_stage(kernel_size=1)
+    old = Features(nn.Sequential(*stem, first, second)).eval()
+    new = Features(nn.Sequential(*stem, *second)).eval()
+    now = _paths_by_identity(old, new)
+    assert [now[f"features.{n}"] for n in ("1", "2", "3", "3.0", "4.0", "4.2")] == [
+        "features.1", "features.2", None, None, "features.3", "features.5",
+    ]  # fmt: skip
+    image = torch.randn(1, 3, 8, 8)
+    before, after = trace_forward(old, image), trace_forward(new, image)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"unwrapped": 1, "removed": 4}, summary
+        assert "features.4 (Sequential) unwrapped: the old features.4.0, features.4.1, " in summary
+        assert "4 calls removed: features.3 (Sequential, with 3 nested calls) " in summary
+
+
+def test_a_block_removed_beside_one_flattened_after_a_layer_that_stays() -> None:
+    """`0.0` stays, block `0.1` goes whole, block `0.2` is flattened: the layer that stayed
+    read as removed, or the removed block as changed into a GELU."""
+    torch.manual_seed(0)
+    kept, tanh_block, gelu_block = (
+        nn.Linear(8, 8),
+        nn.Sequential(nn.Tanh(), nn.Linear(8, 8)),
+        nn.Sequential(nn.GELU(), nn.Linear(8, 8)),
+    )
+    old = nn.Sequential(nn.Sequential(kept, tanh_block, gelu_block))
+    new = nn.Sequential(nn.Sequential(kept, *gelu_block))
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0.0", "0.1", "0.2.0", "0.2.1")] == [
+        "0.0", None, "0.1", "0.2",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"unwrapped": 1, "removed": 3}, summary
+        assert "0.2 (Sequential) unwrapped: the old 0.2.0, 0.2.1 are now 0.1, 0.2" in summary
+        assert "3 calls removed: 0.1 (Sequential, with 2 nested calls)" in summary, summary

@@ -32,7 +32,8 @@ def flattened_pairs(
 ) -> list[tuple[int, int]]:
     """Pairs of unpaired old stages' calls with the new calls they became, among the
     unpaired children `olds` and `news` of two paired calls; none unless two stages or more
-    (of a class no call in `news` has, none of their calls paired) lend calls to the run."""
+    (of a class no call in `news` has, none of their calls paired) may have lent calls: one
+    flattened and one left out or made another class read so, each whole."""
     old_tree, new_tree = trees
     # A stage whose class a new call has may be that call, changed: only stages of a class
     # gone from the new calls are read as flattened.
@@ -56,11 +57,23 @@ def flattened_pairs(
         return []
     old_keys = [key(old_tree.lines[i]) for i in expanded]
     new_keys = [key(new_tree.lines[j]) for j in news]
-    pairs = [(expanded[a], news[b]) for a, b in _common_run(old_keys, new_keys)]
-    flattened = [(i, j) for i, j in pairs if i in inside]
-    if len({old_tree.parents[i] for i, _ in flattened}) < _FEWEST_STAGES:
-        return []
-    return flattened
+    # The calls before the first stage keep their places: a flatten renumbers only what
+    # follows it. Read in order with the rest, the stem's norm and activation were taken for
+    # a stage's look-alikes.
+    kept = _kept_before(old_keys, new_keys, expanded.index(min(inside)))
+    pairs = [
+        (expanded[kept + a], news[kept + b])
+        for a, b in _common_run(old_keys[kept:], new_keys[kept:])
+    ]
+    return [(i, j) for i, j in pairs if i in inside]
+
+
+def _kept_before(old_keys: list[Hashable], new_keys: list[Hashable], first_stage: int) -> int:
+    """How many calls before the first stage's calls are the same on both sides, in place."""
+    kept = 0
+    while kept < min(first_stage, len(new_keys)) and old_keys[kept] == new_keys[kept]:
+        kept += 1
+    return kept
 
 
 def _common_run(old_keys: list[Hashable], new_keys: list[Hashable]) -> list[tuple[int, int]]:
