@@ -38,14 +38,6 @@ from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.calls.records import TensorFact, TraceRecords
 from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription, tensors_in
-from pytest_fwdorder.facets.cost_decompositions import (
-    NOT_DECOMPOSED,
-    NOT_REPEATABLE,
-    Decomposition,
-    added_up,
-    decomposition_key,
-    kept_decomposition,
-)
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 from pytest_fwdorder.recording.describe import dtype_name
 
@@ -247,10 +239,6 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.own_flops: dict[int, int] = {}
         # Operation name -> how many times it ran without a formula, inside a call.
         self.uncounted: dict[str, int] = {}
-        # decomposition_key -> what the operation's decomposition counted the first time
-        # (cost_decompositions.py): running torch's Python decomposition again at every batch
-        # norm was a quarter of what counting ResNet-50 cost.
-        self.decompositions: dict[tuple[Any, ...], Decomposition | str] = {}
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -275,71 +263,23 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if plan.decomposes:
             # What FlopCounterMode does: an operation that has a decomposition is counted
             # through the operations it decomposes into, which may have formulas.
-            decomposed = self._decomposed(func, plan, args, kwargs)
+            with self:
+                decomposed = func.decompose(*args, **(kwargs or {}))
             if decomposed is not NotImplemented:
                 return decomposed
         output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
         if plan.unused_statistics:
             self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
-        if plan.counted and self._counting():
-            self._count(plan, args, kwargs, output)
-        return output
-
-    def _counting(self) -> bool:
-        """Whether an operation run now is the model's, inside a call of the recording."""
-        return (
-            bool(self.open_calls)
+        # Counted: the model's operations inside a call, not those the recorder runs on an
+        # output it reads (`values=True`'s fingerprints).
+        if (
+            plan.counted
+            and self.open_calls
             and get_ident() == self.thread_id
             and not self.recorder.reading_outputs
-        )
-
-    def _decomposed(
-        self,
-        func: Any,
-        plan: _OperationPlan,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any] | None,
-    ) -> Any:
-        """`func` run through its decomposition, its operations counted; NotImplemented if it
-        has none for these arguments. Arguments met before (`decomposition_key`) run `func`'s
-        own kernel and add what the first decomposition counted."""
-        key = decomposition_key(func, args, kwargs) if self._counting() else None
-        known = self.decompositions.get(key, NOT_REPEATABLE) if key is not None else None
-        if known == NOT_DECOMPOSED:
-            return NotImplemented
-        if isinstance(known, Decomposition):
-            output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
-            self._add(known, output)
-            return output
-        if key is None or key in self.decompositions:  # not keyed, or not repeatable
-            with self:
-                return func.decompose(*args, **(kwargs or {}))
-        number, own_flops, uncounted = self.open_calls[-1].number, self.own_flops, self.uncounted
-        ignored_before = set(self.ignored_storages)
-        self.own_flops, self.uncounted = {}, {}
-        try:
-            with self:
-                output = func.decompose(*args, **(kwargs or {}))
-        finally:
-            counted_flops, counted_uncounted = self.own_flops, self.uncounted
-            self.own_flops, self.uncounted = own_flops, uncounted
-            added_up(own_flops, counted_flops.items())
-            added_up(uncounted, counted_uncounted.items())
-        outputs_after_first = output[1:] if isinstance(output, tuple) else ()
-        self.decompositions[key] = kept_decomposition(
-            output is NotImplemented,
-            (counted_flops, counted_uncounted, number),
-            self.ignored_storages - ignored_before,
-            {storage_key(item) for item in outputs_after_first if isinstance(item, Tensor)},
-        )
+        ):
+            self._count(plan, args, kwargs, output)
         return output
-
-    def _add(self, decomposition: Decomposition, output: Any) -> None:
-        """Count again what a decomposition counted the first time, into the open call."""
-        added_up(self.own_flops, ((self.open_calls[-1].number, decomposition.flops),))
-        added_up(self.uncounted, decomposition.uncounted)
-        if decomposition.statistics:
-            self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
 
     def _count(
         self,
