@@ -3,6 +3,7 @@ a summary may leave detail to the line diff, but every change it states is true.
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torchvision
 from refactor_corpus import feed_forward_stack, without_module
@@ -898,58 +899,59 @@ def test_layers_grouped_as_one_is_removed_and_one_appended_is_a_wrap() -> None:
     assert name_free.explained_counts() == {"wrapped": 1, "removed": 1, "inserted": 1}
 
 
-def test_blocks_flattened_as_the_middle_one_goes_and_a_layer_comes_say_each_once() -> None:
-    """Three Linear-activation blocks flattened, the middle one left out and a Sigmoid put
-    last: blocks 0 and 2 unwrapped, block 1 removed whole, the Sigmoid inserted. The named
-    reading paired block 1 by its number with the new `1`, its first block's ReLU (`type
-    changed at 1: Sequential -> ReLU`, the old 0.1 removed)."""
+@pytest.mark.parametrize(
+    ("left_out", "now", "expected"),
+    [
+        # The middle block left out: the named reading paired it by its number with the new
+        # `1`, its first block's ReLU (`type changed at 1: Sequential -> ReLU`).
+        (
+            1,
+            ["0", "1", None, None, None, "2", "3"],
+            [
+                "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1",
+                "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3",
+                "3 calls removed: 1 (Sequential, with 2 nested calls) after 0",
+            ],
+        ),
+        # The first left out: the Linear now `0` is block 1's (the Tanh after it says so).
+        # Paired by their numbers, the old `0.0` was taken for the new `0` and `1.1` for `1`.
+        (
+            0,
+            [None, None, None, "0", "1", "2", "3"],
+            [
+                "1 (Sequential) unwrapped: the old 1.0, 1.1 are now 0, 1",
+                "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3",
+                "3 calls removed: 0 (Sequential, with 2 nested calls) at the start of ",
+            ],
+        ),
+    ],
+)
+def test_blocks_flattened_as_one_goes_and_a_layer_comes_say_each_once(
+    left_out: int, now: list[str | None], expected: list[str]
+) -> None:
+    """Three Linear-activation blocks flattened, one left out and a Sigmoid put last: the
+    blocks kept unwrapped, the one left out removed whole, the Sigmoid inserted."""
     torch.manual_seed(0)
     blocks = [
         nn.Sequential(nn.Linear(16, 16), activation()) for activation in (nn.ReLU, nn.Tanh, nn.GELU)
     ]
     old = nn.Sequential(*blocks)
-    new = nn.Sequential(*blocks[0], *blocks[2], nn.Sigmoid())
-    now = _paths_by_identity(old, new)
-    assert [now[path] for path in ("0.0", "0.1", "1", "1.0", "1.1", "2.0", "2.1")] == [
-        "0", "1", None, None, None, "2", "3",
-    ]  # fmt: skip
+    kept = [block for position, block in enumerate(blocks) if position != left_out]
+    new = nn.Sequential(*kept[0], *kept[1], nn.Sigmoid())
+    paths = (
+        ("0.0", "0.1", "1", "1.0", "1.1", "2.0", "2.1")
+        if left_out == 1
+        else ("0", "0.0", "0.1", "1.0", "1.1", "2.0", "2.1")
+    )
+    assert [_paths_by_identity(old, new)[path] for path in paths] == now
     inputs = torch.randn(2, 16)
     before, after = trace_forward(old, inputs), trace_forward(new, inputs)
 
     for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
         summary = difference.summary()
         assert difference.explained_counts() == {"unwrapped": 2, "removed": 3, "inserted": 1}
-        assert "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1" in summary, summary
-        assert "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3" in summary, summary
-        assert "3 calls removed: 1 (Sequential, with 2 nested calls) after 0" in summary, summary
-        assert "1 call inserted: 4 (Sigmoid) after 3" in summary, summary
-
-
-def test_blocks_flattened_as_the_first_one_goes_pair_each_layer_with_its_own_block() -> None:
-    """The same blocks flattened, the first left out: the Linear now `0` is block 1's (the
-    Tanh after it says so), not block 0's. Paired by their numbers, the old `0.0` was taken
-    for the new `0` and `1.1` for `1`: block 0 read as unwrapped and its ReLU and block 1's
-    Linear as removed."""
-    torch.manual_seed(0)
-    blocks = [
-        nn.Sequential(nn.Linear(16, 16), activation()) for activation in (nn.ReLU, nn.Tanh, nn.GELU)
-    ]
-    old = nn.Sequential(*blocks)
-    new = nn.Sequential(*blocks[1], *blocks[2], nn.Sigmoid())
-    now = _paths_by_identity(old, new)
-    assert [now[path] for path in ("0", "0.0", "0.1", "1.0", "1.1", "2.0", "2.1")] == [
-        None, None, None, "0", "1", "2", "3",
-    ]  # fmt: skip
-    inputs = torch.randn(2, 16)
-    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
-
-    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
-        summary = difference.summary()
-        assert difference.explained_counts() == {"unwrapped": 2, "removed": 3, "inserted": 1}
-        assert "1 (Sequential) unwrapped: the old 1.0, 1.1 are now 0, 1" in summary, summary
-        assert "2 (Sequential) unwrapped: the old 2.0, 2.1 are now 2, 3" in summary, summary
-        assert "3 calls removed: 0 (Sequential, with 2 nested calls) at the start of " in summary
-        assert "1 call inserted: 4 (Sigmoid) after 3" in summary, summary
+        for line in [*expected, "1 call inserted: 4 (Sigmoid) after 3"]:
+            assert line in summary, summary
 
 
 def _conv_stage(kernel_size: int = 3) -> nn.Sequential:
