@@ -29,9 +29,12 @@ def pair_containers(
 ) -> None:
     """Pair, in the two maps, each unpaired old call with nested calls with the new call of
     its class that holds most of its nested calls' partners (Dice at least one half)."""
-    named = {
-        call_keys.identity_and_number(line): index for index, line in enumerate(new_tree.lines)
-    }
+    # The new calls by path, class and call number, for `_stays_by_name`: named only.
+    named = (
+        {call_keys.identity_and_number(line): index for index, line in enumerate(new_tree.lines)}
+        if match_paths
+        else {}
+    )
     dice_of: dict[int, float] = {}  # old calls paired here -> the Dice they paired by
     for old_index in range(len(old_tree.lines) - 1, -1, -1):
         if old_index in old_to_new or not old_tree.children[old_index]:

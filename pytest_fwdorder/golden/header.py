@@ -33,7 +33,7 @@ class GoldenHeader(Sequence[str]):
 
     lines: tuple[str, ...]
     # Trace facet title -> its value read back by the facet (`read_header`), once each.
-    _facet_values: dict[str, Any] = field(default_factory=dict, repr=False)
+    _facet_values: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def of(cls, lines: Iterable[str]) -> GoldenHeader:
