@@ -1041,3 +1041,105 @@ def test_a_block_removed_beside_one_flattened_after_a_layer_that_stays() -> None
         assert difference.explained_counts() == {"unwrapped": 1, "removed": 3}, summary
         assert "0.2 (Sequential) unwrapped: the old 0.2.0, 0.2.1 are now 0.1, 0.2" in summary
         assert "3 calls removed: 0.1 (Sequential, with 2 nested calls)" in summary, summary
+
+
+def _block(width_in: int, width_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(width_in, width_out), nn.ReLU())
+
+
+def test_stages_flattened_into_their_parent_beside_a_head_are_three_unwraps() -> None:
+    """`S(S(S(b0, b1), S(b2, b3), S(b4, b5)), head)` -> `S(S(b0 .. b5), head)`: the middle
+    container took the new model's call and lost it to the model, and was never paired
+    again: `0 unwrapped: the old 0.2 is now 0`, the other stages removed (or, without the
+    head, the model and its container swapped)."""
+    torch.manual_seed(0)
+    widths = [16, 16, 24, 24, 32, 32, 40]
+    blocks = [_block(widths[n], widths[n + 1]) for n in range(6)]
+    stages = [nn.Sequential(*blocks[n : n + 2]) for n in (0, 2, 4)]
+    for head in (nn.Linear(40, 4), None):
+        tail = [head] if head is not None else []
+        old = nn.Sequential(nn.Sequential(*stages), *tail)
+        new = nn.Sequential(nn.Sequential(*blocks), *tail)
+        now = _paths_by_identity(old, new)
+        assert [now[path] for path in ("0", "0.0", "0.0.0", "0.1.0", "0.2.1")] == [
+            None, None, "0.0", "0.2", "0.5",
+        ]  # fmt: skip
+        inputs = torch.randn(2, 16)
+        before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+        for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+            summary = difference.summary()
+            assert difference.explained_counts() == {"unwrapped": 3}, summary
+            assert "0.1 (Sequential) unwrapped: the old 0.1.0, 0.1.1 are now 0.2, 0.3" in summary
+
+
+def test_a_stage_flattened_into_the_model_is_not_the_model_unwrapped() -> None:
+    """`[Linear, S(Linear, S(Linear, Sigmoid, Linear), Hardtanh)]`, stage 1 flattened: it
+    read as the model unwrapped (`the old 1 is now <root>`), the first Linear silently moved
+    into it. Paired by the share of their calls alone, the stage fit the new model better."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 8), nn.Sigmoid(), nn.Linear(8, 8))
+    stage = nn.Sequential(nn.Linear(8, 8), inner, nn.Hardtanh())
+    old = nn.Sequential(nn.Linear(8, 8), stage)
+    new = nn.Sequential(old[0], *stage)
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("", "0", "1", "1.0", "1.1", "1.2")] == [
+        None, "0", None, "1", "2", "3",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"unwrapped": 1}, summary
+        assert "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3" in summary
+        assert "<root>" not in summary, summary
+
+
+def test_a_model_wrapped_whole_with_a_stage_made_a_subclass_says_both() -> None:
+    """The model wrapped in a Sequential and its inner stage made a `Stage`: it read as three
+    containers moved, the Stage and a Linear inserted and a Softsign removed. A call of
+    another class now pairs with a stage where it holds exactly that stage's calls."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Softsign(), _block(8, 8), nn.Linear(8, 8))
+    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(inner, nn.Linear(8, 8)), nn.ReLU6())
+    new = nn.Sequential(nn.Sequential(old[0], nn.Sequential(Stage(*inner), old[1][1]), old[2]))
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("", "1", "1.0", "1.0.0", "1.0.1")] == [
+        None, None, None, "0.1.0.0", "0.1.0.1",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert summary.splitlines()[0].endswith(": 1 wrap, 1 call type changed"), summary
+    assert "<root> (Sequential) wraps the old model, now 0 (" in summary, summary
+    assert "type changed at 0.1.0: Sequential -> Stage" in summary, summary
+
+
+def test_stages_flattened_with_a_look_alike_left_out_name_free_change_no_type() -> None:
+    """Two stages of three blocks flattened into the model and stage 2's last block left out:
+    name-free, stage 1 read as changed into the new last block (`type changed at 5:
+    Sequential -> Blk`), its blocks moved out of it. A container whose nested calls are all
+    paired elsewhere is no longer paired in place with a call of another class."""
+    torch.manual_seed(0)
+    first = nn.Sequential(_block(8, 16), _block(16, 16), _block(16, 16))
+    second = nn.Sequential(_block(16, 32), _block(32, 32), _block(32, 32))
+    old = nn.Sequential(nn.Linear(8, 8), first, second)
+    new = nn.Sequential(old[0], *first, second[0], second[1])
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("1", "1.0", "2", "2.0", "2.1", "2.2")] == [
+        None, "1", None, "4", "5", None,
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    named = before.diff(after)
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    for difference in (named, name_free):
+        summary = difference.summary()
+        # Blocks 2.1 and 2.2 look alike: the one left out may read as either, with the
+        # other as the new 5 (named, by number: removed and inserted).
+        counts = difference.explained_counts()
+        assert counts["unwrapped"] == 2, summary
+        assert not {"type changed", "moved"} & set(counts), summary
+        assert "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3" in summary

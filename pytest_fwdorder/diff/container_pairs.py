@@ -5,8 +5,14 @@ Children come before their parents, so a stage pairs before the model around it.
 the stage shares only some of its nested calls with can be the model's instead: the new
 model holds the stage's blocks and its siblings' (a stage flattened into its parent, a
 block moved between stages). Where the unpaired call around the stage, of the same class,
-shares more (a larger Dice), it takes the pair, and the stage is left to be read as
-unwrapped or changed in place.
+shares more (a larger Dice), it takes the pair, and the stage looks again (it may hold the
+new stage of its blocks), or is left to be read as unwrapped or changed in place. The call
+around it takes the pair at a lower Dice too where it is the model (the model stays the
+model: its stage flattened, not the model unwrapped around the stage), or where the new
+call also holds most of its other calls (a flatten keeps them in place).
+
+A call of another class pairs only where it holds the same number of calls, the paired
+ones the very partners (a stage made a subclass reads `type changed`, not a wrapper).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pytest_fwdorder.diff import call_keys
-from pytest_fwdorder.diff.call_tree import CallTree
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 
 _DICE_ENOUGH = 0.5
 
@@ -27,8 +33,8 @@ def pair_containers(
     *,
     match_paths: bool,
 ) -> None:
-    """Pair, in the two maps, each unpaired old call with nested calls with the new call of
-    its class that holds most of its nested calls' partners (Dice at least one half)."""
+    """Pair, in the two maps, each unpaired old call with nested calls with the new call
+    that holds most of its nested calls' partners (Dice at least one half)."""
     # The new calls by path, class and call number, for `_stays_by_name`: named only.
     named = (
         {call_keys.identity_and_number(line): index for index, line in enumerate(new_tree.lines)}
@@ -36,21 +42,53 @@ def pair_containers(
         else {}
     )
     dice_of: dict[int, float] = {}  # old calls paired here -> the Dice they paired by
-    for old_index in range(len(old_tree.lines) - 1, -1, -1):
-        if old_index in old_to_new or not old_tree.children[old_index]:
+    for start in range(len(old_tree.lines) - 1, -1, -1):
+        if start in old_to_new or not old_tree.children[start]:
             continue
-        best = _best_candidate(old_tree, new_tree, old_index, old_to_new, new_to_old, dice_of)
-        if best is None:
-            continue
-        dice, candidate = best
-        taken_by = new_to_old.get(candidate)
-        if taken_by is not None:  # a call nested in this one paired here by a lower Dice
-            del old_to_new[taken_by], dice_of[taken_by]
-        elif match_paths:
-            maps = (old_to_new, new_to_old)
-            candidate = _stays_by_name(old_tree, new_tree, old_index, candidate, named, maps)
-        old_to_new[old_index], new_to_old[candidate] = candidate, old_index
-        dice_of[old_index] = dice
+        # A call that loses its pair to a call around it looks again at once: the stage
+        # the model took from it may leave it the stage it holds most of.
+        waiting = [start]
+        while waiting:
+            old_index = waiting.pop()
+            best = _best_candidate(old_tree, new_tree, old_index, old_to_new, new_to_old, dice_of)
+            if best is None:
+                continue
+            dice, candidate = best
+            _take(
+                old_tree,
+                new_tree,
+                old_index,
+                candidate,
+                dice,
+                named,
+                (old_to_new, new_to_old),
+                dice_of,
+                waiting,
+            )
+
+
+def _take(
+    old_tree: CallTree,
+    new_tree: CallTree,
+    old_index: int,
+    candidate: int,
+    dice: float,
+    named: dict[tuple[str, str, int], int],
+    maps: tuple[dict[int, int], dict[int, int]],
+    dice_of: dict[int, float],
+    waiting: list[int],
+) -> None:
+    """Pair the old call with `candidate` (or, by name, the call it stays in), taking the
+    pair from the nested call that held it; that call joins `waiting`."""
+    old_to_new, new_to_old = maps
+    taken_by = new_to_old.get(candidate)
+    if taken_by is not None:  # a call nested in this one paired here by a lower Dice
+        del old_to_new[taken_by], dice_of[taken_by]
+        waiting.append(taken_by)
+    elif named:
+        candidate = _stays_by_name(old_tree, new_tree, old_index, candidate, named, maps)
+    old_to_new[old_index], new_to_old[candidate] = candidate, old_index
+    dice_of[old_index] = dice
 
 
 def _best_candidate(
@@ -66,28 +104,115 @@ def _best_candidate(
     call nested in this one counts where this one shares more with it."""
     end = old_tree.ends[old_index]
     votes: Counter[int] = Counter()
+    paired_nested = 0
     for nested in range(old_index + 1, end):
         partner = old_to_new.get(nested)
         if partner is None:
             continue
+        paired_nested += 1
         for ancestor in new_tree.ancestors(partner):
             holder = new_to_old.get(ancestor)
             if holder is None or (holder in dice_of and old_index < holder < end):
                 votes[ancestor] += 1
     module_type = old_tree.lines[old_index].module_type
     old_path = old_tree.lines[old_index].path
-    best: tuple[float, int, int] | None = None
+    trees, maps = (old_tree, new_tree), (old_to_new, new_to_old)
+    best: tuple[float, int, int, int] | None = None
     for candidate, common in votes.items():
-        if new_tree.lines[candidate].module_type != module_type:
-            continue
         dice = 2 * common / (old_tree.size(old_index) + new_tree.size(candidate) - 2)
-        holder = new_to_old.get(candidate)
-        if dice < _DICE_ENOUGH or (holder is not None and dice <= dice_of[holder]):
+        # A call of another class pairs only where it holds as many calls as the old one
+        # and the paired ones are exactly the partners of those nested in the old call (a
+        # stage made a subclass: `type changed`), and where no call of its own class
+        # shares more; otherwise it reads as a wrapper around the old call's partners.
+        same_type = new_tree.lines[candidate].module_type == module_type
+        if not same_type and not (
+            new_tree.size(candidate) == old_tree.size(old_index)
+            and common == paired_nested == _paired_within(new_tree, candidate, new_to_old)
+        ):
             continue
-        key = (dice, int(new_tree.lines[candidate].path == old_path), -candidate)
+        holder = new_to_old.get(candidate)
+        if dice < _DICE_ENOUGH:
+            continue
+        if (
+            holder is not None
+            and dice <= dice_of[holder]
+            and not (same_type and _takes_from_nested(trees, maps, old_index, holder, candidate))
+        ):
+            continue
+        key = (dice, int(same_type), int(new_tree.lines[candidate].path == old_path), -candidate)
         if best is None or key > best:
             best = key
-    return None if best is None else (best[0], -best[2])
+    if best is None:
+        return None
+    candidate = -best[3]
+    holder = new_to_old.get(candidate)
+    # A flatten takes the pair from the call nested in this one at that call's Dice, so an
+    # unwrapped call around this one cannot take it back by a Dice lower still.
+    return max(best[0], dice_of[holder]) if holder is not None else best[0], candidate
+
+
+def _paired_within(tree: CallTree, index: int, paired: dict[int, int]) -> int:
+    """How many of the calls nested in `index` have a partner."""
+    return sum(nested in paired for nested in range(index + 1, tree.ends[index]))
+
+
+def _takes_from_nested(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    holder: int,
+    candidate: int,
+) -> bool:
+    """Whether the old call takes `candidate` from `holder`, a call nested in it that
+    shares a larger part of itself: two top-level calls of one class (the model is the
+    model: its stages flattened, not the model unwrapped around one), or a call that also
+    holds most of the rest (`_holds_the_rest`)."""
+    old_tree, new_tree = trees
+    if old_tree.parents[old_index] == NO_PARENT and new_tree.parents[candidate] == NO_PARENT:
+        return True
+    return _holds_the_rest(trees, maps, old_index, holder, candidate)
+
+
+def _holds_the_rest(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    holder: int,
+    candidate: int,
+) -> bool:
+    """Whether the new call `holder` (nested in the old call) took also holds most of the
+    old call's other nested calls: `holder` flattened into the old call, not the old call
+    unwrapped around it.
+
+    With the holder's pair, the calls of the old one outside the holder would be read as
+    moved into it, or removed while look-alikes are inserted there; a flatten keeps them
+    where they are. Those not paired yet count by class, against the new call's unpaired
+    calls that the holder's own unpaired calls leave over.
+    """
+    old_tree, new_tree = trees
+    old_to_new, new_to_old = maps
+    in_holder = range(holder, old_tree.ends[holder])
+    rest = [i for i in range(old_index + 1, old_tree.ends[old_index]) if i not in in_holder]
+    if not rest:
+        return False
+    found = 0
+    unpaired_rest: Counter[str] = Counter()
+    for index in rest:
+        partner = old_to_new.get(index)
+        if partner is None:
+            unpaired_rest[old_tree.lines[index].module_type] += 1
+        elif candidate in new_tree.ancestors(partner):
+            found += 1
+    pool = Counter(
+        new_tree.lines[index].module_type
+        for index in range(candidate + 1, new_tree.ends[candidate])
+        if index not in new_to_old
+    )
+    pool.subtract(
+        old_tree.lines[index].module_type for index in in_holder if index not in old_to_new
+    )
+    found += sum((unpaired_rest & +pool).values())
+    return 2 * found > len(rest)
 
 
 def _stays_by_name(

@@ -382,7 +382,9 @@ class _Matcher:
         """The pairs made in order among `olds` without a call with nested calls paired
         with one without: a stage unwrapped (`0`, whose calls are now its parent's) is no
         type change of the first call after it. Named, only a numbered path is let go: a
-        number says where a call is, and stages flattened renumber what follows them."""
+        number says where a call is, and stages flattened renumber what follows them. Nor
+        two calls of which one's nested calls are all paired outside the other
+        (`_contents_elsewhere`)."""
         children = (self.old_tree.children, self.new_tree.children)
         left = set(olds)
         lines = self.old_tree.lines
@@ -390,9 +392,32 @@ class _Matcher:
             (i, j)
             for i, j in pairs
             if i not in left
-            or bool(children[0][i]) == bool(children[1][j])
-            or (self.match_paths and not call_keys.numbered(lines[i].path))
+            or (
+                (
+                    bool(children[0][i]) == bool(children[1][j])
+                    or (self.match_paths and not call_keys.numbered(lines[i].path))
+                )
+                and not self._contents_elsewhere(i, j)
+            )
         ]
+
+    def _contents_elsewhere(self, old_index: int, new_index: int) -> bool:
+        """Whether every call nested in either call has a partner, none of them in the
+        other: a stage flattened whose blocks are paired already is not the call of another
+        class left where it was. A call that kept some calls, or lost some, may be it."""
+        sides = (
+            (self.old_tree, old_index, self.old_to_new, self.new_tree, new_index),
+            (self.new_tree, new_index, self.new_to_old, self.old_tree, old_index),
+        )
+        if not (self.old_tree.children[old_index] and self.new_tree.children[new_index]):
+            return False  # a stage replaced by a leaf (`Identity`) is a type change
+        for tree, index, partners, other_tree, other in sides:
+            nested = range(index + 1, tree.ends[index])
+            if all(call in partners for call in nested) and not any(
+                other < partners[call] < other_tree.ends[other] for call in nested
+            ):
+                return True
+        return False
 
     def _passes(self) -> list[_Pass]:
         """The keys children pair by, in turn, each unique on both sides first, and the near

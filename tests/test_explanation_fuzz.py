@@ -1,0 +1,227 @@
+"""Random refactors of nested Sequentials, each diff's pairs checked against the modules'
+identity: a pair the diff makes (`TraceDiff.pairs`, what every sentence of the summary is
+built on) must join an old call to the call its very module (or a deep copy of it) makes in
+the new model.
+
+Refactors: a stage flattened into its parent, siblings wrapped, a child removed, duplicated
+(a deep copy beside it) or moved to another container, a stage made a subclass, the whole
+model wrapped; one or two of them per case. The seeds whose diff still pairs against the
+identity are listed below as strict expected failures: each is a reading still false (or
+told apart only by a hedge, `one of 0, 1 (Linear look-alikes)`), and one made true fails
+the run until it leaves the list.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_fwdorder import trace_forward
+
+pytestmark = pytest.mark.slow
+
+_ACTIVATIONS = [
+    nn.ReLU, nn.Tanh, nn.GELU, nn.Sigmoid, nn.SiLU, nn.ELU, nn.Softsign, nn.Hardtanh, nn.Mish,
+    nn.LeakyReLU, nn.Softplus, nn.Tanhshrink, nn.SELU, nn.CELU, nn.Hardswish, nn.Hardsigmoid,
+    nn.ReLU6, nn.LogSigmoid,
+]  # fmt: skip
+_SEEDS = range(200)
+# Seeds whose refactor draws nothing to change (a flatten where no stage is nested).
+_NO_REFACTOR = frozenset({13, 21, 36, 70, 72, 92, 94, 159, 165, 179, 193})
+# Known false or hedged pairings, 39 of the 189 refactors (the false ones are mostly
+# look-alike Linears told apart by number, and a block moved into a stage beside others).
+_STILL_FALSE = frozenset({
+    4, 15, 23, 24, 31, 34, 35, 38, 44, 55, 56, 59, 66, 68, 77, 81, 99, 100, 101, 102, 113,
+    120, 122, 124, 129, 133, 138, 142, 144, 150, 153, 155, 158, 167, 170, 184, 190, 194, 197,
+})  # fmt: skip
+
+
+class Stage(nn.Sequential):
+    """A stage's own class, holding the same children."""
+
+
+def _leaf(rng: random.Random) -> nn.Module:
+    return nn.Linear(8, 8) if rng.random() < 0.4 else rng.choice(_ACTIVATIONS)()
+
+
+def _tree(rng: random.Random, depth: int) -> nn.Sequential:
+    children = [
+        _tree(rng, depth - 1) if depth > 0 and rng.random() < 0.5 else _leaf(rng)
+        for _ in range(rng.randint(2, 4))
+    ]
+    return nn.Sequential(*children)
+
+
+def _nested_stages(model: nn.Sequential) -> list[tuple[nn.Sequential, int]]:
+    found = []
+    for index, child in enumerate(model):
+        if isinstance(child, nn.Sequential):
+            found.append((model, index))
+            found += _nested_stages(child)
+    return found
+
+
+def _set_children(parent: nn.Sequential, children: list[nn.Module]) -> None:
+    for name in list(parent._modules):
+        del parent._modules[name]
+    for index, child in enumerate(children):
+        parent.add_module(str(index), child)
+
+
+class _Refactor:
+    """One random refactor of a deep copy, remembering which new module is which old one."""
+
+    def __init__(self, rng: random.Random, old: nn.Sequential) -> None:
+        self.copies: dict[int, nn.Module] = {}  # id(new module) -> the old module it copies
+        memo: dict[int, object] = {}
+        self.new: nn.Sequential = copy.deepcopy(old, memo)
+        for module in old.modules():
+            self.copies[id(memo[id(module)])] = module
+        self.steps = [self._step(rng) for _ in range(rng.randint(1, 2))]
+
+    def _step(self, rng: random.Random) -> str | None:
+        step = rng.choice(
+            ["flatten", "wrap", "remove", "flatten", "wrap whole", "duplicate", "move",
+             "subclass", "flatten"]
+        )  # fmt: skip
+        containers = [self.new, *(m for m in self.new.modules() if isinstance(m, nn.Sequential))]
+        containers = list(dict.fromkeys(containers))
+        if step in ("flatten", "subclass"):
+            stages = _nested_stages(self.new)
+            if not stages:
+                return None
+            parent, index = rng.choice(stages)
+            children = list(parent)
+            stage = children[index]
+            children[index : index + 1] = [Stage(*stage)] if step == "subclass" else list(stage)
+            _set_children(parent, children)
+        elif step == "wrap whole":
+            self.new = nn.Sequential(self.new)
+        else:
+            return self._step_in(rng, step, containers)
+        return step
+
+    def _step_in(
+        self, rng: random.Random, step: str, containers: list[nn.Sequential]
+    ) -> str | None:
+        parent = rng.choice(containers)
+        children = list(parent)
+        if step == "duplicate":
+            index = rng.randrange(len(children))
+            twin = copy.deepcopy(children[index])
+            for original, copied in zip(children[index].modules(), twin.modules(), strict=True):
+                self.copies[id(copied)] = self.copies.get(id(original), original)
+            children.insert(index, twin)
+            _set_children(parent, children)
+            return step
+        if len(children) < 2:
+            return None
+        if step == "wrap":
+            start = rng.randrange(len(children) - 1)
+            stop = rng.randint(start + 1, len(children))
+            children[start:stop] = [nn.Sequential(*children[start:stop])]
+        elif step == "remove":
+            del children[rng.randrange(len(children))]
+        else:  # move
+            child = children.pop(rng.randrange(len(children)))
+            targets = [
+                c for c in containers
+                if c is not parent and child not in list(c.modules())
+                and c not in list(child.modules())
+            ]  # fmt: skip
+            if not targets:
+                return None
+            target = rng.choice(targets)
+            moved_into = list(target)
+            moved_into.insert(rng.randint(0, len(moved_into)), child)
+            _set_children(target, moved_into)
+        _set_children(parent, children)
+        return step
+
+    def true_paths(self, old: nn.Module) -> tuple[dict[str, set[str]], dict[str, str | None]]:
+        """The oracle: each old path -> the new paths of its module or of copies of it, and
+        each new path -> the old path of the module it is (None for a new module)."""
+        old_paths = {id(module): _named(path) for path, module in old.named_modules()}
+        now: dict[str, set[str]] = {path: set() for path in old_paths.values()}
+        was: dict[str, str | None] = {}
+        for path, module in self.new.named_modules():
+            original = self.copies.get(id(module))
+            old_path = old_paths.get(id(original)) if original is not None else None
+            was[_named(path)] = old_path
+            if old_path is not None:
+                now[old_path].add(_named(path))
+        return now, was
+
+
+def _named(path: str) -> str:
+    return path or "<root>"
+
+
+def _false_pairs(seed: int) -> tuple[list[str], list[str | None]]:
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    old = _tree(rng, rng.choice([2, 3]))
+    refactor = _Refactor(rng, old)
+    return _pairs_against_identity(old, refactor), refactor.steps
+
+
+def _pairs_against_identity(old: nn.Module, refactor: _Refactor) -> list[str]:
+    """The diff's pairs that join an old call to a call another module makes."""
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        difference = trace_forward(old, inputs).diff(trace_forward(refactor.new, inputs))
+    now, was = refactor.true_paths(old)
+    false = []
+    for old_index, new_index in difference.pairs:
+        old_path = difference.old_lines[old_index].name
+        new_path = difference.new_lines[new_index].name
+        truly = was.get(new_path)
+        if (now[old_path] and new_path not in now[old_path]) or (truly not in (None, old_path)):
+            false.append(f"{old_path} paired with {new_path}, truly now {sorted(now[old_path])}")
+    return false
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(
+            seed,
+            marks=pytest.mark.xfail(strict=True, reason="a known false or hedged pairing"),
+        )
+        if seed in _STILL_FALSE
+        else seed
+        for seed in _SEEDS
+        if seed not in _NO_REFACTOR
+    ],
+)
+def test_every_pair_joins_a_module_to_itself(seed: int) -> None:
+    false, steps = _false_pairs(seed)
+
+    assert any(steps), f"seed {seed} made no refactor: list it in _NO_REFACTOR"
+    assert false == [], f"seed {seed}, {steps}: {false}"
+
+
+class _Swapped(_Refactor):
+    """Two look-alike Tanh layers swapped: alike but for their names, so the diff pairs
+    them by name, each with the other's module."""
+
+    def __init__(self, old: nn.Sequential) -> None:
+        self.copies = {id(module): module for module in old.modules()}
+        self.new = nn.Sequential(old[0], old[2], old[1])
+        self.steps = ["swap"]
+
+
+def test_the_identity_oracle_finds_a_pair_joined_to_another_module() -> None:
+    # Without this, an oracle that never reports a pair would pass every seed above.
+    old = nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Tanh())
+
+    false = _pairs_against_identity(old, _Swapped(old))
+
+    assert false == [
+        "1 paired with 1, truly now ['2']",
+        "2 paired with 2, truly now ['1']",
+    ]
