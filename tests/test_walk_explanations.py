@@ -3,6 +3,8 @@ a summary may leave detail to the line diff, but every change it states is true.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torchvision
@@ -1143,3 +1145,24 @@ def test_stages_flattened_with_a_look_alike_left_out_name_free_change_no_type() 
         assert counts["unwrapped"] == 2, summary
         assert not {"type changed", "moved"} & set(counts), summary
         assert "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3" in summary
+
+
+def test_a_stage_wrapped_beside_layers_is_one_wrap_not_its_parent_wrapped() -> None:
+    """The layers of stage `1.2` wrapped in a Sequential of their own: the stage's parent
+    `1` read as wrapped (`1 wraps the old 1, now 1.2`) and its other children as moved into
+    it. The parent that kept most of its children under its own name is kept, even where
+    it holds the wrapper."""
+    torch.manual_seed(0)
+    stage = nn.Sequential(nn.Hardswish(), nn.SELU(), nn.Linear(8, 8))
+    parent = nn.Sequential(nn.ReLU(), nn.Hardswish(), stage, nn.Tanh())
+    old = nn.Sequential(nn.Linear(8, 8), parent)
+    new = copy.deepcopy(old)
+    new[1][2] = nn.Sequential(nn.Sequential(*new[1][2]))
+    inputs = torch.randn(2, 8)
+
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    # A stage around its layers' wrapper, or a wrapper around the stage: the calls cannot
+    # tell which object is the old stage, and both read as one wrap at `1.2`.
+    assert summary.splitlines()[0].endswith(": 1 wrap"), summary
+    assert "1.2 (Sequential) wraps the old 1.2, now 1.2.0 (4 calls renamed under it)" in summary

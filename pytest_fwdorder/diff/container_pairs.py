@@ -230,11 +230,13 @@ def _stays_by_name(
     nested calls for its new parent; the children that stayed are single calls that
     pair later, by name. Without this, the parent that received the child would pair
     with the old parent, and two unchanged containers read as swapped. A new call that
-    holds `best` is a wrapper, and never preferred.
+    holds `best` is preferred the same way: a wrapper (`layer2`, around the old stage now
+    `layer2.0`) holds none of the old call's children but through `best`, and a parent
+    that kept its other children holds them itself.
     """
     old_to_new, new_to_old = maps
     same = named.get(call_keys.identity_and_number(old_tree.lines[old_index]))
-    if same is None or same == best or same in new_to_old or same in new_tree.ancestors(best):
+    if same is None or same == best or same in new_to_old:
         return best
     to_same = to_best = 0
     for child in old_tree.children[old_index]:
