@@ -1166,3 +1166,43 @@ def test_a_stage_wrapped_beside_layers_is_one_wrap_not_its_parent_wrapped() -> N
     # tell which object is the old stage, and both read as one wrap at `1.2`.
     assert summary.splitlines()[0].endswith(": 1 wrap"), summary
     assert "1.2 (Sequential) wraps the old 1.2, now 1.2.0 (4 calls renamed under it)" in summary
+
+
+def test_look_alike_layers_renumbered_by_a_block_inserted_before_them_are_no_swap() -> None:
+    """A block moved in before two `Linear(8, 8)` layers renumbers them (`0, 1` -> `1, 2`):
+    paired by name, the second kept `1` and the first took `2`, read as `0 and 1 (Linear)
+    swapped`. Nothing in a trace tells the two apart: they pair in their order."""
+    torch.manual_seed(0)
+    moved = nn.Sequential(nn.Tanh(), nn.Linear(8, 8))
+    old = nn.Sequential(moved, nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.ReLU()))
+    new = nn.Sequential(nn.Sequential(moved, *old[1]))
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0", "1", "1.0", "1.1", "1.2")] == [
+        "0.0", None, "0.1", "0.2", "0.3",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert "swapped" not in summary, summary
+    assert "0 (Sequential, with 2 nested calls) moved to 0.0" in summary, summary
+    assert "1.0 (Linear) -> 0.1, 1.1 (Linear) -> 0.2" in summary, summary
+
+
+def test_a_leaf_moved_into_the_next_stage_is_one_move_and_renames() -> None:
+    """`S(S(a), relu, S(b, c), d)` -> `S(S(a), S(relu, b, c), d)`: the stage's two look-alike
+    Linears read as swapped (`2.0 and 2.1 (Linear) swapped, now 1.2 and 1.1`)."""
+    torch.manual_seed(0)
+    a, b, c, d = (nn.Linear(8, 8) for _ in range(4))
+    relu = nn.ReLU()
+    old = nn.Sequential(nn.Sequential(a), relu, nn.Sequential(b, c), d)
+    new = nn.Sequential(nn.Sequential(a), nn.Sequential(relu, b, c), d)
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("1", "2.0", "2.1", "3")] == ["1.0", "1.1", "1.2", "2"]
+    inputs = torch.randn(2, 8)
+
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert "swapped" not in summary, summary
+    assert "1 (ReLU) moved to 1.0" in summary, summary
+    assert "2.0 (Linear) -> 1.1, 2.1 (Linear) -> 1.2, 3 (Linear) -> 2" in summary, summary

@@ -33,6 +33,7 @@ from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.container_pairs import pair_containers
 from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
+from pytest_fwdorder.diff.look_alike_order import pair_look_alikes_in_order
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
     replaced_beside,
@@ -90,6 +91,9 @@ def align_trees(
     matcher.match_across_parents()
     matcher.pair_lone_in_wrappers()
     matcher.recover()
+    matcher.out_of_order -= pair_look_alikes_in_order(
+        old_tree, new_tree, matcher.old_to_new, matcher.new_to_old
+    )
     matcher.leave_moves_out_of_order()
     matcher.out_of_order |= far_swaps(old_tree, new_tree, matcher.old_to_new)
     partners = matcher.old_to_new
