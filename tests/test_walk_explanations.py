@@ -1206,3 +1206,23 @@ def test_a_leaf_moved_into_the_next_stage_is_one_move_and_renames() -> None:
     assert "swapped" not in summary, summary
     assert "1 (ReLU) moved to 1.0" in summary, summary
     assert "2.0 (Linear) -> 1.1, 2.1 (Linear) -> 1.2, 3 (Linear) -> 2" in summary, summary
+
+
+def test_a_stage_flattened_into_the_model_that_shares_little_with_it_is_unwrapped() -> None:
+    """The model's last stage, which holds most of its calls, flattened into it: the model
+    shared too small a part with itself to take its own call back from the stage, and read
+    as unwrapped (`the old 2 is now <root>`)."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Softsign(), nn.Linear(8, 8))
+    stage = nn.Sequential(inner, nn.Linear(8, 8), nn.SELU(), nn.Linear(8, 8))
+    old = nn.Sequential(nn.Linear(8, 8), nn.Hardtanh(), stage)
+    new = nn.Sequential(old[0], old[1], *stage)
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("", "2", "2.0", "2.3")] == [None, None, "2", "5"]
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"unwrapped": 1}, summary
+        assert "2 (Sequential) unwrapped: the old 2.0, 2.1, 2.2, 2.3 are now 2, 3, 4, 5" in summary

@@ -131,13 +131,16 @@ def _best_candidate(
         ):
             continue
         holder = new_to_old.get(candidate)
-        if dice < _DICE_ENOUGH:
-            continue
-        if (
+        takes = (
             holder is not None
-            and dice <= dice_of[holder]
-            and not (same_type and _takes_from_nested(trees, maps, old_index, holder, candidate))
-        ):
+            and same_type
+            and _takes_from_nested(trees, maps, old_index, holder, candidate)
+        )
+        # The model takes the model's call from a stage at any share: a stage flattened
+        # into the model lends it calls the stage's Dice does not count.
+        if dice < _DICE_ENOUGH and not (takes and _both_top_level(trees, old_index, candidate)):
+            continue
+        if holder is not None and dice <= dice_of[holder] and not takes:
             continue
         key = (dice, int(same_type), int(new_tree.lines[candidate].path == old_path), -candidate)
         if best is None or key > best:
@@ -167,10 +170,14 @@ def _takes_from_nested(
     shares a larger part of itself: two top-level calls of one class (the model is the
     model: its stages flattened, not the model unwrapped around one), or a call that also
     holds most of the rest (`_holds_the_rest`)."""
-    old_tree, new_tree = trees
-    if old_tree.parents[old_index] == NO_PARENT and new_tree.parents[candidate] == NO_PARENT:
+    if _both_top_level(trees, old_index, candidate):
         return True
     return _holds_the_rest(trees, maps, old_index, holder, candidate)
+
+
+def _both_top_level(trees: tuple[CallTree, CallTree], old_index: int, new_index: int) -> bool:
+    old_tree, new_tree = trees
+    return old_tree.parents[old_index] == NO_PARENT and new_tree.parents[new_index] == NO_PARENT
 
 
 def _holds_the_rest(
