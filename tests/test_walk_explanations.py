@@ -1226,3 +1226,24 @@ def test_a_stage_flattened_into_the_model_that_shares_little_with_it_is_unwrappe
         summary = difference.summary()
         assert difference.explained_counts() == {"unwrapped": 1}, summary
         assert "2 (Sequential) unwrapped: the old 2.0, 2.1, 2.2, 2.3 are now 2, 3, 4, 5" in summary
+
+
+def test_a_backbone_grouped_into_a_stem_and_a_body_is_two_wraps() -> None:
+    """ResNet-18's layers as one Sequential, regrouped as `Sequential(stem, body)`: it read as
+    the model wrapped (`<root> wraps the old model, now 1`), the stem's four layers moved out
+    of it and a Sequential inserted. The model's call stays the model's where the new model
+    holds more than one call."""
+    torch.manual_seed(0)
+    layers = list(torchvision.models.resnet18(weights=None).eval().children())[:-2]
+    old = nn.Sequential(*layers)
+    new = nn.Sequential(nn.Sequential(*layers[:4]), nn.Sequential(*layers[4:]))
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0", "3", "4", "7.1")] == ["0.0", "0.3", "1.0", "1.3.1"]
+    image = torch.randn(1, 3, 32, 32)
+    before, after = trace_forward(old, image), trace_forward(new, image)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 2}, summary
+        assert "0 (Sequential) wraps the old 0, 1, 2, 3, now 0.0, 0.1, 0.2, 0.3" in summary
+        assert "1 (Sequential) wraps the old 4, 5, 6, 7, now 1.0, 1.1, 1.2, 1.3" in summary

@@ -117,7 +117,7 @@ def _best_candidate(
     module_type = old_tree.lines[old_index].module_type
     old_path = old_tree.lines[old_index].path
     trees, maps = (old_tree, new_tree), (old_to_new, new_to_old)
-    best: tuple[float, int, int, int] | None = None
+    best: tuple[int, float, int, int, int] | None = None
     for candidate, common in votes.items():
         dice = 2 * common / (old_tree.size(old_index) + new_tree.size(candidate) - 2)
         # A call of another class pairs only where it holds as many calls as the old one
@@ -142,16 +142,30 @@ def _best_candidate(
             continue
         if holder is not None and dice <= dice_of[holder] and not takes:
             continue
-        key = (dice, int(same_type), int(new_tree.lines[candidate].path == old_path), -candidate)
+        # The model's call pairs with the model's of its class first, where that holds more
+        # than one call (the model wrapped whole holds one): layers grouped read as wraps
+        # inside it, as a stage flattened reads as an unwrap.
+        model = int(
+            same_type
+            and _both_top_level(trees, old_index, candidate)
+            and len(new_tree.children[candidate]) > 1
+        )
+        key = (
+            model,
+            dice,
+            int(same_type),
+            int(new_tree.lines[candidate].path == old_path),
+            -candidate,
+        )
         if best is None or key > best:
             best = key
     if best is None:
         return None
-    candidate = -best[3]
+    candidate = -best[4]
     holder = new_to_old.get(candidate)
     # A flatten takes the pair from the call nested in this one at that call's Dice, so an
     # unwrapped call around this one cannot take it back by a Dice lower still.
-    return max(best[0], dice_of[holder]) if holder is not None else best[0], candidate
+    return max(best[1], dice_of[holder]) if holder is not None else best[1], candidate
 
 
 def _paired_within(tree: CallTree, index: int, paired: dict[int, int]) -> int:
