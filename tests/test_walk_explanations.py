@@ -4,6 +4,7 @@ a summary may leave detail to the line diff, but every change it states is true.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -1247,3 +1248,68 @@ def test_a_backbone_grouped_into_a_stem_and_a_body_is_two_wraps() -> None:
         assert difference.explained_counts() == {"wrapped": 2}, summary
         assert "0 (Sequential) wraps the old 0, 1, 2, 3, now 0.0, 0.1, 0.2, 0.3" in summary
         assert "1 (Sequential) wraps the old 4, 5, 6, 7, now 1.0, 1.1, 1.2, 1.3" in summary
+
+
+def test_a_named_backbone_wrapped_whole_with_a_head_and_a_layer_changed_is_one_wrap() -> None:
+    """ResNet-18 as a Sequential of its named stages, one activation made a SiLU, wrapped as
+    `Sequential(backbone=..., head=Linear)`. Found by review of a rule that kept the model's
+    call the model's: it read as `backbone` wrapping every old stage, and name-free as `fc`
+    inserted and changed into the head. A backbone holding all the model's children is the
+    model."""
+    torch.manual_seed(0)
+    resnet = torchvision.models.resnet18(weights=None).eval()
+    names = ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool"]
+    old = nn.Sequential(
+        OrderedDict([*((name, getattr(resnet, name)) for name in names), ("flatten", nn.Flatten()),
+                     ("fc", resnet.fc)])
+    )  # fmt: skip
+    backbone = copy.deepcopy(old)
+    backbone.layer2[0].relu = nn.SiLU()
+    new = nn.Sequential(OrderedDict(backbone=backbone, head=nn.Linear(1000, 10)))
+    image = torch.randn(1, 3, 32, 32)
+    before, after = trace_forward(old, image), trace_forward(new, image)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {
+            "wrapped": 1, "type changed": 2, "inserted": 1,
+        }, summary  # fmt: skip
+        assert "<root> (Sequential) wraps the old model, now backbone" in summary, summary
+        assert "1 call inserted: head (Linear) after backbone" in summary, summary
+
+
+class _ThreeLayers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def test_a_stage_made_a_subclass_inside_a_new_wrapper_leaves_its_parent_in_place() -> None:
+    """`proj.ffn` made a `Stage` inside a new `proj.body`, beside `proj.enc`. Found by review
+    of the rule that pairs a subclass as a type change: `proj wraps the old proj, now
+    proj.body` and `proj.enc moved into proj`. A parent named by a word that keeps as many
+    children under its name as the wrapper holds stays the parent."""
+    torch.manual_seed(0)
+    ffn = nn.Sequential(_ThreeLayers(), nn.Sigmoid(), _ThreeLayers(), nn.Tanh())
+    old = nn.Sequential(
+        OrderedDict(head=_ThreeLayers(), proj=nn.Sequential(OrderedDict(ffn=ffn, enc=nn.ReLU())))
+    )
+    body = nn.Sequential(Stage(*ffn))
+    new = nn.Sequential(
+        OrderedDict(head=old.head, proj=nn.Sequential(OrderedDict(body=body, enc=old.proj.enc)))
+    )
+    now = _paths_by_identity(old, new)
+    # `proj.enc` keeps its path: it was moved nowhere.
+    assert [now[path] for path in ("proj.enc", "proj.ffn", "proj.ffn.0")] == [
+        "proj.enc", None, "proj.body.0.0",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert summary.splitlines()[0].endswith(": 1 wrap, 1 call type changed"), summary
+    assert "proj.body (Sequential) wraps the old proj.ffn, now proj.body.0 (" in summary
+    assert "type changed at proj.body.0: Sequential -> Stage" in summary, summary

@@ -12,7 +12,10 @@ model: its stage flattened, not the model unwrapped around the stage), or where 
 call also holds most of its other calls (a flatten keeps them in place).
 
 A call of another class pairs only where it holds the same number of calls, the paired
-ones the very partners (a stage made a subclass reads `type changed`, not a wrapper).
+ones the very partners (a stage made a subclass reads `type changed`, not a wrapper). Of a
+new call and one around it of the old call's class, the one around it pairs where the inner
+one leaves half the old call's children or more outside it (`_outer_first`: a backbone
+regrouped as a stem and a body is two wraps inside the model).
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ def pair_containers(
         else {}
     )
     dice_of: dict[int, float] = {}  # old calls paired here -> the Dice they paired by
+    # The classes of the old calls without a partner: this pass pairs only calls with nested
+    # calls, so the layers among them stay unpaired throughout it.
+    unpaired_old = Counter(
+        line.module_type for index, line in enumerate(old_tree.lines) if index not in old_to_new
+    )
     for start in range(len(old_tree.lines) - 1, -1, -1):
         if start in old_to_new or not old_tree.children[start]:
             continue
@@ -50,7 +58,9 @@ def pair_containers(
         waiting = [start]
         while waiting:
             old_index = waiting.pop()
-            best = _best_candidate(old_tree, new_tree, old_index, old_to_new, new_to_old, dice_of)
+            best = _best_candidate(
+                (old_tree, new_tree), (old_to_new, new_to_old), old_index, dice_of, unpaired_old
+            )
             if best is None:
                 continue
             dice, candidate = best
@@ -85,23 +95,57 @@ def _take(
     if taken_by is not None:  # a call nested in this one paired here by a lower Dice
         del old_to_new[taken_by], dice_of[taken_by]
         waiting.append(taken_by)
-    elif named:
+    elif named:  # a named comparison
         candidate = _stays_by_name(old_tree, new_tree, old_index, candidate, named, maps)
     old_to_new[old_index], new_to_old[candidate] = candidate, old_index
     dice_of[old_index] = dice
 
 
 def _best_candidate(
-    old_tree: CallTree,
-    new_tree: CallTree,
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
     old_index: int,
-    old_to_new: dict[int, int],
-    new_to_old: dict[int, int],
     dice_of: dict[int, float],
+    unpaired_old: Counter[str],
 ) -> tuple[float, int] | None:
     """The Dice and the new call of the old call's class that hold most of its nested
     calls' partners, or None where none holds half; a new call paired in this pass with a
     call nested in this one counts where this one shares more with it."""
+    (old_tree, new_tree), (_, new_to_old) = trees, maps
+    votes, paired_nested = _votes(trees, maps, old_index, dice_of)
+    eligible: dict[int, float] = {}
+    for candidate, common in votes.items():
+        dice = 2 * common / (old_tree.size(old_index) + new_tree.size(candidate) - 2)
+        if _eligible(trees, maps, (old_index, candidate), (common, paired_nested, dice), dice_of):
+            eligible[candidate] = dice
+    if not eligible:
+        return None
+    old_line = old_tree.lines[old_index]
+
+    def rank(candidate: int) -> tuple[float, bool, bool, int]:
+        line = new_tree.lines[candidate]
+        same = line.module_type == old_line.module_type
+        return eligible[candidate], same, line.path == old_line.path, -candidate
+
+    candidate = max(eligible, key=rank)
+    candidate = _outer_first(trees, maps, (old_index, candidate), eligible, unpaired_old)
+    holder = new_to_old.get(candidate)
+    # A flatten takes the pair from the call nested in this one at that call's Dice, so an
+    # unwrapped call around this one cannot take it back by a Dice lower still.
+    dice = eligible[candidate]
+    return (max(dice, dice_of[holder]) if holder is not None else dice), candidate
+
+
+def _votes(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    dice_of: dict[int, float],
+) -> tuple[Counter[int], int]:
+    """For each new call, how many of the old call's nested calls have their partner in it
+    (a call paired in this pass with one nested in the old call counts), and how many of
+    the old call's nested calls have a partner."""
+    (old_tree, new_tree), (old_to_new, new_to_old) = trees, maps
     end = old_tree.ends[old_index]
     votes: Counter[int] = Counter()
     paired_nested = 0
@@ -114,58 +158,108 @@ def _best_candidate(
             holder = new_to_old.get(ancestor)
             if holder is None or (holder in dice_of and old_index < holder < end):
                 votes[ancestor] += 1
-    module_type = old_tree.lines[old_index].module_type
-    old_path = old_tree.lines[old_index].path
-    trees, maps = (old_tree, new_tree), (old_to_new, new_to_old)
-    best: tuple[int, float, int, int, int] | None = None
-    for candidate, common in votes.items():
-        dice = 2 * common / (old_tree.size(old_index) + new_tree.size(candidate) - 2)
-        # A call of another class pairs only where it holds as many calls as the old one
-        # and the paired ones are exactly the partners of those nested in the old call (a
-        # stage made a subclass: `type changed`), and where no call of its own class
-        # shares more; otherwise it reads as a wrapper around the old call's partners.
-        same_type = new_tree.lines[candidate].module_type == module_type
-        if not same_type and not (
-            new_tree.size(candidate) == old_tree.size(old_index)
-            and common == paired_nested == _paired_within(new_tree, candidate, new_to_old)
-        ):
-            continue
-        holder = new_to_old.get(candidate)
-        takes = (
-            holder is not None
-            and same_type
-            and _takes_from_nested(trees, maps, old_index, holder, candidate)
-        )
-        # The model takes the model's call from a stage at any share: a stage flattened
-        # into the model lends it calls the stage's Dice does not count.
-        if dice < _DICE_ENOUGH and not (takes and _both_top_level(trees, old_index, candidate)):
-            continue
-        if holder is not None and dice <= dice_of[holder] and not takes:
-            continue
-        # The model's call pairs with the model's of its class first, where that holds more
-        # than one call (the model wrapped whole holds one): layers grouped read as wraps
-        # inside it, as a stage flattened reads as an unwrap.
-        model = int(
-            same_type
-            and _both_top_level(trees, old_index, candidate)
-            and len(new_tree.children[candidate]) > 1
-        )
-        key = (
-            model,
-            dice,
-            int(same_type),
-            int(new_tree.lines[candidate].path == old_path),
-            -candidate,
-        )
-        if best is None or key > best:
-            best = key
-    if best is None:
-        return None
-    candidate = -best[4]
+    return votes, paired_nested
+
+
+def _eligible(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    calls: tuple[int, int],
+    shares: tuple[int, int, float],
+    dice_of: dict[int, float],
+) -> bool:
+    """Whether the new call may pair with the old one (`calls`), given how many of the old
+    call's nested calls it holds, how many of those have partners, and their Dice (`shares`)."""
+    (old_tree, new_tree), (_, new_to_old) = trees, maps
+    old_index, candidate = calls
+    common, paired_nested, dice = shares
+    # A call of another class pairs only where it holds as many calls as the old one and
+    # the paired ones are exactly the partners of those nested in the old call (a stage
+    # made a subclass: `type changed`), and where no call of its own class shares more;
+    # otherwise it reads as a wrapper around the old call's partners.
+    same_type = new_tree.lines[candidate].module_type == old_tree.lines[old_index].module_type
+    if not same_type and not (
+        new_tree.size(candidate) == old_tree.size(old_index)
+        and common == paired_nested == _paired_within(new_tree, candidate, new_to_old)
+    ):
+        return False
     holder = new_to_old.get(candidate)
-    # A flatten takes the pair from the call nested in this one at that call's Dice, so an
-    # unwrapped call around this one cannot take it back by a Dice lower still.
-    return max(best[1], dice_of[holder]) if holder is not None else best[1], candidate
+    takes = (
+        holder is not None
+        and same_type
+        and _takes_from_nested(trees, maps, old_index, holder, candidate)
+    )
+    # The model takes the model's call from a stage at any share: a stage flattened into
+    # the model lends it calls the stage's Dice does not count.
+    if dice < _DICE_ENOUGH and not (takes and _both_top_level(trees, old_index, candidate)):
+        return False
+    return holder is None or dice > dice_of[holder] or takes
+
+
+def _outer_first(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    calls: tuple[int, int],
+    eligible: dict[int, float],
+    unpaired_old: Counter[str],
+) -> int:
+    """`best`, or the nearest call of the old call's class around it where `best` leaves
+    half of the old call's children or more outside it, inside that call: layers grouped
+    into a stem and a body are two wraps inside the model, not the model wrapped and its
+    stem moved out (the unpaired leaves beside a stage lower the Dice of the call that
+    holds both). A model wrapped whole, with a head beside it, keeps `best`, which holds
+    all its children; so does a stage wrapped with a layer after it."""
+    old_tree, new_tree = trees
+    old_index, best = calls
+    module_type = old_tree.lines[old_index].module_type
+    top_level = old_tree.parents[old_index] == NO_PARENT
+    for outer in new_tree.ancestors(best):
+        if (
+            outer in eligible
+            and (top_level or new_tree.parents[outer] != NO_PARENT)
+            and new_tree.lines[outer].module_type == module_type
+            and _keeps_children_outside(trees, maps, old_index, (best, outer), unpaired_old)
+        ):
+            return outer
+    return best
+
+
+def _keeps_children_outside(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    calls: tuple[int, int],
+    unpaired_old: Counter[str],
+) -> bool:
+    """Whether half of the old call's children or more are in the new call `outer` but not
+    in `inner` (`calls`): paired there, or of a class an unpaired new call there has
+    (counted once) that the unpaired old calls outside this one leave over."""
+    (old_tree, new_tree), (old_to_new, new_to_old) = trees, maps
+    inner, outer = calls
+    in_inner = range(inner, new_tree.ends[inner])
+    in_outer = range(outer + 1, new_tree.ends[outer])
+    found = 0
+    unpaired: Counter[str] = Counter()
+    for child in old_tree.children[old_index]:
+        partner = old_to_new.get(child)
+        if partner is None:
+            unpaired[old_tree.lines[child].module_type] += 1
+        elif partner in in_outer and partner not in in_inner:
+            found += 1
+    left = Counter(
+        new_tree.lines[index].module_type
+        for index in in_outer
+        if index not in in_inner and index not in new_to_old
+    )
+    # The unpaired old calls outside this one may be those: they do not count.
+    left.subtract(unpaired_old)
+    left.update(
+        old_tree.lines[index].module_type
+        for index in range(old_index, old_tree.ends[old_index])
+        if index not in old_to_new
+    )
+    found += sum((unpaired & +left).values())
+    return 2 * found >= len(old_tree.children[old_index])
 
 
 def _paired_within(tree: CallTree, index: int, paired: dict[int, int]) -> int:
@@ -269,4 +363,7 @@ def _stays_by_name(
         parent = new_tree.parents[partner]
         to_same += parent == same
         to_best += parent == best
-    return same if to_same > to_best else best
+    # A tie goes to the name where it is a word (`proj`), which says what a call is; a
+    # number says only where it is, and a model wrapped whole renumbers its stages.
+    named_by_word = not call_keys.numbered(old_tree.lines[old_index].path)
+    return same if to_same > to_best or (named_by_word and to_same == to_best > 0) else best
