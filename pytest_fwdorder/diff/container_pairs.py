@@ -295,9 +295,9 @@ def _holds_the_rest(
     holder: int,
     candidate: int,
 ) -> bool:
-    """Whether the new call `holder` (nested in the old call) took also holds most of the
-    old call's other nested calls: `holder` flattened into the old call, not the old call
-    unwrapped around it.
+    """Whether `candidate`, which the old call `holder` nested in this one holds, also holds
+    most of this call's other nested calls: `holder` flattened into this call, not this
+    call unwrapped around it.
 
     With the holder's pair, the calls of the old one outside the holder would be read as
     moved into it, or removed while look-alikes are inserted there; a flatten keeps them
