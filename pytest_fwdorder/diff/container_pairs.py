@@ -108,9 +108,10 @@ def _best_candidate(
     dice_of: dict[int, float],
     unpaired_old: Counter[str],
 ) -> tuple[float, int] | None:
-    """The Dice and the new call of the old call's class that hold most of its nested
-    calls' partners, or None where none holds half; a new call paired in this pass with a
-    call nested in this one counts where this one shares more with it."""
+    """The Dice and the new call that holds most of the old call's nested calls' partners
+    (of its class, or of another holding exactly them: `_eligible`), or the call of its
+    class around that one (`_outer_first`); None where none holds half. A new call paired
+    in this pass with a call nested in this one counts where this one shares more."""
     (old_tree, new_tree), (_, new_to_old) = trees, maps
     votes, paired_nested = _votes(trees, maps, old_index, dice_of)
     eligible: dict[int, float] = {}
