@@ -185,16 +185,18 @@ def _eligible(
     ):
         return False
     holder = new_to_old.get(candidate)
-    takes = (
-        holder is not None
-        and same_type
-        and _takes_from_nested(trees, maps, old_index, holder, candidate)
-    )
-    # The model takes the model's call from a stage at any share: a stage flattened into
-    # the model lends it calls the stage's Dice does not count.
-    if dice < _DICE_ENOUGH and not (takes and _both_top_level(trees, old_index, candidate)):
-        return False
-    return holder is None or dice > dice_of[holder] or takes
+    if holder is None:
+        return dice >= _DICE_ENOUGH
+    if dice >= _DICE_ENOUGH and dice > dice_of[holder]:
+        return True
+    # Taking the pair from a nested call is asked only where the Dice alone does not give
+    # it: `_holds_the_rest` reads every call in the old one.
+    takes = same_type and _takes_from_nested(trees, maps, old_index, holder, candidate)
+    if dice < _DICE_ENOUGH:
+        # The model takes the model's call from a stage at any share: a stage flattened
+        # into the model lends it calls the stage's Dice does not count.
+        return takes and _both_top_level(trees, old_index, candidate)
+    return takes
 
 
 def _outer_first(
