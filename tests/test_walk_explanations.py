@@ -1313,3 +1313,34 @@ def test_a_stage_made_a_subclass_inside_a_new_wrapper_leaves_its_parent_in_place
     assert summary.splitlines()[0].endswith(": 1 wrap, 1 call type changed"), summary
     assert "proj.body (Sequential) wraps the old proj.ffn, now proj.body.0 (" in summary
     assert "type changed at proj.body.0: Sequential -> Stage" in summary, summary
+
+
+def test_a_stage_flattened_into_a_stage_that_holds_layers_of_its_own_is_that_stage_unwrapped() -> (
+    None
+):
+    """`S(Tanh, GELU, S(Linear, S(Hardtanh, Linear)), Linear)` inside the model, its third
+    child flattened into it: the outer stage read as unwrapped (`the old 1.2 is now 1`), its
+    Tanh, GELU and last Linear silently moved into the inner one. The inner stage's nested
+    calls pair before the outer's own layers do, so the outer shared too small a part to
+    take its own call back; it does where the new call holds the rest of its calls too."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.Hardtanh(), nn.Linear(8, 8)))
+    stage = nn.Sequential(nn.Tanh(), nn.GELU(), inner, nn.Linear(8, 8))
+    old = nn.Sequential(nn.LogSigmoid(), stage, nn.Sigmoid())
+    new = nn.Sequential(old[0], nn.Sequential(stage[0], stage[1], *inner, stage[3]), old[2])
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("1", "1.2", "1.2.0", "1.2.1", "1.3")] == [
+        None, None, "1.2", "1.3", "1.4",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.explained_counts() == {"unwrapped": 1, "renamed": 1}, named.summary()
+    assert "1 call renamed: 1.3 (Linear) -> 1.4" in named.summary()
+    assert name_free.explained_counts() == {"unwrapped": 1}, name_free.summary()
+    for difference in (named, name_free):
+        summary = difference.summary()
+        assert "1.2 (Sequential) unwrapped: the old 1.2.0, 1.2.1 are now 1.2, 1.3" in summary
+        assert "is now 1 " not in summary, summary

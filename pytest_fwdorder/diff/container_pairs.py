@@ -191,12 +191,9 @@ def _eligible(
         return True
     # Taking the pair from a nested call is asked only where the Dice alone does not give
     # it: `_holds_the_rest` reads every call in the old one.
-    takes = same_type and _takes_from_nested(trees, maps, old_index, holder, candidate)
-    if dice < _DICE_ENOUGH:
-        # The model takes the model's call from a stage at any share: a stage flattened
-        # into the model lends it calls the stage's Dice does not count.
-        return takes and _both_top_level(trees, old_index, candidate)
-    return takes
+    # At any share: a stage flattened into its parent lends the parent calls the stage's
+    # Dice does not count, and the parent's own layers pair only later.
+    return same_type and _takes_from_nested(trees, maps, old_index, holder, candidate)
 
 
 def _outer_first(
