@@ -1344,3 +1344,25 @@ def test_a_stage_flattened_into_a_stage_that_holds_layers_of_its_own_is_that_sta
         summary = difference.summary()
         assert "1.2 (Sequential) unwrapped: the old 1.2.0, 1.2.1 are now 1.2, 1.3" in summary
         assert "is now 1 " not in summary, summary
+
+
+def test_a_layer_moved_out_before_its_stage_is_one_move_not_look_alikes_swapped() -> None:
+    """`S(Linear, ReLU6, S(Linear, LeakyReLU, Linear, Linear))`, the stage's first Linear
+    moved out before it: the stage's children, renumbered, paired by number first (the old
+    `2.2`, a Linear, with the new `3.2`, another), and the rest read as the Linear and the
+    LeakyReLU swapped and the last Linear moved out. Their looks pair all three in order."""
+    torch.manual_seed(0)
+    stage = nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(), nn.Linear(8, 8), nn.Linear(8, 8))
+    old = nn.Sequential(nn.Linear(8, 8), nn.ReLU6(), stage)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    moved = stage[0]
+    del stage[0]  # the very stage, its first Linear now before it
+    after = trace_forward(nn.Sequential(old[0], old[1], moved, stage), inputs)
+    difference = before.diff(after)
+    summary = difference.summary()
+
+    assert difference.explained_counts() == {"moved": 1, "renamed": 4}, summary
+    assert "2.0 (Linear) moved to 2\n" in summary, summary
+    assert "4 calls renamed: 2 (Sequential) -> 3, 2.1 (LeakyReLU) -> 3.0," in summary, summary
+    assert "swapped" not in summary, summary

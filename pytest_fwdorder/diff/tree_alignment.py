@@ -31,6 +31,7 @@ from operator import itemgetter
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
+from pytest_fwdorder.diff.child_passes import child_passes
 from pytest_fwdorder.diff.container_pairs import pair_containers
 from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
 from pytest_fwdorder.diff.look_alike_order import pair_look_alikes_in_order
@@ -56,8 +57,6 @@ from pytest_fwdorder.diff.sibling_swaps import far_swaps
 from pytest_fwdorder.diff.wrapper_pairs import pair_left_in_wrappers
 from pytest_fwdorder.golden.format import GoldenLine
 
-# A pass of the children's pairing: its key, whether only keys found once pair, its near key.
-_Pass = tuple[Callable[[GoldenLine], Hashable], bool, Callable[[GoldenLine], Hashable] | None]
 _SMALLEST_SUBTREE = 2  # a single call pairs only inside a paired parent or by its path
 
 
@@ -339,10 +338,12 @@ class _Matcher:
         namesake = call_keys.identity if self.match_paths else call_keys.structure
         namesakes = (call_keys.within(namesake, old_prefix), call_keys.within(namesake, new_prefix))
         olds, news = self._pair_wrapped_namesakes(olds, news, *namesakes)
-        for key, unique_only, near in self._passes():
+        trees = (self.old_tree, self.new_tree)
+        passes = child_passes(trees, self.match_paths, (olds, news), held, (old_prefix, new_prefix))
+        for key, unique_only, near, wrapped_first in passes:
             # Children of a renamed parent are named within it (`layer4.0`, now `layer4.m.0`).
             old_key, new_key = call_keys.within(key, old_prefix), call_keys.within(key, new_prefix)
-            if key is call_keys.structure and not unique_only:
+            if wrapped_first:
                 # Before look-alikes pair in order or a same-path pairing reads as a type
                 # change: a wrapped or unwrapped single call.
                 olds, news = self._pair_wrapped_calls(
@@ -422,21 +423,6 @@ class _Matcher:
             ):
                 return True
         return False
-
-    def _passes(self) -> list[_Pass]:
-        """The keys children pair by, in turn, each unique on both sides first, and the near
-        key of the pass that pairs by the cheapest edit: name-free, look-alike children in
-        order, a call of the same class in place counted as changed (no path tells a
-        block's `bn1` from `bn2`)."""
-        near = None if self.match_paths else call_keys.module_type
-        passes: list[_Pass] = [
-            (call_keys.structure, True, None),
-            (call_keys.structure, False, near),
-            (call_keys.path, False, None),
-        ]
-        if self.match_paths:
-            passes[:0] = [(call_keys.identity, True, None), (call_keys.identity, False, None)]
-        return passes
 
     def _renamed_prefixes(self, old_parent: int) -> tuple[str, str]:
         """The paths of a paired parent and its partner with a `.` (the model's: none) where
