@@ -1366,3 +1366,40 @@ def test_a_layer_moved_out_before_its_stage_is_one_move_not_look_alikes_swapped(
     assert "2.0 (Linear) moved to 2\n" in summary, summary
     assert "4 calls renamed: 2 (Sequential) -> 3, 2.1 (LeakyReLU) -> 3.0," in summary, summary
     assert "swapped" not in summary, summary
+
+
+def test_a_stage_flattened_into_the_model_as_a_layer_moves_between_its_stages() -> None:
+    """A stage of three stages flattened into the model as a LeakyReLU moves from its second
+    stage into its first. Only the third stage, unchanged, paired whole; the model's new
+    stage 1 (the old first stage) then paired with the old stage 1 by its number, and the
+    rest read as 3 moves, 2 type changes, 5 calls inserted and 5 removed. With the third
+    stage's call now in the model, stage 1 was unwrapped and lent its stages to it, which
+    pair in order. The unwrap also counted the LeakyReLU among the calls renamed under it
+    and never said it moved: a call whose new parent is not its old parent's partner did
+    not come with the unwrapped stages."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+    first = nn.Sequential(inner, nn.LogSigmoid(), nn.Softplus())
+    deep = nn.Sequential(nn.CELU(), nn.LeakyReLU(0.2), nn.Tanhshrink())
+    second = nn.Sequential(nn.Hardswish(), deep)
+    third = nn.Sequential(nn.ELU(), nn.Linear(8, 8))
+    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(first, second, third))
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    moved = deep[1]
+    del deep[1]
+    inner.insert(1, moved)  # the very modules: `first`, `second`, `third` are now 1, 2, 3
+    after = trace_forward(nn.Sequential(old[0], first, second, third), inputs)
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.summary().splitlines()[1:] == [
+        "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3 (15 calls renamed "
+        "under it)",
+        "1.1.1.1 (LeakyReLU) moved to 1.0.1",
+    ], named.summary()
+    assert name_free.summary().splitlines()[1:] == [
+        "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3",
+        "1.1.1.1 (LeakyReLU) moved to 1.0.1",
+    ], name_free.summary()
+    for difference in (named, name_free):
+        assert difference.explained_counts() == {"unwrapped": 1, "moved": 1}

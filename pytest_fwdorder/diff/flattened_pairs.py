@@ -29,11 +29,14 @@ def flattened_pairs(
     news: list[int],
     paired_old: Container[int],
     key: Callable[[GoldenLine], Hashable],
+    unwrapped: Container[int] = (),
 ) -> list[tuple[int, int]]:
     """Pairs of unpaired old stages' calls with the new calls they became, among the
     unpaired children `olds` and `news` of two paired calls; none unless two stages or more
     (of a class no call in `news` has, none of their calls paired) may have lent calls: one
-    flattened and one left out or made another class read so, each whole."""
+    flattened and one left out or made another class read so, each whole. A stage in
+    `unwrapped` (one of its calls is paired with a child of the new parent already) lent
+    its unpaired calls, whatever its class, and is enough alone."""
     old_tree, new_tree = trees
     # A stage whose class a new call has may be that call, changed: only stages of a class
     # gone from the new calls are read as flattened.
@@ -41,9 +44,16 @@ def flattened_pairs(
     expanded: list[int] = []
     inside: set[int] = set()
     stages = 0
+    known = False
     for old_index in olds:
         children = old_tree.children[old_index]
-        if (
+        if old_index in unwrapped:
+            lent = [child for child in children if child not in paired_old]
+            expanded += lent
+            inside.update(lent)
+            stages += 1
+            known = True
+        elif (
             children
             and old_tree.lines[old_index].module_type not in new_types
             and not any(child in paired_old for child in children)
@@ -53,7 +63,9 @@ def flattened_pairs(
             stages += 1
         else:
             expanded.append(old_index)
-    if stages < _FEWEST_STAGES or len(expanded) * len(news) > _MOST_CELLS:
+    if not inside or (stages < _FEWEST_STAGES and not known):
+        return []
+    if len(expanded) * len(news) > _MOST_CELLS:
         return []
     old_keys = [key(old_tree.lines[i]) for i in expanded]
     new_keys = [key(new_tree.lines[j]) for j in news]

@@ -293,8 +293,7 @@ class _Matcher:
                 )  # fmt: skip
                 for pair in in_place:
                     self.pair(*pair)
-                if old_parent != NO_PARENT:
-                    self._pair_flattened(olds, news)
+                self._pair_flattened(olds, news, new_parent)
                 olds = [i for i in olds if i not in self.old_to_new]
                 news = [j for j in news if j not in self.new_to_old]
                 if olds and news:  # else all kept their places (`children_in_place`)
@@ -311,12 +310,26 @@ class _Matcher:
                 if i in self.old_to_new and i not in self.recovered
             ]
 
-    def _pair_flattened(self, olds: list[int], news: list[int]) -> None:
-        """Stages flattened into their parent, paired in order (diff/flattened_pairs.py)."""
+    def _pair_flattened(self, olds: list[int], news: list[int], new_parent: int) -> None:
+        """Stages flattened into their parent, paired in order (diff/flattened_pairs.py):
+        among them, stages one of whose calls is paired with a call now in the new parent."""
         olds = [i for i in olds if i not in self.old_to_new]
         news = [j for j in news if j not in self.new_to_old]
         trees = (self.old_tree, self.new_tree)
-        for pair in flattened_pairs(trees, olds, news, self.old_to_new, call_keys.structure):
+        new_parents = self.new_tree.parents
+        unwrapped = {
+            i
+            for i in olds
+            if any(
+                child in self.old_to_new and new_parents[self.old_to_new[child]] == new_parent
+                for child in self.old_tree.children[i]
+            )
+        }
+        if new_parent == NO_PARENT and not unwrapped:
+            return  # the model's own calls: only a stage known unwrapped lent them calls
+        for pair in flattened_pairs(
+            trees, olds, news, self.old_to_new, call_keys.structure, unwrapped
+        ):
             self.pair(*pair)
 
     def pair_lone_in_wrappers(self) -> None:

@@ -116,30 +116,40 @@ class _Finder:
         in a name-free comparison)."""
         if self.name_free:
             return 0
-        count = 0
-        for root in new_roots:
-            for index in range(root, self.new_tree.ends[root]):
-                old_index = self.new_to_old.get(index)
-                if old_index is not None and (
-                    self.old_names[old_index].path != self.new_names[index].path
-                ):
-                    count += 1
-        return count
+        return sum(
+            self.old_names[old_index].path != self.new_names[index].path
+            for index, old_index in self._held_in(new_roots)
+        )
 
     def explain_subtrees(self, new_roots: list[int]) -> tuple[frozenset[int], frozenset[int]]:
         """Mark the paired calls of these new subtrees and their partners explained; returns
         them (old, new). A call inserted inside is not explained: it is said on its own."""
-        olds: set[int] = set()
-        news: set[int] = set()
-        for root in new_roots:
-            for index in range(root, self.new_tree.ends[root]):
-                old_index = self.new_to_old.get(index)
-                if old_index is not None:
-                    news.add(index)
-                    olds.add(old_index)
+        held = list(self._held_in(new_roots))
+        olds = frozenset(old_index for _, old_index in held)
+        news = frozenset(index for index, _ in held)
         self.explained_old |= olds
         self.explained_new |= news
-        return frozenset(olds), frozenset(news)
+        return olds, news
+
+    def _held_in(self, new_roots: list[int]) -> Iterator[tuple[int, int]]:
+        """The paired calls (new, old) of these new subtrees that came with them: a call
+        nested in a root whose parent was not its old parent's partner came from elsewhere
+        (a Linear moved into a stage that was unwrapped), and is a move of its own, with
+        the calls under it."""
+        for root in new_roots:
+            index, end = root, self.new_tree.ends[root]
+            while index < end:
+                old_index = self.new_to_old.get(index)
+                if old_index is None:
+                    index += 1
+                elif index != root and self.expected_parent(old_index) not in (
+                    self.new_tree.parents[index],
+                    _UNPAIRED,
+                ):
+                    index = self.new_tree.ends[index]
+                else:
+                    yield index, old_index
+                    index += 1
 
     def old_name(self, index: int) -> str:
         name = self.old_names[index].name
