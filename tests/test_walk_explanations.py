@@ -1403,3 +1403,32 @@ def test_a_stage_flattened_into_the_model_as_a_layer_moves_between_its_stages() 
     ], name_free.summary()
     for difference in (named, name_free):
         assert difference.explained_counts() == {"unwrapped": 1, "moved": 1}
+
+
+def test_a_stage_flattened_as_the_layer_after_it_is_wrapped_is_an_unwrap_and_a_wrap() -> None:
+    """`S(S(GELU, LeakyReLU, Linear), Softplus, SELU)`: the inner stage flattened and the
+    Softplus wrapped in a Sequential of its own. The two Sequentials paired by their looks
+    alone, and the rest read as two layers moved, a type change and a GELU inserted. A
+    stage whose layers now run side by side in its parent, in its order, lent them."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.GELU(), nn.LeakyReLU(), nn.Linear(8, 8))
+    stage = nn.Sequential(inner, nn.Softplus(), nn.SELU())
+    old = nn.Sequential(nn.ReLU6(), stage)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    wrapper = nn.Sequential(stage[1])
+    selu = stage[2]
+    for name in list(stage._modules):
+        del stage._modules[name]
+    for index, layer in enumerate([*inner, wrapper, selu]):
+        stage.add_module(str(index), layer)  # the very stage, holding its old layers
+    after = trace_forward(old, inputs)
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.summary().splitlines()[1:] == [
+        "1.3 (Sequential) wraps the old 1.1, now 1.3.0 (1 call renamed under it)",
+        "1.0 (Sequential) unwrapped: the old 1.0.0, 1.0.1, 1.0.2 are now 1.0, 1.1, 1.2 (3 calls "
+        "renamed under it)",
+        "1 call renamed: 1.2 (SELU) -> 1.4",
+    ], named.summary()
+    assert name_free.explained_counts() == {"wrapped": 1, "unwrapped": 1}, name_free.summary()

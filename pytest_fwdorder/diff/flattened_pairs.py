@@ -41,13 +41,14 @@ def flattened_pairs(
     # A stage whose class a new call has may be that call, changed: only stages of a class
     # gone from the new calls are read as flattened.
     new_types = {new_tree.lines[j].module_type for j in news}
+    new_keys = [key(new_tree.lines[j]) for j in news]
     expanded: list[int] = []
     inside: set[int] = set()
     stages = 0
     known = False
     for old_index in olds:
         children = old_tree.children[old_index]
-        if old_index in unwrapped:
+        if old_index in unwrapped or _run_among(old_tree, children, new_tree, news, new_keys, key):
             lent = [child for child in children if child not in paired_old]
             expanded += lent
             inside.update(lent)
@@ -68,7 +69,6 @@ def flattened_pairs(
     if len(expanded) * len(news) > _MOST_CELLS:
         return []
     old_keys = [key(old_tree.lines[i]) for i in expanded]
-    new_keys = [key(new_tree.lines[j]) for j in news]
     # The calls before the first stage keep their places: a flatten renumbers only what
     # follows it. Read in order with the rest, the stem's norm and activation were taken for
     # a stage's look-alikes.
@@ -78,6 +78,34 @@ def flattened_pairs(
         for a, b in _common_run(old_keys[kept:], new_keys[kept:])
     ]
     return [(i, j) for i, j in pairs if i in inside]
+
+
+def _run_among(
+    old_tree: CallTree,
+    children: list[int],
+    new_tree: CallTree,
+    news: list[int],
+    new_keys: list[Hashable],
+    key: Callable[[GoldenLine], Hashable],
+) -> bool:
+    """Whether a stage's calls, two or more and none with nested calls, are found one after
+    another among `news`, also without nested calls (their keys `new_keys`): the stage's
+    layers now the parent's own, side by side, whatever the stage's class. A container's
+    look says too little (any Sequential of one shape is like any other) to tell so."""
+    count = len(children)
+    if (
+        count < _FEWEST_STAGES
+        or count > len(news)
+        or any(map(old_tree.children.__getitem__, children))
+    ):
+        return False
+    keys = [key(old_tree.lines[child]) for child in children]
+    return any(
+        new_keys[start : start + count] == keys
+        and not any(new_tree.children[j] for j in news[start : start + count])
+        for start in range(len(news) - count + 1)
+        if new_keys[start] == keys[0]
+    )
 
 
 def _kept_before(old_keys: list[Hashable], new_keys: list[Hashable], first_stage: int) -> int:
