@@ -1432,3 +1432,32 @@ def test_a_stage_flattened_as_the_layer_after_it_is_wrapped_is_an_unwrap_and_a_w
         "1 call renamed: 1.2 (SELU) -> 1.4",
     ], named.summary()
     assert name_free.explained_counts() == {"wrapped": 1, "unwrapped": 1}, name_free.summary()
+
+
+def test_a_stage_flattened_with_a_layer_copied_in_it_leaves_the_stages_after_it_in_order() -> None:
+    """`S(S(ReLU, Linear, ReLU, Linear), S(Linear, Hardsigmoid), Linear, S(SiLU, Hardswish))`,
+    the first stage flattened with a copy of its last Linear after it. The Linear after the
+    second stage paired with the first Linear left over, before that stage, and read as
+    the two swapped. Numbered children paired already now hold the others in order, as
+    they do without names."""
+    torch.manual_seed(0)
+    stage = nn.Sequential(nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+    old = nn.Sequential(
+        stage,
+        nn.Sequential(nn.Linear(8, 8), nn.Hardsigmoid()),
+        nn.Linear(8, 8),
+        nn.Sequential(nn.SiLU(), nn.Hardswish()),
+    )
+    inputs = torch.randn(2, 8)
+    new = nn.Sequential(*stage, copy.deepcopy(stage[3]), old[1], old[2], old[3])
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines()[1:] == [
+        "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2, 0.3 are now 0, 1, 2, 4 (4 calls "
+        "renamed under it)",
+        "1 (Sequential) -> 5 (3 calls renamed with it)",
+        "3 (Sequential) -> 7 (3 calls renamed with it)",
+        "1 call inserted: 3 (Linear) after 2 (ReLU)",
+        "1 call renamed: 2 (Linear) -> 6",
+    ], summary

@@ -342,7 +342,7 @@ class _Matcher:
         """Pairs among the unpaired children of two paired calls, in order: by path and
         class, then by class and shapes between those, then by path (or, name-free, in
         order) between all of those, a new wrapper left out; `held`: children paired already,
-        which the others pair around (name-free)."""
+        which the others pair around (name-free, or every name a number)."""
         lines = (self.old_tree.lines, self.new_tree.lines)
         pairs: list[tuple[int, int]] = []
         crossed: list[tuple[int, int]] = []
