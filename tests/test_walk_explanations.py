@@ -12,7 +12,7 @@ import torchvision
 from refactor_corpus import feed_forward_stack, without_module
 from torch import nn
 
-from pytest_fwdorder import structure_diff, trace_forward
+from pytest_fwdorder import Trace, structure_diff, trace_forward
 
 
 def resnet50(*, inplace: bool) -> nn.Module:
@@ -1460,4 +1460,95 @@ def test_a_stage_flattened_with_a_layer_copied_in_it_leaves_the_stages_after_it_
         "3 (Sequential) -> 7 (3 calls renamed with it)",
         "1 call inserted: 3 (Linear) after 2 (ReLU)",
         "1 call renamed: 2 (Linear) -> 6",
+    ], summary
+
+
+def _flatten_the_encoder_and_drop_the_heads_activation() -> tuple[Trace, Trace]:
+    """An encoder stage (an MLP block, a LayerNorm, a Dropout) flattened into the model as
+    the head stage loses its leading ReLU: the very modules, traced before and after."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+    encoder = nn.Sequential(block, nn.LayerNorm(8), nn.Dropout(0.1))
+    head = nn.Sequential(nn.ReLU(), nn.Linear(8, 8))
+    old = nn.Sequential(encoder, head, nn.Sigmoid()).eval()
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    del head[0]
+    return before, trace_forward(nn.Sequential(*encoder, head, old[2]).eval(), inputs)
+
+
+def test_a_stage_flattened_as_its_sibling_loses_a_layer_leaves_that_sibling_paired() -> None:
+    """Review: once the encoder lent its calls to the model, it stayed among the calls to
+    pair and, a Sequential of the same look, kept the head from pairing with its old self:
+    name-free, the head's Linear read as moved, the head as inserted and removed. A stage
+    that lent its calls is read as unwrapped, and left out of the pairing."""
+    before, after = _flatten_the_encoder_and_drop_the_heads_activation()
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.summary().splitlines()[1:] == [
+        "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2 are now 0, 1, 2 (6 calls renamed "
+        "under it)",
+        "1 call removed: 1.0 (ReLU) at the start of 1 (Sequential)",
+        "3 calls renamed: 1 (Sequential) -> 3, 1.1 (Linear) -> 3.0, 2 (Sigmoid) -> 4",
+    ], named.summary()
+    assert name_free.summary().splitlines()[1:] == [
+        "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2 are now 0, 1, 2",
+        "1 call removed: 1.0 (ReLU) at the start of 1",
+    ], name_free.summary()
+
+
+def test_a_stem_split_off_a_body_that_stays_is_two_moves_not_the_body_unwrapped() -> None:
+    """Review: `body = S(S(Linear, LayerNorm), GELU, Linear, GELU, Dropout)`, its first block
+    and GELU moved out before it. The block, paired already beside the body, made the body
+    read as flattened, and its last GELU was taken for the one moved out (`1.3 (GELU) moved
+    to 2`, `1.1 and 1.2 swapped`). A stage whose other calls a new call of its class holds,
+    first or last, stays that call."""
+    torch.manual_seed(0)
+    body = nn.Sequential(
+        nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8)),
+        nn.GELU(),
+        nn.Linear(8, 8),
+        nn.GELU(),
+        nn.Dropout(0.1),
+    )
+    old = nn.Sequential(nn.Linear(8, 8), body, nn.Linear(8, 8)).eval()
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    block, activation = body[0], body[1]
+    del body[0]
+    del body[0]
+    after = trace_forward(nn.Sequential(old[0], block, activation, body, old[2]).eval(), inputs)
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.summary().splitlines()[1:4] == [
+        "1.0 (Sequential, with 2 nested calls) moved to 1",
+        "1.1 (GELU) moved to 2",
+        "5 calls renamed: 1 (Sequential) -> 3, 1.2 (Linear) -> 3.0, 1.3 (GELU) -> 3.1, "
+        "1.4 (Dropout) -> 3.2, 2 (Linear) -> 4",
+    ], named.summary()
+    assert name_free.explained_counts() == {"moved": 2}, name_free.summary()
+    assert "1.1 (GELU) moved to 2" in name_free.summary()
+
+
+def test_a_stage_flattened_before_numbered_layers_renames_them_in_order() -> None:
+    """Review: stage 1 flattened into the model beside stage 0, in which a Linear is wrapped:
+    the model's `2, 3, 4` (Linear, ReLU, Linear), as many as the calls left to pair on the
+    other side, paired by number (the old `4` with the new `4`) and the ReLU read as moved.
+    Their looks pair all three in order."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    first = nn.Sequential(nn.SiLU(), nn.Linear(8, 8), nn.Hardswish(), inner, nn.Sigmoid())
+    second = nn.Sequential(nn.Sequential(nn.SiLU(), nn.GELU()), nn.LeakyReLU(), nn.SiLU())
+    old = nn.Sequential(first, second, nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8)).eval()
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    inner[0] = nn.Sequential(inner[0])
+    after = trace_forward(nn.Sequential(first, *second, *old[2:]).eval(), inputs)
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines()[1:] == [
+        "0.3.0 (Sequential) wraps the old 0.3.0, now 0.3.0.0 (1 call renamed under it)",
+        "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3 (5 calls renamed "
+        "under it)",
+        "3 calls renamed: 2 (Linear) -> 4, 3 (ReLU) -> 5, 4 (Linear) -> 6",
     ], summary

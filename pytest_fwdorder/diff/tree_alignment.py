@@ -293,8 +293,8 @@ class _Matcher:
                 )  # fmt: skip
                 for pair in in_place:
                     self.pair(*pair)
-                self._pair_flattened(olds, news, new_parent)
-                olds = [i for i in olds if i not in self.old_to_new]
+                lent = self._pair_flattened(olds, news, new_parent)
+                olds = [i for i in olds if i not in self.old_to_new and i not in lent]
                 news = [j for j in news if j not in self.new_to_old]
                 if olds and news:  # else all kept their places (`children_in_place`)
                     in_order, crossed = self._align_children(old_parent, olds, news, held)
@@ -310,27 +310,20 @@ class _Matcher:
                 if i in self.old_to_new and i not in self.recovered
             ]
 
-    def _pair_flattened(self, olds: list[int], news: list[int], new_parent: int) -> None:
-        """Stages flattened into their parent, paired in order (diff/flattened_pairs.py):
-        among them, stages one of whose calls is paired with a call now in the new parent."""
+    def _pair_flattened(self, olds: list[int], news: list[int], new_parent: int) -> set[int]:
+        """Stages flattened into their parent, paired in order (diff/flattened_pairs.py);
+        returns the stages known to have lent their calls, left unpaired (unwrapped)."""
         olds = [i for i in olds if i not in self.old_to_new]
         news = [j for j in news if j not in self.new_to_old]
         trees = (self.old_tree, self.new_tree)
-        new_parents = self.new_tree.parents
-        unwrapped = {
-            i
-            for i in olds
-            if any(
-                child in self.old_to_new and new_parents[self.old_to_new[child]] == new_parent
-                for child in self.old_tree.children[i]
-            )
-        }
-        if new_parent == NO_PARENT and not unwrapped:
-            return  # the model's own calls: only a stage known unwrapped lent them calls
-        for pair in flattened_pairs(
-            trees, olds, news, self.old_to_new, call_keys.structure, unwrapped
-        ):
+        flattened = flattened_pairs(
+            trees, (olds, news), new_parent, self.old_to_new, call_keys.structure
+        )
+        if new_parent == NO_PARENT and not flattened.lent:
+            return set()  # the model's own calls: only a stage known to lend lent them calls
+        for pair in flattened.pairs:
             self.pair(*pair)
+        return flattened.lent
 
     def pair_lone_in_wrappers(self) -> None:
         """Calls left between wrapped or unwrapped ones, paired by place (wrapper_pairs.py)."""
