@@ -1368,15 +1368,19 @@ def test_a_layer_moved_out_before_its_stage_is_one_move_not_look_alikes_swapped(
     assert "swapped" not in summary, summary
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known false reading: the rule that read it right (a stage one of whose calls "
+    "is paired in its parent lent it the rest) misread stems split off bodies and flattens "
+    "beside look-alikes in review, and was taken back",
+)
 def test_a_stage_flattened_into_the_model_as_a_layer_moves_between_its_stages() -> None:
     """A stage of three stages flattened into the model as a LeakyReLU moves from its second
     stage into its first. Only the third stage, unchanged, paired whole; the model's new
     stage 1 (the old first stage) then paired with the old stage 1 by its number, and the
-    rest read as 3 moves, 2 type changes, 5 calls inserted and 5 removed. With the third
-    stage's call now in the model, stage 1 was unwrapped and lent its stages to it, which
-    pair in order. The unwrap also counted the LeakyReLU among the calls renamed under it
-    and never said it moved: a call whose new parent is not its old parent's partner did
-    not come with the unwrapped stages."""
+    rest read as 3 moves, 2 type changes, 5 calls inserted and 5 removed. Reading stage 1 as
+    unwrapped once the third stage's call was paired in the model read it right, but that
+    rule was taken back (see the mark)."""
     torch.manual_seed(0)
     inner = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
     first = nn.Sequential(inner, nn.LogSigmoid(), nn.Softplus())
@@ -1405,11 +1409,16 @@ def test_a_stage_flattened_into_the_model_as_a_layer_moves_between_its_stages() 
         assert difference.explained_counts() == {"unwrapped": 1, "moved": 1}
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known false reading: the rule that read it right (a stage one of whose calls "
+    "is paired in its parent lent it the rest) misread stems split off bodies and flattens "
+    "beside look-alikes in review, and was taken back",
+)
 def test_a_stage_flattened_as_the_layer_after_it_is_wrapped_is_an_unwrap_and_a_wrap() -> None:
     """`S(S(GELU, LeakyReLU, Linear), Softplus, SELU)`: the inner stage flattened and the
     Softplus wrapped in a Sequential of its own. The two Sequentials paired by their looks
-    alone, and the rest read as two layers moved, a type change and a GELU inserted. A
-    stage whose layers now run side by side in its parent, in its order, lent them."""
+    alone, and the rest read as two layers moved, a type change and a GELU inserted."""
     torch.manual_seed(0)
     inner = nn.Sequential(nn.GELU(), nn.LeakyReLU(), nn.Linear(8, 8))
     stage = nn.Sequential(inner, nn.Softplus(), nn.SELU())
@@ -1434,12 +1443,17 @@ def test_a_stage_flattened_as_the_layer_after_it_is_wrapped_is_an_unwrap_and_a_w
     assert name_free.explained_counts() == {"wrapped": 1, "unwrapped": 1}, name_free.summary()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known false reading: the rule that read it right (a stage one of whose calls "
+    "is paired in its parent lent it the rest) misread stems split off bodies and flattens "
+    "beside look-alikes in review, and was taken back",
+)
 def test_a_stage_flattened_with_a_layer_copied_in_it_leaves_the_stages_after_it_in_order() -> None:
     """`S(S(ReLU, Linear, ReLU, Linear), S(Linear, Hardsigmoid), Linear, S(SiLU, Hardswish))`,
     the first stage flattened with a copy of its last Linear after it. The Linear after the
     second stage paired with the first Linear left over, before that stage, and read as
-    the two swapped. Numbered children paired already now hold the others in order, as
-    they do without names."""
+    the two swapped."""
     torch.manual_seed(0)
     stage = nn.Sequential(nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
     old = nn.Sequential(
@@ -1478,12 +1492,28 @@ def _flatten_the_encoder_and_drop_the_heads_activation() -> tuple[Trace, Trace]:
 
 
 def test_a_stage_flattened_as_its_sibling_loses_a_layer_leaves_that_sibling_paired() -> None:
-    """Review: once the encoder lent its calls to the model, it stayed among the calls to
-    pair and, a Sequential of the same look, kept the head from pairing with its old self:
-    name-free, the head's Linear read as moved, the head as inserted and removed. A stage
-    that lent its calls is read as unwrapped, and left out of the pairing."""
+    """Review: a rule that read a stage as flattened once one of its calls was paired in its
+    parent kept it among the calls to pair, where, a Sequential of the same look, it kept
+    the head from pairing with its old self: name-free, the head's Linear read as moved and
+    the head as inserted and removed. The rule was taken back; this guards the reading."""
     before, after = _flatten_the_encoder_and_drop_the_heads_activation()
-    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    assert name_free.summary().splitlines()[1:] == [
+        "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2 are now 0, 1, 2",
+        "1 call removed: 1.0 (ReLU) at the start of 1",
+    ], name_free.summary()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known false reading: named, the encoder's block and Dropout read as moved and "
+    "its LayerNorm as changed into the head's Linear",
+)
+def test_a_stage_flattened_as_its_sibling_loses_a_layer_named() -> None:
+    """The same, named: the truth, as the name-free comparison reads it, with names."""
+    before, after = _flatten_the_encoder_and_drop_the_heads_activation()
+    named = before.diff(after)
 
     assert named.summary().splitlines()[1:] == [
         "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2 are now 0, 1, 2 (6 calls renamed "
@@ -1491,10 +1521,6 @@ def test_a_stage_flattened_as_its_sibling_loses_a_layer_leaves_that_sibling_pair
         "1 call removed: 1.0 (ReLU) at the start of 1 (Sequential)",
         "3 calls renamed: 1 (Sequential) -> 3, 1.1 (Linear) -> 3.0, 2 (Sigmoid) -> 4",
     ], named.summary()
-    assert name_free.summary().splitlines()[1:] == [
-        "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2 are now 0, 1, 2",
-        "1 call removed: 1.0 (ReLU) at the start of 1",
-    ], name_free.summary()
 
 
 def test_a_stem_split_off_a_body_that_stays_is_two_moves_not_the_body_unwrapped() -> None:
@@ -1552,3 +1578,34 @@ def test_a_stage_flattened_before_numbered_layers_renames_them_in_order() -> Non
         "under it)",
         "3 calls renamed: 2 (Linear) -> 4, 3 (ReLU) -> 5, 4 (Linear) -> 6",
     ], summary
+
+
+def test_a_layer_moved_between_the_stages_of_an_unwrapped_stage_is_said_moved() -> None:
+    """A stage of four flattened into the model as a LeakyReLU moves from its second stage
+    into its first: the unwrap counted the LeakyReLU among the 21 calls renamed under it and
+    the summary never said it moved (`25 calls before, 24 after: 1 unwrap`). A call whose
+    new parent is not its old parent's partner did not come with the unwrapped stages."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+    first = nn.Sequential(block, nn.LogSigmoid(), nn.Softplus())
+    deep = nn.Sequential(nn.CELU(), nn.LeakyReLU(0.2), nn.Linear(8, 8), nn.Tanhshrink())
+    last = nn.Sequential(nn.ELU(), nn.Linear(8, 8), nn.Sequential(nn.Linear(8, 8), nn.SiLU()))
+    stage = nn.Sequential(first, nn.Sequential(nn.Hardswish(), deep), nn.Linear(8, 8), last)
+    old = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), stage)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    moved = deep[1]
+    del deep[1]
+    block.insert(1, moved)  # the very modules: the stage's four children now 2, 3, 4, 5
+    after = trace_forward(nn.Sequential(old[0], old[1], *stage), inputs)
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.summary().splitlines()[1:] == [
+        "2 (Sequential) unwrapped: the old 2.0, 2.1, 2.2, 2.3 are now 2, 3, 4, 5 (20 calls "
+        "renamed under it)",
+        "2.1.1.1 (LeakyReLU) moved to 2.0.1",
+    ], named.summary()
+    assert name_free.summary().splitlines()[1:] == [
+        "2 (Sequential) unwrapped: the old 2.0, 2.1, 2.2, 2.3 are now 2, 3, 4, 5",
+        "2.1.1.1 (LeakyReLU) moved to 2.0.1",
+    ], name_free.summary()

@@ -61,11 +61,12 @@ def _numbers_mislead(
     held: list[tuple[int, int]],
     prefixes: tuple[str, str],
 ) -> bool:
-    """Whether the children left to pair are numbered and their looks alone pair more of
-    them in order than their numbers first: a layer moved out of a Sequential renumbers
-    those after it, and the old `2`, now `1`, would pair with the new `2`, a look-alike, by
-    its number, reading the layers between as swapped (a stage flattened before them does
-    the same, though as many are left to pair on each side)."""
+    """Whether the children left to pair are numbered, fewer or more than they were, and
+    their looks alone pair more of them in order than their numbers first: a layer moved
+    out of a Sequential renumbers those after it, and the old `2`, now `1`, would pair with
+    the new `2`, a look-alike, by its number, reading the layers between as swapped."""
+    if len(olds) == len(news):
+        return False
     lines = (trees[0].lines, trees[1].lines)
     if not all(call_keys.numbered(lines[0][i].path) for i in olds) or not all(
         call_keys.numbered(lines[1][j].path) for j in news
@@ -77,9 +78,8 @@ def _numbers_mislead(
         call_keys.within(call_keys.identity, prefixes[0]),
         call_keys.within(call_keys.identity, prefixes[1]),
     )
-    # Numbers that cross (layers registered by name in another order) say a swap: they count.
-    by_number, crossed = pairs_around_held(held, *lines, olds, news, [], *numbers, unique_only=True)
+    by_number, _ = pairs_around_held(held, *lines, olds, news, [], *numbers, unique_only=True)
     with_numbers, _ = pairs_around_held(
         held, *lines, olds, news, by_number, look, unique_only=False
     )
-    return len(by_look) > len(with_numbers) + len(crossed)
+    return len(by_look) > len(with_numbers)

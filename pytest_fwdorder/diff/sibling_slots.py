@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterator
 
-from pytest_fwdorder.diff.call_keys import identity_and_number, numbered
+from pytest_fwdorder.diff.call_keys import identity_and_number
 from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.ordered_pairing import (
     cheapest_pairs,
@@ -235,14 +235,16 @@ def children_in_place(
       the same order as the new children: those children were unwrapped (a nested
       Sequential flattened into its parent), and each call pairs with the one at its place;
       and the mirror image, children grouped into new wrappers (layers into blocks).
-    - Where children were inserted or removed, those paired already hold the others in
-      order (a block deleted, not its look-alikes swapped), without names or where every
-      name is a number (a Sequential's, which says where a call is).
+    - Without names, where children were inserted or removed, those paired already hold the
+      others in order (a block deleted, not its look-alikes swapped).
     """
     old_tree, new_tree = trees
     old_children, new_children = children
     maps = (old_to_new, new_to_old)
-    held = _held(trees, children, old_to_new, match_paths=match_paths)
+    held: list[tuple[int, int]] = []
+    if not match_paths and len(old_children) != len(new_children):
+        among = set(new_children)
+        held = [(i, old_to_new[i]) for i in old_children if old_to_new.get(i) in among]
     flattened = _flattened(trees, children, maps)
     if flattened:
         return flattened, held
@@ -374,33 +376,4 @@ def _in_place_so_far(
         old_to_new.get(old_index, new_index) == new_index
         and (old_index in old_to_new) == (new_index in new_to_old)
         for old_index, new_index in zip(*children, strict=True)
-    )
-
-
-def _held(
-    trees: tuple[CallTree, CallTree],
-    children: tuple[list[int], list[int]],
-    old_to_new: dict[int, int],
-    *,
-    match_paths: bool,
-) -> list[tuple[int, int]]:
-    """Children paired already, which the others pair around where children were inserted
-    or removed: without names, or where every name is a number."""
-    old_children, new_children = children
-    if len(old_children) == len(new_children) or (
-        match_paths and not _all_numbered(trees, children)
-    ):
-        return []
-    among = set(new_children)
-    return [(i, old_to_new[i]) for i in old_children if old_to_new.get(i) in among]
-
-
-def _all_numbered(trees: tuple[CallTree, CallTree], children: tuple[list[int], list[int]]) -> bool:
-    """Whether every child on both sides has a numbered path (a Sequential's), which says
-    where a call is, not which: those paired already hold the others in order, as without
-    names."""
-    return all(
-        numbered(tree.lines[index].path)
-        for tree, indexes in zip(trees, children, strict=True)
-        for index in indexes
     )

@@ -293,8 +293,9 @@ class _Matcher:
                 )  # fmt: skip
                 for pair in in_place:
                     self.pair(*pair)
-                lent = self._pair_flattened(olds, news, new_parent)
-                olds = [i for i in olds if i not in self.old_to_new and i not in lent]
+                if old_parent != NO_PARENT:
+                    self._pair_flattened(olds, news)
+                olds = [i for i in olds if i not in self.old_to_new]
                 news = [j for j in news if j not in self.new_to_old]
                 if olds and news:  # else all kept their places (`children_in_place`)
                     in_order, crossed = self._align_children(old_parent, olds, news, held)
@@ -310,20 +311,13 @@ class _Matcher:
                 if i in self.old_to_new and i not in self.recovered
             ]
 
-    def _pair_flattened(self, olds: list[int], news: list[int], new_parent: int) -> set[int]:
-        """Stages flattened into their parent, paired in order (diff/flattened_pairs.py);
-        returns the stages known to have lent their calls, left unpaired (unwrapped)."""
+    def _pair_flattened(self, olds: list[int], news: list[int]) -> None:
+        """Stages flattened into their parent, paired in order (diff/flattened_pairs.py)."""
         olds = [i for i in olds if i not in self.old_to_new]
         news = [j for j in news if j not in self.new_to_old]
         trees = (self.old_tree, self.new_tree)
-        flattened = flattened_pairs(
-            trees, (olds, news), new_parent, self.old_to_new, call_keys.structure
-        )
-        if new_parent == NO_PARENT and not flattened.lent:
-            return set()  # the model's own calls: only a stage known to lend lent them calls
-        for pair in flattened.pairs:
+        for pair in flattened_pairs(trees, olds, news, self.old_to_new, call_keys.structure):
             self.pair(*pair)
-        return flattened.lent
 
     def pair_lone_in_wrappers(self) -> None:
         """Calls left between wrapped or unwrapped ones, paired by place (wrapper_pairs.py)."""
@@ -335,7 +329,7 @@ class _Matcher:
         """Pairs among the unpaired children of two paired calls, in order: by path and
         class, then by class and shapes between those, then by path (or, name-free, in
         order) between all of those, a new wrapper left out; `held`: children paired already,
-        which the others pair around (name-free, or every name a number)."""
+        which the others pair around (name-free)."""
         lines = (self.old_tree.lines, self.new_tree.lines)
         pairs: list[tuple[int, int]] = []
         crossed: list[tuple[int, int]] = []
