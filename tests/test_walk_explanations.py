@@ -1525,10 +1525,9 @@ def test_a_stage_flattened_as_its_sibling_loses_a_layer_named() -> None:
 
 def test_a_stem_split_off_a_body_that_stays_is_two_moves_not_the_body_unwrapped() -> None:
     """Review: `body = S(S(Linear, LayerNorm), GELU, Linear, GELU, Dropout)`, its first block
-    and GELU moved out before it. The block, paired already beside the body, made the body
-    read as flattened, and its last GELU was taken for the one moved out (`1.3 (GELU) moved
-    to 2`, `1.1 and 1.2 swapped`). A stage whose other calls a new call of its class holds,
-    first or last, stays that call."""
+    and GELU moved out before it. A rule since taken back read the body as flattened once
+    its block was paired beside it, and took its last GELU for the one moved out (`1.3
+    (GELU) moved to 2`, `1.1 and 1.2 swapped`). This guards the reading."""
     torch.manual_seed(0)
     body = nn.Sequential(
         nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8)),
@@ -1557,10 +1556,10 @@ def test_a_stem_split_off_a_body_that_stays_is_two_moves_not_the_body_unwrapped(
 
 
 def test_a_stage_flattened_before_numbered_layers_renames_them_in_order() -> None:
-    """Review: stage 1 flattened into the model beside stage 0, in which a Linear is wrapped:
-    the model's `2, 3, 4` (Linear, ReLU, Linear), as many as the calls left to pair on the
-    other side, paired by number (the old `4` with the new `4`) and the ReLU read as moved.
-    Their looks pair all three in order."""
+    """Review: stage 1 flattened into the model beside stage 0, in which a Linear is wrapped.
+    At db7e33f the model's `2, 3, 4` (Linear, ReLU, Linear) paired by number and the ReLU
+    read as moved (`3 (ReLU) -> 5`); under a rule since taken back, stage 0 read as 10 calls
+    moved. Their looks pair all three in order."""
     torch.manual_seed(0)
     inner = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
     first = nn.Sequential(nn.SiLU(), nn.Linear(8, 8), nn.Hardswish(), inner, nn.Sigmoid())
