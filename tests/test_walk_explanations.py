@@ -1608,3 +1608,22 @@ def test_a_layer_moved_between_the_stages_of_an_unwrapped_stage_is_said_moved() 
         "2 (Sequential) unwrapped: the old 2.0, 2.1, 2.2, 2.3 are now 2, 3, 4, 5",
         "2.1.1.1 (LeakyReLU) moved to 2.0.1",
     ], name_free.summary()
+
+
+def test_layers_registered_in_another_order_as_one_goes_are_swapped_not_renamed() -> None:
+    """Review: `Linear, ReLU, Linear, Tanh, Linear` registered by name as `2, 1, 0, 4`, the
+    Tanh left out. Their numbers cross (each Linear kept its name and runs elsewhere), and
+    pairing by looks, which pairs more, read the two Linears as renamed into each other
+    (`0 (Linear) -> 2, 2 (Linear) -> 0`). Numbers that cross count for the numbers."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8)]
+    old = nn.Sequential(*layers)
+    new = nn.Sequential(
+        OrderedDict([("2", layers[2]), ("1", layers[1]), ("0", layers[0]), ("4", layers[4])])
+    )
+    inputs = torch.randn(2, 8)
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert "0 and 2 (Linear) swapped" in summary, summary
+    assert "1 call removed: 3 (Tanh) after 2 (Linear)" in summary, summary
+    assert "renamed" not in summary, summary

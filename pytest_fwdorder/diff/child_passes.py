@@ -78,8 +78,9 @@ def _numbers_mislead(
         call_keys.within(call_keys.identity, prefixes[0]),
         call_keys.within(call_keys.identity, prefixes[1]),
     )
-    by_number, _ = pairs_around_held(held, *lines, olds, news, [], *numbers, unique_only=True)
+    # Numbers that cross (layers registered by name in another order) say a swap: they count.
+    by_number, crossed = pairs_around_held(held, *lines, olds, news, [], *numbers, unique_only=True)
     with_numbers, _ = pairs_around_held(
         held, *lines, olds, news, by_number, look, unique_only=False
     )
-    return len(by_look) > len(with_numbers)
+    return len(by_look) > len(with_numbers) + len(crossed)
