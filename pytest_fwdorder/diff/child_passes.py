@@ -64,7 +64,9 @@ def _numbers_mislead(
     """Whether the children left to pair are numbered, fewer or more than they were, and
     their looks alone pair more of them in order than their numbers first: a layer moved
     out of a Sequential renumbers those after it, and the old `2`, now `1`, would pair with
-    the new `2`, a look-alike, by its number, reading the layers between as swapped."""
+    the new `2`, a look-alike, by its number, reading the layers between as swapped. Pairs
+    by number that cross the others count for the numbers: layers registered by name in
+    another order kept their names and were swapped."""
     if len(olds) == len(news):
         return False
     lines = (trees[0].lines, trees[1].lines)
@@ -78,7 +80,6 @@ def _numbers_mislead(
         call_keys.within(call_keys.identity, prefixes[0]),
         call_keys.within(call_keys.identity, prefixes[1]),
     )
-    # Numbers that cross (layers registered by name in another order) say a swap: they count.
     by_number, crossed = pairs_around_held(held, *lines, olds, news, [], *numbers, unique_only=True)
     with_numbers, _ = pairs_around_held(
         held, *lines, olds, news, by_number, look, unique_only=False
