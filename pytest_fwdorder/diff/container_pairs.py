@@ -190,9 +190,9 @@ def _eligible(
     if dice >= _DICE_ENOUGH and dice > dice_of[holder]:
         return True
     # Taking the pair from a nested call is asked only where the Dice alone does not give
-    # it: `_holds_the_rest` reads every call in the old one.
-    # At any share: a stage flattened into its parent lends the parent calls the stage's
-    # Dice does not count, and the parent's own layers pair only later.
+    # it (`_holds_the_rest` reads every call in the old one), and at any share: a stage
+    # flattened into its parent lends it calls the stage's Dice does not count, and the
+    # parent's own layers pair only later.
     return same_type and _takes_from_nested(trees, maps, old_index, holder, candidate)
 
 

@@ -111,25 +111,22 @@ class _Finder:
             return NO_PARENT
         return self.old_to_new.get(parent, _UNPAIRED)
 
-    def renamed_under(self, new_roots: list[int]) -> int:
-        """How many paired calls in these new subtrees have another path than before (none
-        in a name-free comparison)."""
-        if self.name_free:
-            return 0
-        return sum(
-            self.old_names[old_index].path != self.new_names[index].path
-            for index, old_index in self._held_in(new_roots)
-        )
-
-    def explain_subtrees(self, new_roots: list[int]) -> tuple[frozenset[int], frozenset[int]]:
+    def explain_subtrees(self, new_roots: list[int]) -> tuple[frozenset[int], frozenset[int], int]:
         """Mark the paired calls of these new subtrees and their partners explained; returns
-        them (old, new). A call inserted inside is not explained: it is said on its own."""
+        them (old, new) and how many have another path than before (none in a name-free
+        comparison). A call inserted inside is not explained: it is said on its own."""
         held = list(self._held_in(new_roots))
         olds = frozenset(old_index for _, old_index in held)
         news = frozenset(index for index, _ in held)
         self.explained_old |= olds
         self.explained_new |= news
-        return olds, news
+        renamed = 0
+        if not self.name_free:
+            renamed = sum(
+                self.old_names[old_index].path != self.new_names[index].path
+                for index, old_index in held
+            )
+        return olds, news, renamed
 
     def _held_in(self, new_roots: list[int]) -> Iterator[tuple[int, int]]:
         """The paired calls (new, old) of these new subtrees that came with them: a call
@@ -220,8 +217,7 @@ class _Finder:
         The sentence is `head`, the children's old names, their new names after `now` where
         they differ, and how many calls were renamed under them.
         """
-        renamed = self.renamed_under(new_roots)
-        olds, news = self.explain_subtrees(new_roots)
+        olds, news, renamed = self.explain_subtrees(new_roots)
         if said is None:
             old = ", ".join(self.old_name(self.new_to_old[root]) for root in new_roots)
             new = ", ".join(self.new_names[root].name for root in new_roots)
@@ -242,8 +238,7 @@ class _Finder:
         for parent in sorted(parents):
             for first, second in self._exchanged(parent):
                 new_roots = [self.old_to_new[first], self.old_to_new[second]]
-                renamed = self.renamed_under(new_roots)
-                olds, news = self.explain_subtrees(new_roots)
+                olds, news, renamed = self.explain_subtrees(new_roots)
                 found.append(
                     TreeChange(
                         ChangeKind.SWAPPED, self._swap_sentence(first, second, renamed), olds, news
@@ -296,7 +291,7 @@ class _Finder:
             else:
                 parent = self.new_tree.parents[new_index]
                 to = f"into {self.new_names[parent].name}" if parent != NO_PARENT else "to the top"
-            olds, news = self.explain_subtrees([new_index])
+            olds, news, _ = self.explain_subtrees([new_index])
             found.append(
                 TreeChange(
                     ChangeKind.MOVED,
