@@ -413,6 +413,7 @@ def test_a_diff_builds_each_call_tree_once(monkeypatch: pytest.MonkeyPatch) -> N
         call_tree,
         classification,
         consequences,
+        diffing,
         explanation,
         tree_alignment,
     )
@@ -423,7 +424,7 @@ def test_a_diff_builds_each_call_tree_once(monkeypatch: pytest.MonkeyPatch) -> N
         built.append(len(lines))
         return call_tree.build_call_tree(lines)
 
-    for module in (tree_alignment, classification, consequences, explanation):
+    for module in (diffing, tree_alignment, classification, consequences, explanation):
         monkeypatch.setattr(module, "build_call_tree", counted, raising=False)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
     before = trace_forward(model, torch.randn(1, 4))
@@ -438,6 +439,49 @@ def test_a_diff_builds_each_call_tree_once(monkeypatch: pytest.MonkeyPatch) -> N
     assert built == [4, 4], built
     assert "type changed" in summary, summary
     assert counts["type changed"] == 1, counts
+
+
+class Stage(nn.Sequential):
+    """A stage's own class."""
+
+
+@pytest.mark.parametrize(
+    ("refactor", "readings"),
+    [
+        ("one layer's class changed, every call keeping its path", 1),
+        ("a stage made a subclass as its first layer moves out", 2),
+    ],
+)
+def test_a_diff_is_read_again_only_where_a_call_that_kept_its_path_paired_otherwise(
+    monkeypatch: pytest.MonkeyPatch, refactor: str, readings: int
+) -> None:
+    """The second reading (diff/readings.py) costs a second alignment: a diff where the calls
+    that kept their paths pair with each other (one layer's class changed, a diff of 100,001
+    calls among them) is read once."""
+    from pytest_fwdorder.diff import diffing
+
+    aligned: list[int] = []
+
+    def counted(old_tree: object, new_tree: object, **options: object) -> object:
+        aligned.append(len(options.get("anchors", ())))
+        return align_trees(old_tree, new_tree, **options)
+
+    align_trees = diffing.align_trees
+    monkeypatch.setattr(diffing, "align_trees", counted)
+    torch.manual_seed(0)
+    old = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Tanh()))
+    if readings == 1:
+        new = nn.Sequential(old[0], nn.Sequential(old[1][0], nn.GELU(), old[1][2]))
+    else:
+        new = nn.Sequential(nn.Sequential(old[1][0], old[0]), Stage(old[1][1], old[1][2]))
+    inputs = torch.randn(2, 4)
+
+    difference = trace_forward(old, inputs).diff(trace_forward(new, inputs))
+
+    # The oracle that a second reading is counted: its anchors, the calls with nested calls
+    # that kept their paths (the model's own and `1`, a Sequential now a Stage).
+    assert aligned == [0, 2][:readings], (aligned, difference.summary())
+    assert difference, difference.summary()
 
 
 class ActivationsInAList(nn.Module):

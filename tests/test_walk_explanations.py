@@ -1627,3 +1627,74 @@ def test_layers_registered_in_another_order_as_one_goes_are_swapped_not_renamed(
     assert "0 and 2 (Linear) swapped" in summary, summary
     assert "1 call removed: 3 (Tanh) after 2 (Linear)" in summary, summary
     assert "renamed" not in summary, summary
+
+
+def test_a_stage_made_a_subclass_as_a_layer_moves_out_of_it_is_a_type_change_and_a_move() -> None:
+    """Fuzz seed 4: stage `2` made a `Stage` as the first Linear of its inner stage moves to
+    `0.1`. No pass paired the old `2` with the new one (their subtrees differ, and the inner
+    stage shares more calls with the old inner stage than `2` does), and it read as `2
+    (Stage) wraps the old 2, now 2.1`, an unwrap, two moves, an insert and a removal. Read
+    again from the calls that kept their paths, it is one type change and one move: the
+    fewer changes (diff/readings.py)."""
+    torch.manual_seed(0)
+    moved = nn.Linear(8, 8)
+    inner = [nn.Tanhshrink(), nn.Linear(8, 8)]
+    head = [nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU()), nn.Hardtanh(), nn.Linear(8, 8)]
+    old = nn.Sequential(
+        nn.Sequential(*head), nn.Mish(), nn.Sequential(nn.Mish(), nn.Sequential(moved, *inner))
+    )
+    new = nn.Sequential(
+        nn.Sequential(head[0], moved, *head[1:]),
+        old[1],
+        Stage(old[2][0], nn.Sequential(*inner)),
+    )
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("2.1.0", "2.0", "2.1.1", "0.1")] == [
+        "0.1",
+        "2.0",
+        "2.1.0",
+        "0.2",
+    ]
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named = before.diff(after)
+
+    summary = named.summary()
+    assert named.explained_counts() == {"moved": 1, "type changed": 1, "renamed": 4}, summary
+    assert "2.1.0 (Linear) moved to 0.1" in summary.splitlines(), summary
+    assert "type changed at 2: Sequential -> Stage" in summary.splitlines(), summary
+    assert [
+        (named.old_lines[i].path, named.new_lines[j].path)
+        for i, j in named.pairs
+        if named.old_lines[i].path in ("2", "2.1", "2.1.0")
+    ] == [("2", "2"), ("2.1", "2.1"), ("2.1.0", "0.1")]
+
+
+def test_blocks_moved_out_of_a_stage_before_it_are_moved_though_one_takes_its_path() -> None:
+    """Review fuzz case 1508: the first two blocks of stage `0.0` moved out to before it, so
+    the first block is now at the stage's old path `0.0`. A second reading from the calls
+    that kept their paths paired the old stage with that block and said `0.0.0 (Sequential)
+    unwrapped`; the block's calls are identical to the old `0.0.0`'s, and that pair stands."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    second = nn.Sequential(nn.SiLU(), nn.Tanh(), nn.Hardswish(), nn.Linear(8, 8))
+    norm = nn.LayerNorm(8)
+    linears = [nn.Linear(8, 8) for _ in range(3)]
+    old = nn.Sequential(
+        nn.Sequential(nn.Sequential(first, second, norm), *linears), nn.LayerNorm(8)
+    )
+    new = nn.Sequential(nn.Sequential(first, second, nn.Sequential(norm), *linears), old[1])
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0.0.0", "0.0.1", "0.0.2")] == ["0.0", "0.1", "0.2.0"]
+    inputs = torch.randn(2, 8)
+
+    named = trace_forward(old, inputs).diff(trace_forward(new, inputs))
+
+    summary = named.summary()
+    assert "0.0.0 (Sequential, with 2 nested calls) moved to 0.0" in summary.splitlines()
+    assert "0.0.1 (Sequential, with 4 nested calls) moved to 0.1" in summary.splitlines()
+    assert "unwrapped" not in summary, summary
+    paired = {named.old_lines[i].path: named.new_lines[j].path for i, j in named.pairs}
+    assert paired["0.0.0"] == "0.0", summary
+    assert paired.get("0.0") != "0.0", summary

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.calls.records import TraceRecords
+from pytest_fwdorder.diff.call_tree import build_call_tree
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
-from pytest_fwdorder.diff.tree_alignment import align_trees
+from pytest_fwdorder.diff.readings import needs_second_reading, path_anchors, stated_changes
+from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
 from pytest_fwdorder.golden.header import GoldenHeader
@@ -109,14 +111,37 @@ def diff_lines(
     # the garbage collector's full passes over the lines found nothing to free and took
     # most of the time on 100,000 calls.
     with paused_garbage_collection():
-        alignment = align_trees(old, new, match_paths=match_paths)
-        return classify_diff(
-            GoldenHeader.of(old_header),
-            old,
-            GoldenHeader.of(new_header),
-            new,
-            alignment.rows,
-            alignment.moved,
-            alignment,
+        old_tree, new_tree = build_call_tree(old), build_call_tree(new)
+        headers = (GoldenHeader.of(old_header), GoldenHeader.of(new_header))
+        alignment = align_trees(old_tree, new_tree, match_paths=match_paths)
+        first = _classified(headers, alignment, names)
+        if not match_paths:
+            return first
+        # Another reading, with the calls that kept their paths paired first (readings.py).
+        anchors = path_anchors(old_tree, new_tree, alignment.partners)
+        if not needs_second_reading(first, alignment.partners, anchors):
+            return first
+        second = _classified(
+            headers,
+            align_trees(old_tree, new_tree, match_paths=match_paths, anchors=anchors),
             names,
         )
+        return second if stated_changes(second) < stated_changes(first) else first
+
+
+def _classified(
+    headers: tuple[GoldenHeader, GoldenHeader],
+    alignment: TreeAlignment,
+    names: tuple[list[GoldenLine], list[GoldenLine]] | None,
+) -> TraceDiff:
+    """The changes one alignment reads: `classify_diff` on its trees' lines."""
+    return classify_diff(
+        headers[0],
+        alignment.old_tree.lines,
+        headers[1],
+        alignment.new_tree.lines,
+        alignment.rows,
+        alignment.moved,
+        alignment,
+        names,
+    )

@@ -18,19 +18,21 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
    side with the same class, shapes and facts (`enc.2`, now `dec.0`); then the calls left
    between wrapped or unwrapped ones, by place (wrapper_pairs.py).
 
-Pairs out of the execution order are *moved*; the rest are shown in order. Every step is a
-pass over the calls or a longest increasing subsequence, so 100,000 calls pair in a second.
+A caller may pair some calls before the first pass: a second reading of the same diff,
+from the calls that kept their paths (readings.py). Pairs out of the execution order are
+*moved*; the rest are shown in order. Every step is a pass over the calls or a longest
+increasing subsequence, so 100,000 calls pair in a second.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 
 from pytest_fwdorder.diff import call_keys
-from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.child_passes import child_passes
 from pytest_fwdorder.diff.container_pairs import pair_containers
 from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
@@ -77,12 +79,18 @@ class TreeAlignment:
 
 
 def align_trees(
-    old: list[GoldenLine], new: list[GoldenLine], *, match_paths: bool = True
+    old_tree: CallTree,
+    new_tree: CallTree,
+    *,
+    match_paths: bool = True,
+    anchors: Iterable[tuple[int, int]] = (),
 ) -> TreeAlignment:
-    """Pair the calls of two traces along their call trees; `match_paths=False` pairs by
-    structure only (a name-free comparison, whose lines have no paths)."""
-    old_tree, new_tree = build_call_tree(old), build_call_tree(new)
+    """Pair the calls of two call trees; `match_paths=False` pairs by structure only (a
+    name-free comparison, whose lines have no paths). `anchors` are pairs made before any
+    pass, each (old index, new index): another reading of the same diff (readings.py)."""
     matcher = _Matcher(old_tree, new_tree, match_paths)
+    for old_index, new_index in anchors:
+        matcher.pair(old_index, new_index)
     matcher.match_identical_subtrees()
     matcher.keep_siblings_in_place()
     matcher.match_containers()
@@ -102,7 +110,7 @@ def align_trees(
     in_order = longest_increasing(sorted(candidates, key=itemgetter(1)))
     kept = set(in_order)
     moved = {o: n for o, n in partners.items() if (o, n) not in kept}
-    rows = interleave(len(old), len(new), in_order)
+    rows = interleave(len(old_tree.lines), len(new_tree.lines), in_order)
     return TreeAlignment(old_tree, new_tree, partners, moved, rows)
 
 

@@ -1,0 +1,122 @@
+"""Two readings of one diff, and the one that states fewer changes kept. Pure, no torch.
+
+The alignment (tree_alignment.py) pairs greedily, each pass keeping what the ones before it
+found. Where a stage's class changed as a layer moved out of it (`2`, a `Sequential`, now a
+`Stage` whose inner stage lost a `Linear` to `0`), no pass pairs the old `2` with the new
+one: their subtrees differ, and the inner stage shares more of its calls with the old `2`'s
+inner stage than `2` does. The first reading then says `2 (Stage) wraps the old 2`, an
+unwrap, two moves, an insert and a removal; read again with the calls that kept their path
+paired first, the same diff says one type change and one move.
+
+Of the two readings, the one that states fewer changes is kept (issue 31's rule: when two
+explanations fit, the smaller one). The second is read only when its anchors differ from
+the first reading's pairs, so a diff where every call kept its path is read once.
+"""
+
+from __future__ import annotations
+
+from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
+from pytest_fwdorder.diff.changes import ChangeKind
+from pytest_fwdorder.diff.classification import TraceDiff
+from pytest_fwdorder.diff.places import subtree_end
+from pytest_fwdorder.diff.tree_changes import unexplained
+from pytest_fwdorder.diff.uniform_changes import group_uniform_changes
+
+__all__ = ["needs_second_reading", "path_anchors", "stated_changes"]
+
+# Per-call changes that follow from another change, or cost a reading nothing: a renamed
+# call is the same call under the path both readings see, a call's nesting changes with the
+# wrap or move that explains it, and its input and output with a change before it.
+_FOLLOWING = frozenset(
+    {
+        ChangeKind.RENAMED,
+        ChangeKind.NESTING_CHANGED,
+        ChangeKind.INPUT_CHANGED,
+        ChangeKind.OUTPUT_CHANGED,
+    }
+)
+
+
+def path_anchors(
+    old_tree: CallTree, new_tree: CallTree, partners: dict[int, int]
+) -> list[tuple[int, int]]:
+    """The calls with nested calls that kept their path under a parent that kept its own,
+    from the outermost calls down, as (old index, new index); their class may differ (a
+    stage made a subclass is the same stage).
+
+    An anchor never undoes a pair of identical subtrees in `partners` (the first reading):
+    blocks moved out of a stage to before it, the first now at the stage's old path, are
+    those blocks, whatever their path says.
+    """
+    anchors: list[tuple[int, int]] = []
+    partners_of_new: dict[int, int] | None = None  # made at the first anchor not in partners
+    pending = [(old_tree.roots, new_tree.roots)]
+    while pending:
+        old_calls, new_calls = pending.pop()
+        # A reused stage called twice under one parent: its calls pair in order.
+        new_by_path: dict[str, list[int]] = {}
+        for j in reversed(new_calls):
+            if new_tree.children[j]:
+                new_by_path.setdefault(new_tree.lines[j].path, []).append(j)
+        for i in old_calls:
+            same_path = new_by_path.get(old_tree.lines[i].path)
+            if not same_path or not old_tree.children[i]:
+                continue
+            j = same_path.pop()
+            if partners.get(i) != j:
+                if partners_of_new is None:
+                    partners_of_new = {new: old for old, new in partners.items()}
+                if _undoes_identical((old_tree, new_tree), i, j, partners, partners_of_new):
+                    continue
+            anchors.append((i, j))
+            pending.append((old_tree.children[i], new_tree.children[j]))
+    return anchors
+
+
+def _undoes_identical(
+    trees: tuple[CallTree, CallTree],
+    old_index: int,
+    new_index: int,
+    partners: dict[int, int],
+    partners_of_new: dict[int, int],
+) -> bool:
+    """Whether pairing these two calls would undo a pair of identical subtrees, either's."""
+    old_tree, new_tree = trees
+    new_partner, old_partner = partners.get(old_index), partners_of_new.get(new_index)
+    return (
+        new_partner is not None and old_tree.shapes[old_index] == new_tree.shapes[new_partner]
+    ) or (old_partner is not None and old_tree.shapes[old_partner] == new_tree.shapes[new_index])
+
+
+def needs_second_reading(
+    first: TraceDiff, partners: dict[int, int], anchors: list[tuple[int, int]]
+) -> bool:
+    """Whether the first reading states a change and pairs some anchor otherwise."""
+    return stated_changes(first) > 0 and any(partners.get(i) != j for i, j in anchors)
+
+
+def stated_changes(diff: TraceDiff) -> int:
+    """How many changes a reading states: each change to the nesting but a renamed subtree,
+    each call inserted or removed (a call left unpaired is one the reading does not
+    explain), each call moved with its nested calls, a dtype changed throughout a stage
+    once, and each other per-call change none of them explains but those that follow from
+    another."""
+    nesting = [change for change in diff.tree_changes if change.kind is not ChangeKind.RENAMED]
+    calls = unexplained(diff.changes, diff.tree_changes)
+    uniform = group_uniform_changes(calls, diff.new_tree or build_call_tree(diff.new_lines))
+    grouped = {id(change) for one in uniform for change in one.changes}
+    stated = len(nesting) + len(uniform)
+    moved: list[int] = []
+    for change in calls:
+        if id(change) in grouped or change.kind in _FOLLOWING:
+            continue
+        if change.kind is ChangeKind.MOVED and change.position is not None:
+            moved.append(change.position)
+        else:
+            stated += 1
+    end = -1
+    for position in sorted(moved):
+        if position >= end:  # else nested in the call moved before it, and moved with it
+            stated += 1
+            end = subtree_end(diff.old_lines, position)
+    return stated
