@@ -1634,8 +1634,8 @@ def test_a_stage_made_a_subclass_as_a_layer_moves_out_of_it_is_a_type_change_and
     `0.1`. No pass paired the old `2` with the new one (their subtrees differ, and the inner
     stage shares more calls with the old inner stage than `2` does), and it read as `2
     (Stage) wraps the old 2, now 2.1`, an unwrap, two moves, an insert and a removal. Read
-    again from the calls that kept their paths, it is one type change and one move: the
-    fewer changes (diff/readings.py)."""
+    again from the calls that kept their paths (without names, their places), it is one
+    type change and one move: the fewer changes (diff/readings.py)."""
     torch.manual_seed(0)
     moved = nn.Linear(8, 8)
     inner = [nn.Tanhshrink(), nn.Linear(8, 8)]
@@ -1659,6 +1659,7 @@ def test_a_stage_made_a_subclass_as_a_layer_moves_out_of_it_is_a_type_change_and
     before, after = trace_forward(old, inputs), trace_forward(new, inputs)
 
     named = before.diff(after)
+    name_free = structure_diff(before, after, ignore=("paths",))
 
     summary = named.summary()
     assert named.explained_counts() == {"moved": 1, "type changed": 1, "renamed": 4}, summary
@@ -1669,6 +1670,12 @@ def test_a_stage_made_a_subclass_as_a_layer_moves_out_of_it_is_a_type_change_and
         for i, j in named.pairs
         if named.old_lines[i].path in ("2", "2.1", "2.1.0")
     ] == [("2", "2"), ("2.1", "2.1"), ("2.1.0", "0.1")]
+    # Without names, read again from the calls that kept their places.
+    assert name_free.explained_counts() == {"moved": 1, "type changed": 1}, name_free.summary()
+    assert name_free.summary().splitlines()[1:] == [
+        "2.1.0 (Linear) moved to 0.1",
+        "type changed at 2: Sequential -> Stage",
+    ]
 
 
 def test_blocks_moved_out_of_a_stage_before_it_are_moved_though_one_takes_its_path() -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.diff.call_tree import build_call_tree
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
-from pytest_fwdorder.diff.readings import needs_second_reading, path_anchors, stated_changes
+from pytest_fwdorder.diff.readings import calls_that_stayed, needs_second_reading, stated_changes
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
@@ -115,15 +115,15 @@ def diff_lines(
         headers = (GoldenHeader.of(old_header), GoldenHeader.of(new_header))
         alignment = align_trees(old_tree, new_tree, match_paths=match_paths)
         first = _classified(headers, alignment, names)
-        if not match_paths:
-            return first
-        # Another reading, with the calls that kept their paths paired first (readings.py).
-        anchors = path_anchors(old_tree, new_tree, alignment.partners)
-        if not needs_second_reading(first, alignment.partners, anchors):
+        # Another reading, from the calls that kept their paths, or without names their
+        # places (readings.py).
+        partners = alignment.partners
+        stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
+        if not needs_second_reading(first, partners, stayed):
             return first
         second = _classified(
             headers,
-            align_trees(old_tree, new_tree, match_paths=match_paths, anchors=anchors),
+            align_trees(old_tree, new_tree, match_paths=match_paths, anchors=stayed),
             names,
         )
         return second if stated_changes(second) < stated_changes(first) else first

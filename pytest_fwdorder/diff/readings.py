@@ -6,11 +6,13 @@ found. Where a stage's class changed as a layer moved out of it (`2`, a `Sequent
 one: their subtrees differ, and the inner stage shares more of its calls with the old `2`'s
 inner stage than `2` does. The first reading then says `2 (Stage) wraps the old 2`, an
 unwrap, two moves, an insert and a removal; read again with the calls that kept their path
-paired first, the same diff says one type change and one move.
+paired first, the same diff says one type change and one move. A name-free comparison
+reads it again from the calls that kept their places (the same place among their
+siblings, under calls that kept theirs).
 
 Of the two readings, the one that states fewer changes is kept (issue 31's rule: when two
-explanations fit, the smaller one). The second is read only when its anchors differ from
-the first reading's pairs, so a diff where every call kept its path is read once.
+explanations fit, the smaller one). The second is read only when the calls that stayed
+pair otherwise in the first, so a diff where every call kept its path is read once.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pytest_fwdorder.diff.places import subtree_end
 from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.diff.uniform_changes import group_uniform_changes
 
-__all__ = ["needs_second_reading", "path_anchors", "stated_changes"]
+__all__ = ["calls_that_stayed", "needs_second_reading", "stated_changes"]
 
 # Per-call changes that follow from another change, or cost a reading nothing: a renamed
 # call is the same call under the path both readings see, a call's nesting changes with the
@@ -37,12 +39,13 @@ _FOLLOWING = frozenset(
 )
 
 
-def path_anchors(
-    old_tree: CallTree, new_tree: CallTree, partners: dict[int, int]
+def calls_that_stayed(
+    old_tree: CallTree, new_tree: CallTree, partners: dict[int, int], *, by_place: bool
 ) -> list[tuple[int, int]]:
-    """The calls with nested calls that kept their path under a parent that kept its own,
-    from the outermost calls down, as (old index, new index); their class may differ (a
-    stage made a subclass is the same stage).
+    """The calls with nested calls that kept their path (`by_place`: their place among
+    their siblings) under a parent that kept its own, from the outermost calls down, as
+    (old index, new index); their class may differ (a stage made a subclass is the same
+    stage).
 
     An anchor never undoes a pair of identical subtrees in `partners` (the first reading):
     blocks moved out of a stage to before it, the first now at the stage's old path, are
@@ -54,15 +57,15 @@ def path_anchors(
     while pending:
         old_calls, new_calls = pending.pop()
         # A reused stage called twice under one parent: its calls pair in order.
-        new_by_path: dict[str, list[int]] = {}
-        for j in reversed(new_calls):
+        new_by_key: dict[object, list[int]] = {}
+        for place, j in reversed(list(enumerate(new_calls))):
             if new_tree.children[j]:
-                new_by_path.setdefault(new_tree.lines[j].path, []).append(j)
-        for i in old_calls:
-            same_path = new_by_path.get(old_tree.lines[i].path)
-            if not same_path or not old_tree.children[i]:
+                new_by_key.setdefault(place if by_place else new_tree.lines[j].path, []).append(j)
+        for place, i in enumerate(old_calls):
+            same_key = new_by_key.get(place if by_place else old_tree.lines[i].path)
+            if not same_key or not old_tree.children[i]:
                 continue
-            j = same_path.pop()
+            j = same_key.pop()
             if partners.get(i) != j:
                 if partners_of_new is None:
                     partners_of_new = {new: old for old, new in partners.items()}
@@ -89,10 +92,10 @@ def _undoes_identical(
 
 
 def needs_second_reading(
-    first: TraceDiff, partners: dict[int, int], anchors: list[tuple[int, int]]
+    first: TraceDiff, partners: dict[int, int], stayed: list[tuple[int, int]]
 ) -> bool:
-    """Whether the first reading states a change and pairs some anchor otherwise."""
-    return stated_changes(first) > 0 and any(partners.get(i) != j for i, j in anchors)
+    """Whether the first reading states a change and pairs a call that stayed otherwise."""
+    return stated_changes(first) > 0 and any(partners.get(i) != j for i, j in stayed)
 
 
 def stated_changes(diff: TraceDiff) -> int:
