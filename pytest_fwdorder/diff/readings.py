@@ -95,7 +95,7 @@ def needs_second_reading(
     first: TraceDiff, partners: dict[int, int], stayed: list[tuple[int, int]]
 ) -> bool:
     """Whether the first reading states a change and pairs a call that stayed otherwise."""
-    return stated_changes(first) > 0 and any(partners.get(i) != j for i, j in stayed)
+    return any(partners.get(i) != j for i, j in stayed) and stated_changes(first) > 0
 
 
 def stated_changes(diff: TraceDiff) -> int:

@@ -19,9 +19,9 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
    between wrapped or unwrapped ones, by place (wrapper_pairs.py).
 
 A caller may pair some calls before the first pass: a second reading of the same diff,
-from the calls that kept their paths or places (readings.py). Pairs out of the execution order are
-*moved*; the rest are shown in order. Every step is a pass over the calls or a longest
-increasing subsequence, so 100,000 calls pair in a second.
+from the calls that kept their paths or places (readings.py). Pairs out of the execution
+order are *moved*; the rest are shown in order. Every step is a pass over the calls or a
+longest increasing subsequence, so 100,000 calls pair in a second.
 """
 
 from __future__ import annotations
