@@ -1705,3 +1705,71 @@ def test_blocks_moved_out_of_a_stage_before_it_are_moved_though_one_takes_its_pa
     paired = {named.old_lines[i].path: named.new_lines[j].path for i, j in named.pairs}
     assert paired["0.0.0"] == "0.0", summary
     assert paired.get("0.0") != "0.0", summary
+
+
+def test_a_new_stage_at_the_path_of_one_moved_and_made_a_subclass_is_inserted() -> None:
+    """Review: stage `0` made a `Stage` and moved to `2.0.2`, a new stage put at `0`. A
+    second reading from the calls that kept their paths (or places) paired the old `0` with
+    the new one and said `0.1 wraps the old 0.1`, the old stage inserted at `2.0.2`; what
+    the old stage holds is all at `2.0.2`, and none of it at `0`."""
+    torch.manual_seed(0)
+    encoder = nn.Sequential(
+        nn.Sequential(nn.GELU(), nn.Linear(8, 8)), nn.Linear(8, 8), nn.Linear(8, 8)
+    )
+    decoder = nn.Sequential(nn.Sequential(nn.GELU(), nn.LayerNorm(8)), nn.LeakyReLU())
+    old = nn.Sequential(encoder, nn.LeakyReLU(), decoder, nn.Linear(8, 8))
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    fresh = nn.Sequential(
+        nn.Sequential(nn.LeakyReLU(), nn.LayerNorm(8), nn.LayerNorm(8)),
+        nn.Sequential(nn.Sigmoid(), nn.Linear(8, 8)),
+        nn.Linear(8, 8),
+    )
+    decoder[0].append(Stage(*encoder))
+    new = nn.Sequential(fresh, old[1], decoder, old[3])
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0", "0.0", "0.1", "0.2")] == [
+        None,
+        "2.0.2.0",
+        "2.0.2.1",
+        "2.0.2.2",
+    ]
+    after = trace_forward(new, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    for difference in (named, name_free):
+        lines = difference.summary().splitlines()
+        assert "0 (Sequential, with 5 nested calls) moved to 2.0.2" in lines, lines
+        assert "type changed at 2.0.2: Sequential -> Stage" in lines, lines
+        assert "wrap" not in lines[0], lines
+
+
+def test_a_new_stage_put_first_without_names_is_not_the_old_first_stage() -> None:
+    """Review: a new stage put first as the old first stage loses its first block. Read
+    again from the calls that kept their places, the old stage paired with the new one at
+    its place; without names, nothing tells them apart but what they hold, and that is
+    all new: the new stage is inserted and the old one's first block removed."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    body = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.SiLU(), nn.Linear(8, 8))
+    stage = nn.Sequential(first, body)
+    old = nn.Sequential(stage, nn.Tanh())
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    fresh = nn.Sequential(
+        nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)),
+        nn.Sequential(nn.LayerNorm(8), nn.Tanh()),
+        nn.LeakyReLU(),
+        nn.LayerNorm(8),
+    )
+    del stage[0]
+    new = nn.Sequential(fresh, stage, old[1])
+    after = trace_forward(new, inputs)
+
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    assert name_free.summary().splitlines()[1:] == [
+        "10 calls inserted: 0 (Sequential, with 9 nested calls) at the start of the model",
+        "3 calls removed: 0.0 (Sequential, with 2 nested calls) at the start of 0",
+    ], name_free.summary()

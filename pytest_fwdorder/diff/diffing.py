@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.diff.call_tree import build_call_tree
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
-from pytest_fwdorder.diff.readings import calls_that_stayed, needs_second_reading, stated_changes
+from pytest_fwdorder.diff.readings import (
+    calls_that_stayed,
+    confirmed,
+    needs_second_reading,
+    stated_changes,
+)
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
@@ -121,11 +126,10 @@ def diff_lines(
         stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
         if not needs_second_reading(first, partners, stayed):
             return first
-        second = _classified(
-            headers,
-            align_trees(old_tree, new_tree, match_paths=match_paths, anchors=stayed),
-            names,
-        )
+        again = align_trees(old_tree, new_tree, match_paths=match_paths, anchors=stayed)
+        if not confirmed((old_tree, new_tree), stayed, again.partners):
+            return first
+        second = _classified(headers, again, names)
         return second if stated_changes(second) < stated_changes(first) else first
 
 

@@ -12,7 +12,11 @@ siblings, under calls that kept theirs).
 
 Of the two readings, the one that states fewer changes is kept (issue 31's rule: when two
 explanations fit, the smaller one). The second is read only when the calls that stayed
-pair otherwise in the first, so a diff where every call kept its path is read once.
+pair otherwise in the first, so a diff where every call kept its path is read once, and
+only kept where what each call that stayed holds confirms it (`confirmed`): a new stage
+put at an old stage's path, the old one moved elsewhere, keeps the path and nothing else,
+and a reading that pairs the two would say the new stage's calls wrap or replace the old
+one's. Pairs of calls that hold identical calls are never undone.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pytest_fwdorder.diff.places import subtree_end
 from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.diff.uniform_changes import group_uniform_changes
 
-__all__ = ["calls_that_stayed", "needs_second_reading", "stated_changes"]
+__all__ = ["calls_that_stayed", "confirmed", "needs_second_reading", "stated_changes"]
 
 # Per-call changes that follow from another change, or cost a reading nothing: a renamed
 # call is the same call under the path both readings see, a call's nesting changes with the
@@ -83,12 +87,49 @@ def _undoes_identical(
     partners: dict[int, int],
     partners_of_new: dict[int, int],
 ) -> bool:
-    """Whether pairing these two calls would undo a pair of identical subtrees, either's."""
-    old_tree, new_tree = trees
+    """Whether pairing these two calls would undo a pair of identical calls, either's."""
     new_partner, old_partner = partners.get(old_index), partners_of_new.get(new_index)
-    return (
-        new_partner is not None and old_tree.shapes[old_index] == new_tree.shapes[new_partner]
-    ) or (old_partner is not None and old_tree.shapes[old_partner] == new_tree.shapes[new_index])
+    return (new_partner is not None and _identical(trees, old_index, new_partner)) or (
+        old_partner is not None and _identical(trees, old_partner, new_index)
+    )
+
+
+def _identical(trees: tuple[CallTree, CallTree], old_index: int, new_index: int) -> bool:
+    """Whether two calls hold identical calls, in order: a stage moved and made a subclass
+    (or given another setting) is that stage, whatever its own call says."""
+    old_tree, new_tree = trees
+    if old_tree.shapes[old_index] == new_tree.shapes[new_index]:
+        return True
+    old_children, new_children = old_tree.children[old_index], new_tree.children[new_index]
+    return len(old_children) == len(new_children) and all(
+        old_tree.shapes[i] == new_tree.shapes[j]
+        for i, j in zip(old_children, new_children, strict=True)
+    )
+
+
+def _mostly_within(
+    tree: CallTree, index: int, partners: dict[int, int], other_ends: list[int], other: int
+) -> bool:
+    """Whether at least half of the calls nested in `index` pair with calls nested in
+    `other` (of the other tree, whose ends are `other_ends`)."""
+    nested = range(index + 1, tree.ends[index])
+    within = sum(other < partners.get(call, -1) < other_ends[other] for call in nested)
+    return 2 * within >= len(nested) > 0
+
+
+def confirmed(
+    trees: tuple[CallTree, CallTree], stayed: list[tuple[int, int]], partners: dict[int, int]
+) -> bool:
+    """Whether what each call that stayed holds confirms it in a reading (`partners`): at
+    least half of the calls nested in either pair with calls nested in the other. A new
+    stage put at an old one's path, the old one moved elsewhere, is not confirmed."""
+    old_tree, new_tree = trees
+    partners_of_new = {new: old for old, new in partners.items()}
+    return all(
+        _mostly_within(old_tree, i, partners, new_tree.ends, j)
+        and _mostly_within(new_tree, j, partners_of_new, old_tree.ends, i)
+        for i, j in stayed
+    )
 
 
 def needs_second_reading(
