@@ -17,7 +17,7 @@ from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.readings import (
     calls_that_stayed,
     confirmed,
-    needs_second_reading,
+    paired_otherwise,
     stated_changes,
 )
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
@@ -124,13 +124,16 @@ def diff_lines(
         # places (readings.py).
         partners = alignment.partners
         stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
-        if not needs_second_reading(first, partners, stayed):
+        if not paired_otherwise(partners, stayed):
+            return first
+        stated = stated_changes(first, new_tree)
+        if not stated:
             return first
         again = align_trees(old_tree, new_tree, match_paths=match_paths, anchors=stayed)
         if not confirmed((old_tree, new_tree), stayed, again.partners):
             return first
         second = _classified(headers, again, names)
-        return second if stated_changes(second) < stated_changes(first) else first
+        return second if stated_changes(second, new_tree) < stated else first
 
 
 def _classified(

@@ -21,14 +21,14 @@ one's. Pairs of calls that hold identical calls are never undone.
 
 from __future__ import annotations
 
-from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
+from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.places import subtree_end
 from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.diff.uniform_changes import group_uniform_changes
 
-__all__ = ["calls_that_stayed", "confirmed", "needs_second_reading", "stated_changes"]
+__all__ = ["calls_that_stayed", "confirmed", "paired_otherwise", "stated_changes"]
 
 # Per-call changes that follow from another change, or cost a reading nothing: a renamed
 # call is the same call under the path both readings see, a call's nesting changes with the
@@ -51,7 +51,7 @@ def calls_that_stayed(
     (old index, new index); their class may differ (a stage made a subclass is the same
     stage).
 
-    An anchor never undoes a pair of identical subtrees in `partners` (the first reading):
+    None undoes a pair in `partners` (the first reading) of calls that hold identical calls:
     blocks moved out of a stage to before it, the first now at the stage's old path, are
     those blocks, whatever their path says.
     """
@@ -132,22 +132,20 @@ def confirmed(
     )
 
 
-def needs_second_reading(
-    first: TraceDiff, partners: dict[int, int], stayed: list[tuple[int, int]]
-) -> bool:
-    """Whether the first reading states a change and pairs a call that stayed otherwise."""
-    return any(partners.get(i) != j for i, j in stayed) and stated_changes(first) > 0
+def paired_otherwise(partners: dict[int, int], stayed: list[tuple[int, int]]) -> bool:
+    """Whether a reading (`partners`) pairs a call that stayed with another call."""
+    return any(partners.get(i) != j for i, j in stayed)
 
 
-def stated_changes(diff: TraceDiff) -> int:
+def stated_changes(diff: TraceDiff, new_tree: CallTree) -> int:
     """How many changes a reading states: each change to the nesting but a renamed subtree,
     each call inserted or removed (a call left unpaired is one the reading does not
     explain), each call moved with its nested calls, a dtype changed throughout a stage
     once, and each other per-call change none of them explains but those that follow from
-    another."""
+    another. `new_tree` is the call tree of the new calls, which both readings share."""
     nesting = [change for change in diff.tree_changes if change.kind is not ChangeKind.RENAMED]
     calls = unexplained(diff.changes, diff.tree_changes)
-    uniform = group_uniform_changes(calls, diff.new_tree or build_call_tree(diff.new_lines))
+    uniform = group_uniform_changes(calls, new_tree)
     grouped = {id(change) for one in uniform for change in one.changes}
     stated = len(nesting) + len(uniform)
     moved: list[int] = []
