@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -559,3 +561,58 @@ def test_a_named_layer_gone_and_another_come_are_not_one_moved() -> None:
         "1 call inserted: drop_out (Dropout) after fc2 (Linear)",
         "1 call removed: drop_in (Dropout) at the start of <root> (DropoutAtOneEnd)",
     ]
+
+
+def _a_stage_flattened_as_a_layer_moves() -> tuple[nn.Sequential, nn.Sequential]:
+    """`S(Linear, S(first, second, third))`, the inner stage flattened into the model as a
+    LeakyReLU moves from `second` into `first`: the very modules, before and after."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+    first = nn.Sequential(inner, nn.LogSigmoid(), nn.Softplus())
+    deep = nn.Sequential(nn.CELU(), nn.LeakyReLU(0.2), nn.Tanhshrink())
+    second = nn.Sequential(nn.Hardswish(), deep)
+    third = nn.Sequential(nn.ELU(), nn.Linear(8, 8))
+    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(first, second, third))
+    new = copy.deepcopy(old)
+    first, second, third = new[1]
+    moved = second[1][1]
+    del second[1][1]
+    first[0].insert(1, moved)
+    return old, nn.Sequential(new[0], first, second, third)
+
+
+@pytest.mark.parametrize(("most_calls", "readings"), [(None, 2), (1, 1)])
+def test_a_diff_reads_flattened_stages_again_within_its_budget_of_calls(
+    monkeypatch: pytest.MonkeyPatch, most_calls: int | None, readings: int
+) -> None:
+    """Two stages flattened beside moves, one in each half of a model, are read again one
+    after the other, each with its calls paired in its parent (diff/stage_readings.py).
+    Each reading aligns the whole diff again: a diff aligns at most `_MOST_CALLS_READ`
+    calls again, and reads again once whatever its size."""
+    from pytest_fwdorder.diff import diffing
+
+    aligned: list[int] = []
+
+    def counted(old_tree: object, new_tree: object, **options: object) -> object:
+        aligned.append(len(options.get("anchors", ())))
+        return align_trees(old_tree, new_tree, **options)
+
+    align_trees = diffing.align_trees
+    monkeypatch.setattr(diffing, "align_trees", counted)
+    if most_calls is not None:
+        monkeypatch.setattr(diffing, "_MOST_CALLS_READ", most_calls)
+    halves = [_a_stage_flattened_as_a_layer_moves() for _ in range(2)]
+    old = nn.Sequential(*(old for old, _ in halves))
+    new = nn.Sequential(*(new for _, new in halves))
+    inputs = torch.randn(2, 8)
+
+    difference = trace_forward(old, inputs).diff(trace_forward(new, inputs))
+    summary = difference.summary()
+
+    first_half = "0.1 (Sequential) unwrapped: the old 0.1.0, 0.1.1, 0.1.2 are now 0.1, 0.2, 0.3"
+    second_half = "1.1 (Sequential) unwrapped: the old 1.1.0, 1.1.1, 1.1.2 are now 1.1, 1.2, 1.3"
+    assert first_half in summary, summary
+    assert (second_half in summary) is (readings == 2), summary
+    # The oracle that readings are counted: the first has no anchors, each other has some,
+    # the second reading of the second half those of the first and its own.
+    assert aligned == [0, 5, 10][: 1 + readings], aligned

@@ -9,10 +9,11 @@ in words. The golden text both sides are read from is `golden.format`'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.calls.records import TraceRecords
-from pytest_fwdorder.diff.call_tree import build_call_tree
+from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.readings import (
     calls_that_stayed,
@@ -20,6 +21,7 @@ from pytest_fwdorder.diff.readings import (
     paired_otherwise,
     stated_changes,
 )
+from pytest_fwdorder.diff.stage_readings import stage_readings
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
@@ -30,6 +32,8 @@ from pytest_fwdorder.hookspecs import plugin_facets
 
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.facet_records import Facet
+
+_MOST_CALLS_READ = 600_000  # calls aligned again by the other readings of one diff, at most
 
 __all__ = [
     "check_trace",
@@ -120,20 +124,73 @@ def diff_lines(
         headers = (GoldenHeader.of(old_header), GoldenHeader.of(new_header))
         alignment = align_trees(old_tree, new_tree, match_paths=match_paths)
         first = _classified(headers, alignment, names)
-        # Another reading, from the calls that kept their paths, or without names their
-        # places (readings.py).
+        # Other readings: from the calls that kept their paths, or without names their
+        # places (readings.py), and of stages flattened or wrapped (stage_readings.py).
         partners = alignment.partners
         stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
-        if not paired_otherwise(partners, stayed):
+        readings = [stayed] if paired_otherwise(partners, stayed) else []
+        readings += stage_readings((old_tree, new_tree), partners)
+        if not readings:
             return first
         stated = stated_changes(first, new_tree)
         if not stated:
             return first
-        again = align_trees(old_tree, new_tree, match_paths=match_paths, anchors=stayed)
-        if not confirmed((old_tree, new_tree), stayed, again.partners):
-            return first
-        second = _classified(headers, again, names)
-        return second if stated_changes(second, new_tree) < stated else first
+        # Each reading costs an alignment of the whole diff: fewer of them on large ones.
+        budget = max(1, _MOST_CALLS_READ // (len(old) + len(new) + 1))
+        reader = _Reader((old_tree, new_tree), match_paths, headers, names)
+        return reader.fewest_stated((first, stated), readings, budget)
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """What reads one diff again from a list of anchors: its trees and how it names calls."""
+
+    trees: tuple[CallTree, CallTree]
+    match_paths: bool
+    headers: tuple[GoldenHeader, GoldenHeader]
+    names: tuple[list[GoldenLine], list[GoldenLine]] | None
+
+    def fewest_stated(
+        self, first: tuple[TraceDiff, int], readings: list[list[tuple[int, int]]], budget: int
+    ) -> TraceDiff:
+        """Of the first reading (and the changes it states) and those `readings` start (each
+        the anchors paired before any pass), the one that states fewest changes, each kept
+        only where what it anchors confirms it.
+
+        A reading kept keeps its anchors for the readings after it, and the stages it leaves
+        flattened or wrapped are read next: two stages flattened in one diff read as two
+        unwraps. At most `budget` readings are aligned.
+        """
+        kept, fewest = first
+        kept_anchors: list[tuple[int, int]] = []
+        tried: set[tuple[tuple[int, int], ...]] = set()
+        while readings and fewest and len(tried) < budget:
+            anchors = _joined(kept_anchors, readings.pop(0))
+            if tuple(anchors) in tried:
+                continue
+            tried.add(tuple(anchors))
+            again = align_trees(*self.trees, match_paths=self.match_paths, anchors=anchors)
+            if not confirmed(self.trees, anchors, again.partners):
+                continue
+            reading = _classified(self.headers, again, self.names)
+            stated = stated_changes(reading, self.trees[1])
+            if stated < fewest:
+                kept, fewest, kept_anchors = reading, stated, anchors
+                readings = stage_readings(self.trees, again.partners)
+        return kept
+
+
+def _joined(kept: list[tuple[int, int]], anchors: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The anchors of a reading kept, then those of another that pair neither call again."""
+    joined = list(kept)
+    old_paired = {old for old, _ in kept}
+    new_paired = {new for _, new in kept}
+    for old, new in anchors:
+        if old not in old_paired and new not in new_paired:
+            joined.append((old, new))
+            old_paired.add(old)
+            new_paired.add(new)
+    return joined
 
 
 def _classified(

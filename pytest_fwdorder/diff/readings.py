@@ -10,10 +10,11 @@ paired first, the same diff says one type change and one move. A name-free compa
 reads it again from the calls that kept their places (the same place among their
 siblings, under calls that kept theirs).
 
-Of the two readings, the one that states fewer changes is kept (issue 31's rule: when two
-explanations fit, the smaller one). The second is read only when the calls that stayed
-pair otherwise in the first, so a diff where every call kept its path is read once, and
-only kept where what each call that stayed holds confirms it (`confirmed`): a new stage
+Of the readings (this one, and those of stages flattened or wrapped, stage_readings.py),
+the one that states fewest changes is kept (issue 31's rule: when two explanations fit,
+the smaller one; `diffing.diff_lines` compares them). This one is read only when the
+calls that stayed pair otherwise in the first, so a diff where every call kept its path is
+read once, and only kept where what each call that stayed holds confirms it (`confirmed`): a new stage
 put at an old stage's path, the old one moved elsewhere, keeps the path and nothing else,
 and a reading that pairs the two would say the new stage's calls wrap or replace the old
 one's. Pairs of calls that hold identical calls are never undone.
@@ -28,7 +29,13 @@ from pytest_fwdorder.diff.places import subtree_end
 from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.diff.uniform_changes import group_uniform_changes
 
-__all__ = ["calls_that_stayed", "confirmed", "paired_otherwise", "stated_changes"]
+__all__ = [
+    "calls_that_stayed",
+    "confirmed",
+    "mostly_within",
+    "paired_otherwise",
+    "stated_changes",
+]
 
 # Per-call changes that follow from another change, or cost a reading nothing: a renamed
 # call is the same call under the path both readings see, a call's nesting changes with the
@@ -107,7 +114,7 @@ def _identical(trees: tuple[CallTree, CallTree], old_index: int, new_index: int)
     )
 
 
-def _mostly_within(
+def mostly_within(
     tree: CallTree, index: int, partners: dict[int, int], other_ends: list[int], other: int
 ) -> bool:
     """Whether at least half of the calls nested in `index` pair with calls nested in
@@ -118,17 +125,19 @@ def _mostly_within(
 
 
 def confirmed(
-    trees: tuple[CallTree, CallTree], stayed: list[tuple[int, int]], partners: dict[int, int]
+    trees: tuple[CallTree, CallTree], anchors: list[tuple[int, int]], partners: dict[int, int]
 ) -> bool:
-    """Whether what each call that stayed holds confirms it in a reading (`partners`): at
-    least half of the calls nested in either pair with calls nested in the other. A new
-    stage put at an old one's path, the old one moved elsewhere, is not confirmed."""
+    """Whether what each pair of `anchors` holds confirms it in the reading they start
+    (`partners`): at least half of the calls nested in either pair with calls nested in the
+    other (a pair of layers, holding none, needs nothing). A new stage put at an old one's
+    path, the old one moved elsewhere, is not confirmed."""
     old_tree, new_tree = trees
     partners_of_new = {new: old for old, new in partners.items()}
     return all(
-        _mostly_within(old_tree, i, partners, new_tree.ends, j)
-        and _mostly_within(new_tree, j, partners_of_new, old_tree.ends, i)
-        for i, j in stayed
+        mostly_within(old_tree, i, partners, new_tree.ends, j)
+        and mostly_within(new_tree, j, partners_of_new, old_tree.ends, i)
+        for i, j in anchors
+        if old_tree.size(i) > 1 or new_tree.size(j) > 1
     )
 
 
