@@ -616,3 +616,31 @@ def test_a_diff_reads_flattened_stages_again_within_its_budget_of_calls(
     # The oracle that readings are counted: the first has no anchors, each other has some,
     # the second reading of the second half those of the first and its own.
     assert aligned == [0, 5, 10][: 1 + readings], aligned
+
+
+def test_stages_the_first_reading_reads_as_flattened_are_not_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fifty stages `S(Linear, ReLU)` flattened into the model read as fifty unwraps at the
+    first reading: reading any of them again as flattened costs an alignment of the whole
+    diff and finds nothing new, so the diff is aligned once."""
+    from pytest_fwdorder.diff import diffing
+
+    aligned: list[int] = []
+
+    def counted(old_tree: object, new_tree: object, **options: object) -> object:
+        aligned.append(len(options.get("anchors", ())))
+        return align_trees(old_tree, new_tree, **options)
+
+    align_trees = diffing.align_trees
+    monkeypatch.setattr(diffing, "align_trees", counted)
+    stages = [nn.Sequential(nn.Linear(2, 2), nn.ReLU()) for _ in range(50)]
+    inputs = torch.randn(1, 2)
+    before = trace_forward(nn.Sequential(*stages), inputs)
+    after = trace_forward(nn.Sequential(*(layer for stage in stages for layer in stage)), inputs)
+
+    difference = before.diff(after)
+
+    assert difference.explained_counts() == {"unwrapped": 50}, difference.summary()
+    # The oracle that alignments are counted: the first, without anchors.
+    assert aligned == [0], aligned

@@ -1530,6 +1530,94 @@ def test_layers_moved_out_of_a_stage_that_keeps_its_block_are_moves_not_an_unwra
     assert name_free.summary().splitlines()[1:] == moves
 
 
+def test_a_stages_layers_wrapped_as_a_layer_moves_into_them_is_a_wrap_and_a_move() -> None:
+    """`1 = S(Linear, S(SiLU, Linear, Tanh))`, its two layers wrapped in a new Sequential as
+    the Hardtanh at the start of `0` moves to the end of the inner stage. Name-free, the new
+    stage paired with the old inner stage, which half its calls pair within, so it was not
+    read as a wrap: `1.0.1 wraps the old 1.1.0, 1.1.2` and the Linear moved into it. A stage
+    is read again as a wrap unless its partner holds more than half its calls."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.SiLU(), nn.Linear(8, 8), nn.Tanh())
+    stage = nn.Sequential(nn.Linear(8, 8), inner)
+    head = nn.Sequential(nn.Hardtanh(), nn.ReLU(), nn.Linear(8, 8))
+    old = nn.Sequential(head, stage)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    moved = head[0]
+    del head[0]
+    inner.append(moved)
+    wrapper = nn.Sequential(stage[0], stage[1])
+    del stage[1]
+    del stage[0]
+    stage.append(wrapper)  # the very stage, holding the new one
+    after = trace_forward(old, inputs)
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    truth = [
+        "1.0 (Sequential) wraps the old 1.0, 1.1, now 1.0.0, 1.0.1",
+        "0.0 (Hardtanh) moved to 1.0.1.3",
+    ]
+    assert named.summary().splitlines()[1:] == [
+        f"{truth[0]} (5 calls renamed under it)",
+        truth[1],
+        "2 calls renamed: 0.1 (ReLU) -> 0.0, 0.2 (Linear) -> 0.1",
+    ], named.summary()
+    assert name_free.summary().splitlines()[1:] == truth, name_free.summary()
+
+
+def test_a_stage_split_in_two_among_look_alikes_changes_no_layers_class() -> None:
+    """Review: a stage of six layers split into two stages, among look-alike Linears and
+    ReLUs. Name-free, the stage read as wrapping two Linears before it, two layers swapped,
+    and `type changed at 3.4.2: Linear -> ReLU` with its weight removed, fewer changes by
+    count than nine calls inserted and removed, and false: where a layer of another class
+    is, another layer ran. A reading that pairs layers of different classes the first did
+    not is not kept."""
+    torch.manual_seed(0)
+    stage = [nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8), nn.ReLU(), nn.ReLU()]
+    stage.append(nn.Linear(8, 8))
+    before_stage = [nn.Linear(8, 8), nn.Linear(8, 8)]
+    before_stage.append(nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8)))
+    last = nn.Linear(8, 8)
+    old = nn.Sequential(nn.ReLU(), nn.Sequential(*before_stage, nn.Sequential(*stage), last))
+    new = nn.Sequential(
+        old[0],
+        nn.Sequential(*before_stage, nn.Sequential(*stage[:2]), nn.Sequential(*stage[2:]), last),
+    )
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert "type changed" not in summary, summary
+        assert "parameters changed" not in summary, summary
+        assert difference.explained_counts()["inserted"] == 5, summary
+
+
+def test_a_stage_merged_into_the_one_before_it_is_not_read_from_layers_before_both() -> None:
+    """Review: `2 = S(Linear x3, S(Linear x3), S(Linear x3))`, the last stage merged into
+    the one before it. Name-free, the last stage read as flattened into the parent's three
+    Linears before both stages, which ran before the stage it was merged into, and one of
+    them as moved into that stage: call order rules that out. A stage's calls are looked
+    for between the partners of the calls around it."""
+    torch.manual_seed(0)
+    first = nn.Sequential(*(nn.Linear(8, 8) for _ in range(4)))
+    layers = [nn.Linear(8, 8) for _ in range(3)]
+    merged_into = [nn.Linear(8, 8) for _ in range(3)]
+    merged = [nn.Linear(8, 8) for _ in range(3)]
+    old = nn.Sequential(
+        first,
+        nn.ReLU(),
+        nn.Sequential(*layers, nn.Sequential(*merged_into), nn.Sequential(*merged)),
+    )
+    new = nn.Sequential(first, old[1], nn.Sequential(*layers, nn.Sequential(*merged_into, *merged)))
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    assert set(name_free.explained_counts()) == {"inserted", "removed"}, name_free.summary()
+
+
 def test_a_stem_split_off_a_body_that_stays_is_two_moves_not_the_body_unwrapped() -> None:
     """Review: `body = S(S(Linear, LayerNorm), GELU, Linear, GELU, Dropout)`, its first block
     and GELU moved out before it. A rule since taken back read the body as flattened once

@@ -33,7 +33,7 @@ from pytest_fwdorder.hookspecs import plugin_facets
 if TYPE_CHECKING:
     from pytest_fwdorder.calls.facet_records import Facet
 
-_MOST_CALLS_READ = 600_000  # calls aligned again by the other readings of one diff, at most
+_MOST_CALLS_READ = 200_000  # calls aligned again by the other readings of one diff, at most
 
 __all__ = [
     "check_trace",

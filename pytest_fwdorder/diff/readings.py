@@ -115,12 +115,20 @@ def _identical(trees: tuple[CallTree, CallTree], old_index: int, new_index: int)
 
 
 def mostly_within(
-    tree: CallTree, index: int, partners: dict[int, int], other_ends: list[int], other: int
+    tree: CallTree,
+    index: int,
+    partners: dict[int, int],
+    other: tuple[list[int], int],
+    *,
+    more_than_half: bool = False,
 ) -> bool:
-    """Whether at least half of the calls nested in `index` pair with calls nested in
-    `other` (of the other tree, whose ends are `other_ends`)."""
+    """Whether at least half (or more than half) of the calls nested in `index` pair with
+    calls nested in a call of the other tree; `other` is that tree's ends and the call."""
+    other_ends, other_index = other
     nested = range(index + 1, tree.ends[index])
-    within = sum(other < partners.get(call, -1) < other_ends[other] for call in nested)
+    within = sum(other_index < partners.get(call, -1) < other_ends[other_index] for call in nested)
+    if more_than_half:
+        return 2 * within > len(nested)
     return 2 * within >= len(nested) > 0
 
 
@@ -134,8 +142,8 @@ def confirmed(
     old_tree, new_tree = trees
     partners_of_new = {new: old for old, new in partners.items()}
     return all(
-        mostly_within(old_tree, i, partners, new_tree.ends, j)
-        and mostly_within(new_tree, j, partners_of_new, old_tree.ends, i)
+        mostly_within(old_tree, i, partners, (new_tree.ends, j))
+        and mostly_within(new_tree, j, partners_of_new, (old_tree.ends, i))
         for i, j in anchors
         if old_tree.size(i) > 1 or new_tree.size(j) > 1
     )

@@ -33,9 +33,10 @@ def stage_readings(
     """The anchors of each reading that takes an old stage as flattened into its parent, or
     a new stage as wrapped around calls of its parent, as (old index, new index) pairs.
 
-    Only stages the first reading (`partners`) leaves unpaired, or pairs with a call that
-    holds fewer than half their nested calls, are read so, and only where their parent is
-    paired and its partner runs calls of the stage's children's classes, in order.
+    Only stages a reading (`partners`) leaves unpaired, or pairs with a call that holds
+    half their nested calls or fewer, are read so, and only where their parent is paired
+    and its partner runs calls of the stage's children's classes, in order, between the
+    calls the stage's siblings surely are (`_Places`).
     """
     old_tree, new_tree = trees
     partners_of_new = {new: old for old, new in partners.items()}
@@ -110,10 +111,10 @@ def _lent_runs(
     for parent, stages in enumerate(tree.children):
         if parent not in partners:
             continue
-        siblings = other.children[partners[parent]]
-        places: dict[str, list[int]] | None = None  # made at the parent's first stage
+        places: _Places | None = None  # made at the parent's first stage
         for place, stage in enumerate(stages):
-            if len(tree.children[stage]) < 2:
+            children = tree.children[stage]
+            if len(children) < 2:
                 continue
             partner = partners.get(stage)
             if partner is not None and (
@@ -123,15 +124,122 @@ def _lent_runs(
             ):
                 continue
             if places is None:
-                places = {}
-                for index, sibling in enumerate(siblings):
-                    places.setdefault(other.lines[sibling].module_type, []).append(index)
-            run = _run_like(tree, other, stage, siblings, (place, places))
-            if run:
+                siblings = other.children[partners[parent]]
+                places = _Places((tree, other), siblings, stages, (partners, other_partners))
+            run = places.run_like([tree.lines[child].module_type for child in children], place)
+            # A stage this reading already reads as flattened needs no other reading.
+            if run and any(
+                partners.get(child) != call for child, call in zip(children, run, strict=True)
+            ):
                 found.append((parent, partners[parent], stage, run))
                 if len(found) == _MOST_READINGS:
                     return found
     return found
+
+
+class _Places:
+    """Where calls are among the children of a paired parent's partner (`siblings`), and
+    between which of them each of the parent's own children may have run."""
+
+    def __init__(
+        self,
+        trees: tuple[CallTree, CallTree],
+        siblings: list[int],
+        stages: list[int],
+        pairs: tuple[dict[int, int], dict[int, int]],
+    ) -> None:
+        other = trees[1]
+        self.other, self.siblings = other, siblings
+        self.of_class: dict[str, list[int]] = {}
+        position: dict[int, int] = {}
+        for index, sibling in enumerate(siblings):
+            self.of_class.setdefault(other.lines[sibling].module_type, []).append(index)
+            position[sibling] = index
+        # A stage's calls ran after the partners of the children before it and before those
+        # of the children after it: call order rules out a run anywhere else. Only pairs a
+        # look-alike could not have made bound it: calls that hold calls, or that kept their
+        # path (a layer paired with a look-alike elsewhere may be any of them); a child
+        # flattened already bounds it by where its own children's partners are.
+        spans = [_span(trees, stage, pairs, position) for stage in stages]
+        self.after, latest = [], -1
+        for _, last in spans:
+            self.after.append(latest)
+            latest = max(latest, last)
+        self.before, earliest = [0] * len(stages), len(siblings)
+        for place in range(len(stages) - 1, -1, -1):
+            self.before[place] = earliest
+            earliest = min(earliest, spans[place][0])
+
+    def run_like(self, classes: list[str], place: int) -> list[int]:
+        """The run of siblings whose classes are `classes`, in order, between the partners
+        of the children around `place`, nearest `place`; empty for none."""
+        width, after, before = len(classes), self.after[place], self.before[place]
+        starts = self.of_class.get(classes[0], [])
+        # The starts nearest where the stage ran first (right after the calls before it, if
+        # any is paired), at most _MOST_STARTS of them.
+        expected = after + 1 if after >= 0 else place
+        middle = bisect_left(starts, expected)
+        nearest = sorted(
+            starts[max(0, middle - _MOST_STARTS) : middle + _MOST_STARTS],
+            key=lambda start: abs(start - expected),
+        )[:_MOST_STARTS]
+        for start in nearest:
+            run = self.siblings[start : start + width]
+            if (
+                after < start
+                and start + width <= before
+                and len(run) == width
+                and all(
+                    self.other.lines[call].module_type == one
+                    for call, one in zip(run, classes, strict=True)
+                )
+            ):
+                return run
+        return []
+
+
+def _span(
+    trees: tuple[CallTree, CallTree],
+    call: int,
+    pairs: tuple[dict[int, int], dict[int, int]],
+    position: dict[int, int],
+) -> tuple[int, int]:
+    """The first and last places among the partner parent's children (`position`) that a
+    child of the parent is surely at: its partner's, for a pair no look-alike could have
+    made; its own children's partners', for a child flattened there; else none
+    (`(len, -1)`, which bounds nothing)."""
+    tree, partners = trees[0], pairs[0]
+    if _sure(trees, call, pairs):
+        place = position.get(partners[call], -1)
+        if place >= 0:
+            return place, place
+    elif call not in partners and tree.children[call]:
+        places = [position.get(partners.get(child, -1), -1) for child in tree.children[call]]
+        found = [place for place in places if place >= 0]
+        if found:
+            return min(found), max(found)
+    return len(position), -1
+
+
+def _sure(
+    trees: tuple[CallTree, CallTree], call: int, pairs: tuple[dict[int, int], dict[int, int]]
+) -> bool:
+    """Whether a call's pair is one no look-alike could have made: it kept its path (a
+    name-free comparison has none), or it holds calls, half of which or more pair within
+    its partner, both ways. `pairs`: the partners of `trees[0]`'s calls, and of the other's."""
+    tree, other = trees
+    partners, other_partners = pairs
+    partner = partners.get(call)
+    if partner is None:
+        return False
+    path = tree.lines[call].path
+    if path and path == other.lines[partner].path:
+        return True
+    if not tree.children[call]:
+        return False
+    return mostly_within(tree, call, partners, (other.ends, partner)) and mostly_within(
+        other, partner, other_partners, (tree.ends, call)
+    )
 
 
 def _holds_it(
@@ -142,10 +250,11 @@ def _holds_it(
     partners: dict[int, int],
     other_partners: dict[int, int],
 ) -> bool:
-    """Whether a stage's partner holds at least half its nested calls' partners, both ways."""
-    return mostly_within(tree, stage, partners, other.ends, partner) and mostly_within(
-        other, partner, other_partners, tree.ends, stage
-    )
+    """Whether a stage's partner holds more than half its nested calls' partners, both
+    ways: a stage whose partner holds half of them may have lent the other half."""
+    return mostly_within(
+        tree, stage, partners, (other.ends, partner), more_than_half=True
+    ) and mostly_within(other, partner, other_partners, (tree.ends, stage), more_than_half=True)
 
 
 def _kept_a_child(
@@ -162,34 +271,3 @@ def _kept_a_child(
         and tree.shapes[child] == other.shapes[partners[child]]
         for child in tree.children[stage]
     )
-
-
-def _run_like(
-    tree: CallTree,
-    other: CallTree,
-    stage: int,
-    siblings: list[int],
-    where: tuple[int, dict[str, list[int]]],
-) -> list[int]:
-    """The run of `siblings` (calls of `other`) whose classes are those of the stage's
-    children, in order, nearest the stage's own place among its siblings; empty for none.
-
-    `where`: the stage's place, and where each class is among `siblings`.
-    """
-    place, places = where
-    classes = [tree.lines[child].module_type for child in tree.children[stage]]
-    width = len(classes)
-    starts = places.get(classes[0], [])
-    # The starts nearest the stage's place first, at most _MOST_STARTS of them.
-    middle = bisect_left(starts, place)
-    nearest = sorted(
-        starts[max(0, middle - _MOST_STARTS) : middle + _MOST_STARTS],
-        key=lambda start: abs(start - place),
-    )[:_MOST_STARTS]
-    for start in nearest:
-        run = siblings[start : start + width]
-        if len(run) == width and all(
-            other.lines[call].module_type == one for call, one in zip(run, classes, strict=True)
-        ):
-            return run
-    return []
