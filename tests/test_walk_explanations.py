@@ -1618,6 +1618,30 @@ def test_a_stage_merged_into_the_one_before_it_is_not_read_from_layers_before_bo
     assert set(name_free.explained_counts()) == {"inserted", "removed"}, name_free.summary()
 
 
+def test_a_stem_flattened_as_two_stages_swap_is_an_unwrap_and_a_swap() -> None:
+    """Review: `S(stem=S(a, b, c), act, x=S(ReLU, ReLU), y=S(ReLU, Linear))`, the stem
+    flattened and `x` and `y` swapped. Read as the stem flattened, the stages after it
+    paired in order by class, `x` with `y`, undoing the first reading's pairs of identical
+    stages: `x -> y`, `y -> x` and two layers' classes changed. A reading keeps the pairs
+    of identical calls it starts from."""
+    torch.manual_seed(0)
+    stem = nn.Sequential(OrderedDict(a=nn.Linear(8, 8), b=nn.Linear(8, 8), c=nn.Linear(8, 8)))
+    x = nn.Sequential(nn.ReLU(), nn.ReLU())
+    y = nn.Sequential(nn.ReLU(), nn.Linear(8, 8))
+    old = nn.Sequential(OrderedDict(stem=stem, act=nn.Tanh(), x=x, y=y))
+    new = nn.Sequential(OrderedDict(**dict(stem.named_children()), act=old.act, y=y, x=x))
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.summary().splitlines()[1:] == [
+        "stem (Sequential) unwrapped: the old stem.a, stem.b, stem.c are now a, b, c (3 calls "
+        "renamed under it)",
+        "x and y (Sequential) swapped",
+    ], named.summary()
+    assert name_free.explained_counts() == {"unwrapped": 1, "swapped": 1}, name_free.summary()
+
+
 def test_a_stem_split_off_a_body_that_stays_is_two_moves_not_the_body_unwrapped() -> None:
     """Review: `body = S(S(Linear, LayerNorm), GELU, Linear, GELU, Dropout)`, its first block
     and GELU moved out before it. A rule since taken back read the body as flattened once

@@ -44,14 +44,45 @@ def stage_readings(
     for old_parent, new_parent, old_stage, run in _lent_runs(old_tree, new_tree, partners):
         lent = list(zip(old_tree.children[old_stage], run, strict=True))
         lent += _shifted(old_tree, new_tree, old_stage, run, new_tree.children[new_parent])
-        readings.append([(old_parent, new_parent), *lent])
+        kept = _keeping_identical(trees, lent, (partners, partners_of_new))
+        readings.append([(old_parent, new_parent), *kept])
     lent_to_old = _lent_runs(new_tree, old_tree, partners_of_new)
     for new_parent, old_parent, new_stage, run in lent_to_old:
         wrapped = list(zip(run, new_tree.children[new_stage], strict=True))
         shifted = _shifted(new_tree, old_tree, new_stage, run, old_tree.children[old_parent])
         wrapped += [(old, new) for new, old in shifted]
-        readings.append([(old_parent, new_parent), *wrapped])
+        kept = _keeping_identical(trees, wrapped, (partners, partners_of_new))
+        readings.append([(old_parent, new_parent), *kept])
     return readings[:_MOST_READINGS]
+
+
+def _keeping_identical(
+    trees: tuple[CallTree, CallTree],
+    anchors: list[tuple[int, int]],
+    pairs: tuple[dict[int, int], dict[int, int]],
+) -> list[tuple[int, int]]:
+    """The anchors but those that undo a pair of identical calls (the same subtree, found
+    whatever it is called) of the reading they start from; a pair of identical calls is
+    kept. Stages swapped beside a stage flattened are those stages, swapped, not each
+    paired in order by class with the other and changed into it."""
+    old_tree, new_tree = trees
+    partners, partners_of_new = pairs
+
+    def identical(old: int | None, new: int | None) -> bool:
+        return old is not None and new is not None and old_tree.shapes[old] == new_tree.shapes[new]
+
+    return [
+        (old, new)
+        for old, new in anchors
+        if identical(old, new)
+        or not (
+            (partners.get(old) not in (None, new) and identical(old, partners.get(old)))
+            or (
+                partners_of_new.get(new) not in (None, old)
+                and identical(partners_of_new.get(new), new)
+            )
+        )
+    ]
 
 
 def _shifted(
@@ -126,11 +157,11 @@ def _lent_runs(
             if places is None:
                 siblings = other.children[partners[parent]]
                 places = _Places((tree, other), siblings, stages, (partners, other_partners))
-            run = places.run_like([tree.lines[child].module_type for child in children], place)
             # A stage this reading already reads as flattened needs no other reading.
-            if run and any(
-                partners.get(child) != call for child, call in zip(children, run, strict=True)
-            ):
+            if partner is None and all(partners.get(child) in places.at for child in children):
+                continue
+            run = places.run_like([tree.lines[child].module_type for child in children], place)
+            if run:
                 found.append((parent, partners[parent], stage, run))
                 if len(found) == _MOST_READINGS:
                     return found
@@ -151,16 +182,15 @@ class _Places:
         other = trees[1]
         self.other, self.siblings = other, siblings
         self.of_class: dict[str, list[int]] = {}
-        position: dict[int, int] = {}
+        self.at: dict[int, int] = {}  # each sibling's place
         for index, sibling in enumerate(siblings):
             self.of_class.setdefault(other.lines[sibling].module_type, []).append(index)
-            position[sibling] = index
+            self.at[sibling] = index
         # A stage's calls ran after the partners of the children before it and before those
         # of the children after it: call order rules out a run anywhere else. Only pairs a
         # look-alike could not have made bound it: calls that hold calls, or that kept their
-        # path (a layer paired with a look-alike elsewhere may be any of them); a child
-        # flattened already bounds it by where its own children's partners are.
-        spans = [_span(trees, stage, pairs, position) for stage in stages]
+        # path (a layer paired with a look-alike elsewhere may be any of them).
+        spans = [_span(trees, stage, pairs, self.at) for stage in stages]
         self.after, latest = [], -1
         for _, last in spans:
             self.after.append(latest)
@@ -204,20 +234,13 @@ def _span(
     pairs: tuple[dict[int, int], dict[int, int]],
     position: dict[int, int],
 ) -> tuple[int, int]:
-    """The first and last places among the partner parent's children (`position`) that a
-    child of the parent is surely at: its partner's, for a pair no look-alike could have
-    made; its own children's partners', for a child flattened there; else none
-    (`(len, -1)`, which bounds nothing)."""
-    tree, partners = trees[0], pairs[0]
+    """The place among the partner parent's children (`position`) that a child of the
+    parent is surely at, as (first, last): its partner's, for a pair no look-alike could
+    have made; else none (`(len, -1)`, which bounds nothing)."""
     if _sure(trees, call, pairs):
-        place = position.get(partners[call], -1)
+        place = position.get(pairs[0][call], -1)
         if place >= 0:
             return place, place
-    elif call not in partners and tree.children[call]:
-        places = [position.get(partners.get(child, -1), -1) for child in tree.children[call]]
-        found = [place for place in places if place >= 0]
-        if found:
-            return min(found), max(found)
     return len(position), -1
 
 
