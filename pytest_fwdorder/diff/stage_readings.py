@@ -16,6 +16,7 @@ confirms it and where it states fewer changes than every other reading.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 
 from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.readings import mostly_within
@@ -190,7 +191,8 @@ class _Places:
         # of the children after it: call order rules out a run anywhere else. Only pairs a
         # look-alike could not have made bound it: calls that hold calls, or that kept their
         # path (a layer paired with a look-alike elsewhere may be any of them).
-        spans = [_span(trees, stage, pairs, self.at) for stage in stages]
+        unique = _unique(trees[0], stages) | _unique(other, siblings)
+        spans = [_span(trees, stage, pairs, (self.at, unique)) for stage in stages]
         self.after, latest = [], -1
         for _, last in spans:
             self.after.append(latest)
@@ -232,37 +234,50 @@ def _span(
     trees: tuple[CallTree, CallTree],
     call: int,
     pairs: tuple[dict[int, int], dict[int, int]],
-    position: dict[int, int],
+    places: tuple[dict[int, int], set[int]],
 ) -> tuple[int, int]:
-    """The place among the partner parent's children (`position`) that a child of the
-    parent is surely at, as (first, last): its partner's, for a pair no look-alike could
-    have made; else none (`(len, -1)`, which bounds nothing)."""
-    if _sure(trees, call, pairs):
-        place = position.get(pairs[0][call], -1)
+    """The place among the partner parent's children that a child of the parent is surely
+    at, as (first, last): its partner's, for a pair no look-alike could have made; else
+    none (`(len, -1)`, which bounds nothing). `places`: each of those children's place, and
+    the calls among both parents' children whose subtree no sibling shares."""
+    at, unique = places
+    if _sure(trees, call, pairs, unique):
+        place = at.get(pairs[0][call], -1)
         if place >= 0:
             return place, place
-    return len(position), -1
+    return len(at), -1
 
 
 def _sure(
-    trees: tuple[CallTree, CallTree], call: int, pairs: tuple[dict[int, int], dict[int, int]]
+    trees: tuple[CallTree, CallTree],
+    call: int,
+    pairs: tuple[dict[int, int], dict[int, int]],
+    unique: set[int],
 ) -> bool:
-    """Whether a call's pair is one no look-alike could have made: it kept its path (a
-    name-free comparison has none), or it holds calls, half of which or more pair within
-    its partner, both ways. `pairs`: the partners of `trees[0]`'s calls, and of the other's."""
+    """Whether a call's pair is one no look-alike could have made: it kept a path whose
+    last name is not a number (numbered children are numbered again when one is taken
+    out), or it holds calls, half of which or more pair within its partner, both ways, and
+    one of the two is the only one of its subtree among its siblings (`unique`). `pairs`:
+    the partners of `trees[0]`'s calls, and of the other's."""
     tree, other = trees
     partners, other_partners = pairs
     partner = partners.get(call)
     if partner is None:
         return False
     path = tree.lines[call].path
-    if path and path == other.lines[partner].path:
+    if path and path == other.lines[partner].path and not path.rpartition(".")[2].isdigit():
         return True
-    if not tree.children[call]:
+    if not tree.children[call] or (call not in unique and partner not in unique):
         return False
     return mostly_within(tree, call, partners, (other.ends, partner)) and mostly_within(
         other, partner, other_partners, (tree.ends, call)
     )
+
+
+def _unique(tree: CallTree, calls: list[int]) -> set[int]:
+    """The calls whose subtree none of the others in `calls` shares."""
+    counts = Counter(tree.shapes[call] for call in calls)
+    return {call for call in calls if counts[tree.shapes[call]] == 1}
 
 
 def _holds_it(
