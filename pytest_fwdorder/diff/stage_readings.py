@@ -189,18 +189,33 @@ class _Places:
             self.at[sibling] = index
         # A stage's calls ran after the partners of the children before it and before those
         # of the children after it: call order rules out a run anywhere else. Only pairs a
-        # look-alike could not have made bound it: calls that hold calls, or that kept their
-        # path (a layer paired with a look-alike elsewhere may be any of them).
+        # look-alike could not have made bound it (`_sure`); a numbered child after the
+        # stage is numbered again when the stage's calls take its place, one before it not.
         unique = _unique(trees[0], stages) | _unique(other, siblings)
-        spans = [_span(trees, stage, pairs, (self.at, unique)) for stage in stages]
         self.after, latest = [], -1
-        for _, last in spans:
+        for stage in stages:
             self.after.append(latest)
-            latest = max(latest, last)
+            latest = max(latest, self._place(trees, stage, pairs, (unique, True)))
         self.before, earliest = [0] * len(stages), len(siblings)
         for place in range(len(stages) - 1, -1, -1):
             self.before[place] = earliest
-            earliest = min(earliest, spans[place][0])
+            sure_place = self._place(trees, stages[place], pairs, (unique, False))
+            earliest = min(earliest, sure_place if sure_place >= 0 else len(siblings))
+
+    def _place(
+        self,
+        trees: tuple[CallTree, CallTree],
+        call: int,
+        pairs: tuple[dict[int, int], dict[int, int]],
+        how: tuple[set[int], bool],
+    ) -> int:
+        """The place among the siblings that a child of the parent is surely at: its
+        partner's, for a pair no look-alike could have made (`_sure`, told which calls no
+        sibling looks like and whether a numbered path kept is sure); -1 for none."""
+        unique, numbered = how
+        if _sure(trees, call, pairs, unique, numbered=numbered):
+            return self.at.get(pairs[0][call], -1)
+        return -1
 
     def run_like(self, classes: list[str], place: int) -> list[int]:
         """The run of siblings whose classes are `classes`, in order, between the partners
@@ -230,42 +245,27 @@ class _Places:
         return []
 
 
-def _span(
-    trees: tuple[CallTree, CallTree],
-    call: int,
-    pairs: tuple[dict[int, int], dict[int, int]],
-    places: tuple[dict[int, int], set[int]],
-) -> tuple[int, int]:
-    """The place among the partner parent's children that a child of the parent is surely
-    at, as (first, last): its partner's, for a pair no look-alike could have made; else
-    none (`(len, -1)`, which bounds nothing). `places`: each of those children's place, and
-    the calls among both parents' children whose subtree no sibling shares."""
-    at, unique = places
-    if _sure(trees, call, pairs, unique):
-        place = at.get(pairs[0][call], -1)
-        if place >= 0:
-            return place, place
-    return len(at), -1
-
-
 def _sure(
     trees: tuple[CallTree, CallTree],
     call: int,
     pairs: tuple[dict[int, int], dict[int, int]],
     unique: set[int],
+    *,
+    numbered: bool,
 ) -> bool:
-    """Whether a call's pair is one no look-alike could have made: it kept a path whose
-    last name is not a number (numbered children are numbered again when one is taken
-    out), or it holds calls, half of which or more pair within its partner, both ways, and
-    one of the two is the only one of its subtree among its siblings (`unique`). `pairs`:
-    the partners of `trees[0]`'s calls, and of the other's."""
+    """Whether a call's pair is one no look-alike could have made: it kept its path (one
+    whose last name is a number only if `numbered`: numbered children are numbered again
+    when one is taken out), or it holds calls, half of which or more pair within its
+    partner, both ways, and one of the two is the only one of its subtree among its
+    siblings (`unique`). `pairs`: the partners of `trees[0]`'s calls, and of the other's."""
     tree, other = trees
     partners, other_partners = pairs
     partner = partners.get(call)
     if partner is None:
         return False
     path = tree.lines[call].path
-    if path and path == other.lines[partner].path and not path.rpartition(".")[2].isdigit():
+    kept_path = bool(path) and path == other.lines[partner].path
+    if kept_path and (numbered or not path.rpartition(".")[2].isdigit()):
         return True
     if not tree.children[call] or (call not in unique and partner not in unique):
         return False
