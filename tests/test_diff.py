@@ -443,6 +443,21 @@ def test_a_diff_builds_each_call_tree_once(monkeypatch: pytest.MonkeyPatch) -> N
     assert counts["type changed"] == 1, counts
 
 
+def _count_alignments(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each alignment the diff makes from now on, as how many anchors started it."""
+    from pytest_fwdorder.diff import diffing
+
+    aligned: list[int] = []
+    align_trees = diffing.align_trees
+
+    def counted(old_tree: object, new_tree: object, **options: object) -> object:
+        aligned.append(len(options.get("anchors", ())))
+        return align_trees(old_tree, new_tree, **options)
+
+    monkeypatch.setattr(diffing, "align_trees", counted)
+    return aligned
+
+
 class Stage(nn.Sequential):
     """A stage's own class."""
 
@@ -460,16 +475,8 @@ def test_a_diff_is_read_again_only_where_a_call_that_kept_its_path_paired_otherw
     """The second reading (diff/readings.py) costs a second alignment: a diff where the calls
     that kept their paths pair with each other (one layer's class changed, a diff of 100,001
     calls among them) is read once."""
-    from pytest_fwdorder.diff import diffing
 
-    aligned: list[int] = []
-
-    def counted(old_tree: object, new_tree: object, **options: object) -> object:
-        aligned.append(len(options.get("anchors", ())))
-        return align_trees(old_tree, new_tree, **options)
-
-    align_trees = diffing.align_trees
-    monkeypatch.setattr(diffing, "align_trees", counted)
+    aligned = _count_alignments(monkeypatch)
     torch.manual_seed(0)
     old = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Tanh()))
     if readings == 1:
@@ -591,14 +598,7 @@ def test_a_diff_reads_flattened_stages_again_within_its_budget_of_calls(
     calls again, and reads again once whatever its size."""
     from pytest_fwdorder.diff import diffing
 
-    aligned: list[int] = []
-
-    def counted(old_tree: object, new_tree: object, **options: object) -> object:
-        aligned.append(len(options.get("anchors", ())))
-        return align_trees(old_tree, new_tree, **options)
-
-    align_trees = diffing.align_trees
-    monkeypatch.setattr(diffing, "align_trees", counted)
+    aligned = _count_alignments(monkeypatch)
     if most_calls is not None:
         monkeypatch.setattr(diffing, "_MOST_CALLS_READ", most_calls)
     halves = [_a_stage_flattened_as_a_layer_moves() for _ in range(2)]
@@ -624,16 +624,8 @@ def test_stages_the_first_reading_reads_as_flattened_are_not_read_again(
     """Fifty stages `S(Linear, ReLU)` flattened into the model read as fifty unwraps at the
     first reading: reading any of them again as flattened costs an alignment of the whole
     diff and finds nothing new, so the diff is aligned once."""
-    from pytest_fwdorder.diff import diffing
 
-    aligned: list[int] = []
-
-    def counted(old_tree: object, new_tree: object, **options: object) -> object:
-        aligned.append(len(options.get("anchors", ())))
-        return align_trees(old_tree, new_tree, **options)
-
-    align_trees = diffing.align_trees
-    monkeypatch.setattr(diffing, "align_trees", counted)
+    aligned = _count_alignments(monkeypatch)
     stages = [nn.Sequential(nn.Linear(2, 2), nn.ReLU()) for _ in range(50)]
     inputs = torch.randn(1, 2)
     before = trace_forward(nn.Sequential(*stages), inputs)
