@@ -1642,6 +1642,54 @@ def test_a_stem_flattened_as_two_stages_swap_is_an_unwrap_and_a_swap() -> None:
     assert name_free.explained_counts() == {"unwrapped": 1, "swapped": 1}, name_free.summary()
 
 
+def test_a_wrap_reading_never_parts_a_named_layer_from_its_twin() -> None:
+    """Review: named Linears, `linear2, linear3` wrapped in `pair`, `linear6, linear7` in
+    `tail`, and `linear4` moved after the ReLU. The wrap reading of `tail` paired its calls
+    with the run `linear4, linear7` and `linear6` with `linear4` by class, though `linear4`
+    still runs under its own name with the same calls: `tail wraps the old linear4,
+    linear7` and `linear6 -> linear4`. A call whose path and calls are unchanged (and whose
+    last name is not a number) is that call in every reading."""
+    torch.manual_seed(0)
+    block = nn.Sequential(*(nn.Linear(8, 8) for _ in range(6)))
+    linear2, linear3, linear4, linear6, linear7 = (nn.Linear(8, 8) for _ in range(5))
+    relu = nn.ReLU()
+    old = nn.Sequential(
+        OrderedDict(
+            [
+                ("block", block),
+                ("linear2", linear2),
+                ("linear3", linear3),
+                ("linear4", linear4),
+                ("relu", relu),
+                ("linear6", linear6),
+                ("linear7", linear7),
+            ]
+        )
+    )
+    new = nn.Sequential(
+        OrderedDict(
+            [
+                ("block", block),
+                ("pair", nn.Sequential(linear2, linear3)),
+                ("relu", relu),
+                ("linear4", linear4),
+                ("tail", nn.Sequential(OrderedDict(linear6=linear6, linear7=linear7))),
+            ]
+        )
+    )
+    inputs = torch.randn(2, 8)
+
+    summary = trace_forward(old, inputs).diff(trace_forward(new, inputs)).summary()
+
+    assert summary.splitlines()[1:] == [
+        "pair (Sequential) wraps the old linear2, linear3, now pair.0, pair.1 (2 calls "
+        "renamed under it)",
+        "tail (Sequential) wraps the old linear6, linear7, now tail.linear6, tail.linear7 "
+        "(2 calls renamed under it)",
+        "linear4 (Linear) and relu (ReLU) swapped",
+    ], summary
+
+
 def test_a_stem_split_off_a_body_that_stays_is_two_moves_not_the_body_unwrapped() -> None:
     """Review: `body = S(S(Linear, LayerNorm), GELU, Linear, GELU, Dropout)`, its first block
     and GELU moved out before it. A rule since taken back read the body as flattened once

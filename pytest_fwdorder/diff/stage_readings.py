@@ -41,33 +41,55 @@ def stage_readings(
     """
     old_tree, new_tree = trees
     partners_of_new = {new: old for old, new in partners.items()}
+    twins = _named_twins(trees)
     readings: list[list[tuple[int, int]]] = []
     for old_parent, new_parent, old_stage, run in _lent_runs(old_tree, new_tree, partners):
         lent = list(zip(old_tree.children[old_stage], run, strict=True))
         lent += _shifted(old_tree, new_tree, old_stage, run, new_tree.children[new_parent])
-        kept = _keeping_identical(trees, lent, (partners, partners_of_new))
+        kept = _keeping_identical(trees, lent, (partners, partners_of_new), twins)
         readings.append([(old_parent, new_parent), *kept])
     lent_to_old = _lent_runs(new_tree, old_tree, partners_of_new)
     for new_parent, old_parent, new_stage, run in lent_to_old:
         wrapped = list(zip(run, new_tree.children[new_stage], strict=True))
         shifted = _shifted(new_tree, old_tree, new_stage, run, old_tree.children[old_parent])
         wrapped += [(old, new) for new, old in shifted]
-        kept = _keeping_identical(trees, wrapped, (partners, partners_of_new))
+        kept = _keeping_identical(trees, wrapped, (partners, partners_of_new), twins)
         readings.append([(old_parent, new_parent), *kept])
     return readings[:_MOST_READINGS]
+
+
+def _named_twins(trees: tuple[CallTree, CallTree]) -> dict[int, int]:
+    """Old calls -> the new call of the same path and the same subtree, for paths whose
+    last name is not a number (a numbered child is numbered again when one before it is
+    taken out): the same module, whatever any reading pairs."""
+    old_tree, new_tree = trees
+    new_at = {line.path: index for index, line in enumerate(new_tree.lines) if line.path}
+    twins = {}
+    for index, line in enumerate(old_tree.lines):
+        twin = new_at.get(line.path) if line.path else None
+        if (
+            twin is not None
+            and not line.path.rpartition(".")[2].isdigit()
+            and old_tree.shapes[index] == new_tree.shapes[twin]
+        ):
+            twins[index] = twin
+    return twins
 
 
 def _keeping_identical(
     trees: tuple[CallTree, CallTree],
     anchors: list[tuple[int, int]],
     pairs: tuple[dict[int, int], dict[int, int]],
+    twins: dict[int, int],
 ) -> list[tuple[int, int]]:
     """The anchors but those that undo a pair of identical calls (the same subtree, found
-    whatever it is called) of the reading they start from; a pair of identical calls is
-    kept. Stages swapped beside a stage flattened are those stages, swapped, not each
-    paired in order by class with the other and changed into it."""
+    whatever it is called) of the reading they start from, or part a call from its named
+    twin (`twins`); a pair of identical calls is kept. Stages swapped beside a stage
+    flattened are those stages, swapped, not each paired in order by class with the other
+    and changed into it."""
     old_tree, new_tree = trees
     partners, partners_of_new = pairs
+    twin_of_new = {new: old for old, new in twins.items()}
 
     def identical(old: int | None, new: int | None) -> bool:
         return old is not None and new is not None and old_tree.shapes[old] == new_tree.shapes[new]
@@ -75,12 +97,16 @@ def _keeping_identical(
     return [
         (old, new)
         for old, new in anchors
-        if identical(old, new)
-        or not (
-            (partners.get(old) not in (None, new) and identical(old, partners.get(old)))
-            or (
-                partners_of_new.get(new) not in (None, old)
-                and identical(partners_of_new.get(new), new)
+        if twins.get(old, new) == new
+        and twin_of_new.get(new, old) == old
+        and (
+            identical(old, new)
+            or not (
+                (partners.get(old) not in (None, new) and identical(old, partners.get(old)))
+                or (
+                    partners_of_new.get(new) not in (None, old)
+                    and identical(partners_of_new.get(new), new)
+                )
             )
         )
     ]
