@@ -41,15 +41,18 @@ def stage_readings(
     """
     old_tree, new_tree = trees
     partners_of_new = {new: old for old, new in partners.items()}
-    twins = _named_twins(trees)
+    flattened = _lent_runs(old_tree, new_tree, partners)
+    wrapping = _lent_runs(new_tree, old_tree, partners_of_new)
+    if not flattened and not wrapping:
+        return []
+    twins = _named_twins(trees)  # a pass over every call: only where a stage is read again
     readings: list[list[tuple[int, int]]] = []
-    for old_parent, new_parent, old_stage, run in _lent_runs(old_tree, new_tree, partners):
+    for old_parent, new_parent, old_stage, run in flattened:
         lent = list(zip(old_tree.children[old_stage], run, strict=True))
         lent += _shifted(old_tree, new_tree, old_stage, run, new_tree.children[new_parent])
         kept = _keeping_identical(trees, lent, (partners, partners_of_new), twins)
         readings.append([(old_parent, new_parent), *kept])
-    lent_to_old = _lent_runs(new_tree, old_tree, partners_of_new)
-    for new_parent, old_parent, new_stage, run in lent_to_old:
+    for new_parent, old_parent, new_stage, run in wrapping:
         wrapped = list(zip(run, new_tree.children[new_stage], strict=True))
         shifted = _shifted(new_tree, old_tree, new_stage, run, old_tree.children[old_parent])
         wrapped += [(old, new) for new, old in shifted]
