@@ -636,3 +636,32 @@ def test_stages_the_first_reading_reads_as_flattened_are_not_read_again(
     assert difference.explained_counts() == {"unwrapped": 50}, difference.summary()
     # The oracle that alignments are counted: the first, without anchors.
     assert aligned == [0], aligned
+
+
+def test_a_named_twin_is_a_call_of_a_path_called_once_on_each_side() -> None:
+    """A stage or wrap reading never parts a call from the new call of its path and calls
+    (diff/stage_readings.py), but a module called twice runs two calls under one path,
+    and either may be the other's twin: only paths called once on each side count, and
+    never a numbered one (numbers move when a stage is flattened)."""
+    from pytest_fwdorder.diff.call_tree import build_call_tree
+    from pytest_fwdorder.diff.stage_readings import _named_twins
+
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head, self.act = nn.Linear(4, 4), nn.ReLU()
+
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return self.act(self.head(self.act(inputs)))
+
+    model = nn.Sequential(Twice(), nn.Linear(4, 4))
+    golden = trace_forward(model, torch.randn(1, 4)).render()
+    lines = parse_golden(golden)[1]
+    tree = build_call_tree(lines)
+
+    twins = _named_twins((tree, tree))
+
+    paths = {lines[old].path: lines[new].path for old, new in twins.items()}
+    # The oracle that twins are found at all: the model's own call and the Linear called
+    # once, named `head`; `act`, called twice, is neither.
+    assert paths == {"<root>": "<root>", "0.head": "0.head"}, paths

@@ -62,17 +62,25 @@ def stage_readings(
 
 
 def _named_twins(trees: tuple[CallTree, CallTree]) -> dict[int, int]:
-    """Old calls -> the new call of the same path and the same subtree, for paths whose
-    last name is not a number (a numbered child is numbered again when one before it is
-    taken out): the same module, whatever any reading pairs."""
+    """Old calls -> the new call of the same path and the same subtree, for paths called
+    once on each side whose last name is not a number (a numbered child is numbered again
+    when one before it is taken out): the same module, whatever any reading pairs."""
     old_tree, new_tree = trees
-    new_at = {line.path: index for index, line in enumerate(new_tree.lines) if line.path}
+    old_counts = Counter(line.path for line in old_tree.lines)
+    new_at: dict[str, int] = {}
+    new_counts: Counter[str] = Counter()
+    for index, line in enumerate(new_tree.lines):
+        new_at[line.path] = index
+        new_counts[line.path] += 1
     twins = {}
     for index, line in enumerate(old_tree.lines):
-        twin = new_at.get(line.path) if line.path else None
+        path = line.path
+        twin = new_at.get(path)
         if (
             twin is not None
-            and not line.path.rpartition(".")[2].isdigit()
+            and path
+            and old_counts[path] == new_counts[path] == 1  # one path, two calls: which?
+            and not path.rpartition(".")[2].isdigit()
             and old_tree.shapes[index] == new_tree.shapes[twin]
         ):
             twins[index] = twin
