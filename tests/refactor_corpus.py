@@ -1748,6 +1748,24 @@ def without_module(model: nn.Sequential, name: str) -> nn.Module:
     return nn.Sequential(*(module for key, module in model.named_children() if key != name))
 
 
+def a_stage_flattened_as_a_layer_moves() -> tuple[nn.Sequential, nn.Sequential]:
+    """`S(Linear, S(first, second, third))`, the inner stage flattened into the model as a
+    LeakyReLU moves from `second` into `first`: the model before, and a copy of it after."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+    first = nn.Sequential(inner, nn.LogSigmoid(), nn.Softplus())
+    deep = nn.Sequential(nn.CELU(), nn.LeakyReLU(0.2), nn.Tanhshrink())
+    second = nn.Sequential(nn.Hardswish(), deep)
+    third = nn.Sequential(nn.ELU(), nn.Linear(8, 8))
+    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(first, second, third))
+    new = copy.deepcopy(old)
+    first, second, third = new[1]
+    moved = second[1][1]
+    del second[1][1]
+    first[0].insert(1, moved)
+    return old, nn.Sequential(new[0], first, second, third)
+
+
 def conv_stack(*, flat: bool) -> nn.Module:
     """Two conv-BN-ReLU layers and a head, the layers in a Sequential of their own or not."""
     torch.manual_seed(0)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
+from refactor_corpus import a_stage_flattened_as_a_layer_moves
 from torch import nn
 
 from pytest_fwdorder import diff_golden, diff_traces, trace_forward
@@ -570,24 +569,6 @@ def test_a_named_layer_gone_and_another_come_are_not_one_moved() -> None:
     ]
 
 
-def _a_stage_flattened_as_a_layer_moves() -> tuple[nn.Sequential, nn.Sequential]:
-    """`S(Linear, S(first, second, third))`, the inner stage flattened into the model as a
-    LeakyReLU moves from `second` into `first`: the very modules, before and after."""
-    torch.manual_seed(0)
-    inner = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
-    first = nn.Sequential(inner, nn.LogSigmoid(), nn.Softplus())
-    deep = nn.Sequential(nn.CELU(), nn.LeakyReLU(0.2), nn.Tanhshrink())
-    second = nn.Sequential(nn.Hardswish(), deep)
-    third = nn.Sequential(nn.ELU(), nn.Linear(8, 8))
-    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(first, second, third))
-    new = copy.deepcopy(old)
-    first, second, third = new[1]
-    moved = second[1][1]
-    del second[1][1]
-    first[0].insert(1, moved)
-    return old, nn.Sequential(new[0], first, second, third)
-
-
 @pytest.mark.parametrize(("most_calls", "readings"), [(None, 2), (1, 1)])
 def test_a_diff_reads_flattened_stages_again_within_its_budget_of_calls(
     monkeypatch: pytest.MonkeyPatch, most_calls: int | None, readings: int
@@ -601,7 +582,7 @@ def test_a_diff_reads_flattened_stages_again_within_its_budget_of_calls(
     aligned = _count_alignments(monkeypatch)
     if most_calls is not None:
         monkeypatch.setattr(diffing, "_MOST_CALLS_READ", most_calls)
-    halves = [_a_stage_flattened_as_a_layer_moves() for _ in range(2)]
+    halves = [a_stage_flattened_as_a_layer_moves() for _ in range(2)]
     old = nn.Sequential(*(old for old, _ in halves))
     new = nn.Sequential(*(new for _, new in halves))
     inputs = torch.randn(2, 8)

@@ -9,7 +9,7 @@ from collections import OrderedDict
 import pytest
 import torch
 import torchvision
-from refactor_corpus import feed_forward_stack, without_module
+from refactor_corpus import a_stage_flattened_as_a_layer_moves, feed_forward_stack, without_module
 from torch import nn
 
 from pytest_fwdorder import Trace, structure_diff, trace_forward
@@ -1375,19 +1375,9 @@ def test_a_stage_flattened_into_the_model_as_a_layer_moves_between_its_stages() 
     rest read as 3 moves, 2 type changes, 5 calls inserted and 5 removed. Read again with
     stage 1's calls paired in order with the model's (diff/stage_readings.py), it is one
     unwrap and one move."""
-    torch.manual_seed(0)
-    inner = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
-    first = nn.Sequential(inner, nn.LogSigmoid(), nn.Softplus())
-    deep = nn.Sequential(nn.CELU(), nn.LeakyReLU(0.2), nn.Tanhshrink())
-    second = nn.Sequential(nn.Hardswish(), deep)
-    third = nn.Sequential(nn.ELU(), nn.Linear(8, 8))
-    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(first, second, third))
+    old, new = a_stage_flattened_as_a_layer_moves()
     inputs = torch.randn(2, 8)
-    before = trace_forward(old, inputs)
-    moved = deep[1]
-    del deep[1]
-    inner.insert(1, moved)  # the very modules: `first`, `second`, `third` are now 1, 2, 3
-    after = trace_forward(nn.Sequential(old[0], first, second, third), inputs)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
     named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
 
     assert named.summary().splitlines()[1:] == [

@@ -80,14 +80,14 @@ def calls_that_stayed(
             if partners.get(i) != j:
                 if partners_of_new is None:
                     partners_of_new = {new: old for old, new in partners.items()}
-                if _undoes_identical((old_tree, new_tree), i, j, partners, partners_of_new):
+                if undoes_identical((old_tree, new_tree), i, j, partners, partners_of_new):
                     continue
             anchors.append((i, j))
             pending.append((old_tree.children[i], new_tree.children[j]))
     return anchors
 
 
-def _undoes_identical(
+def undoes_identical(
     trees: tuple[CallTree, CallTree],
     old_index: int,
     new_index: int,
@@ -96,12 +96,12 @@ def _undoes_identical(
 ) -> bool:
     """Whether pairing these two calls would undo a pair of identical calls, either's."""
     new_partner, old_partner = partners.get(old_index), partners_of_new.get(new_index)
-    return (new_partner is not None and _identical(trees, old_index, new_partner)) or (
-        old_partner is not None and _identical(trees, old_partner, new_index)
+    return (new_partner is not None and identical(trees, old_index, new_partner)) or (
+        old_partner is not None and identical(trees, old_partner, new_index)
     )
 
 
-def _identical(trees: tuple[CallTree, CallTree], old_index: int, new_index: int) -> bool:
+def identical(trees: tuple[CallTree, CallTree], old_index: int, new_index: int) -> bool:
     """Whether two calls hold identical calls, in order: a stage moved and made a subclass
     (or given another setting) is that stage, whatever its own call says."""
     old_tree, new_tree = trees

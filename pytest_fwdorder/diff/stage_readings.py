@@ -19,7 +19,7 @@ from bisect import bisect_left
 from collections import Counter
 
 from pytest_fwdorder.diff.call_tree import CallTree
-from pytest_fwdorder.diff.readings import mostly_within
+from pytest_fwdorder.diff.readings import identical, mostly_within, undoes_identical
 
 __all__ = ["stage_readings"]
 
@@ -80,7 +80,7 @@ def _named_twins(trees: tuple[CallTree, CallTree]) -> dict[int, int]:
             twin is not None
             and path
             and old_counts[path] == new_counts[path] == 1  # one path, two calls: which?
-            and not path.rpartition(".")[2].isdigit()
+            and not _numbered(path)
             and old_tree.shapes[index] == new_tree.shapes[twin]
         ):
             twins[index] = twin
@@ -93,33 +93,19 @@ def _keeping_identical(
     pairs: tuple[dict[int, int], dict[int, int]],
     twins: dict[int, int],
 ) -> list[tuple[int, int]]:
-    """The anchors but those that undo a pair of identical calls (the same subtree, found
-    whatever it is called) of the reading they start from, or part a call from its named
-    twin (`twins`); a pair of identical calls is kept. Stages swapped beside a stage
+    """The anchors but those that undo a pair of identical calls (`readings.identical`:
+    the same subtree, or the same calls in it, found whatever it is called) of the reading
+    they start from, or part a call from its named twin (`twins`); a pair of identical
+    calls is kept. Stages swapped beside a stage
     flattened are those stages, swapped, not each paired in order by class with the other
     and changed into it."""
-    old_tree, new_tree = trees
-    partners, partners_of_new = pairs
     twin_of_new = {new: old for old, new in twins.items()}
-
-    def identical(old: int | None, new: int | None) -> bool:
-        return old is not None and new is not None and old_tree.shapes[old] == new_tree.shapes[new]
-
     return [
         (old, new)
         for old, new in anchors
         if twins.get(old, new) == new
         and twin_of_new.get(new, old) == old
-        and (
-            identical(old, new)
-            or not (
-                (partners.get(old) not in (None, new) and identical(old, partners.get(old)))
-                or (
-                    partners_of_new.get(new) not in (None, old)
-                    and identical(partners_of_new.get(new), new)
-                )
-            )
-        )
+        and (identical(trees, old, new) or not undoes_identical(trees, old, new, *pairs))
     ]
 
 
@@ -229,30 +215,31 @@ class _Places:
         # look-alike could not have made bound it (`_sure`); a numbered child after the
         # stage is numbered again when the stage's calls take its place, one before it not.
         unique = _unique(trees[0], stages) | _unique(other, siblings)
+        # Each child's sure place as a child before the stage, and as one after it.
+        places = [self._places(trees, stage, pairs, unique) for stage in stages]
         self.after, latest = [], -1
-        for stage in stages:
+        for as_one_before, _ in places:
             self.after.append(latest)
-            latest = max(latest, self._place(trees, stage, pairs, (unique, True)))
+            latest = max(latest, as_one_before)
         self.before, earliest = [0] * len(stages), len(siblings)
         for place in range(len(stages) - 1, -1, -1):
             self.before[place] = earliest
-            sure_place = self._place(trees, stages[place], pairs, (unique, False))
-            earliest = min(earliest, sure_place if sure_place >= 0 else len(siblings))
+            as_one_after = places[place][1]
+            earliest = min(earliest, as_one_after if as_one_after >= 0 else len(siblings))
 
-    def _place(
+    def _places(
         self,
         trees: tuple[CallTree, CallTree],
         call: int,
         pairs: tuple[dict[int, int], dict[int, int]],
-        how: tuple[set[int], bool],
-    ) -> int:
-        """The place among the siblings that a child of the parent is surely at: its
-        partner's, for a pair no look-alike could have made (`_sure`, told which calls no
-        sibling looks like and whether a numbered path kept is sure); -1 for none."""
-        unique, numbered = how
-        if _sure(trees, call, pairs, unique, numbered=numbered):
-            return self.at.get(pairs[0][call], -1)
-        return -1
+        unique: set[int],
+    ) -> tuple[int, int]:
+        """The place among the siblings that a child of the parent is surely at, as a
+        child before the stage and as one after it: its partner's, for a pair no look-alike
+        could have made (`_sure`, told which calls no sibling looks like); -1 for none."""
+        sure_before, sure_after = _sure(trees, call, pairs, unique)
+        place = self.at.get(pairs[0][call], -1) if sure_before else -1
+        return place, place if sure_after else -1
 
     def run_like(self, classes: list[str], place: int) -> list[int]:
         """The run of siblings whose classes are `classes`, in order, between the partners
@@ -287,28 +274,34 @@ def _sure(
     call: int,
     pairs: tuple[dict[int, int], dict[int, int]],
     unique: set[int],
-    *,
-    numbered: bool,
-) -> bool:
-    """Whether a call's pair is one no look-alike could have made: it kept its path (one
-    whose last name is a number only if `numbered`: numbered children are numbered again
-    when one is taken out), or it holds calls, half of which or more pair within its
-    partner, both ways, and one of the two is the only one of its subtree among its
-    siblings (`unique`). `pairs`: the partners of `trees[0]`'s calls, and of the other's."""
+) -> tuple[bool, bool]:
+    """Whether a call's pair is one no look-alike could have made, for a child before the
+    stage and for one after it: it kept its path (after the stage, one whose last name is
+    not a number: the stage's calls taking its place number it again), or it holds calls,
+    half of which or more pair within its partner, both ways, and one of the two is the
+    only one of its subtree among its siblings (`unique`). `pairs`: the partners of
+    `trees[0]`'s calls, and of the other's."""
     tree, other = trees
     partners, other_partners = pairs
     partner = partners.get(call)
     if partner is None:
-        return False
+        return False, False
     path = tree.lines[call].path
     kept_path = bool(path) and path == other.lines[partner].path
-    if kept_path and (numbered or not path.rpartition(".")[2].isdigit()):
-        return True
-    if not tree.children[call] or (call not in unique and partner not in unique):
-        return False
-    return mostly_within(tree, call, partners, (other.ends, partner)) and mostly_within(
-        other, partner, other_partners, (tree.ends, call)
+    if kept_path and not _numbered(path):
+        return True, True
+    holds_its_calls = bool(tree.children[call]) and (
+        (call in unique or partner in unique)
+        and mostly_within(tree, call, partners, (other.ends, partner))
+        and mostly_within(other, partner, other_partners, (tree.ends, call))
     )
+    return kept_path or holds_its_calls, holds_its_calls
+
+
+def _numbered(path: str) -> bool:
+    """Whether a path's last name is a number: a child of a Sequential or a ModuleList,
+    numbered again when one before it is taken out or put in."""
+    return path.rpartition(".")[2].isdigit()
 
 
 def _unique(tree: CallTree, calls: list[int]) -> set[int]:
