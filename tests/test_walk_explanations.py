@@ -675,6 +675,63 @@ def test_a_model_wrapped_whole_that_passes_an_option_down_is_a_wrap_not_blocks_r
     assert "<root> (PassingOptions) wraps the old model (9 calls renamed under it)" in summary
 
 
+def _summaries(old: nn.Module, new: nn.Module) -> tuple[list[str], list[str]]:
+    """The lines of the summary of the diff from `old` to `new`, named and name-free."""
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    name_free = structure_diff(before, after, ignore=("paths",))
+    return before.diff(after).summary().splitlines(), name_free.summary().splitlines()
+
+
+def _stem_and_head() -> nn.Sequential:
+    """A stem stage of three layers, then three layers of the model's own."""
+    torch.manual_seed(0)
+    stem = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+    return nn.Sequential(stem, nn.SiLU(), nn.SELU(), nn.Linear(8, 8))
+
+
+def test_a_model_wrapped_whole_as_its_stem_is_flattened_is_a_wrap_and_an_unwrap() -> None:
+    """The model put in a new Sequential as its stem's layers are put in its own: the two
+    models paired, the stem read as the old model's, and the layers after it said moved
+    into it (`1 (SiLU) moved to 0.3`, one move per layer). The new model's only call is the
+    old model (`stage_readings.model_readings`), and the stem, which runs inside the old
+    model, never pairs with the new model, which holds it (`call_tree.inverts_nesting`)."""
+    old = _stem_and_head()
+    model = copy.deepcopy(old)
+    new = nn.Sequential(nn.Sequential(*model[0], *list(model)[1:]))
+    named, name_free = _summaries(old, new)
+
+    assert named == [
+        "8 calls before, 8 after: 1 wrap, 1 unwrap",
+        "<root> (Sequential) wraps the old model, now 0 (4 calls renamed under it)",
+        "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2",
+    ], named
+    assert name_free[1:] == [
+        "<root> (Sequential) wraps the old model, now 0",
+        "0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2",
+    ], name_free
+
+
+def test_a_model_unwrapped_whole_as_its_first_layers_are_wrapped_is_an_unwrap_and_a_wrap() -> None:
+    """The mirror image: the model's only stage taken out as its first three layers are put
+    in a stage, not three layers moved out of it."""
+    body = _stem_and_head()
+    old = nn.Sequential(nn.Sequential(*body[0], *list(body)[1:]))
+    model = copy.deepcopy(old)[0]
+    new = nn.Sequential(nn.Sequential(*list(model)[:3]), *list(model)[3:])
+    named, name_free = _summaries(old, new)
+
+    assert named == [
+        "8 calls before, 8 after: 1 wrap, 1 unwrap",
+        "0 (Sequential) wraps the old 0.0, 0.1, 0.2",
+        "<root> (Sequential) unwrapped: the old 0 is now <root> (4 calls renamed under it)",
+    ], named
+    assert name_free[1:] == [
+        "0 (Sequential) wraps the old 0.0, 0.1, 0.2",
+        "<root> (Sequential) unwrapped: the old 0 is now <root>",
+    ], name_free
+
+
 class NestedHeads(nn.Module):
     """Heads returned in a dict that nests: `{'a': {'x': ..., 'y': ...}, 'b': ...}`, the
     outer and inner keys in the given orders."""

@@ -59,6 +59,25 @@ class CallTree:
         return parent
 
 
+def inverts_nesting(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    new_index: int,
+) -> bool:
+    """Whether pairing two calls would have one hold (or be) the partner of a call the other
+    runs inside: a stage flattened as the model was wrapped is not the new model, which
+    holds the old one. `maps`: the partners of old calls, and of new ones."""
+    for tree, index, other, other_index, partners in (
+        (trees[0], old_index, trees[1], new_index, maps[0]),
+        (trees[1], new_index, trees[0], old_index, maps[1]),
+    ):
+        outer = tree.paired_ancestor(index, partners)
+        if outer != NO_PARENT and other_index <= partners[outer] < other.ends[other_index]:
+            return True
+    return False
+
+
 def build_call_tree(lines: list[GoldenLine]) -> CallTree:
     """The call tree of lines in execution order, nested by their depth.
 

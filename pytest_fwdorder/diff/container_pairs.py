@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pytest_fwdorder.diff import call_keys
-from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, inverts_nesting
 
 _DICE_ENOUGH = 0.5
 
@@ -116,6 +116,8 @@ def _best_candidate(
     votes, paired_nested = _votes(trees, maps, old_index, dice_of)
     eligible: dict[int, float] = {}
     for candidate, common in votes.items():
+        if inverts_nesting(trees, maps, old_index, candidate):
+            continue  # never a pairing the nesting contradicts
         dice = 2 * common / (old_tree.size(old_index) + new_tree.size(candidate) - 2)
         if _eligible(trees, maps, (old_index, candidate), (common, paired_nested, dice), dice_of):
             eligible[candidate] = dice

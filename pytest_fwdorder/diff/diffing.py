@@ -21,7 +21,7 @@ from pytest_fwdorder.diff.readings import (
     paired_otherwise,
     stated_changes,
 )
-from pytest_fwdorder.diff.stage_readings import stage_readings
+from pytest_fwdorder.diff.stage_readings import model_readings, stage_readings
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
@@ -130,6 +130,7 @@ def diff_lines(
         stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
         readings = [stayed] if paired_otherwise(partners, stayed) else []
         readings += stage_readings((old_tree, new_tree), partners)
+        readings += model_readings((old_tree, new_tree), partners)
         if not readings:
             return first
         stated = stated_changes(first, new_tree)

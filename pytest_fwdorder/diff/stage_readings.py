@@ -21,7 +21,7 @@ from collections import Counter
 from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.readings import identical, mostly_within, undoes_identical
 
-__all__ = ["stage_readings"]
+__all__ = ["model_readings", "stage_readings"]
 
 _MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
 _MOST_CELLS = 40_000  # siblings paired in order by a table of this size at most
@@ -59,6 +59,53 @@ def stage_readings(
         kept = _keeping_identical(trees, wrapped, (partners, partners_of_new), twins)
         readings.append([(old_parent, new_parent), *kept])
     return readings[:_MOST_READINGS]
+
+
+def model_readings(
+    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+) -> list[list[tuple[int, int]]]:
+    """The anchors of a reading that takes the whole model as wrapped in a new one (the new
+    model's only call is the old model), or as unwrapped from one; none for most diffs.
+
+    Proposed only where the reading (`partners`) pairs the two models though one runs two
+    calls or more in it and the other one call of its class, which holds calls. A stage
+    flattened as the model was wrapped: such a reading pairs the old stage with the new
+    model's only call (the old model) and says each call beside the stage moved into it.
+    """
+    old_tree, new_tree = trees
+    if len(old_tree.roots) != 1 or len(new_tree.roots) != 1:
+        return []
+    old_root, new_root = old_tree.roots[0], new_tree.roots[0]
+    if partners.get(old_root) != new_root:
+        return []
+    wrapped = _the_model_in(old_tree, old_root, new_tree, new_root)
+    unwrapped = _the_model_in(new_tree, new_root, old_tree, old_root)
+    if wrapped is not None:
+        old_whole, new_whole = old_root, wrapped
+    elif unwrapped is not None:
+        old_whole, new_whole = unwrapped, new_root
+    else:
+        return []
+    # The reading's other pairs, but those of the calls the two models now pair with.
+    taken = {old_root, old_whole}, {new_root, new_whole}
+    kept = [
+        (old, new) for old, new in partners.items() if old not in taken[0] and new not in taken[1]
+    ]
+    return [[(old_whole, new_whole), *kept]]
+
+
+def _the_model_in(tree: CallTree, model: int, other: CallTree, other_model: int) -> int | None:
+    """The only call `other_model` runs, where it may be `model` wrapped: of its class,
+    holding calls, while `model` runs two calls or more; None otherwise."""
+    only = other.children[other_model]
+    if (
+        len(only) == 1
+        and len(tree.children[model]) > 1
+        and other.children[only[0]]
+        and other.lines[only[0]].module_type == tree.lines[model].module_type
+    ):
+        return only[0]
+    return None
 
 
 def _named_twins(trees: tuple[CallTree, CallTree]) -> dict[int, int]:
