@@ -732,6 +732,36 @@ def test_a_model_unwrapped_whole_as_its_first_layers_are_wrapped_is_an_unwrap_an
     ], name_free
 
 
+def test_a_block_moved_out_of_a_stage_it_was_most_of_is_one_move_without_names() -> None:
+    """`dec.1`, six of the seven calls in `dec`, moved into `enc`: the reading from the calls'
+    places pairs `dec` with `dec`, but `dec` then holds one of its seven nested calls, and
+    a reading was confirmed only where half of them pair within the partner. Without names
+    the diff read the model wrapped whole, both stages unwrapped and a Linear moved; `dec`
+    keeps one of its two children, each child counted with what it holds."""
+    torch.manual_seed(0)
+    old = nn.Sequential()
+    old.add_module("enc", nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.Tanh(), nn.Linear(8, 8))))
+    block = nn.Sequential(
+        nn.GELU(), nn.Linear(8, 8), nn.SiLU(), nn.Linear(8, 8), nn.Softsign(), nn.Linear(8, 8)
+    )
+    old.add_module("dec", nn.Sequential(nn.Linear(8, 8), block))
+    new = copy.deepcopy(old)
+    moved = new.dec[1]
+    del new.dec[1]
+    new.enc.insert(1, moved)
+    named, name_free = _summaries(old, new)
+
+    moved_line = "dec.1 (Sequential, with 6 nested calls) moved to enc.1"
+    assert named == [
+        "15 calls before, 15 after: 1 move to another parent, 1 subtree renamed",
+        moved_line,
+        "enc.1 (Sequential) -> enc.2 (3 calls renamed with it)",
+    ], named
+    assert name_free == ["15 calls before, 15 after: 1 move to another parent", moved_line], (
+        name_free
+    )
+
+
 class NestedHeads(nn.Module):
     """Heads returned in a dict that nests: `{'a': {'x': ..., 'y': ...}, 'b': ...}`, the
     outer and inner keys in the given orders."""

@@ -137,16 +137,37 @@ def confirmed(
 ) -> bool:
     """Whether what each pair of `anchors` holds confirms it in the reading they start
     (`partners`): at least half of the calls nested in either pair with calls nested in the
-    other (a pair of layers, holding none, needs nothing). A new stage put at an old one's
-    path, the old one moved elsewhere, is not confirmed."""
+    other, or at least half of the children of either do, each child counted with what it
+    holds as one (a pair of layers, holding none, needs nothing). A new stage put at an old
+    one's path, the old one moved elsewhere, is not confirmed; a stage that lost a block of
+    most of its calls to another stage and kept its other layers is."""
     old_tree, new_tree = trees
     partners_of_new = {new: old for old, new in partners.items()}
     return all(
-        mostly_within(old_tree, i, partners, (new_tree.ends, j))
-        and mostly_within(new_tree, j, partners_of_new, (old_tree.ends, i))
+        (
+            mostly_within(old_tree, i, partners, (new_tree.ends, j))
+            and mostly_within(new_tree, j, partners_of_new, (old_tree.ends, i))
+        )
+        or (
+            _children_mostly_within(old_tree, i, partners, (new_tree.ends, j))
+            and _children_mostly_within(new_tree, j, partners_of_new, (old_tree.ends, i))
+        )
         for i, j in anchors
         if old_tree.size(i) > 1 or new_tree.size(j) > 1
     )
+
+
+def _children_mostly_within(
+    tree: CallTree, index: int, partners: dict[int, int], other: tuple[list[int], int]
+) -> bool:
+    """Whether at least half of the children of `index` pair with calls nested in a call of
+    the other tree; `other` is that tree's ends and the call."""
+    other_ends, other_index = other
+    children = tree.children[index]
+    within = sum(
+        other_index < partners.get(child, -1) < other_ends[other_index] for child in children
+    )
+    return 2 * within >= len(children) > 0
 
 
 def paired_otherwise(partners: dict[int, int], stayed: list[tuple[int, int]]) -> bool:
