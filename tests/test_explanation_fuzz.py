@@ -85,7 +85,13 @@ class _Refactor:
         self.new: nn.Sequential = copy.deepcopy(old, memo)
         for module in old.modules():
             self.copies[id(memo[id(module)])] = module
-        self.steps = [self._step(rng) for _ in range(rng.randint(1, 2))]
+        # Every module the refactor makes stays alive: `copies` is keyed by id, and a module
+        # made later could take the id of one a step dropped and pass for its copy.
+        self.alive: list[object] = [memo]
+        self.steps: list[str | None] = []
+        for _ in range(rng.randint(1, 2)):
+            self.steps.append(self._step(rng))
+            self.alive.extend(self.new.modules())
 
     def _step(self, rng: random.Random) -> str | None:
         step = rng.choice(
