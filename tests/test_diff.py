@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from refactor_corpus import a_stage_flattened_as_a_layer_moves
@@ -573,10 +575,10 @@ def test_a_named_layer_gone_and_another_come_are_not_one_moved() -> None:
 def test_a_diff_reads_flattened_stages_again_within_its_budget_of_calls(
     monkeypatch: pytest.MonkeyPatch, most_calls: int | None, readings: int
 ) -> None:
-    """Two stages flattened beside moves, one in each half of a model, are read again one
-    after the other, each with its calls paired in its parent (diff/stage_readings.py).
-    Each reading aligns the whole diff again: a diff aligns at most `_MOST_CALLS_READ`
-    calls again, and reads again once whatever its size."""
+    """Two stages flattened beside moves, one in each half of a model, are read again in
+    two rounds, each with its calls paired in its parent (diff/stage_readings.py). Each
+    reading aligns the whole diff again: a diff aligns at most `_MOST_CALLS_READ` calls
+    again, and reads again once whatever its size."""
     from pytest_fwdorder.diff import diffing
 
     aligned = _count_alignments(monkeypatch)
@@ -594,9 +596,40 @@ def test_a_diff_reads_flattened_stages_again_within_its_budget_of_calls(
     second_half = "1.1 (Sequential) unwrapped: the old 1.1.0, 1.1.1, 1.1.2 are now 1.1, 1.2, 1.3"
     assert first_half in summary, summary
     assert (second_half in summary) is (readings == 2), summary
-    # The oracle that readings are counted: the first has no anchors, each other has some,
-    # the second reading of the second half those of the first and its own.
-    assert aligned == [0, 5, 10][: 1 + readings], aligned
+    # The oracle that readings are counted: the first has no anchors. The first round reads
+    # each half's stage as flattened (5 anchors) and its inner stage as wrapped (4), and
+    # keeps the first half's; the second round reads the second half's with those (10).
+    assert aligned == ([0, 5, 4, 5, 4, 10] if readings == 2 else [0, 5]), aligned
+
+
+def test_a_diff_with_one_reading_to_spare_reads_the_model_wrapped_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six look-alike stages, the model wrapped whole as its fourth stage is flattened: the
+    first reading leaves stages to read as flattened, and the model as wrapped. A large diff
+    reads again only as often as its budget allows (here once): the model's reading comes
+    first, rare and one at most, or a diff of many stages never tries it."""
+    from pytest_fwdorder.diff import diffing
+
+    aligned = _count_alignments(monkeypatch)
+    monkeypatch.setattr(diffing, "_MOST_CALLS_READ", 1)
+    torch.manual_seed(0)
+    old = nn.Sequential(
+        *(nn.Sequential(*(nn.Sequential(nn.Linear(8, 8)) for _ in range(3))) for _ in range(6))
+    )
+    stages = list(copy.deepcopy(old))
+    stages[3:4] = list(stages[3])
+    inputs = torch.randn(2, 8)
+
+    difference = trace_forward(old, inputs).diff(
+        trace_forward(nn.Sequential(nn.Sequential(*stages)), inputs)
+    )
+
+    summary = difference.summary()
+    assert "<root> (Sequential) wraps the old model, now 0 (35 calls renamed under it)" in (
+        summary
+    ), summary
+    assert aligned == [0, 1], aligned  # the first reading, then the model's: one anchor
 
 
 def test_stages_the_first_reading_reads_as_flattened_are_not_read_again(

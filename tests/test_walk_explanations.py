@@ -762,6 +762,32 @@ def test_a_block_moved_out_of_a_stage_it_was_most_of_is_one_move_without_names()
     )
 
 
+def test_a_stage_unwrapped_as_a_layer_in_it_is_wrapped_reads_so_without_names() -> None:
+    """ResNet-18 whose `layer4` held its two blocks in a Sequential of their own, unwrapped,
+    as the first block's downsampling conv is put in a Sequential. The reading from the
+    calls' places (each block's calls paired with those at its place) states fewer changes
+    than the first reading, and was kept at once, before the reading of the stage as
+    flattened (two changes) was tried: each round of readings now keeps its best."""
+    torch.manual_seed(0)
+    old = torchvision.models.resnet18(weights=None).eval()
+    old.layer4 = nn.Sequential(old.layer4)
+    new = copy.deepcopy(old)
+    new.layer4 = new.layer4[0]
+    new.layer4[0].downsample[0] = nn.Sequential(new.layer4[0].downsample[0])
+    inputs = torch.randn(1, 3, 32, 32)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    summary = structure_diff(before, after, ignore=("paths",)).summary().splitlines()
+
+    assert summary == [
+        "77 calls before, 77 after: 1 wrap, 1 unwrap",
+        "layer4.0.downsample.0 (Sequential) wraps the old layer4.0.0.downsample.0, now "
+        "layer4.0.downsample.0.0",
+        "layer4.0 (Sequential) unwrapped: the old layer4.0.0, layer4.0.1 are now layer4.0, "
+        "layer4.1",
+    ], summary
+
+
 class NestedHeads(nn.Module):
     """Heads returned in a dict that nests: `{'a': {'x': ..., 'y': ...}, 'b': ...}`, the
     outer and inner keys in the given orders."""

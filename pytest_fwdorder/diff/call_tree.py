@@ -65,9 +65,10 @@ def inverts_nesting(
     old_index: int,
     new_index: int,
 ) -> bool:
-    """Whether pairing two calls would have one hold (or be) the partner of a call the other
-    runs inside: a stage flattened as the model was wrapped is not the new model, which
-    holds the old one. `maps`: the partners of old calls, and of new ones."""
+    """Whether pairing an old call with a new one would have either hold (or be) the
+    partner of the nearest paired call the other runs inside: a stage flattened as the model
+    was wrapped is not the new model, which holds the old one. Only calls paired already
+    count. `maps`: the partners of old calls, and of new ones."""
     for tree, index, other, other_index, partners in (
         (trees[0], old_index, trees[1], new_index, maps[0]),
         (trees[1], new_index, trees[0], old_index, maps[1]),

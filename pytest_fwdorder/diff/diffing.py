@@ -129,8 +129,7 @@ def diff_lines(
         partners = alignment.partners
         stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
         readings = [stayed] if paired_otherwise(partners, stayed) else []
-        readings += stage_readings((old_tree, new_tree), partners)
-        readings += model_readings((old_tree, new_tree), partners)
+        readings += _readings_from((old_tree, new_tree), partners)
         if not readings:
             return first
         stated = stated_changes(first, new_tree)
@@ -158,27 +157,41 @@ class _Reader:
         the anchors paired before any pass), the one that states fewest changes, each kept
         only where what it anchors confirms it.
 
-        A reading kept keeps its anchors for the readings after it, and the stages it leaves
-        flattened or wrapped are read next: two stages flattened in one diff read as two
-        unwraps. At most `budget` readings are aligned.
+        The readings are tried in rounds: each round tries them all and keeps the one that
+        states fewest changes, whose anchors the next round's readings keep; those are the
+        stages it leaves flattened or wrapped, read next (two stages flattened in one diff read
+        as two unwraps). At most `budget` readings are aligned.
         """
         kept, fewest = first
         kept_anchors: list[tuple[int, int]] = []
         tried: set[tuple[tuple[int, int], ...]] = set()
         while readings and fewest and len(tried) < budget:
-            anchors = _joined(kept_anchors, readings.pop(0))
-            if tuple(anchors) in tried:
-                continue
-            tried.add(tuple(anchors))
-            again = align_trees(*self.trees, match_paths=self.match_paths, anchors=anchors)
-            if not confirmed(self.trees, anchors, again.partners):
-                continue
-            reading = _classified(self.headers, again, self.names)
-            stated = stated_changes(reading, self.trees[1])
-            if stated < fewest:
-                kept, fewest, kept_anchors = reading, stated, anchors
-                readings = stage_readings(self.trees, again.partners)
+            best: dict[int, int] | None = None  # the partners of the round's best reading
+            start = kept_anchors
+            for reading_anchors in readings:
+                anchors = _joined(start, reading_anchors)
+                if tuple(anchors) in tried or len(tried) >= budget:
+                    continue
+                tried.add(tuple(anchors))
+                again = align_trees(*self.trees, match_paths=self.match_paths, anchors=anchors)
+                if not confirmed(self.trees, anchors, again.partners):
+                    continue
+                reading = _classified(self.headers, again, self.names)
+                stated = stated_changes(reading, self.trees[1])
+                if stated < fewest:
+                    kept, fewest, kept_anchors, best = reading, stated, anchors, again.partners
+            if best is None:
+                break
+            readings = _readings_from(self.trees, best)
         return kept
+
+
+def _readings_from(
+    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+) -> list[list[tuple[int, int]]]:
+    """The anchors of the readings one reading (`partners`) leaves to try: the whole model
+    wrapped or unwrapped, first (one at most, and rare), then stages flattened or wrapped."""
+    return model_readings(trees, partners) + stage_readings(trees, partners)
 
 
 def _joined(kept: list[tuple[int, int]], anchors: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -71,6 +71,8 @@ def model_readings(
     calls or more in it and the other one call of its class, which holds calls. A stage
     flattened as the model was wrapped: such a reading pairs the old stage with the new
     model's only call (the old model) and says each call beside the stage moved into it.
+    The one anchor is the two models: the rest is aligned again under it, where no stage in
+    the old model can pair with the new model (`call_tree.inverts_nesting`).
     """
     old_tree, new_tree = trees
     if len(old_tree.roots) != 1 or len(new_tree.roots) != 1:
@@ -78,20 +80,13 @@ def model_readings(
     old_root, new_root = old_tree.roots[0], new_tree.roots[0]
     if partners.get(old_root) != new_root:
         return []
-    wrapped = _the_model_in(old_tree, old_root, new_tree, new_root)
-    unwrapped = _the_model_in(new_tree, new_root, old_tree, old_root)
-    if wrapped is not None:
-        old_whole, new_whole = old_root, wrapped
-    elif unwrapped is not None:
-        old_whole, new_whole = unwrapped, new_root
-    else:
-        return []
-    # The reading's other pairs, but those of the calls the two models now pair with.
-    taken = {old_root, old_whole}, {new_root, new_whole}
-    kept = [
-        (old, new) for old, new in partners.items() if old not in taken[0] and new not in taken[1]
-    ]
-    return [[(old_whole, new_whole), *kept]]
+    old_model_in_new = _the_model_in(old_tree, old_root, new_tree, new_root)
+    if old_model_in_new is not None:
+        return [[(old_root, old_model_in_new)]]
+    new_model_in_old = _the_model_in(new_tree, new_root, old_tree, old_root)
+    if new_model_in_old is not None:
+        return [[(new_model_in_old, new_root)]]
+    return []
 
 
 def _the_model_in(tree: CallTree, model: int, other: CallTree, other_model: int) -> int | None:
@@ -263,7 +258,7 @@ class _Places:
         # stage is numbered again when the stage's calls take its place, one before it not.
         unique = _unique(trees[0], stages) | _unique(other, siblings)
         # Each child's sure place as a child before the stage, and as one after it.
-        places = [self._places(trees, stage, pairs, unique) for stage in stages]
+        places = [self._sure_places(trees, stage, pairs, unique) for stage in stages]
         self.after, latest = [], -1
         for as_one_before, _ in places:
             self.after.append(latest)
@@ -274,7 +269,7 @@ class _Places:
             as_one_after = places[place][1]
             earliest = min(earliest, as_one_after if as_one_after >= 0 else len(siblings))
 
-    def _places(
+    def _sure_places(
         self,
         trees: tuple[CallTree, CallTree],
         call: int,
