@@ -158,19 +158,21 @@ class _Reader:
         only where what it anchors confirms it.
 
         The readings are tried in rounds: each round tries them all and keeps the one that
-        states fewest changes, whose anchors the next round's readings keep; those are the
-        stages it leaves flattened or wrapped, read next (two stages flattened in one diff read
-        as two unwraps). At most `budget` readings are aligned.
+        states fewest changes, whose anchors the next round's readings keep; those are what it
+        leaves to read (`_readings_from`): two stages flattened in one diff read as two
+        unwraps. At most `budget` readings are aligned.
         """
         kept, fewest = first
         kept_anchors: list[tuple[int, int]] = []
         tried: set[tuple[tuple[int, int], ...]] = set()
         while readings and fewest and len(tried) < budget:
             best: dict[int, int] | None = None  # the partners of the round's best reading
-            start = kept_anchors
+            kept_before = kept_anchors
             for reading_anchors in readings:
-                anchors = _joined(start, reading_anchors)
-                if tuple(anchors) in tried or len(tried) >= budget:
+                if len(tried) == budget:
+                    break
+                anchors = _joined(kept_before, reading_anchors)
+                if tuple(anchors) in tried:
                     continue
                 tried.add(tuple(anchors))
                 again = align_trees(*self.trees, match_paths=self.match_paths, anchors=anchors)
