@@ -9,7 +9,12 @@ from collections import OrderedDict
 import pytest
 import torch
 import torchvision
-from refactor_corpus import a_stage_flattened_as_a_layer_moves, feed_forward_stack, without_module
+from refactor_corpus import (
+    LoRA,
+    a_stage_flattened_as_a_layer_moves,
+    feed_forward_stack,
+    without_module,
+)
 from torch import nn
 
 from pytest_fwdorder import Trace, structure_diff, trace_forward
@@ -786,6 +791,37 @@ def test_a_stage_unwrapped_as_a_layer_in_it_is_wrapped_reads_so_without_names() 
         "layer4.0 (Sequential) unwrapped: the old layer4.0.0, layer4.0.1 are now layer4.0, "
         "layer4.1",
     ], summary
+
+
+def test_a_block_wrapped_with_one_layer_is_a_wrap_not_the_block_made_a_sequential() -> None:
+    """A ViT's MLP blocks given LoRA adapters on all projections but one, and the MLP of
+    layer 10 wrapped as `Sequential(mlp, Dropout)`. The wrapper holds two children, and one
+    of them (the new Dropout) paired with the old MLP's last Dropout: half of its children,
+    which once confirmed the wrapper as the old MLP (`type changed: MLPBlock -> Sequential`).
+    A child counts toward that half only where the others were moved, not put in."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    old = VisionTransformer(
+        image_size=32, patch_size=16, num_layers=12, num_heads=2, hidden_dim=16, mlp_dim=32
+    ).eval()
+    new = copy.deepcopy(old)
+    for name, layer in new.encoder.layers.named_children():
+        for index in (0, 3):
+            if (name, index) != ("encoder_layer_8", 0):
+                layer.mlp[index] = LoRA(layer.mlp[index], rank=4)
+    block = new.encoder.layers.encoder_layer_10
+    block.mlp = nn.Sequential(block.mlp, nn.Dropout(0.0))
+    inputs = torch.randn(1, 3, 32, 32)
+    # new.eval(): the adapters and the wrapper are made in training mode, the model is not
+    before, after = trace_forward(old, inputs), trace_forward(new.eval(), inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert summary.startswith("140 calls before, 211 after: 24 wraps, 47 calls inserted\n"), (
+            summary
+        )
+        assert difference.explained_counts() == {"wrapped": 24, "inserted": 47}, summary
 
 
 class NestedHeads(nn.Module):

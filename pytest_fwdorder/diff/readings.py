@@ -137,10 +137,11 @@ def confirmed(
 ) -> bool:
     """Whether what each pair of `anchors` holds confirms it in the reading they start
     (`partners`): at least half of the calls nested in either pair with calls nested in the
-    other, or at least half of the children of either do, each child counted with what it
-    holds as one (a pair of layers, holding none, needs nothing). A new stage put at an old
-    one's path, the old one moved elsewhere, is not confirmed; a stage that lost a block of
-    most of its calls to another stage and kept its other layers is."""
+    other, or at least half of the children of either do and none of the rest holds one that
+    does, each child counted with what it holds as one (a pair of layers, holding none, needs
+    nothing). A new stage put at an old one's path, the old one moved elsewhere, is not
+    confirmed; a stage that lost a block of most of its calls to another stage and kept its
+    other layers is."""
     old_tree, new_tree = trees
     partners_of_new = {new: old for old, new in partners.items()}
     return all(
@@ -161,13 +162,18 @@ def _children_mostly_within(
     tree: CallTree, index: int, partners: dict[int, int], other: tuple[list[int], int]
 ) -> bool:
     """Whether at least half of the children of `index` pair with calls nested in a call of
-    the other tree; `other` is that tree's ends and the call."""
+    the other tree, and none of the others holds a call that does (a wrapper around a block
+    and one layer is not that block); `other` is that tree's ends and the call."""
     other_ends, other_index = other
+
+    def within(call: int) -> bool:
+        return other_index < partners.get(call, -1) < other_ends[other_index]
+
     children = tree.children[index]
-    within = sum(
-        other_index < partners.get(child, -1) < other_ends[other_index] for child in children
-    )
-    return 2 * within >= len(children) > 0
+    outside = [child for child in children if not within(child)]
+    if any(within(nested) for child in outside for nested in range(child, tree.ends[child])):
+        return False
+    return 2 * (len(children) - len(outside)) >= len(children) > 0
 
 
 def paired_otherwise(partners: dict[int, int], stayed: list[tuple[int, int]]) -> bool:
