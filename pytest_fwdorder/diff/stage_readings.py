@@ -6,7 +6,8 @@ can pair with a neighbour that was never it, and the diff says that neighbour wa
 a call was removed from one stage and inserted in another. Read again with the stage's
 calls paired, in order, with the run of calls of the same classes in the parent, the same
 diff says one stage unwrapped. A new stage put around calls of its parent is the mirror
-image, read the same way with the trees swapped.
+image, read the same way with the trees swapped. The whole model wrapped in a new one (or
+taken out of one) is read from the old model paired with the new model's only call.
 
 Each such reading is a list of anchors for `align_trees`, tried by `diff_lines` like the
 reading from the calls that stayed (readings.py): kept only where what its stages hold
@@ -138,9 +139,8 @@ def _keeping_identical(
     """The anchors but those that undo a pair of identical calls (`readings.identical`:
     the same subtree, or the same calls in it, found whatever it is called) of the reading
     they start from, or part a call from its named twin (`twins`); a pair of identical
-    calls is kept. Stages swapped beside a stage
-    flattened are those stages, swapped, not each paired in order by class with the other
-    and changed into it."""
+    calls is kept. Stages swapped beside a stage flattened are those stages, swapped, not
+    each paired in order by class with the other and changed into it."""
     twin_of_new = {new: old for old, new in twins.items()}
     return [
         (old, new)
