@@ -824,6 +824,31 @@ def test_a_block_wrapped_with_one_layer_is_a_wrap_not_the_block_made_a_sequentia
         assert difference.explained_counts() == {"wrapped": 24, "inserted": 47}, summary
 
 
+def test_a_sequential_put_inside_a_block_is_a_wrap_not_the_block_made_a_sequential() -> None:
+    """MobileNetV3's `features.3.block` put in a Sequential: the new Sequential holds every
+    call the old block (an InvertedResidual) held, one fewer than the block around it, so
+    it paired with the old block by its Dice as a block made a subclass (`type changed at
+    features.3.block: InvertedResidual -> Sequential`), and the block read as a new wrapper.
+    A call of the old call's class and path around it that holds only it is the block.
+    Without names no trace tells this from a stage made a subclass inside a new wrapper
+    (`test_a_stage_made_a_subclass_inside_a_new_wrapper_leaves_its_parent_in_place`), and
+    the name-free diff reads it as before."""
+    torch.manual_seed(0)
+    old = torchvision.models.mobilenet_v3_small(weights=None).eval()
+    new = copy.deepcopy(old)
+    new.features[3].block = nn.Sequential(new.features[3].block)
+    inputs = torch.randn(1, 3, 32, 32)
+    before, after = trace_forward(old, inputs), trace_forward(new.eval(), inputs)
+
+    difference = before.diff(after)
+
+    summary = difference.summary()
+    assert "features.3.block (Sequential) wraps the old features.3.block, now " in summary, summary
+    counts = difference.explained_counts()
+    assert counts["wrapped"] == 1, summary
+    assert "type changed" not in counts, summary
+
+
 class NestedHeads(nn.Module):
     """Heads returned in a dict that nests: `{'a': {'x': ..., 'y': ...}, 'b': ...}`, the
     outer and inner keys in the given orders."""

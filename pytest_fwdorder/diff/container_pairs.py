@@ -210,7 +210,10 @@ def _outer_first(
     into a stem and a body are two wraps inside the model, not the model wrapped and its
     stem moved out (the unpaired leaves beside a stage lower the Dice of the call that
     holds both). A model wrapped whole, with a head beside it, keeps `best`, which holds
-    all its children; so does a stage wrapped with a layer after it."""
+    all its children; so does a stage wrapped with a layer after it. A `best` of another
+    class that is the only call in a call of the old call's class and path is not the old
+    call made a subclass: a Sequential put inside a block is not the block made a
+    Sequential (without names, no trace tells the two apart)."""
     old_tree, new_tree = trees
     old_index, best = calls
     module_type = old_tree.lines[old_index].module_type
@@ -220,10 +223,23 @@ def _outer_first(
             outer in eligible
             and (top_level or new_tree.parents[outer] != NO_PARENT)
             and new_tree.lines[outer].module_type == module_type
-            and _keeps_children_outside(trees, maps, old_index, (best, outer), unpaired_old)
+            and (
+                (
+                    new_tree.lines[best].module_type != module_type
+                    and new_tree.children[outer] == [best]
+                    and _kept_its_path(old_tree.lines[old_index].path, new_tree.lines[outer].path)
+                )
+                or _keeps_children_outside(trees, maps, old_index, (best, outer), unpaired_old)
+            )
         ):
             return outer
     return best
+
+
+def _kept_its_path(old_path: str, new_path: str) -> bool:
+    """Whether a call kept its path: a name, the same on both sides (a name-free comparison
+    has none)."""
+    return bool(old_path) and old_path == new_path
 
 
 def _keeps_children_outside(
