@@ -72,6 +72,12 @@ def numbered(path: str) -> bool:
     return _NUMBERED.search(path) is not None
 
 
+def kept_path(old_line: GoldenLine, new_line: GoldenLine) -> bool:
+    """Whether a call kept its path: a name, the same on both sides (the lines of a
+    name-free comparison have none)."""
+    return bool(old_line.path) and old_line.path == new_line.path
+
+
 def _identity(path: str, line: GoldenLine) -> Hashable:
     if numbered(path):
         # A numbered name says where a call is, not which: the old `3`, a Linear, is the

@@ -227,19 +227,13 @@ def _outer_first(
                 (
                     new_tree.lines[best].module_type != module_type
                     and new_tree.children[outer] == [best]
-                    and _kept_its_path(old_tree.lines[old_index].path, new_tree.lines[outer].path)
+                    and call_keys.kept_path(old_tree.lines[old_index], new_tree.lines[outer])
                 )
                 or _keeps_children_outside(trees, maps, old_index, (best, outer), unpaired_old)
             )
         ):
             return outer
     return best
-
-
-def _kept_its_path(old_path: str, new_path: str) -> bool:
-    """Whether a call kept its path: a name, the same on both sides (a name-free comparison
-    has none)."""
-    return bool(old_path) and old_path == new_path
 
 
 def _keeps_children_outside(

@@ -19,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
+from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.readings import identical, mostly_within, undoes_identical
 
@@ -123,7 +124,7 @@ def _named_twins(trees: tuple[CallTree, CallTree]) -> dict[int, int]:
             twin is not None
             and path
             and old_counts[path] == new_counts[path] == 1  # one path, two calls: which?
-            and not _numbered(path)
+            and not call_keys.numbered(path)
             and old_tree.shapes[index] == new_tree.shapes[twin]
         ):
             twins[index] = twin
@@ -328,9 +329,8 @@ def _sure(
     partner = partners.get(call)
     if partner is None:
         return False, False
-    path = tree.lines[call].path
-    kept_path = bool(path) and path == other.lines[partner].path
-    if kept_path and not _numbered(path):
+    kept_path = call_keys.kept_path(tree.lines[call], other.lines[partner])
+    if kept_path and not call_keys.numbered(tree.lines[call].path):
         return True, True
     holds_its_calls = bool(tree.children[call]) and (
         (call in unique or partner in unique)
@@ -338,12 +338,6 @@ def _sure(
         and mostly_within(other, partner, other_partners, (tree.ends, call))
     )
     return kept_path or holds_its_calls, holds_its_calls
-
-
-def _numbered(path: str) -> bool:
-    """Whether a path's last name is a number: a child of a Sequential or a ModuleList,
-    numbered again when one before it is taken out or put in."""
-    return path.rpartition(".")[2].isdigit()
 
 
 def _unique(tree: CallTree, calls: list[int]) -> set[int]:
