@@ -2104,3 +2104,108 @@ def test_a_new_stage_put_first_without_names_is_not_the_old_first_stage() -> Non
         "10 calls inserted: 0 (Sequential, with 9 nested calls) at the start of the model",
         "3 calls removed: 0.0 (Sequential, with 2 nested calls) at the start of 0",
     ], name_free.summary()
+
+
+def test_a_block_swapped_with_a_layer_that_changes_its_shapes_is_one_swap() -> None:
+    """Review: MobileNetV3's squeeze-excitation run before the strided depthwise conv, not
+    after, read as the block removed, another inserted and its layers moved into it. It
+    kept its layers; only its input and output shapes changed, as the swap made them."""
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_small(weights=None).eval()
+    image = torch.randn(1, 3, 32, 32)
+    before = trace_forward(model, image)
+    was = dict(model.named_modules())
+    block = model.features[1].block
+    block[0], block[1] = block[1], block[0]
+    now = {id(module): path for path, module in model.named_modules()}
+    assert [now[id(was[f"features.1.block.{index}"])] for index in (0, 1)] == [
+        "features.1.block.1",
+        "features.1.block.0",
+    ]
+    after = trace_forward(model, image)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    for difference in (named, name_free):
+        lines = difference.summary().splitlines()
+        assert lines[0] == (
+            "209 calls before, 209 after: 1 swap, 1 call input changed, 1 call output changed"
+        ), lines
+        assert lines[1].startswith(
+            "features.1.block.0 (Conv2dNormActivation) and features.1.block.1 "
+            "(SqueezeExcitation) swapped, now features.1.block.1 and features.1.block.0"
+        ), lines
+        assert lines[2].startswith(
+            "input changed at 1 call: features.1.block.0 (SqueezeExcitation) input "
+            "(1, 16, 8, 8) -> (1, 16, 16, 16)"
+        ), lines
+
+
+def test_two_layers_that_exchanged_names_are_one_swap() -> None:
+    """Review: ResNet-18's stem with `relu` and `maxpool` exchanged (the pool now runs
+    first) read as the ReLU removed, a ReLU inserted and the pool renamed. The ReLU is the
+    same module under the name the pool left: the two names exchanged, one swap."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    image = torch.randn(1, 3, 32, 32)
+    before = trace_forward(model, image)
+    relu, pool = model.relu, model.maxpool
+    model.relu, model.maxpool = pool, relu
+    now = {id(module): path for path, module in model.named_modules()}
+    assert [now[id(relu)], now[id(pool)]] == ["maxpool", "relu"]
+    after = trace_forward(model, image)
+
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines() == [
+        "76 calls before, 76 after: 1 swap, 1 call input changed",
+        "relu (ReLU) and maxpool (MaxPool2d) swapped, now maxpool and relu",
+        "input changed at 1 call: maxpool (ReLU) input (1, 64, 16, 16) -> (1, 64, 8, 8), "
+        "and so the output of maxpool (ReLU)",
+    ], summary
+
+
+def test_a_layer_under_a_name_no_call_left_is_no_swap() -> None:
+    """The mirror the rule must leave alone: the pool renamed `relu` and a new ReLU, `act`,
+    after it. No name was exchanged (`maxpool` is gone), so no swap is said."""
+    torch.manual_seed(0)
+    conv, relu, pool = nn.Conv2d(3, 4, 3), nn.ReLU(), nn.MaxPool2d(2)
+    image = torch.randn(1, 3, 10, 10)
+    before = trace_forward(nn.Sequential(OrderedDict(conv=conv, relu=relu, maxpool=pool)), image)
+    after = trace_forward(nn.Sequential(OrderedDict(conv=conv, relu=pool, act=nn.ReLU())), image)
+
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines() == [
+        "4 calls before, 4 after: 1 call inserted, 1 call removed, 1 call renamed",
+        "1 call inserted: act (ReLU) after relu (MaxPool2d)",
+        "1 call removed: relu (ReLU) after conv (Conv2d)",
+        "1 call renamed: maxpool (MaxPool2d) -> relu",
+    ], summary
+
+
+def test_a_stage_whose_layer_was_wrapped_is_not_paired_with_the_wrapper() -> None:
+    """The bound of pairing a block by its layout (diff/kept_layouts.py): the old stage `1`
+    (a Linear and a SELU), now `0.2` with its SELU wrapped, shares its one paired layer
+    with the new wrapper `0.2.1`. Paired by that share alone, the stage read as the wrapper;
+    their layers' classes differ, so it is not."""
+    torch.manual_seed(0)
+    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.Linear(8, 8), nn.SELU()))
+    new = nn.Sequential(
+        Stage(
+            nn.Linear(8, 8),
+            nn.Linear(8, 8),
+            nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.SELU())),
+        )
+    )
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    for difference in (named, name_free):
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        assert pairs.get("1") != "0.2.1", difference.summary()
+        assert pairs["1.1"] == "0.2.1.0", difference.summary()

@@ -171,23 +171,49 @@ def with_layers_moved(
     Dropout moved after the head), not one removed and another inserted. Crossing the
     pairs, it moved; else it kept its place and its shapes changed.
 
-    `named`: the calls have paths, and only those with numbered ones pair here: a name
-    (`drop_in`, `drop_out`) tells a call apart, so one gone and another come are that."""
+    `named`: the calls have paths, and only those with numbered ones pair here, or two that
+    exchanged names (`_renames`): a name (`drop_in`, `drop_out`) tells a call apart, so
+    one gone and another come are that."""
+    old_lines, new_lines = old_tree.lines, new_tree.lines
+    renamed = _renames(old_lines, new_lines, [*pairs, *crossed])
+    freed, taken = set(renamed), set(renamed.values())
 
-    def movable(tree: CallTree, index: int) -> bool:
-        return tree.size(index) == 1 and (not named or call_keys.numbered(tree.lines[index].path))
+    def movable(tree: CallTree, index: int, exchanged: set[str]) -> bool:
+        path = tree.lines[index].path
+        return tree.size(index) == 1 and (
+            not named or call_keys.numbered(path) or path in exchanged
+        )
 
-    found = unique_pairs(
-        old_tree.lines,
-        new_tree.lines,
-        [i for i in olds if movable(old_tree, i)],
-        [j for j in news if movable(new_tree, j)],
-        [*pairs, *crossed],
-        call_keys.kind,
-    )
+    found = [
+        (i, j)
+        for i, j in unique_pairs(
+            old_lines,
+            new_lines,
+            [i for i in olds if movable(old_tree, i, taken)],
+            [j for j in news if movable(new_tree, j, freed)],
+            [*pairs, *crossed],
+            call_keys.kind,
+        )
+        if not named
+        or (call_keys.numbered(old_lines[i].path) and call_keys.numbered(new_lines[j].path))
+        or renamed.get(new_lines[j].path) == old_lines[i].path
+    ]
     for pair in found:
         if crossing([pair, *pairs]):
             crossed = [*crossed, pair]
         else:
             pairs = sorted([*pairs, pair])
     return pairs, crossed
+
+
+def _renames(
+    old_lines: list[GoldenLine], new_lines: list[GoldenLine], pairs: list[tuple[int, int]]
+) -> dict[str, str]:
+    """The renames among `pairs`, old path -> new path. A call renamed to the name of an
+    unpaired old call (`maxpool`, now `relu`) freed its own name; the unpaired new call
+    under that name, of the old one's class and facts, is it: the two names exchanged."""
+    return {
+        old_lines[i].path: new_lines[j].path
+        for i, j in pairs
+        if old_lines[i].path != new_lines[j].path
+    }

@@ -36,6 +36,7 @@ from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.child_passes import child_passes
 from pytest_fwdorder.diff.container_pairs import pair_containers
 from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
+from pytest_fwdorder.diff.kept_layouts import pair_kept_layouts
 from pytest_fwdorder.diff.look_alike_order import pair_look_alikes_in_order
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
@@ -96,6 +97,7 @@ def align_trees(
     matcher.match_containers()
     matcher.recover()
     matcher.match_across_parents()
+    matcher.pair_kept_layouts()
     matcher.pair_lone_in_wrappers()
     matcher.recover()
     matcher.out_of_order -= pair_look_alikes_in_order(
@@ -326,6 +328,14 @@ class _Matcher:
         trees = (self.old_tree, self.new_tree)
         for pair in flattened_pairs(trees, olds, news, self.old_to_new, call_keys.structure):
             self.pair(*pair)
+
+    def pair_kept_layouts(self) -> None:
+        """Calls whose layers were paired across parents, paired by their layout
+        (diff/kept_layouts.py); their layers are no longer out of order for that."""
+        for old_index in pair_kept_layouts(
+            self.old_tree, self.new_tree, self.old_to_new, self.new_to_old
+        ):
+            self.out_of_order.difference_update(self.old_tree.children[old_index])
 
     def pair_lone_in_wrappers(self) -> None:
         """Calls left between wrapped or unwrapped ones, paired by place (wrapper_pairs.py)."""
