@@ -2209,3 +2209,47 @@ def test_a_stage_whose_layer_was_wrapped_is_not_paired_with_the_wrapper() -> Non
         pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
         assert pairs.get("1") != "0.2.1", difference.summary()
         assert pairs["1.1"] == "0.2.1.0", difference.summary()
+
+
+def test_two_layers_that_exchanged_names_in_a_model_wrapped_whole_are_a_wrap_and_a_swap() -> None:
+    """Review: with the model wrapped whole too, the exchange read as a ReLU removed and
+    another inserted (the names compared whole: `0.maxpool` is no old `maxpool`), then,
+    compared by last name, the swap was counted among the calls renamed under the wrap
+    and never said. Calls run out of order in their parent are a change of their own."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    image = torch.randn(1, 3, 32, 32)
+    before = trace_forward(model, image)
+    model.relu, model.maxpool = model.maxpool, model.relu
+    after = trace_forward(nn.Sequential(model).eval(), image)
+
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines() == [
+        "76 calls before, 77 after: 1 wrap, 1 swap, 1 call input changed",
+        "<root> (Sequential) wraps the old model, now 0 (74 calls renamed under it)",
+        "relu (ReLU) and maxpool (MaxPool2d) swapped, now 0.maxpool and 0.relu",
+        "input changed at 1 call: 0.maxpool (ReLU) input (1, 64, 16, 16) -> (1, 64, 8, 8), "
+        "and so the output of 0.maxpool (ReLU)",
+    ], summary
+
+
+def test_two_activations_swapped_as_the_model_is_wrapped_whole_are_said() -> None:
+    """Review: the swap was counted among the calls renamed under the wrap, and the
+    summary read `1 wrap` alone, as if the layers ran as before."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4)]
+    inputs = torch.randn(2, 8)
+    before = trace_forward(nn.Sequential(*layers), inputs)
+    first, tanh, middle, relu, last = layers
+    after = trace_forward(nn.Sequential(nn.Sequential(first, relu, middle, tanh, last)), inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.summary().splitlines() == [
+        "6 calls before, 7 after: 1 wrap, 1 swap",
+        "<root> (Sequential) wraps the old model, now 0 (4 calls renamed under it)",
+        "1 (Tanh) and 3 (ReLU) swapped, now 0.3 and 0.1",
+    ], named.summary()
+    # Without names the same layers may read as changed in place; either way they are said.
+    assert "Tanh" in name_free.summary(), name_free.summary()

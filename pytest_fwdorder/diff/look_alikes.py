@@ -181,7 +181,7 @@ def with_layers_moved(
     def movable(tree: CallTree, index: int, exchanged: set[str]) -> bool:
         path = tree.lines[index].path
         return tree.size(index) == 1 and (
-            not named or call_keys.numbered(path) or path in exchanged
+            not named or call_keys.numbered(path) or _name(path) in exchanged
         )
 
     found = [
@@ -196,7 +196,7 @@ def with_layers_moved(
         )
         if not named
         or (call_keys.numbered(old_lines[i].path) and call_keys.numbered(new_lines[j].path))
-        or renamed.get(new_lines[j].path) == old_lines[i].path
+        or renamed.get(_name(new_lines[j].path)) == _name(old_lines[i].path)
     ]
     for pair in found:
         if crossing([pair, *pairs]):
@@ -209,11 +209,19 @@ def with_layers_moved(
 def _renames(
     old_lines: list[GoldenLine], new_lines: list[GoldenLine], pairs: list[tuple[int, int]]
 ) -> dict[str, str]:
-    """The renames among `pairs`, old path -> new path. A call renamed to the name of an
-    unpaired old call (`maxpool`, now `relu`) freed its own name; the unpaired new call
-    under that name, of the old one's class and facts, is it: the two names exchanged."""
-    return {
-        old_lines[i].path: new_lines[j].path
-        for i, j in pairs
-        if old_lines[i].path != new_lines[j].path
-    }
+    """The renames among `pairs` (children of one pair of calls), old name -> new name. A
+    call renamed to the name of an unpaired old call (`maxpool`, now `relu`) freed its own
+    name; the unpaired new call under that name, of the old one's class and facts, is it:
+    the two names exchanged. Last names, so a parent renamed too (the model wrapped, `relu`
+    now `0.relu`) changes nothing."""
+    renamed = {}
+    for i, j in pairs:
+        old_name, new_name = _name(old_lines[i].path), _name(new_lines[j].path)
+        if old_name != new_name:
+            renamed[old_name] = new_name
+    return renamed
+
+
+def _name(path: str) -> str:
+    """A path's last name (`relu` of `0.relu`)."""
+    return path.rpartition(".")[2]

@@ -101,6 +101,12 @@ class _Finder:
         # A name-free comparison does not compare names: a rename is never a finding there.
         self.name_free = old_names is not alignment.old_tree.lines
         self.moved = alignment.moved
+        # Two calls that swapped places in their parent: a change of their own, never
+        # among the calls a wrap or unwrap renamed.
+        self.reordered: set[int] = set()
+        for parent in {self.old_tree.parents[index] for index in self.moved}:
+            for pair in exchanged(self.old_tree, self.new_tree, self.old_to_new, parent):
+                self.reordered.update(pair)
         self.explained_old: set[int] = set()
         self.explained_new: set[int] = set()
 
@@ -132,16 +138,20 @@ class _Finder:
         """The paired calls (new, old) of these new subtrees that came with them: a call
         nested in a root whose parent was not its old parent's partner came from elsewhere
         (a Linear moved into a stage that was unwrapped), and is a move of its own, with
-        the calls under it."""
+        the calls under it; one run out of order within its parent (a layer swapped inside a
+        wrapped stage) is a swap of its own."""
         for root in new_roots:
             index, end = root, self.new_tree.ends[root]
             while index < end:
                 old_index = self.new_to_old.get(index)
                 if old_index is None:
                     index += 1
-                elif index != root and self.expected_parent(old_index) not in (
-                    self.new_tree.parents[index],
-                    _UNPAIRED,
+                elif index != root and (
+                    self.expected_parent(old_index) not in (self.new_tree.parents[index], _UNPAIRED)
+                    or (
+                        old_index in self.reordered
+                        and self.old_tree.parents[old_index] not in self.reordered
+                    )
                 ):
                     index = self.new_tree.ends[index]
                 else:
