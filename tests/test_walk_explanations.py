@@ -4,6 +4,7 @@ a summary may leave detail to the line diff, but every change it states is true.
 from __future__ import annotations
 
 import copy
+import types
 from collections import OrderedDict
 
 import pytest
@@ -2253,3 +2254,63 @@ def test_two_activations_swapped_as_the_model_is_wrapped_whole_are_said() -> Non
     ], named.summary()
     # Without names the same layers may read as changed in place; either way they are said.
     assert "Tanh" in name_free.summary(), name_free.summary()
+
+
+def _encoder_without_its_norm(encoder: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """torchvision's ViT encoder's forward without its last LayerNorm."""
+    return encoder.layers(encoder.dropout(inputs + encoder.pos_embedding))
+
+
+def test_a_norm_moved_to_the_head_where_it_takes_other_shapes_is_one_move() -> None:
+    """Review: a ViT's final LayerNorm moved from the encoder to the front of the head read
+    as one LayerNorm removed and another inserted: it now normalises the class token alone,
+    so its shapes changed, and only look-alikes of the same shapes paired across parents.
+    The one layer of its name and facts that went, and the one that came, is it moved."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    model = VisionTransformer(
+        image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32
+    ).eval()
+    inputs = torch.randn(1, 3, 32, 32)
+    before = trace_forward(model, inputs)
+    norm = model.encoder.ln
+    del model.encoder.ln
+    model.encoder.forward = types.MethodType(_encoder_without_its_norm, model.encoder)
+    model.heads = nn.Sequential(OrderedDict(ln=norm, head=model.heads.head))
+    modules = dict(model.named_modules())
+    assert modules["heads.ln"] is norm and "encoder.ln" not in modules
+    after = trace_forward(model, inputs)
+
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines() == [
+        "30 calls before, 30 after: 1 move to another parent, 1 call input changed",
+        "encoder.ln (LayerNorm) moved to heads.ln",
+        "input changed at 1 call: heads.ln (LayerNorm) input (1, 5, 16) -> (1, 16), and so "
+        "the output of heads.ln (LayerNorm)",
+    ], summary
+
+
+def test_a_layer_named_by_its_number_moved_elsewhere_is_not_paired_by_it() -> None:
+    """The bound of the rule above: a number says where a layer is, not which, so a
+    LayerNorm numbered `1` gone from one stage and one come to another, given other shapes,
+    are one removed and one inserted."""
+    torch.manual_seed(0)
+    norm = nn.LayerNorm(8)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(
+        nn.Sequential(nn.Sequential(nn.Unflatten(1, (1, 8)), norm), nn.Sequential(nn.Flatten())),
+        inputs,
+    )
+    after = trace_forward(
+        nn.Sequential(nn.Sequential(nn.Unflatten(1, (1, 8))), nn.Sequential(nn.Flatten(), norm)),
+        inputs,
+    )
+
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines()[1:] == [
+        "1 call inserted: 1.1 (LayerNorm) after 1.0 (Flatten)",
+        "1 call removed: 0.1 (LayerNorm) after 0.0 (Unflatten)",
+    ], summary

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from pytest_fwdorder.diff import call_keys
+from pytest_fwdorder.diff.across_parents import pair_across_parents
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.child_passes import child_passes
 from pytest_fwdorder.diff.container_pairs import pair_containers
@@ -544,36 +545,10 @@ class _Matcher:
         )
 
     def match_across_parents(self) -> None:
-        """Calls left over on both sides that only one explanation fits: the same module
-        called elsewhere, or the one look-alike with the same facts (a module moved)."""
-        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
-        olds = [i for i in range(len(old_lines)) if i not in self.old_to_new]
-        news = [j for j in range(len(new_lines)) if j not in self.new_to_old]
-        if not olds or not news:
-            return
-        if self.match_paths:
-            removed: dict[tuple[str, str], list[int]] = defaultdict(list)
-            for i in olds:
-                if old_lines[i].path:
-                    removed[call_keys.path_and_class(old_lines[i])].append(i)
-            for j in news:
-                candidates = removed.get(call_keys.path_and_class(new_lines[j]))
-                if candidates:
-                    self.pair(candidates.pop(0), j)
-                    self.out_of_order.add(self.new_to_old[j])
-            olds = [i for i in olds if i not in self.old_to_new]
-            news = [j for j in news if j not in self.new_to_old]
-        old_count = Counter(call_keys.look(old_lines[i]) for i in olds)
-        new_count = Counter(call_keys.look(new_lines[j]) for j in news)
-        by_look = {call_keys.look(new_lines[j]): j for j in news}
-        for i in olds:
-            look = call_keys.look(old_lines[i])
-            if old_count[look] == 1 and new_count[look] == 1 and old_lines[i].facts:
-                j = by_look[look]
-                if self._same_parent(i, j):
-                    continue  # its parent's alignment left it out: no move to explain
-                self.pair(i, j)
-                self.out_of_order.add(i)
+        """Calls left over that only one explanation fits (diff/across_parents.py)."""
+        maps = (self.old_to_new, self.new_to_old)
+        trees = (self.old_tree, self.new_tree)
+        self.out_of_order.update(pair_across_parents(trees, *maps, match_paths=self.match_paths))
 
     def leave_moves_out_of_order(self) -> None:
         """Mark each subtree paired into another parent out of order, whole.
@@ -590,10 +565,3 @@ class _Matcher:
             new_parent = new_tree.paired_ancestor(new_index, self.new_to_old)
             if self.old_to_new.get(old_parent, NO_PARENT) != new_parent:
                 self.out_of_order.update(range(old_index, old_tree.ends[old_index]))
-
-    def _same_parent(self, old_index: int, new_index: int) -> bool:
-        old_parent = self.old_tree.parents[old_index]
-        new_parent = self.new_tree.parents[new_index]
-        if old_parent == NO_PARENT:
-            return new_parent == NO_PARENT
-        return self.old_to_new.get(old_parent) == new_parent

@@ -1,0 +1,103 @@
+"""Calls the tree alignment left unpaired within their parents, paired across parents where
+one explanation alone fits. Pure, no torch.
+
+The same module called elsewhere (its path and class, named), the one look-alike with the
+same facts (class, shapes, settings, tensors: a module moved), or, named, the one layer of
+its last name and facts that went and the one that came (a ViT's final norm moved to the
+front of the head, where it normalises the class token alone and so takes other shapes).
+A number is no such name: it says where a layer is, not which, and look-alike layers
+numbered alike are many.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable
+
+from pytest_fwdorder.diff import call_keys
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+from pytest_fwdorder.golden.format import GoldenLine
+
+
+def pair_across_parents(
+    trees: tuple[CallTree, CallTree],
+    old_to_new: dict[int, int],
+    new_to_old: dict[int, int],
+    *,
+    match_paths: bool,
+) -> list[int]:
+    """Pair, in the two maps, the calls left over that only one explanation fits; returns
+    the old calls paired, each paired against the execution order."""
+    old_tree, new_tree = trees
+    old_lines, new_lines = old_tree.lines, new_tree.lines
+    olds = [i for i in range(len(old_lines)) if i not in old_to_new]
+    news = [j for j in range(len(new_lines)) if j not in new_to_old]
+    if not olds or not news:
+        return []
+    paired: list[int] = []
+
+    def pair(old_index: int, new_index: int) -> None:
+        old_to_new[old_index], new_to_old[new_index] = new_index, old_index
+        paired.append(old_index)
+
+    if match_paths:
+        removed: dict[Hashable, list[int]] = defaultdict(list)
+        for i in olds:
+            if old_lines[i].path:
+                removed[call_keys.path_and_class(old_lines[i])].append(i)
+        for j in news:
+            candidates = removed.get(call_keys.path_and_class(new_lines[j]))
+            if candidates:
+                pair(candidates.pop(0), j)
+    keys: list[tuple[Callable[[GoldenLine], Hashable], Callable[[CallTree, int], bool]]] = [
+        (call_keys.look, lambda tree, index: bool(tree.lines[index].facts))
+    ]
+    if match_paths:
+        keys.append((_name_and_kind, _named_layer))
+    for key, takes in keys:
+        olds = [i for i in olds if i not in old_to_new and takes(old_tree, i)]
+        news = [j for j in news if j not in new_to_old and takes(new_tree, j)]
+        for i, j in _found_once(old_lines, new_lines, olds, news, key):
+            if not _same_parent(trees, old_to_new, i, j):  # else its parent's alignment
+                pair(i, j)  # left it out: no move to explain
+    return paired
+
+
+def _found_once(
+    old_lines: list[GoldenLine],
+    new_lines: list[GoldenLine],
+    olds: list[int],
+    news: list[int],
+    key: Callable[[GoldenLine], Hashable],
+) -> list[tuple[int, int]]:
+    """The calls at `olds` and `news` whose key is found once on each side, paired."""
+    old_count = Counter(key(old_lines[i]) for i in olds)
+    new_count = Counter(key(new_lines[j]) for j in news)
+    by_key = {key(new_lines[j]): j for j in news}
+    return [
+        (i, by_key[found])
+        for i in olds
+        if old_count[found := key(old_lines[i])] == 1 and new_count[found] == 1
+    ]
+
+
+def _name_and_kind(line: GoldenLine) -> Hashable:
+    """A call's last name with its class and facts (`ln`, a LayerNorm of 768 features)."""
+    return line.path.rpartition(".")[2], call_keys.kind(line)
+
+
+def _named_layer(tree: CallTree, index: int) -> bool:
+    """Whether a call is a layer (no nested calls) with facts and a name, not a number."""
+    line = tree.lines[index]
+    return tree.size(index) == 1 and bool(line.facts) and not call_keys.numbered(line.path)
+
+
+def _same_parent(
+    trees: tuple[CallTree, CallTree], old_to_new: dict[int, int], old_index: int, new_index: int
+) -> bool:
+    old_parent, new_parent = (
+        tree.parents[index] for tree, index in zip(trees, (old_index, new_index), strict=True)
+    )
+    if old_parent == NO_PARENT:
+        return new_parent == NO_PARENT
+    return old_to_new.get(old_parent) == new_parent
