@@ -850,6 +850,34 @@ def test_a_sequential_put_inside_a_block_is_a_wrap_not_the_block_made_a_sequenti
     assert "type changed" not in counts, summary
 
 
+def test_a_sequential_taken_from_around_a_block_is_an_unwrap_not_the_block_made_a_subclass() -> (
+    None
+):
+    """The mirror image: MobileNetV3's `features.3.block` held in a Sequential, taken out.
+    The old Sequential around it holds every call the new InvertedResidual holds, so it
+    paired with it by its Dice as a Sequential made an InvertedResidual (`type changed at
+    features.3`), and the block read as unwrapped. A call of another class that has the
+    class and path of the call around the old one is that call's."""
+    torch.manual_seed(0)
+    old = torchvision.models.mobilenet_v3_small(weights=None).eval()
+    old.features[3].block = nn.Sequential(old.features[3].block)
+    new = copy.deepcopy(old)
+    new.features[3].block = new.features[3].block[0]
+    inputs = torch.randn(1, 3, 32, 32)
+    before, after = trace_forward(old.eval(), inputs), trace_forward(new.eval(), inputs)
+
+    difference = before.diff(after)
+
+    summary = difference.summary()
+    assert (
+        "features.3.block (Sequential) unwrapped: the old features.3.block.0 is now "
+        "features.3.block"
+    ) in summary, summary
+    counts = difference.explained_counts()
+    assert counts["unwrapped"] == 1, summary
+    assert "type changed" not in counts, summary
+
+
 class NestedHeads(nn.Module):
     """Heads returned in a dict that nests: `{'a': {'x': ..., 'y': ...}, 'b': ...}`, the
     outer and inner keys in the given orders."""
@@ -2279,7 +2307,8 @@ def test_a_norm_moved_to_the_head_where_it_takes_other_shapes_is_one_move() -> N
     model.encoder.forward = types.MethodType(_encoder_without_its_norm, model.encoder)
     model.heads = nn.Sequential(OrderedDict(ln=norm, head=model.heads.head))
     modules = dict(model.named_modules())
-    assert modules["heads.ln"] is norm and "encoder.ln" not in modules
+    assert modules["heads.ln"] is norm
+    assert "encoder.ln" not in modules
     after = trace_forward(model, inputs)
 
     summary = before.diff(after).summary()
@@ -2313,4 +2342,28 @@ def test_a_layer_named_by_its_number_moved_elsewhere_is_not_paired_by_it() -> No
     assert summary.splitlines()[1:] == [
         "1 call inserted: 1.1 (LayerNorm) after 1.0 (Flatten)",
         "1 call removed: 0.1 (LayerNorm) after 0.0 (Unflatten)",
+    ], summary
+
+
+def test_a_stage_wrapped_as_the_model_is_frozen_is_the_same_wrap() -> None:
+    """Review: ResNet-18's `layer2` wrapped with an Identity after it, and every parameter
+    frozen for fine-tuning, read as a new `layer2.0` wrapping the old blocks: freezing
+    changed every call's facts, so no block paired as it was before the pairs by path. The
+    frozen state is its own change; the blocks are the same."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    image = torch.randn(1, 3, 32, 32)
+    before = trace_forward(model, image)
+    stage = model.layer2
+    model.layer2 = nn.Sequential(stage, nn.Identity())
+    model.requires_grad_(False)
+    assert dict(model.named_modules())["layer2.0"] is stage
+    after = trace_forward(model, image)
+
+    summary = before.diff(after).summary()
+
+    assert summary.splitlines()[:3] == [
+        "76 calls before, 78 after: 1 wrap, 1 call inserted, 41 calls frozen state changed",
+        "layer2 (Sequential) wraps the old layer2, now layer2.0 (18 calls renamed under it)",
+        "1 call inserted: layer2.1 (Identity) after layer2.0 (Sequential)",
     ], summary

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_fwdorder.diff.call_keys import facts_thawed
 from pytest_fwdorder.golden.format import GoldenLine
 
 NO_PARENT = -1
@@ -22,7 +23,9 @@ class CallTree:
     `parents[i]` is the call `i` runs inside (`NO_PARENT` for a top-level call),
     `children[i]` the calls directly inside it in order, `ends[i]` the index after its last
     nested call, and `shapes[i]` a hash of its subtree without any path: class, inputs,
-    outputs, facts and mode of every call in it, in order.
+    outputs, facts and mode of every call in it, in order. Facts without their tensors'
+    frozen flags and ties (`call_keys.facts_thawed`): a stage frozen as it was wrapped is
+    the same stage, its frozen state a change of its own.
     """
 
     lines: list[GoldenLine]
@@ -108,7 +111,7 @@ def build_call_tree(lines: list[GoldenLine]) -> CallTree:
                 line.module_type,
                 line.inputs,
                 line.outputs,
-                line.facts,
+                facts_thawed(line),
                 line.mode,
                 line.under,
                 tuple(shapes[child] for child in children[index]),

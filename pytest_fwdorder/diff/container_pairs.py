@@ -24,6 +24,7 @@ from collections import Counter
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, inverts_nesting
+from pytest_fwdorder.golden.format import GoldenLine
 
 _DICE_ENOUGH = 0.5
 
@@ -184,6 +185,7 @@ def _eligible(
     if not same_type and not (
         new_tree.size(candidate) == old_tree.size(old_index)
         and common == paired_nested == _paired_within(new_tree, candidate, new_to_old)
+        and not _is_the_parents(old_tree, old_index, new_tree.lines[candidate])
     ):
         return False
     holder = new_to_old.get(candidate)
@@ -272,6 +274,18 @@ def _keeps_children_outside(
     )
     found += sum((unpaired & +left).values())
     return 2 * found >= len(old_tree.children[old_index])
+
+
+def _is_the_parents(old_tree: CallTree, old_index: int, line: GoldenLine) -> bool:
+    """Whether a new call has the class and path of the call the old one runs inside: a
+    Sequential taken from around a block's layers holds what the block now holds, but the
+    block is the block, not the Sequential made a subclass (without names, no trace tells
+    the two apart)."""
+    parent = old_tree.parents[old_index]
+    if parent == NO_PARENT:
+        return False
+    parent_line = old_tree.lines[parent]
+    return parent_line.module_type == line.module_type and call_keys.kept_path(parent_line, line)
 
 
 def _paired_within(tree: CallTree, index: int, paired: dict[int, int]) -> int:
