@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import types
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import pytest
 import torch
@@ -17,6 +17,7 @@ from refactor_corpus import (
     without_module,
 )
 from torch import nn
+from torchvision.models.resnet import BasicBlock
 
 from pytest_fwdorder import Trace, structure_diff, trace_forward
 
@@ -2367,3 +2368,86 @@ def test_a_stage_wrapped_as_the_model_is_frozen_is_the_same_wrap() -> None:
         "layer2 (Sequential) wraps the old layer2, now layer2.0 (18 calls renamed under it)",
         "1 call inserted: layer2.1 (Identity) after layer2.0 (Sequential)",
     ], summary
+
+
+class SplitActivation(BasicBlock):
+    """torchvision's BasicBlock with a ReLU of its own for its second activation."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu2(out + identity)
+
+
+def _calls_by_module(model: nn.Module, image: torch.Tensor) -> Counter[str]:
+    """The oracle: each module's calls, counted by a global forward hook."""
+    paths = {module: path for path, module in model.named_modules()}
+    calls: Counter[str] = Counter()
+    hook = nn.modules.module.register_module_forward_hook(
+        lambda module, inputs, output: calls.update([paths.get(module, "?")])
+    )
+    try:
+        with torch.no_grad():
+            model(image)
+    finally:
+        hook.remove()
+    return calls
+
+
+def test_a_shared_activation_split_in_two_keeping_its_name_is_one_split_each_way() -> None:
+    """Review: ResNet-18's blocks given a second ReLU of their own (`relu2`), the first
+    call keeping `relu`, read as `2 calls renamed` and `reuse count changed: layer1.0.relu
+    2 -> 1`, two lines about one change; undone, the same. A module's calls now made by it
+    and new modules in turn are a split (or, undone, a merge), its reuse count said by it."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    image = torch.randn(1, 3, 32, 32)
+    before = trace_forward(model, image)
+    was = _calls_by_module(model, image)
+    for block in (model.layer1[0], model.layer2[1]):
+        block.relu2 = nn.ReLU(inplace=True)
+        block.__class__ = SplitActivation
+    now = _calls_by_module(model, image)
+    assert [was["layer1.0.relu"], now["layer1.0.relu"], now["layer1.0.relu2"]] == [2, 1, 1]
+    after = trace_forward(model, image)
+
+    split, merged = before.diff(after).summary(), after.diff(before).summary()
+
+    assert split.splitlines() == [
+        "76 calls before, 76 after: 2 shared modules split, 2 calls type changed",
+        "layer1.0.relu (ReLU) split into layer1.0.relu, layer1.0.relu2",
+        "layer2.1.relu (ReLU) split into layer2.1.relu, layer2.1.relu2",
+        "type changed at 2 calls: BasicBlock -> SplitActivation in layer1.0, layer2.1",
+    ], split
+    assert merged.splitlines() == [
+        "76 calls before, 76 after: 2 merges into shared modules, 2 calls type changed",
+        "layer1.0.relu, layer1.0.relu2 (ReLU) merged into layer1.0.relu",
+        "layer2.1.relu, layer2.1.relu2 (ReLU) merged into layer2.1.relu",
+        "type changed at 2 calls: SplitActivation -> BasicBlock in layer1.0, layer2.1",
+    ], merged
+
+
+def test_a_second_call_given_to_another_existing_module_is_no_split() -> None:
+    """The bound: a module whose second call now goes to a module the old model had too
+    was not split into it (the other module is no new one): no split is said."""
+    torch.manual_seed(0)
+    first, second = nn.ReLU(), nn.ReLU()
+    linear = nn.Linear(8, 8)
+
+    class TwoActivations(nn.Module):
+        def __init__(self, *, shared: bool) -> None:
+            super().__init__()
+            self.linear, self.first, self.second, self.shared = linear, first, second, shared
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.second(self.first(self.linear(x)))
+            return self.first(x) if self.shared else self.second(x)
+
+    inputs = torch.randn(2, 8)
+    before = trace_forward(TwoActivations(shared=True), inputs)
+    after = trace_forward(TwoActivations(shared=False), inputs)
+
+    summary = before.diff(after).summary()
+
+    assert "split" not in summary, summary
+    assert "reuse count changed: first 2 -> 1, second 1 -> 2" in summary, summary

@@ -217,12 +217,14 @@ def classify_diff(
         changes = _named(changes, names, aligned, moved)
     if modes[0] and modes[1] and modes[0] != modes[1]:
         changes.insert(0, Change(ChangeKind.MODE_CHANGED, None, None, f"{modes[0]} -> {modes[1]}"))
-    changes.extend(_reuse_changes(old, new))
+    nesting = tree_changes(alignment, *(names or (None, None))) if alignment is not None else []
+    # A module split or merged changed its reuse count by that: said once, as the split.
+    shared = {change.shared_path for change in nesting if change.shared_path}
+    changes.extend(change for path, change in _reuse_changes(old, new) if path not in shared)
     changes.extend(trace_facet_changes(old_header, new_header, facets))
     changes.extend(_finding_changes(old_header, new_header))
     in_order = [(row.old, row.new) for row in rows if row.old is not None and row.new is not None]
     pairs = sorted([*in_order, *moved.items()])
-    nesting = tree_changes(alignment, *(names or (None, None))) if alignment is not None else []
     old_names, new_names = names or ([], [])
     return TraceDiff(
         old,
@@ -519,11 +521,15 @@ def _path_rewrite(old_path: str, new_path: str) -> tuple[str, str]:
     return "", ""
 
 
-def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[Change]:
+def _reuse_changes(old: list[GoldenLine], new: list[GoldenLine]) -> list[tuple[str, Change]]:
+    """Each module called another number of times, with its path."""
     old_counts = _counts(old)
     new_counts = _counts(new)
     return [
-        Change(ChangeKind.REUSE_CHANGED, None, None, f"{path} {count} -> {new_counts[path]}")
+        (
+            path,
+            Change(ChangeKind.REUSE_CHANGED, None, None, f"{path} {count} -> {new_counts[path]}"),
+        )
         for path, count in old_counts.items()
         # No path: a name-free comparison, where the count would be every call's.
         if path and path in new_counts and new_counts[path] != count

@@ -40,6 +40,8 @@ class TreeChange:
     sentence: str
     old_calls: frozenset[int]
     new_calls: frozenset[int]
+    # A split or merge: the path of the shared module, whose reuse count it changed.
+    shared_path: str = ""
 
 
 def tree_changes(
@@ -326,24 +328,19 @@ class _Finder:
             else sorted((new, old) for old, new in self.old_to_new.items())
         )
         one_counts = Counter(line.path for line in one_names)
-        many_paths = {line.path for line in many_names}
+        many_counts = Counter(line.path for line in many_names)
         groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for one, many in pairs:
             old_index = one if split else many
             if old_index in self.explained_old:
                 continue
             path, other = one_names[one].path, many_names[many].path
-            if path and other and path != other:
+            if path and other:
                 groups[path].append((one, many))
         found = []
         for path, group in groups.items():
             others = list(dict.fromkeys(many_names[many].path for _, many in group))
-            if (
-                len(group) < 2
-                or len(others) < 2
-                or len(group) != one_counts[path]
-                or path in many_paths
-            ):
+            if not _shared_by(path, others, len(group), (one_counts, many_counts)):
                 continue
             olds = frozenset(one if split else many for one, many in group)
             news = frozenset(many if split else one for one, many in group)
@@ -356,7 +353,7 @@ class _Finder:
                 else f"{', '.join(others)} ({module_type}) merged into {path}"
             )
             kind = ChangeKind.SPLIT if split else ChangeKind.MERGED
-            found.append(TreeChange(kind, sentence, olds, news))
+            found.append(TreeChange(kind, sentence, olds, news, shared_path=path))
         return found
 
     def renames(self) -> list[TreeChange]:
@@ -388,6 +385,22 @@ class _Finder:
                 )
             )
         return _renumbered(found, self.old_names, self.new_names)
+
+
+def _shared_by(
+    path: str, others: list[str], calls: int, counts: tuple[Counter[str], Counter[str]]
+) -> bool:
+    """Whether the module at `path`, whose `calls` (all of its calls) are now made by the
+    modules at `others` in turn, was split into them (or, read the other way, they were
+    merged into it): two or more calls, two or more modules, each new but `path` itself,
+    which keeps only calls of the old module (`relu` split into `relu`, `relu2`)."""
+    one_counts, many_counts = counts
+    if calls < 2 or len(others) < 2 or calls != one_counts[path]:
+        return False
+    kept = sum(other == path for other in others)
+    return all(other == path or other not in one_counts for other in others) and (
+        not kept or many_counts[path] < calls
+    )
 
 
 def _renumbered(
