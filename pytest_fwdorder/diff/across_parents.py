@@ -95,6 +95,7 @@ def _named_layer(tree: CallTree, index: int) -> bool:
 def _same_parent(
     trees: tuple[CallTree, CallTree], old_to_new: dict[int, int], old_index: int, new_index: int
 ) -> bool:
+    """Whether the two calls run in partners (or both at the top)."""
     old_parent, new_parent = (
         tree.parents[index] for tree, index in zip(trees, (old_index, new_index), strict=True)
     )

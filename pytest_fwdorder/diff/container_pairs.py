@@ -185,7 +185,7 @@ def _eligible(
     if not same_type and not (
         new_tree.size(candidate) == old_tree.size(old_index)
         and common == paired_nested == _paired_within(new_tree, candidate, new_to_old)
-        and not _is_the_parents(old_tree, old_index, new_tree.lines[candidate])
+        and not _in_the_parents_place(old_tree, old_index, new_tree.lines[candidate])
     ):
         return False
     holder = new_to_old.get(candidate)
@@ -276,7 +276,7 @@ def _keeps_children_outside(
     return 2 * found >= len(old_tree.children[old_index])
 
 
-def _is_the_parents(old_tree: CallTree, old_index: int, line: GoldenLine) -> bool:
+def _in_the_parents_place(old_tree: CallTree, old_index: int, line: GoldenLine) -> bool:
     """Whether a new call has the class and path of the call the old one runs inside: a
     Sequential taken from around a block's layers holds what the block now holds, but the
     block is the block, not the Sequential made a subclass (without names, no trace tells

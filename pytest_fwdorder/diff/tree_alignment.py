@@ -14,9 +14,11 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
    class, then by class and shapes (a rename), then by path (a type change), each a
    longest increasing pairing; then their children in turn.
 4. across parents, only what nothing above explains: a call left over on both sides with
-   the same path and class (a reused module's call made elsewhere), or the one call on each
-   side with the same class, shapes and facts (`enc.2`, now `dec.0`); then the calls left
-   between wrapped or unwrapped ones, by place (wrapper_pairs.py).
+   the same path and class (a reused module's call made elsewhere), the one call on each
+   side with the same class, shapes and facts (`enc.2`, now `dec.0`), or, named, with the
+   same last name and facts (across_parents.py); then a block whose layers paired so, with
+   the block of its layout that holds them (kept_layouts.py); then the calls left between
+   wrapped or unwrapped ones, by place (wrapper_pairs.py).
 
 A caller may pair some calls before the first pass: a second reading of the same diff,
 from the calls that kept their paths or places (readings.py). Pairs out of the execution

@@ -339,9 +339,10 @@ class _Finder:
                 groups[path].append((one, many))
         found = []
         for path, group in groups.items():
-            others = list(dict.fromkeys(many_names[many].path for _, many in group))
-            if not _shared_by(path, others, len(group), (one_counts, many_counts)):
+            targets = [many_names[many].path for _, many in group]
+            if not _shared_by(path, targets, (one_counts, many_counts)):
                 continue
+            others = list(dict.fromkeys(targets))
             olds = frozenset(one if split else many for one, many in group)
             news = frozenset(many if split else one for one, many in group)
             self.explained_old |= olds
@@ -387,20 +388,18 @@ class _Finder:
         return _renumbered(found, self.old_names, self.new_names)
 
 
-def _shared_by(
-    path: str, others: list[str], calls: int, counts: tuple[Counter[str], Counter[str]]
-) -> bool:
-    """Whether the module at `path`, whose `calls` (all of its calls) are now made by the
-    modules at `others` in turn, was split into them (or, read the other way, they were
-    merged into it): two or more calls, two or more modules, each new but `path` itself,
-    which keeps only calls of the old module (`relu` split into `relu`, `relu2`)."""
+def _shared_by(path: str, targets: list[str], counts: tuple[Counter[str], Counter[str]]) -> bool:
+    """Whether the module at `path`, whose calls are now made by the modules at `targets`
+    (one per call, in order), was split into them (or, read the other way, they were merged
+    into it): all of its calls, two or more, now made by two modules or more, each new but
+    `path` itself, which makes none but the old module's calls (`relu` split into `relu`,
+    `relu2`). `counts`: the calls of each path on the one side and on the many side."""
     one_counts, many_counts = counts
-    if calls < 2 or len(others) < 2 or calls != one_counts[path]:
+    others = set(targets)
+    if len(targets) < 2 or len(others) < 2 or len(targets) != one_counts[path]:
         return False
-    kept = sum(other == path for other in others)
-    return all(other == path or other not in one_counts for other in others) and (
-        not kept or many_counts[path] < calls
-    )
+    new_only = all(other == path or other not in one_counts for other in others)
+    return new_only and many_counts[path] == targets.count(path)
 
 
 def _renumbered(
