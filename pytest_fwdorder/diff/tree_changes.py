@@ -327,16 +327,24 @@ class _Finder:
             if split
             else sorted((new, old) for old, new in self.old_to_new.items())
         )
+        # Only a module one of whose calls is now made under another path can be shared.
+        pairs = [
+            (one, many) for one, many in pairs if (one if split else many) not in self.explained_old
+        ]
+        renamed = {
+            one_names[one].path
+            for one, many in pairs
+            if one_names[one].path != many_names[many].path and many_names[many].path
+        }
+        renamed.discard("")
+        if not renamed:
+            return []
         one_counts = Counter(line.path for line in one_names)
         many_counts = Counter(line.path for line in many_names)
         groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for one, many in pairs:
-            old_index = one if split else many
-            if old_index in self.explained_old:
-                continue
-            path, other = one_names[one].path, many_names[many].path
-            if path and other:
-                groups[path].append((one, many))
+            if one_names[one].path in renamed and many_names[many].path:
+                groups[one_names[one].path].append((one, many))
         found = []
         for path, group in groups.items():
             targets = [many_names[many].path for _, many in group]
