@@ -83,7 +83,7 @@ def _found_once(
 
 def _name_and_kind(line: GoldenLine) -> Hashable:
     """A call's last name with its class and facts (`ln`, a LayerNorm of 768 features)."""
-    return line.path.rpartition(".")[2], call_keys.kind(line)
+    return call_keys.last_name(line.path), call_keys.kind(line)
 
 
 def _named_layer(tree: CallTree, index: int) -> bool:
@@ -96,9 +96,5 @@ def _same_parent(
     trees: tuple[CallTree, CallTree], old_to_new: dict[int, int], old_index: int, new_index: int
 ) -> bool:
     """Whether the two calls run in partners (or both at the top)."""
-    old_parent, new_parent = (
-        tree.parents[index] for tree, index in zip(trees, (old_index, new_index), strict=True)
-    )
-    if old_parent == NO_PARENT:
-        return new_parent == NO_PARENT
-    return old_to_new.get(old_parent) == new_parent
+    old_parent = trees[0].parents[old_index]
+    return old_to_new.get(old_parent, NO_PARENT) == trees[1].parents[new_index]

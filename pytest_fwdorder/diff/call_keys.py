@@ -72,6 +72,11 @@ def numbered(path: str) -> bool:
     return _NUMBERED.search(path) is not None
 
 
+def last_name(path: str) -> str:
+    """A path's last name (`relu` of `0.relu`): which module it is among its siblings."""
+    return path.rpartition(".")[2]
+
+
 def kept_path(old_line: GoldenLine, new_line: GoldenLine) -> bool:
     """Whether a call kept its path: a name, the same on both sides (the lines of a
     name-free comparison have none)."""

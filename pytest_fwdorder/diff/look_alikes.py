@@ -181,7 +181,7 @@ def with_layers_moved(
     def movable(tree: CallTree, index: int, exchanged: set[str]) -> bool:
         path = tree.lines[index].path
         return tree.size(index) == 1 and (
-            not named or call_keys.numbered(path) or _name(path) in exchanged
+            not named or call_keys.numbered(path) or call_keys.last_name(path) in exchanged
         )
 
     found = [
@@ -196,7 +196,8 @@ def with_layers_moved(
         )
         if not named
         or (call_keys.numbered(old_lines[i].path) and call_keys.numbered(new_lines[j].path))
-        or renamed.get(_name(new_lines[j].path)) == _name(old_lines[i].path)
+        or renamed.get(call_keys.last_name(new_lines[j].path))
+        == call_keys.last_name(old_lines[i].path)
     ]
     for pair in found:
         if crossing([pair, *pairs]):
@@ -216,12 +217,10 @@ def _renames(
     now `0.relu`) changes nothing."""
     renamed = {}
     for i, j in pairs:
-        old_name, new_name = _name(old_lines[i].path), _name(new_lines[j].path)
+        old_name, new_name = (
+            call_keys.last_name(old_lines[i].path),
+            call_keys.last_name(new_lines[j].path),
+        )
         if old_name != new_name:
             renamed[old_name] = new_name
     return renamed
-
-
-def _name(path: str) -> str:
-    """A path's last name (`relu` of `0.relu`)."""
-    return path.rpartition(".")[2]
