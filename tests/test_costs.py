@@ -13,7 +13,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import TensorSpec, assert_same_structure, record, trace_forward
 from pytest_fwdorder.checks.cost_budgets import assert_costs
-from pytest_fwdorder.facets.cost_counting import modules_in_order, runner
+from pytest_fwdorder.facets.cost_counting import runner
+from pytest_fwdorder.facets.storage_bytes import modules_in_order
 from pytest_fwdorder.golden.figures import (
     human_bytes,
     human_count,

@@ -7,7 +7,9 @@ a `TorchDispatchMode` active for the length of the recording: each aten operatio
 go to the innermost call open when it ran, and a call's total is its own plus its
 children's, added up once the trace is finished, so nothing is counted twice and a module
 called three times costs three times. Formulas work on shapes alone, so meta tensors give
-the same figures as real ones.
+the same figures as real ones. An operation counted through its decomposition, as
+FlopCounterMode counts it, is decomposed once per layout of its arguments and runs its own
+kernel after (decomposition_counts.py).
 
 An operation without a formula that computes something is counted by name under
 "uncounted" rather than silently as zero; views, metadata reads, copies and tensor
@@ -15,7 +17,8 @@ creation compute nothing and are not listed. Output bytes come from the recorded
 descriptions (dtype size x elements). Parameter and buffer bytes are each module's own
 tensors; the trace's total counts each storage once (tied and shared tensors). With grad
 enabled, `torch.autograd.graph.saved_tensors_hooks` sees every tensor autograd saves for
-backward: the activations, each storage once, the model's own tensors left out.
+backward: the activations, each storage once, the model's own tensors left out
+(storage_bytes.py).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
-from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
@@ -38,7 +40,14 @@ from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.calls.records import TensorFact, TraceRecords
 from pytest_fwdorder.calls.value_descriptions import TensorDescription, ValueDescription, tensors_in
+from pytest_fwdorder.facets.decomposition_counts import (
+    DecompositionCounts,
+    counts_between,
+    kept_counts,
+    layout_key,
+)
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
+from pytest_fwdorder.facets.storage_bytes import SavedTensors, model_storages, storage_key
 from pytest_fwdorder.recording.describe import dtype_name
 
 if TYPE_CHECKING:
@@ -239,6 +248,12 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.own_flops: dict[int, int] = {}
         # Operation name -> how many times it ran without a formula, inside a call.
         self.uncounted: dict[str, int] = {}
+        # Layout of a decomposed operation's arguments -> what its decomposition counted
+        # (decomposition_counts.py), for those whose formulas read shapes alone.
+        self.decompositions = kept_counts(self.formulas)
+        self.value_formulas = 0  # formulas run that read more than shapes
+        # Storages of outputs left out while a decomposition runs, for its counts.
+        self.left_out_now: list[int] | None = None
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -261,17 +276,13 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if plan is None:
             plan = self.plans[id(func)] = operation_plan(func, self.formulas)
         if plan.decomposes:
-            # What FlopCounterMode does: an operation that has a decomposition is counted
-            # through the operations it decomposes into, which may have formulas.
-            with self:
-                decomposed = func.decompose(*args, **(kwargs or {}))
+            decomposed = self._decomposed(plan, args, kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
         output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
         if plan.unused_statistics:
-            self.ignored_storages.update(storage_key(tensor) for tensor in output[1:])
-        # Counted: the model's operations inside a call, not those the recorder runs on an
-        # output it reads (`values=True`'s fingerprints).
+            self._leave_out(output[1:])
+        # `_counting` written out: this runs at every operation.
         if (
             plan.counted
             and self.open_calls
@@ -280,6 +291,76 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         ):
             self._count(plan, args, kwargs, output)
         return output
+
+    def _counting(self) -> bool:
+        """Whether an operation run now is counted: the model's operations inside a call, not
+        those the recorder runs on an output it reads (`values=True`'s fingerprints)."""
+        return bool(
+            self.open_calls and get_ident() == self.thread_id and not self.recorder.reading_outputs
+        )
+
+    def _leave_out(self, outputs: Any) -> None:
+        """Leave the storages of `outputs` out of the saved bytes."""
+        keys = [storage_key(tensor) for tensor in outputs]
+        self.ignored_storages.update(keys)
+        if self.left_out_now is not None:
+            self.left_out_now.extend(keys)
+
+    def _decomposed(
+        self, plan: _OperationPlan, args: tuple[Any, ...], kwargs: dict[str, Any] | None
+    ) -> Any:
+        """What FlopCounterMode does: an operation that has a decomposition is counted through
+        the operations it decomposes into, which may have formulas; NotImplemented if it has
+        none for these arguments.
+
+        Once per layout of its arguments: a later call of that layout runs the operation's own
+        kernel and adds what the decomposition counted (decomposition_counts.py).
+        """
+        key = layout_key(plan.operation, args, kwargs) if self._counting() else None
+        if key is None:
+            with self:
+                return plan.operation.decompose(*args, **(kwargs or {}))
+        counts = self.decompositions.get(key)
+        if counts is not None:
+            output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
+            self._add(counts, output)
+            return output
+        number = self.open_calls[-1].number
+        flops_before, uncounted_before = self.own_flops.get(number, 0), dict(self.uncounted)
+        value_formulas, outer_left_out = self.value_formulas, self.left_out_now
+        left_out: list[int] = []
+        self.left_out_now = left_out
+        try:
+            with self:
+                decomposed = plan.operation.decompose(*args, **(kwargs or {}))
+        finally:
+            self.left_out_now = outer_left_out
+            if outer_left_out is not None:
+                outer_left_out.extend(left_out)
+        if decomposed is not NotImplemented and self.value_formulas == value_formulas:
+            self.decompositions.keep(
+                key,
+                counts_between(
+                    flops_before,
+                    self.own_flops.get(number, 0),
+                    uncounted_before,
+                    self.uncounted,
+                    left_out,
+                    decomposed,
+                ),
+            )
+        return decomposed
+
+    def _add(self, counts: DecompositionCounts, output: Any) -> None:
+        """Add what a decomposition counted to the open call, for a call run by its kernel."""
+        if counts.flops:
+            number = self.open_calls[-1].number
+            self.own_flops[number] = self.own_flops.get(number, 0) + counts.flops
+        for name, count in counts.uncounted:
+            self.uncounted[name] = self.uncounted.get(name, 0) + count
+        if counts.ignored_outputs:
+            outputs = output if isinstance(output, (tuple, list)) else (output,)
+            self._leave_out([outputs[position] for position in counts.ignored_outputs])
 
     def _count(
         self,
@@ -298,6 +379,7 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if plan.takes_shapes:
             flops = self._shape_flops(formula, args, kwargs, output, plan.tensors_only)
         else:
+            self.value_formulas += 1
             flops = int(formula(*args, **(kwargs or {}), out_val=output))
         number = self.open_calls[-1].number
         own_flops = self.own_flops
@@ -350,92 +432,6 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if key is not None:
                 self.flops_by_shapes[key] = flops
         return flops
-
-
-class SavedTensors:
-    """The storages autograd saves for backward while a recording runs, each counted once."""
-
-    def __init__(self, model_storages: set[int]) -> None:
-        self.thread_id = threading.get_ident()
-        self.model_storages = model_storages
-        self.storages: dict[int, int] = {}
-        # Saved tensors stay alive while the graph does; holding them for the length of the
-        # recording keeps their storage keys from being reused by a later tensor.
-        self.keep_alive: list[torch.Tensor] = []
-        self.grad_enabled = torch.is_grad_enabled()
-
-    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        if threading.get_ident() != self.thread_id or tensor.layout is not torch.strided:
-            return tensor
-        key = storage_key(tensor)
-        if key not in self.model_storages and key not in self.storages:
-            self.storages[key] = tensor.untyped_storage().nbytes()
-            self.keep_alive.append(tensor)
-        return tensor
-
-    @staticmethod
-    def unpack(tensor: torch.Tensor) -> torch.Tensor:
-        return tensor
-
-    @property
-    def saved_bytes(self) -> int | None:
-        if not self.storages and not self.grad_enabled:
-            return None
-        return sum(self.storages.values())
-
-
-def storage_key(tensor: torch.Tensor) -> int:
-    """Which storage a tensor's elements live in: the same for views and tied tensors.
-
-    The address of the storage object, not of its data, which is 0 on meta for all of them.
-    """
-    key: int = tensor.untyped_storage()._cdata
-    return key
-
-
-def model_storages(root: nn.Module) -> dict[int, int]:
-    """Each storage the model's parameters and buffers live in -> their bytes, once each.
-
-    A storage's bytes are those of the first tensor found in it (elements x element size);
-    lazy tensors, which have no elements yet, are left out.
-    """
-    storages: dict[int, int] = {}
-    keep_first, strided = storages.setdefault, torch.strided
-    for module in modules_in_order(root):
-        for tensors in (module._parameters, module._buffers):
-            if not tensors:
-                continue
-            for tensor in tensors.values():
-                # `is_lazy` and `storage_key` written out: this runs for every tensor.
-                if (
-                    tensor is None
-                    or isinstance(tensor, UninitializedTensorMixin)
-                    or tensor.layout is not strided
-                ):
-                    continue
-                keep_first(tensor.untyped_storage()._cdata, tensor.nbytes)
-    return storages
-
-
-def modules_in_order(root: nn.Module) -> list[nn.Module]:
-    """`root.modules()`, each once and in its order, without a generator per module.
-
-    `named_modules` recurses through one generator per level and builds every path; for a
-    model of many small modules that walk was most of what counting its storages took.
-    """
-    found: list[nn.Module] = []
-    seen: set[int] = set()
-    pending: list[nn.Module | None] = [root]
-    next_pending, add_pending = pending.pop, pending.extend
-    add_found, add_seen = found.append, seen.add
-    while pending:
-        module = next_pending()
-        if module is None or id(module) in seen:  # an empty slot, or a module met before
-            continue
-        add_seen(id(module))
-        add_found(module)
-        add_pending(reversed(module._modules.values()))
-    return found
 
 
 class CostCounters:

@@ -1,0 +1,135 @@
+"""`costs=True` counts an operation through its decomposition once per argument layout, then
+runs the operation's own kernel, as the bare forward does, and adds what was counted.
+
+What a decomposition counted is kept for the process: each test uses shapes no other test
+uses (7x5 images), so that it meets its layouts first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from math import prod
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry, register_flop_formula
+
+from pytest_fwdorder import trace_forward
+from pytest_fwdorder.facets.cost_counting import CostMode
+
+_DECOMPOSED = "aten._native_batch_norm_legit_no_training.default"
+_OWN_KERNEL = "aten.native_batch_norm.default"
+
+
+class KernelsRun(TorchDispatchMode):  # type: ignore[misc]
+    """An outer dispatch mode: the aten operations that reach it, by name.
+
+    Entered before a trace, it sits under the costs facet's mode and sees what that mode runs:
+    a decomposition's operations, or the operation itself.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: Counter[str] = Counter()
+
+    def __torch_dispatch__(  # type: ignore[no-untyped-def]
+        self, func, types, args=(), kwargs=None
+    ):
+        self.names[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+class Norms(nn.Module):
+    """Four batch norm calls in two layouts: `first` called twice, `second` in its layout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.BatchNorm2d(4)
+        self.second = nn.BatchNorm2d(4)
+        self.widen = nn.Conv2d(4, 8, 1)
+        self.wide = nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.second(self.first(self.first(x)))
+        return self.wide(self.widen(x))
+
+
+def _kernels(run: Any) -> Counter[str]:
+    with KernelsRun() as kernels:
+        run()
+    return kernels.names
+
+
+def test_a_decomposed_operation_is_decomposed_once_per_layout_then_runs_its_own_kernel() -> None:
+    model, image = Norms().eval(), torch.randn(3, 4, 7, 5)
+    bare = _kernels(lambda: model(image))
+    assert (bare[_OWN_KERNEL], bare[_DECOMPOSED]) == (4, 0)  # the oracle sees the kernels run
+    traced = _kernels(lambda: trace_forward(model, image, costs=True))
+    # Decomposed at the first call of each layout (4 and 8 channels), its own kernel after,
+    # in this trace and the next.
+    assert (traced[_OWN_KERNEL], traced[_DECOMPOSED]) == (2, 2)
+    again = _kernels(lambda: trace_forward(model, image, costs=True))
+    assert (again[_OWN_KERNEL], again[_DECOMPOSED]) == (4, 0)
+    with torch.no_grad():  # grad mode is part of the layout
+        without_grad = _kernels(lambda: trace_forward(model, image, costs=True))
+    assert (without_grad[_OWN_KERNEL], without_grad[_DECOMPOSED]) == (2, 2)
+
+
+def test_counts_kept_from_before_a_formula_was_registered_are_not_used() -> None:
+    model, image = Norms().eval(), torch.randn(3, 4, 7, 6)
+    before = trace_forward(model, image, costs=True)
+    assert before.costs is not None
+    assert before.costs.flops == 3 * 7 * 6 * 4 * 8 * 2  # the conv's
+    legit = torch.ops.aten._native_batch_norm_legit_no_training
+    register_flop_formula(legit)(lambda input_shape, *args, **kwargs: prod(input_shape))
+    try:
+        after = trace_forward(model, image, costs=True)
+    finally:
+        del flop_registry[legit]
+    assert after.costs is not None
+    norms = 3 * (3 * 4 * 7 * 6) + 3 * 8 * 7 * 6  # each call's elements, by the new formula
+    assert after.costs.flops == before.costs.flops + norms
+    assert "aten._native_batch_norm_legit_no_training" not in dict(after.costs.uncounted)
+
+
+def test_the_figures_of_calls_run_by_their_own_kernel_are_those_of_their_decomposition() -> None:
+    # `second` trains: same shapes as `first`, another decomposition. A layout that left out
+    # the training flag would count `second` as `first` was counted.
+    model, image = Norms().eval(), torch.randn(2, 4, 7, 5)
+    model.second.train()
+    trace = trace_forward(model, image, costs=True)
+    # The oracle: each call traced alone, where it is the first of its layout.
+    alone = Counter[str]()
+    inputs = {"first": image, "second": image, "wide": torch.randn(2, 8, 7, 5)}
+    for name, calls in (("first", 2), ("second", 1), ("wide", 1)):
+        layer = getattr(model, name)
+        for _ in range(calls):
+            single = trace_forward(layer, inputs[name], costs=True)
+            assert single.costs is not None
+            alone.update(dict(single.costs.uncounted))
+    assert trace.costs is not None
+    assert dict(trace.costs.uncounted) == dict(alone)
+    assert dict(trace.costs.uncounted)["aten._native_batch_norm_legit_no_training"] == 3
+
+
+def test_a_replayed_call_leaves_its_unused_statistics_out_as_its_decomposition_did() -> None:
+    # Eval-mode batch norm's second and third outputs are left out of the saved bytes (they
+    # hold a value per channel on meta and none on the CPU): each call adds their storages,
+    # whether it ran through its decomposition or its own kernel.
+    layer, image = nn.BatchNorm1d(3).eval(), torch.randn(7, 3, requires_grad=True)
+    open_call = type("OpenCall", (), {"number": 0})()
+    recorder = type("Recorder", (), {"open_calls": [open_call], "reading_outputs": False})()
+    ignored: set[int] = set()
+    mode = CostMode(recorder, ignored)  # type: ignore[arg-type]
+    kept = []  # autograd keeps the statistics while the outputs live: their storages stay apart
+    added = []
+    with mode:
+        for _ in range(3):
+            before = len(ignored)
+            kept.append(layer(image))
+            added.append(len(ignored) - before)
+    assert added == [2, 2, 2]
+    assert mode.own_flops == {}  # batch norm has no formula: nothing is made up for it
+    assert mode.uncounted == {"aten._native_batch_norm_legit_no_training": 3}
