@@ -626,10 +626,66 @@ def test_a_diff_with_one_reading_to_spare_reads_the_model_wrapped_first(
     )
 
     summary = difference.summary()
-    assert "<root> (Sequential) wraps the old model, now 0 (35 calls renamed under it)" in (
+    # The model's reading alone finds the flattened stage: each call is counted once, under
+    # the innermost change that holds it.
+    assert "<root> (Sequential) wraps the old model, now 0 (36 calls renamed under it)" in (
         summary
     ), summary
+    assert "3 (Sequential) unwrapped: the old 3.0, 3.1, 3.2 are now 0.3, 0.4, 0.5" in summary
+    assert difference.explained_counts() == {"wrapped": 1, "unwrapped": 1}, summary
     assert aligned == [0, 1], aligned  # the first reading, then the model's: one anchor
+
+
+@pytest.mark.parametrize("flattened", [0, 3, 5])
+def test_look_alikes_one_more_on_one_side_leave_out_the_one_where_the_gap_is(
+    flattened: int,
+) -> None:
+    """Six look-alike stages, one flattened where it ran: of the six, the one left out is the
+    one whose absence moves the other five least among their siblings, on either side."""
+    from pytest_fwdorder.diff.call_tree import build_call_tree
+    from pytest_fwdorder.diff.look_alike_order import least_displaced
+
+    torch.manual_seed(0)
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(6)))
+    stages = list(copy.deepcopy(model))
+    stages[flattened : flattened + 1] = list(stages[flattened])
+    inputs = torch.randn(1, 4)
+    old_tree = build_call_tree(golden_lines(trace_forward(model, inputs)))
+    new_tree = build_call_tree(golden_lines(trace_forward(nn.Sequential(*stages), inputs)))
+    old_stages = old_tree.children[old_tree.roots[0]]
+    new_stages = [j for j in new_tree.children[new_tree.roots[0]] if new_tree.children[j]]
+    assert (len(old_stages), len(new_stages)) == (6, 5)
+
+    pairs = least_displaced(old_stages, new_stages, old_tree, new_tree)
+    mirrored = least_displaced(new_stages, old_stages, new_tree, old_tree)
+
+    kept = [stage for at, stage in enumerate(old_stages) if at != flattened]
+    assert pairs == list(zip(kept, new_stages, strict=True))
+    assert mirrored == [(new, old) for old, new in pairs]
+
+
+def test_look_alikes_one_more_on_one_side_that_nothing_tells_apart_leave_out_the_last() -> None:
+    """Two look-alike stages with a layer between them, one stage where that layer was: its
+    place is as near one as the other, and the last is left out, as pairing in order does."""
+    from pytest_fwdorder.diff.call_tree import build_call_tree
+    from pytest_fwdorder.diff.look_alike_order import least_displaced
+
+    def stage() -> nn.Module:
+        return nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    inputs = torch.randn(1, 4)
+    old_tree = build_call_tree(
+        golden_lines(trace_forward(nn.Sequential(stage(), nn.Tanh(), stage()), inputs))
+    )
+    new_tree = build_call_tree(
+        golden_lines(trace_forward(nn.Sequential(nn.Tanh(), stage(), nn.Tanh()), inputs))
+    )
+    old_stages = [i for i in old_tree.children[old_tree.roots[0]] if old_tree.children[i]]
+    new_stages = [j for j in new_tree.children[new_tree.roots[0]] if new_tree.children[j]]
+
+    assert least_displaced(old_stages, new_stages, old_tree, new_tree) == [
+        (old_stages[0], new_stages[0])
+    ]
 
 
 def test_stages_the_first_reading_reads_as_flattened_are_not_read_again(

@@ -2451,3 +2451,63 @@ def test_a_second_call_given_to_another_existing_module_is_no_split() -> None:
 
     assert "split" not in summary, summary
     assert "reuse count changed: first 2 -> 1, second 1 -> 2" in summary, summary
+
+
+def test_a_model_wrapped_whole_as_one_of_its_look_alike_stages_is_flattened() -> None:
+    """Six look-alike stages; the model wrapped whole while its fourth stage is flattened.
+    The new `0` is the wrapper, so the old `0`'s children are not the new `0`'s: the named
+    reading finds stage 3 as the name-free one does, and each renamed call is counted under
+    the innermost change that holds it (the unwrap), not under the wrap too."""
+    torch.manual_seed(0)
+    old = nn.Sequential(
+        *(nn.Sequential(*(nn.Sequential(nn.Linear(8, 8)) for _ in range(3))) for _ in range(6))
+    )
+    stages = list(copy.deepcopy(old))
+    stages[3:4] = list(stages[3])
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    after = trace_forward(nn.Sequential(nn.Sequential(*stages)), inputs)
+
+    named, free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    flattened = "3 (Sequential) unwrapped: the old 3.0, 3.1, 3.2 are now 0.3, 0.4, 0.5"
+    assert named.explained_counts() == {"wrapped": 1, "unwrapped": 1}, named.summary()
+    assert free.explained_counts() == {"wrapped": 1, "unwrapped": 1}, free.summary()
+    assert f"{flattened} (6 calls renamed under it)" in named.summary(), named.summary()
+    assert flattened in free.summary(), free.summary()
+    # Every old call but the flattened stage's is renamed (`0` before its path; the model
+    # is `0`): the stage and its 6 are counted under the unwrap, not under the wrap too.
+    renamed = sum(1 for line in before.calls if not line.path.startswith("3"))
+    assert renamed == 43 - 7
+    wrap = f"<root> (Sequential) wraps the old model, now 0 ({renamed} calls renamed under it)"
+    assert wrap in named.summary(), named.summary()
+
+
+def test_a_model_taken_out_of_its_wrapper_as_three_look_alike_layers_are_grouped() -> None:
+    """The mirror image: the model unwrapped whole while three of its look-alike layers are
+    grouped into a stage among five others. Before, the named reading said stage 0 was the
+    new one, with a stage inserted and another removed."""
+    torch.manual_seed(0)
+    new = nn.Sequential(
+        *(nn.Sequential(*(nn.Sequential(nn.Linear(8, 8)) for _ in range(3))) for _ in range(6))
+    )
+    layers = list(copy.deepcopy(new))
+    layers[3:4] = list(layers[3])
+    inputs = torch.randn(2, 8)
+    before = trace_forward(nn.Sequential(nn.Sequential(*layers)), inputs)
+    after = trace_forward(new, inputs)
+
+    named, free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    grouped = "3 (Sequential) wraps the old 0.3, 0.4, 0.5, now 3.0, 3.1, 3.2"
+    assert named.explained_counts() == {"wrapped": 1, "unwrapped": 1}, named.summary()
+    assert free.explained_counts() == {"wrapped": 1, "unwrapped": 1}, free.summary()
+    assert f"{grouped} (6 calls renamed under it)" in named.summary(), named.summary()
+    assert grouped in free.summary(), free.summary()
+    # The calls in the wrapper but the grouped layers' 6 are renamed (`0.` taken off their
+    # path); the wrapper itself is unwrapped.
+    grouped_paths = ("0.3", "0.4", "0.5")
+    renamed = sum(1 for line in before.calls if line.path and line.path[:3] not in grouped_paths)
+    assert renamed == 43 - 6 - 1
+    unwrap = f"<root> (Sequential) unwrapped: the old 0 is now <root> ({renamed} calls renamed"
+    assert unwrap in named.summary(), named.summary()

@@ -1,5 +1,5 @@
-"""Look-alike siblings paired in their order: the last pass of the tree alignment. Pure, no
-torch.
+"""Look-alike siblings paired in their order: the last pass of the tree alignment, and the
+first pass's pairing of look-alikes one more on one side. Pure, no torch.
 
 Two children of one parent whose subtrees are alike in everything but their paths (two
 `Linear(8, 8)` layers, two identical blocks) can be told apart by their names alone, and
@@ -77,3 +77,41 @@ def _paired_whole(
         old_to_new.get(old_index + offset) == new_index + offset
         for offset in range(1, tree.size(old_index))
     )
+
+
+def least_displaced(
+    olds: list[int], news: list[int], old_tree: CallTree, new_tree: CallTree
+) -> list[tuple[int, int]]:
+    """Look-alike siblings, one more on one side, paired in order leaving out the one whose
+    absence moves the others least among their siblings.
+
+    A stage flattened among six look-alike stages leaves five; its calls now run where it
+    ran, so the stages after it are further down their parent: the one left out is where
+    the gap is. Ties leave out the last, as pairing in order does.
+    """
+    longer, shorter = (olds, news) if len(olds) > len(news) else (news, olds)
+    longer_tree, shorter_tree = (old_tree, new_tree) if longer is olds else (new_tree, old_tree)
+    longer_places = _places_among_siblings(longer, longer_tree)
+    shorter_places = _places_among_siblings(shorter, shorter_tree)
+    # Left out at `gap`: the calls before it pair with the same index, those after with one less.
+    before = [0]
+    for longer_place, shorter_place in zip(longer_places, shorter_places, strict=False):
+        before.append(before[-1] + abs(longer_place - shorter_place))
+    after = [0] * (len(shorter) + 1)
+    for index in reversed(range(len(shorter))):
+        after[index] = after[index + 1] + abs(longer_places[index + 1] - shorter_places[index])
+    gap = min(range(len(shorter) + 1), key=lambda at: (before[at] + after[at], -at))
+    kept = longer[:gap] + longer[gap + 1 :]
+    return (
+        list(zip(kept, shorter, strict=True))
+        if longer is olds
+        else list(zip(shorter, kept, strict=True))
+    )
+
+
+def _places_among_siblings(calls: list[int], tree: CallTree) -> list[int]:
+    """Each call's place among its parent's children (the calls share one parent)."""
+    parent = tree.parents[calls[0]]
+    siblings = tree.children[parent] if parent != NO_PARENT else tree.roots
+    place = {call: at for at, call in enumerate(siblings)}
+    return [place[call] for call in calls]

@@ -40,7 +40,7 @@ from pytest_fwdorder.diff.child_passes import child_passes
 from pytest_fwdorder.diff.container_pairs import pair_containers
 from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
 from pytest_fwdorder.diff.kept_layouts import pair_kept_layouts
-from pytest_fwdorder.diff.look_alike_order import pair_look_alikes_in_order
+from pytest_fwdorder.diff.look_alike_order import least_displaced, pair_look_alikes_in_order
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
     replaced_beside,
@@ -262,7 +262,21 @@ class _Matcher:
             # As many left on each side, all under one parent on each side: blocks moved
             # together into a new parent (a stage grouped into a `Sequential`), in order.
             pairs += zip(olds, news, strict=True)
+        elif (
+            olds
+            and news
+            and abs(len(olds) - len(news)) == 1
+            and self._one_pair_of_parents(olds, news)
+        ):
+            pairs += least_displaced(olds, news, self.old_tree, self.new_tree)
         return pairs
+
+    def _one_pair_of_parents(self, olds: list[int], news: list[int]) -> bool:
+        """Whether the old calls' one parent is paired with the new calls' one parent."""
+        if not self._one_parent_each(olds, news):
+            return False
+        old_parent, new_parent = self.old_tree.parents[olds[0]], self.new_tree.parents[news[0]]
+        return old_parent != NO_PARENT and self.old_to_new.get(old_parent) == new_parent
 
     def _one_parent_each(self, olds: list[int], news: list[int]) -> bool:
         old_parents = {self.old_tree.parents[i] for i in olds}

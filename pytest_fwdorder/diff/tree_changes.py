@@ -59,7 +59,8 @@ def tree_changes(
         old_names or alignment.old_tree.lines,
         new_names or alignment.new_tree.lines,
     )
-    found = [*finder.wraps(), *finder.unwraps(), *finder.swaps(), *finder.moves()]
+    found = [*finder.renamed_counted([*finder.wraps(), *finder.unwraps()])]
+    found += [*finder.swaps(), *finder.moves()]
     if old_names is None:  # a name-free comparison ignores renames, splits and merges
         found += [*finder.shared(split=True), *finder.shared(split=False), *finder.renames()]
     return found
@@ -226,10 +227,10 @@ class _Finder:
         """The sentence of a wrap or an unwrap whose children are now these new subtrees, and
         the calls it explains (old, new), marked explained.
 
-        The sentence is `head`, the children's old names, their new names after `now` where
-        they differ, and how many calls were renamed under them.
+        The sentence is `head`, the children's old names and their new names after `now`
+        where they differ; `renamed_counted` adds how many calls were renamed under them.
         """
-        olds, news, renamed = self.explain_subtrees(new_roots)
+        olds, news, _ = self.explain_subtrees(new_roots)
         if said is None:
             old = ", ".join(self.old_name(self.new_to_old[root]) for root in new_roots)
             new = ", ".join(self.new_names[root].name for root in new_roots)
@@ -239,9 +240,29 @@ class _Finder:
         sentence = f"{head} the old {old}"
         if old != new:
             sentence += f"{now} {new}"
-        if renamed:
-            sentence += f" ({plural(renamed, 'call')} renamed under it)"
         return sentence, olds, news
+
+    def renamed_counted(self, changes: list[TreeChange]) -> list[TreeChange]:
+        """Wraps and unwraps with how many calls were renamed under each; a call two of them
+        hold (a stage flattened in a model wrapped whole) counts once, under the innermost."""
+        counted: set[int] = set()
+        said = list(changes)
+        for at in sorted(range(len(changes)), key=lambda at: len(changes[at].old_calls)):
+            fresh = changes[at].old_calls - counted
+            counted |= fresh
+            renamed = (
+                0
+                if self.name_free
+                else sum(
+                    self.old_names[old].path != self.new_names[self.old_to_new[old]].path
+                    for old in fresh
+                    if old in self.old_to_new
+                )
+            )
+            if renamed:
+                sentence = f"{changes[at].sentence} ({plural(renamed, 'call')} renamed under it)"
+                said[at] = replace(changes[at], sentence=sentence)
+        return said
 
     def swaps(self) -> list[TreeChange]:
         """Two children of one parent, each now where the other was in its call order."""
