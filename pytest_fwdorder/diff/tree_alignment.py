@@ -5,7 +5,9 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
 1. top-down: subtrees of two calls or more that are identical without their paths (same
    classes, shapes, facts, in the same nesting) pair whole, the largest first; among
    look-alikes, the same path first, then in order, kept to what the siblings show
-   (sibling_slots.py). The old `layer2`, now `layer2.0` in a new wrapper, pairs here.
+   (sibling_slots.py), one more on one side leaving out the one whose absence moves the
+   others least (look_alike_order.py). The old `layer2`, now `layer2.0` in a new wrapper,
+   pairs here.
 2. bottom-up: a call with nested calls pairs with the call of the same class whose nested
    calls hold most of its own nested calls' partners (Dice share at least one half): a
    stage changed inside and wrapped still pairs with the old stage; the call around it
