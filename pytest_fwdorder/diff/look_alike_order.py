@@ -111,7 +111,5 @@ def least_displaced(
 
 def _places_among_siblings(calls: list[int], tree: CallTree) -> list[int]:
     """Each call's place among its parent's children (the calls share one parent)."""
-    parent = tree.parents[calls[0]]
-    siblings = tree.children[parent] if parent != NO_PARENT else tree.roots
-    place = {call: at for at, call in enumerate(siblings)}
+    place = {call: at for at, call in enumerate(tree.siblings(calls[0]))}
     return [place[call] for call in calls]

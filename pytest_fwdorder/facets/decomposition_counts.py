@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from pytest_fwdorder.facets.storage_bytes import storage_key
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
 
 # Tensor types whose layout says all a decomposition reads of them: not subclasses, whose
@@ -125,6 +126,6 @@ def counts_between(
         ignored_outputs=tuple(
             position
             for position, value in enumerate(outputs)
-            if isinstance(value, torch.Tensor) and value.untyped_storage()._cdata in ignored
+            if isinstance(value, torch.Tensor) and storage_key(value) in ignored
         ),
     )
