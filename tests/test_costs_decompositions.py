@@ -11,6 +11,7 @@ from collections import Counter
 from math import prod
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -133,3 +134,67 @@ def test_a_replayed_call_leaves_its_unused_statistics_out_as_its_decomposition_d
     assert added == [2, 2, 2]
     assert mode.own_flops == {}  # batch norm has no formula: nothing is made up for it
     assert mode.uncounted == {"aten._native_batch_norm_legit_no_training": 3}
+
+
+def test_statistics_made_without_grad_are_not_left_out() -> None:
+    # Without grad autograd saves nothing, so there is nothing to leave out: the set stays as
+    # it was, and what is counted does not change.
+    layer, image = nn.BatchNorm1d(3).eval(), torch.randn(7, 3)
+    open_call = type("OpenCall", (), {"number": 0})()
+    recorder = type("Recorder", (), {"open_calls": [open_call], "reading_outputs": False})()
+    ignored: set[int] = set()
+    mode = CostMode(recorder, ignored)  # type: ignore[arg-type]
+    with torch.no_grad(), mode:
+        for _ in range(3):
+            layer(image)
+    assert ignored == set()
+    assert mode.uncounted == {"aten._native_batch_norm_legit_no_training": 3}
+
+
+class FrozenBackbone(nn.Module):
+    """Batch norms run without grad inside forward (or with their parameters frozen), then a
+    head that autograd saves for: the statistics they make are freed at once."""
+
+    def __init__(self, without_grad: bool) -> None:
+        super().__init__()
+        self.without_grad = without_grad
+        self.backbone = nn.Sequential(
+            *[layer for _ in range(6) for layer in (nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4))]
+        ).eval()
+        if not without_grad:
+            self.backbone.requires_grad_(False)
+        self.head = nn.Sequential(
+            *[layer for _ in range(6) for layer in (nn.Linear(64, 64), nn.Tanh())]
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.set_grad_enabled(not self.without_grad and torch.is_grad_enabled()):
+            x = self.backbone(x)
+        return self.head(x.flatten(1))
+
+
+@pytest.mark.parametrize("without_grad", [True, False], ids=["no_grad", "frozen"])
+def test_saved_bytes_after_a_frozen_backbone_are_those_autograd_saves(without_grad: bool) -> None:
+    # The statistics' storages are freed as soon as they are made; a later tensor autograd
+    # saves may take the same storage address, and must still be counted.
+    model, image = FrozenBackbone(without_grad), torch.randn(2, 4, 4, 4)
+    # The oracle: torch's own saved-tensor hooks around a plain forward, each storage once,
+    # the model's own tensors left out.
+    own = {tensor.untyped_storage()._cdata for tensor in model.state_dict().values()}
+    saved: dict[int, int] = {}
+    alive = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        key = tensor.untyped_storage()._cdata
+        if key not in own and key not in saved:
+            saved[key] = tensor.untyped_storage().nbytes()
+            alive.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(image)
+    assert sum(saved.values()) > 0
+    for _ in range(3):  # later traces replay the batch norms' kept counts
+        trace = trace_forward(model, image, costs=True)
+        assert trace.costs is not None
+        assert trace.costs.saved_bytes == sum(saved.values())

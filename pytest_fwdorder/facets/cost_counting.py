@@ -27,15 +27,13 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from operator import attrgetter
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
-from torch.utils.flop_counter import flop_registry, get_shape, shape_wrapper
+from torch.utils.flop_counter import flop_registry, shape_wrapper
 
 from pytest_fwdorder.calls.facet_records import CallCosts, TraceCosts
 from pytest_fwdorder.calls.records import TensorFact, TraceRecords
@@ -47,7 +45,9 @@ from pytest_fwdorder.facets.decomposition_counts import (
     layout_key,
 )
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
+from pytest_fwdorder.facets.shape_keys import key_by_looking, key_for_schema, shape_key, shapes_of
 from pytest_fwdorder.facets.storage_bytes import SavedTensors, model_storages, storage_key
+from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.describe import dtype_name
 
 if TYPE_CHECKING:
@@ -98,6 +98,13 @@ def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Calla
     return {**fused_kernel_formulas(), **registry}
 
 
+# The FLOPs of formulas that see shapes alone, by `CostMode._shape_flops`'s key, for the
+# process: the key holds the formula itself, so one registered since is another key. A
+# model's convolutions repeat a few dozen layouts; working each out again in every trace was
+# a fiftieth of a ResNet-50 trace with costs.
+FLOPS_BY_SHAPES: BoundedCache[tuple[Any, ...], int] = BoundedCache(16384)
+
+
 class _OperationPlan(NamedTuple):
     """What the mode does with one operation overload, worked out at its first run."""
 
@@ -109,7 +116,7 @@ class _OperationPlan(NamedTuple):
     uncounted: str | None  # the name it is counted by under "uncounted", None if it is not
     unused_statistics: bool  # its outputs after the first are left out of the saved bytes
     counted: bool  # it has a formula, or is counted under "uncounted"
-    tensors_only: bool  # its schema's positional arguments are all tensors (not `Tensor?`)
+    argument_key: Callable[[tuple[Any, ...]], tuple[Any, ...]]  # its formula's key, by schema
 
 
 # The code of the wrapper torch's `register_flop_formula` puts around a formula that takes
@@ -137,11 +144,7 @@ def operation_plan(operation: torch._ops.OpOverload, formulas: Mapping[Any, Any]
         uncounted=uncounted,
         unused_statistics=packet.__name__ in _UNUSED_STATISTICS,
         counted=formula is not None or uncounted is not None,
-        tensors_only=all(
-            isinstance(argument.type, torch.TensorType)
-            for argument in operation._schema.arguments
-            if not argument.kwarg_only
-        ),
+        argument_key=key_for_schema(operation),
     )
 
 
@@ -175,51 +178,6 @@ def decomposes(operation: torch._ops.OpOverload) -> bool:
     )
 
 
-def shapes_of(value: Any) -> Any:
-    """`value` with each tensor replaced by its shape, as torch's `shape_wrapper` gives it.
-
-    Containers without tensors are passed on as they are (formulas only read them); other
-    tuple, list and dict types (named tuples) go through torch's own `tree_map`.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.shape
-    kind = type(value)
-    if kind is tuple or kind is list:
-        if any(isinstance(item, (torch.Tensor, tuple, list, dict)) for item in value):
-            return kind(shapes_of(item) for item in value)
-        return value
-    if kind is dict:
-        return {key: shapes_of(item) for key, item in value.items()}
-    if isinstance(value, (tuple, list, dict)):
-        return tree_map(get_shape, value)
-    return value
-
-
-# The values `shape_key` looks into; any other is its own key.
-_CONTAINERS = (tuple, list, dict)
-_SHAPE = attrgetter("shape")
-
-
-def shape_key(value: Any) -> Any:
-    """`value` as part of a dictionary key for `shapes_of(value)`: tensors by their shapes.
-
-    Lists become tuples to be hashable; within one operation overload each position holds
-    one kind of value, so a tensor's shape and a tuple of integers never meet.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.shape
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return tuple(map(shape_key, value))
-    if kind is dict:
-        return tuple((key, shape_key(item)) for key, item in value.items())
-    if isinstance(value, (tuple, list, dict)) and kind is not torch.Size:
-        # A named tuple or other container would be keyed by its tensors' ids, which a later
-        # tensor of another shape may reuse: such an operation is not cached.
-        raise TypeError(f"not cached: {kind.__name__}")
-    return value
-
-
 class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """The dispatch mode that adds each operation's FLOPs to the open call of a `Recorder`.
 
@@ -242,8 +200,8 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # by id: an overload's own hash is a Python method, a lookup at every operation.
         self.plans: dict[int, _OperationPlan] = {}
         # (formula, argument shapes and values, output shapes) -> its FLOPs, for the formulas
-        # that see shapes alone: the same shapes give the same figure.
-        self.flops_by_shapes: dict[tuple[Any, ...], int] = {}
+        # that see shapes alone: the same shapes give the same figure, in any trace.
+        self.flops_by_shapes = FLOPS_BY_SHAPES
         # Call record number -> the FLOPs of its own forward (outside its children).
         self.own_flops: dict[int, int] = {}
         # Operation name -> how many times it ran without a formula, inside a call.
@@ -254,6 +212,8 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.value_formulas = 0  # formulas run that read more than shapes
         # Storages of outputs left out while a decomposition runs, for its counts.
         self.left_out_now: list[int] | None = None
+        # The tensors whose storages are left out, held until the recording ends.
+        self.left_out_alive: list[Tensor] = []
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -280,7 +240,7 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if decomposed is not NotImplemented:
                 return decomposed
         output = plan.run(*args, **kwargs) if kwargs else plan.run(*args)
-        if plan.unused_statistics:
+        if plan.unused_statistics and torch.is_grad_enabled():  # else autograd saves nothing
             self._leave_out(output[1:])
         # `_counting` written out: this runs at every operation.
         if (
@@ -300,9 +260,12 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         )
 
     def _leave_out(self, outputs: Any) -> None:
-        """Leave the storages of `outputs` out of the saved bytes."""
+        """Leave the storages of `outputs` out of the saved bytes, and keep them alive."""
         keys = [storage_key(tensor) for tensor in outputs]
         self.ignored_storages.update(keys)
+        # A storage freed at once (autograd kept nothing: frozen parameters) may give its
+        # address to a later storage that autograd does save, which would be left out too.
+        self.left_out_alive.extend(outputs)
         if self.left_out_now is not None:
             self.left_out_now.extend(keys)
 
@@ -377,7 +340,7 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if formula is None:
             return
         if plan.takes_shapes:
-            flops = self._shape_flops(formula, args, kwargs, output, plan.tensors_only)
+            flops = self._shape_flops(formula, args, kwargs, output, plan.argument_key)
         else:
             self.value_formulas += 1
             flops = int(formula(*args, **(kwargs or {}), out_val=output))
@@ -391,32 +354,21 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...],
         kwargs: dict[str, Any] | None,
         output: Any,
-        tensors_only: bool = False,
+        argument_key: Callable[[tuple[Any, ...]], tuple[Any, ...]] = key_by_looking,
     ) -> int:
-        """A formula that sees shapes alone, worked out once per trace for each set of shapes.
+        """A formula that sees shapes alone, worked out once per process for each set of shapes.
 
         torch's formulas for fused products call other wrapped formulas (`addmm` calls
         `mm`'s), each of which rebuilds its arguments with `tree_map`: tens of microseconds
         an operation, where a model repeats the same few shapes. The key is `shape_key` of
-        each argument, written out for its common cases: all tensors (`tensors_only`, which
-        the operation's schema promises), or tensors and numbers.
+        each argument, as `argument_key` gives it (`key_for_schema` of the operation: one
+        conversion per position, by its schema).
         """
         key: tuple[Any, ...] | None
         try:
             key = (
                 formula,
-                tuple(map(_SHAPE, args))
-                if tensors_only
-                else tuple(
-                    [
-                        argument.shape
-                        if isinstance(argument, Tensor)
-                        else shape_key(argument)
-                        if isinstance(argument, _CONTAINERS)
-                        else argument
-                        for argument in args
-                    ]
-                ),
+                argument_key(args),
                 output.shape if isinstance(output, Tensor) else shape_key(output),
             )
             if kwargs:
@@ -430,7 +382,7 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 formula(*shapes_of(args), out_shape=shapes_of(output), **shapes_of(kwargs or {}))
             )
             if key is not None:
-                self.flops_by_shapes[key] = flops
+                self.flops_by_shapes.keep(key, flops)
         return flops
 
 
@@ -457,6 +409,7 @@ def costs_counted(recorder: Recorder, root: nn.Module) -> Iterator[CostCounters]
             yield counters
         finally:
             saved.keep_alive.clear()
+            counters.mode.left_out_alive.clear()
 
 
 def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:
