@@ -664,6 +664,50 @@ def test_look_alikes_one_more_on_one_side_leave_out_the_one_where_the_gap_is(
     assert mirrored == [(new, old) for old, new in pairs]
 
 
+@pytest.mark.parametrize("flattened", [(0, 1), (1, 4), (2, 3), (0, 5), (4, 5)])
+def test_look_alikes_more_on_one_side_leave_out_the_ones_where_the_gaps_are(
+    flattened: tuple[int, int],
+) -> None:
+    """Six look-alike stages, two flattened where they ran: the two left out are those whose
+    absence moves the other four least among their siblings, on either side."""
+    from pytest_fwdorder.diff.call_tree import build_call_tree
+    from pytest_fwdorder.diff.look_alike_order import least_displaced
+
+    torch.manual_seed(0)
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(6)))
+    stages: list[nn.Module] = []
+    for at, stage in enumerate(copy.deepcopy(model)):
+        stages += list(stage) if at in flattened else [stage]
+    inputs = torch.randn(1, 4)
+    old_tree = build_call_tree(golden_lines(trace_forward(model, inputs)))
+    new_tree = build_call_tree(golden_lines(trace_forward(nn.Sequential(*stages), inputs)))
+    old_stages = old_tree.children[old_tree.roots[0]]
+    new_stages = [j for j in new_tree.children[new_tree.roots[0]] if new_tree.children[j]]
+    assert (len(old_stages), len(new_stages)) == (6, 4)
+
+    pairs = least_displaced(old_stages, new_stages, old_tree, new_tree)
+    mirrored = least_displaced(new_stages, old_stages, new_tree, old_tree)
+
+    kept = [stage for at, stage in enumerate(old_stages) if at not in flattened]
+    assert pairs == list(zip(kept, new_stages, strict=True))
+    assert mirrored == [(new, old) for old, new in pairs]
+
+
+def test_pairing_in_order_leaves_out_where_the_shift_changes_and_the_last_on_a_tie() -> None:
+    """Places among siblings: the pairs' shift (shorter place less longer place) changes
+    only where a call is left out; on a tie the first ones pair, as pairing in order does."""
+    from pytest_fwdorder.diff.look_alike_order import paired_in_order
+
+    # Stages 1 and 4 of six flattened into two layers each: 8 siblings, shifts 0, 1, 1, 2.
+    assert paired_in_order([0, 1, 2, 3, 4, 5], [0, 3, 4, 7], end_shift=2) == [0, 2, 3, 5]
+    # Stage 0 flattened into three layers: every stage left moved by two.
+    assert paired_in_order([0, 1, 2, 3], [3, 4, 5], end_shift=2) == [1, 2, 3]
+    # A stage removed outright: leaving out any one moves none of the others. The last goes.
+    assert paired_in_order([0, 1, 2, 3], [0, 1, 2], end_shift=-1) == [0, 1, 2]
+    # A stage with a layer on either side, as near one as the other: a tie, the first pairs.
+    assert paired_in_order([0, 2], [1], end_shift=0) == [0]
+
+
 def test_look_alikes_one_more_on_one_side_that_nothing_tells_apart_leave_out_the_last() -> None:
     """Two look-alike stages with a layer between them, one stage where that layer was: its
     place is as near one as the other, and the last is left out, as pairing in order does."""

@@ -2511,3 +2511,38 @@ def test_a_model_taken_out_of_its_wrapper_as_three_look_alike_layers_are_grouped
     assert renamed == 43 - 6 - 1
     unwrap = f"<root> (Sequential) unwrapped: the old 0 is now <root> ({renamed} calls renamed"
     assert unwrap in named.summary(), named.summary()
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.act = nn.Linear(8, 8), nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.fc(x))
+
+
+@pytest.mark.parametrize("flattened", [(1, 4), (0, 5), (2, 3), (0, 1)])
+def test_a_model_wrapped_whole_as_two_of_its_look_alike_stages_are_flattened(
+    flattened: tuple[int, int],
+) -> None:
+    """Six look-alike stages of two blocks; the model wrapped whole while two stages are
+    flattened. Both stages that were flattened are named, by the places their blocks run at
+    (before, the named reading said `0 (Sequential) unwrapped` with calls inserted and
+    removed, or named stage 1 for stage 5)."""
+    torch.manual_seed(0)
+    old = nn.Sequential(*(nn.Sequential(_Block(), _Block()) for _ in range(6)))
+    stages: list[nn.Module] = []
+    for at, stage in enumerate(copy.deepcopy(old)):
+        stages += list(stage) if at in flattened else [stage]
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    after = trace_forward(nn.Sequential(nn.Sequential(*stages)), inputs)
+
+    named, free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    for difference in (named, free):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "unwrapped": 2}, summary
+        for stage in flattened:
+            assert f"\n{stage} (Sequential) unwrapped: the old {stage}.0, {stage}.1" in summary

@@ -82,26 +82,20 @@ def _paired_whole(
 def least_displaced(
     olds: list[int], news: list[int], old_tree: CallTree, new_tree: CallTree
 ) -> list[tuple[int, int]]:
-    """Look-alike siblings, one more on one side, paired in order leaving out the one whose
-    absence moves the others least among their siblings.
+    """Look-alike siblings, more on one side, paired in order leaving out the ones whose
+    absence explains how the others moved among their siblings.
 
     A stage flattened among six look-alike stages leaves five; its calls now run where it
-    ran, so the stages after it are further down their parent: the one left out is where
-    the gap is. Ties leave out the last, as pairing in order does.
+    ran, so the stages after it are further down their parent, and the stages before it are
+    where they were: the one left out is where the others' places jump. Two flattened leave
+    two jumps (`paired_in_order`). Ties leave out the last, as pairing in order does.
     """
     longer, shorter = (olds, news) if len(olds) > len(news) else (news, olds)
     longer_tree, shorter_tree = (old_tree, new_tree) if longer is olds else (new_tree, old_tree)
-    longer_places = _places_among_siblings(longer, longer_tree)
-    shorter_places = _places_among_siblings(shorter, shorter_tree)
-    # Left out at `gap`: the calls before it pair with the same index, those after with one less.
-    before = [0]
-    for longer_place, shorter_place in zip(longer_places, shorter_places, strict=False):
-        before.append(before[-1] + abs(longer_place - shorter_place))
-    after = [0] * (len(shorter) + 1)
-    for index in reversed(range(len(shorter))):
-        after[index] = after[index + 1] + abs(longer_places[index + 1] - shorter_places[index])
-    gap = min(range(len(shorter) + 1), key=lambda at: (before[at] + after[at], -at))
-    kept = longer[:gap] + longer[gap + 1 :]
+    longer_places, longer_count = _places_among_siblings(longer, longer_tree)
+    shorter_places, shorter_count = _places_among_siblings(shorter, shorter_tree)
+    paired = paired_in_order(longer_places, shorter_places, shorter_count - longer_count)
+    kept = [longer[at] for at in paired]
     return (
         list(zip(kept, shorter, strict=True))
         if longer is olds
@@ -109,7 +103,62 @@ def least_displaced(
     )
 
 
-def _places_among_siblings(calls: list[int], tree: CallTree) -> list[int]:
-    """Each call's place among its parent's children (the calls share one parent)."""
-    place = {call: at for at, call in enumerate(tree.siblings(calls[0]))}
-    return [place[call] for call in calls]
+def paired_in_order(longer: list[int], shorter: list[int], end_shift: int) -> list[int]:
+    """Which of `longer`'s places pair, in order, with each of `shorter`'s: those whose
+    shifts change least where no call is left out, then least in all; on a tie the first
+    ones pair.
+
+    A pair's shift is its shorter place less its longer one: it starts at 0, before the
+    first sibling, and ends at `end_shift`, the difference in sibling counts. A flattened
+    call shifts the pairs after it by its calls less one, so between two pairs with nothing
+    left out the shift should stay as it was, and across the calls left out it should
+    change least. `after[i, j]`: the least that the pairs after longer `i` with shorter `j`
+    cost; a longer place `i` pairs only with a shorter one between `i - extra` and `i`.
+    """
+    extra, last = len(longer) - len(shorter), len(shorter) - 1
+
+    def shift(i: int, j: int) -> int:
+        return shorter[j] - longer[i]
+
+    def change(before: int, after_shift: int, left_out: bool) -> tuple[int, int]:
+        size = abs(after_shift - before)
+        return (0 if left_out else size, size)
+
+    def candidates(j: int, after_i: int) -> range:  # where shorter `j` may pair, after `after_i`
+        return range(max(after_i + 1, j), j + extra + 1)
+
+    def plus(first: tuple[int, int], second: tuple[int, int]) -> tuple[int, int]:
+        return (first[0] + second[0], first[1] + second[1])
+
+    after: dict[tuple[int, int], tuple[int, int]] = {}
+    for j in range(last, -1, -1):
+        for i in candidates(j, -1):
+            if j == last:
+                after[i, j] = change(shift(i, j), end_shift, i < len(longer) - 1)
+                continue
+            after[i, j] = min(
+                plus(
+                    change(shift(i, j), shift(next_i, j + 1), next_i > i + 1), after[next_i, j + 1]
+                )
+                for next_i in candidates(j + 1, i)
+            )
+    paired: list[int] = []
+    previous_i, previous_shift = -1, 0
+    for j in range(len(shorter)):
+        choices = candidates(j, previous_i)
+        costs = [
+            plus(change(previous_shift, shift(i, j), i > previous_i + 1), after[i, j])
+            for i in choices
+        ]
+        previous_i = choices[costs.index(min(costs))]
+        previous_shift = shift(previous_i, j)
+        paired.append(previous_i)
+    return paired
+
+
+def _places_among_siblings(calls: list[int], tree: CallTree) -> tuple[list[int], int]:
+    """Each call's place among its parent's children (the calls share one parent), and how
+    many children it has."""
+    siblings = tree.siblings(calls[0])
+    place = {call: at for at, call in enumerate(siblings)}
+    return [place[call] for call in calls], len(siblings)

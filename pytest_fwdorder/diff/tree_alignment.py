@@ -264,12 +264,7 @@ class _Matcher:
             # As many left on each side, all under one parent on each side: blocks moved
             # together into a new parent (a stage grouped into a `Sequential`), in order.
             pairs += zip(olds, news, strict=True)
-        elif (
-            olds
-            and news
-            and abs(len(olds) - len(news)) == 1
-            and self._one_pair_of_parents(olds, news)
-        ):
+        elif olds and news and self._one_pair_of_parents(olds, news):
             pairs += least_displaced(olds, news, self.old_tree, self.new_tree)
         return pairs
 
