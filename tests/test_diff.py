@@ -10,6 +10,7 @@ from refactor_corpus import a_stage_flattened_as_a_layer_moves
 from torch import nn
 
 from pytest_fwdorder import diff_golden, diff_traces, trace_forward
+from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.golden.format import FORMAT_LINE
 from pytest_fwdorder.golden.parse import parse_golden
@@ -706,6 +707,71 @@ def test_pairing_in_order_leaves_out_where_the_shift_changes_and_the_last_on_a_t
     assert paired_in_order([0, 1, 2, 3], [0, 1, 2], end_shift=-1) == [0, 1, 2]
     # A stage with a layer on either side, as near one as the other: a tie, the first pairs.
     assert paired_in_order([0, 2], [1], end_shift=0) == [0]
+
+
+def _stage_trees(
+    kept: list[int], flattened: tuple[int, ...], extra_layer: bool = False, wrapped: bool = False
+) -> tuple[CallTree, CallTree, list[int], list[int]]:
+    """Six look-alike stages before; after, the stages in `kept` (those in `flattened`
+    flattened where they ran), with a `Tanh` after the first with `extra_layer`, the model
+    wrapped whole with `wrapped`."""
+    from pytest_fwdorder.diff.call_tree import build_call_tree
+
+    torch.manual_seed(0)
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(6)))
+    layers: list[nn.Module] = []
+    for at, stage in enumerate(copy.deepcopy(model)):
+        if at in kept:
+            layers += list(stage) if at in flattened else [stage]
+        if extra_layer and at == 0:
+            layers.append(nn.Tanh())
+    inputs = torch.randn(1, 4)
+    old_tree = build_call_tree(golden_lines(trace_forward(model, inputs)))
+    new_model = nn.Sequential(*layers)
+    new_tree = build_call_tree(
+        golden_lines(trace_forward(nn.Sequential(new_model) if wrapped else new_model, inputs))
+    )
+    new_parent = new_tree.roots[0]
+    if wrapped:
+        new_parent = new_tree.children[new_parent][0]
+    old_stages = old_tree.children[old_tree.roots[0]]
+    new_stages = [j for j in new_tree.children[new_parent] if new_tree.children[j]]
+    return old_tree, new_tree, old_stages, new_stages
+
+
+def test_pairs_by_gaps_replace_pairs_by_name_that_leave_places_unexplained() -> None:
+    """Stages 0 and 5 flattened: by name the old 2..5 pair with the new 2..5, and the stages
+    after the first flattened one jump without a call left out. The gaps pair 1..4."""
+    from pytest_fwdorder.diff.look_alike_order import pairs_by_gaps
+
+    old_tree, new_tree, olds, news = _stage_trees([0, 1, 2, 3, 4, 5], (0, 5))
+    by_name = list(zip(olds[2:], news, strict=True))
+
+    assert pairs_by_gaps(by_name, olds, news, old_tree, new_tree) == list(
+        zip(olds[1:5], news, strict=True)
+    )
+    # Given pairs that already explain every place, there is nothing to replace.
+    assert (
+        pairs_by_gaps(list(zip(olds[1:5], news, strict=True)), olds, news, old_tree, new_tree) == []
+    )
+
+
+def test_pairs_by_gaps_keep_names_that_explain_and_pair_none_that_gaps_cannot() -> None:
+    from pytest_fwdorder.diff.look_alike_order import pairs_by_gaps
+
+    # Stage 2 deleted: any one left out explains the others' places as well; names stand.
+    old_tree, new_tree, olds, news = _stage_trees([0, 1, 3, 4, 5], ())
+    by_name = list(zip(olds[:5], news, strict=True))
+    assert pairs_by_gaps(by_name, olds, news, old_tree, new_tree) == []
+    # A layer inserted after stage 0 and stage 5 flattened: no choice of the one left out
+    # explains every place (the layer moves those after it), so the gaps pair nothing.
+    old_tree, new_tree, olds, news = _stage_trees([0, 1, 2, 3, 4, 5], (5,), extra_layer=True)
+    assert len(news) == 5
+    assert pairs_by_gaps([], olds, news, old_tree, new_tree) == []
+    # Under parents of other paths (the new stages inside a wrapper, `0`): none.
+    old_tree, new_tree, olds, news = _stage_trees([0, 1, 2, 3, 4, 5], (0, 5), wrapped=True)
+    assert new_tree.lines[new_tree.parents[news[0]]].path == "0"
+    assert pairs_by_gaps([], olds, news, old_tree, new_tree) == []
 
 
 def test_look_alikes_one_more_on_one_side_that_nothing_tells_apart_leave_out_the_last() -> None:

@@ -2546,3 +2546,38 @@ def test_a_model_wrapped_whole_as_two_of_its_look_alike_stages_are_flattened(
         assert difference.explained_counts() == {"wrapped": 1, "unwrapped": 2}, summary
         for stage in flattened:
             assert f"\n{stage} (Sequential) unwrapped: the old {stage}.0, {stage}.1" in summary
+
+
+@pytest.mark.parametrize("flattened", [(1, 4), (0, 5), (2, 3), (0, 1), (4, 5)])
+def test_two_look_alike_stages_flattened_name_both_and_renumber_those_between(
+    flattened: tuple[int, int],
+) -> None:
+    """Six look-alike stages of two blocks, two flattened where they ran. The stages between
+    and after them are renumbered, so pairing by name left out the wrong stages: stages 1
+    and 4 read as `2 unwraps, 1 move to another parent, 1 subtree renamed, 3 calls inserted,
+    3 calls removed`, and stages 0 and 5 as stages 0 and 1 unwrapped."""
+    torch.manual_seed(0)
+    old = nn.Sequential(*(nn.Sequential(_Block(), _Block()) for _ in range(6)))
+    stages: list[nn.Module] = []
+    new_paths: dict[int, str] = {}
+    for at, stage in enumerate(copy.deepcopy(old)):
+        if at in flattened:
+            new_paths[at] = f"{len(stages)}, {len(stages) + 1}"
+            stages += list(stage)
+        else:
+            stages.append(stage)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    after = trace_forward(nn.Sequential(*stages), inputs)
+
+    named, free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert free.explained_counts() == {"unwrapped": 2}, free.summary()
+    counts = named.explained_counts()
+    assert counts.pop("unwrapped") == 2, named.summary()
+    # The stages between and after the flattened ones are renumbered: renames, nothing else.
+    assert set(counts) <= {"renamed"}, named.summary()
+    for stage in flattened:
+        unwrap = f"\n{stage} (Sequential) unwrapped: the old {stage}.0, {stage}.1"
+        assert f"{unwrap} are now {new_paths[stage]}" in named.summary(), named.summary()
+        assert f"{unwrap} are now {new_paths[stage]}" in free.summary(), free.summary()

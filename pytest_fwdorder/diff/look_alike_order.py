@@ -90,17 +90,76 @@ def least_displaced(
     where they were: the one left out is where the others' places jump. Two flattened leave
     two jumps (`paired_in_order`). Ties leave out the last, as pairing in order does.
     """
-    longer, shorter = (olds, news) if len(olds) > len(news) else (news, olds)
-    longer_tree, shorter_tree = (old_tree, new_tree) if longer is olds else (new_tree, old_tree)
-    longer_places, longer_count = _places_among_siblings(longer, longer_tree)
-    shorter_places, shorter_count = _places_among_siblings(shorter, shorter_tree)
-    paired = paired_in_order(longer_places, shorter_places, shorter_count - longer_count)
-    kept = [longer[at] for at in paired]
-    return (
-        list(zip(kept, shorter, strict=True))
-        if longer is olds
-        else list(zip(shorter, kept, strict=True))
-    )
+    sides = _Sides(olds, news, old_tree, new_tree)
+    return sides.pairs(paired_in_order(*sides.places))
+
+
+def pairs_by_gaps(
+    pairs: list[tuple[int, int]],
+    olds: list[int],
+    news: list[int],
+    old_tree: CallTree,
+    new_tree: CallTree,
+) -> list[tuple[int, int]]:
+    """Look-alikes more on one side, each side under one parent of one path: `least_displaced`'s
+    pairs where the calls they leave out explain every other call's place (its shift changes
+    only across them) and `pairs` do not; else none.
+
+    `pairs` were made by the calls' names (the new `2` with the old `2`), and need not pair
+    every call of the shorter side or keep their order. Two stages of six flattened
+    renumber the stages between them, and pairing by name leaves out the wrong ones.
+    """
+    old_parents = {old_tree.parents[old_index] for old_index in olds}
+    new_parents = {new_tree.parents[new_index] for new_index in news}
+    if len(old_parents) != 1 or len(new_parents) != 1 or NO_PARENT in old_parents | new_parents:
+        return []
+    (old_parent,), (new_parent,) = old_parents, new_parents
+    if old_tree.lines[old_parent].path != new_tree.lines[new_parent].path:
+        return []
+    sides = _Sides(olds, news, old_tree, new_tree)
+    given = sides.longer_indices(pairs)
+    if given is not None and pairing_cost(*sides.places, given)[0] == 0:
+        return []  # checked first: it is linear, where the best pairing is not
+    best = paired_in_order(*sides.places)
+    if pairing_cost(*sides.places, best)[0] != 0:
+        return []
+    return sides.pairs(best)
+
+
+class _Sides:
+    """Look-alikes more on one side: the longer and the shorter, and their places."""
+
+    def __init__(
+        self, olds: list[int], news: list[int], old_tree: CallTree, new_tree: CallTree
+    ) -> None:
+        self.longer_is_old = len(olds) > len(news)
+        self.longer, self.shorter = (olds, news) if self.longer_is_old else (news, olds)
+        longer_tree, shorter_tree = (
+            (old_tree, new_tree) if self.longer_is_old else (new_tree, old_tree)
+        )
+        longer_places, longer_count = _places_among_siblings(self.longer, longer_tree)
+        shorter_places, shorter_count = _places_among_siblings(self.shorter, shorter_tree)
+        self.places = (longer_places, shorter_places, shorter_count - longer_count)
+
+    def pairs(self, paired: list[int]) -> list[tuple[int, int]]:
+        """(old, new) pairs of the shorter side's calls with the longer's at `paired`."""
+        kept = [self.longer[at] for at in paired]
+        if self.longer_is_old:
+            return list(zip(kept, self.shorter, strict=True))
+        return list(zip(self.shorter, kept, strict=True))
+
+    def longer_indices(self, pairs: list[tuple[int, int]]) -> list[int] | None:
+        """Where `pairs` pair each shorter call on the longer side, in order; None if they
+        leave one out or cross."""
+        partner = {
+            new if self.longer_is_old else old: old if self.longer_is_old else new
+            for old, new in pairs
+        }
+        at = {call: index for index, call in enumerate(self.longer)}
+        indices = [at.get(partner.get(call, -1), -1) for call in self.shorter]
+        if -1 in indices or indices != sorted(set(indices)):
+            return None
+        return indices
 
 
 def paired_in_order(longer: list[int], shorter: list[int], end_shift: int) -> list[int]:
@@ -120,25 +179,19 @@ def paired_in_order(longer: list[int], shorter: list[int], end_shift: int) -> li
     def shift(i: int, j: int) -> int:
         return shorter[j] - longer[i]
 
-    def change(before: int, after_shift: int, left_out: bool) -> tuple[int, int]:
-        size = abs(after_shift - before)
-        return (0 if left_out else size, size)
-
     def candidates(j: int, after_i: int) -> range:  # where shorter `j` may pair, after `after_i`
         return range(max(after_i + 1, j), j + extra + 1)
-
-    def plus(first: tuple[int, int], second: tuple[int, int]) -> tuple[int, int]:
-        return (first[0] + second[0], first[1] + second[1])
 
     after: dict[tuple[int, int], tuple[int, int]] = {}
     for j in range(last, -1, -1):
         for i in candidates(j, -1):
             if j == last:
-                after[i, j] = change(shift(i, j), end_shift, i < len(longer) - 1)
+                after[i, j] = _change(shift(i, j), end_shift, i < len(longer) - 1)
                 continue
             after[i, j] = min(
-                plus(
-                    change(shift(i, j), shift(next_i, j + 1), next_i > i + 1), after[next_i, j + 1]
+                _plus(
+                    _change(shift(i, j), shift(next_i, j + 1), next_i > i + 1),
+                    after[next_i, j + 1],
                 )
                 for next_i in candidates(j + 1, i)
             )
@@ -147,13 +200,35 @@ def paired_in_order(longer: list[int], shorter: list[int], end_shift: int) -> li
     for j in range(len(shorter)):
         choices = candidates(j, previous_i)
         costs = [
-            plus(change(previous_shift, shift(i, j), i > previous_i + 1), after[i, j])
+            _plus(_change(previous_shift, shift(i, j), i > previous_i + 1), after[i, j])
             for i in choices
         ]
         previous_i = choices[costs.index(min(costs))]
         previous_shift = shift(previous_i, j)
         paired.append(previous_i)
     return paired
+
+
+def pairing_cost(
+    longer: list[int], shorter: list[int], end_shift: int, paired: list[int]
+) -> tuple[int, int]:
+    """What `paired_in_order` counts against a pairing: the changes of shift where nothing
+    is left out, and all changes of shift, from 0 before the first sibling to `end_shift`."""
+    total, previous_i, previous_shift = (0, 0), -1, 0
+    for j, i in enumerate(paired):
+        total = _plus(total, _change(previous_shift, shorter[j] - longer[i], i > previous_i + 1))
+        previous_i, previous_shift = i, shorter[j] - longer[i]
+    return _plus(total, _change(previous_shift, end_shift, previous_i < len(longer) - 1))
+
+
+def _change(before: int, after: int, left_out: bool) -> tuple[int, int]:
+    """A change of shift: its size where no call is left out between, and its size."""
+    size = abs(after - before)
+    return (0 if left_out else size, size)
+
+
+def _plus(first: tuple[int, int], second: tuple[int, int]) -> tuple[int, int]:
+    return (first[0] + second[0], first[1] + second[1])
 
 
 def _places_among_siblings(calls: list[int], tree: CallTree) -> tuple[list[int], int]:

@@ -42,7 +42,11 @@ from pytest_fwdorder.diff.child_passes import child_passes
 from pytest_fwdorder.diff.container_pairs import pair_containers
 from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
 from pytest_fwdorder.diff.kept_layouts import pair_kept_layouts
-from pytest_fwdorder.diff.look_alike_order import least_displaced, pair_look_alikes_in_order
+from pytest_fwdorder.diff.look_alike_order import (
+    least_displaced,
+    pair_look_alikes_in_order,
+    pairs_by_gaps,
+)
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
     replaced_beside,
@@ -189,7 +193,8 @@ class _Matcher:
     def _look_alike_pairs(self, olds: list[int], news: list[int]) -> list[tuple[int, int]]:
         """Pairs among identical subtrees: the same path first, then the same parent path
         in order (`features.12`, now `features.11`: a block before it was deleted), then
-        the one left on each side. Look-alikes left several to a side pair later, inside
+        the one left on each side; more on one side, those whose places the ones left out
+        explain (`pairs_by_gaps`). Look-alikes left several to a side pair later, inside
         their parents, or not at all."""
         if not olds or not news:
             return []
@@ -206,13 +211,20 @@ class _Matcher:
             # `features.6`, now `features.7`), so the old `features.6` is not the new one.
             # As many on each side, paired in order, they read as renumbered with the rest,
             # not as swapped. With more on one side (one of them changed too), which went
-            # where cannot be told: none pairs here, and the later passes pair by name
-            # (saying less, never a swap). Only look-alikes that all kept their names were
-            # called in another order.
+            # where cannot be told unless the ones left out explain every other's place
+            # (stages flattened among them): else none pairs here, and the later passes
+            # pair by name (saying less, never a swap). Only look-alikes that all kept
+            # their names were called in another order.
             if len(olds) != len(news):
-                return self._in_order_with_the_changed(olds, news)
+                return self._in_order_with_the_changed(olds, news) or pairs_by_gaps(
+                    by_path, olds, news, self.old_tree, self.new_tree
+                )
             in_order = self._look_alikes_by(olds, news, (call_keys.parent_path,))
             return [] if crossing(in_order) else in_order
+        if len(olds) != len(news):
+            # Stages flattened among look-alikes renumber those between them: the names pair
+            # the wrong ones where the places jump without a call left out.
+            return pairs_by_gaps(by_path, olds, news, self.old_tree, self.new_tree) or by_path
         return by_path
 
     def _in_order_with_the_changed(self, olds: list[int], news: list[int]) -> list[tuple[int, int]]:
