@@ -707,6 +707,9 @@ def test_pairing_in_order_leaves_out_where_the_shift_changes_and_the_last_on_a_t
     assert paired_in_order([0, 1, 2, 3], [0, 1, 2], end_shift=-1) == [0, 1, 2]
     # A stage with a layer on either side, as near one as the other: a tie, the first pairs.
     assert paired_in_order([0, 2], [1], end_shift=0) == [0]
+    # Too many to weigh (a thousand look-alikes, half left out): none is worked out.
+    assert paired_in_order(list(range(1000)), list(range(0, 1000, 2)), end_shift=-500) is None
+    assert paired_in_order(list(range(100)), list(range(0, 100, 2)), end_shift=-50) is not None
 
 
 def _stage_trees(
