@@ -637,54 +637,17 @@ def test_a_diff_with_one_reading_to_spare_reads_the_model_wrapped_first(
     assert aligned == [0, 1], aligned  # the first reading, then the model's: one anchor
 
 
-@pytest.mark.parametrize("flattened", [0, 3, 5])
-def test_look_alikes_one_more_on_one_side_leave_out_the_one_where_the_gap_is(
-    flattened: int,
-) -> None:
-    """Six look-alike stages, one flattened where it ran: of the six, the one left out is the
-    one whose absence moves the other five least among their siblings, on either side."""
-    from pytest_fwdorder.diff.call_tree import build_call_tree
-    from pytest_fwdorder.diff.look_alike_order import least_displaced
-
-    torch.manual_seed(0)
-    model = nn.Sequential(*(nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(6)))
-    stages = list(copy.deepcopy(model))
-    stages[flattened : flattened + 1] = list(stages[flattened])
-    inputs = torch.randn(1, 4)
-    old_tree = build_call_tree(golden_lines(trace_forward(model, inputs)))
-    new_tree = build_call_tree(golden_lines(trace_forward(nn.Sequential(*stages), inputs)))
-    old_stages = old_tree.children[old_tree.roots[0]]
-    new_stages = [j for j in new_tree.children[new_tree.roots[0]] if new_tree.children[j]]
-    assert (len(old_stages), len(new_stages)) == (6, 5)
-
-    pairs = least_displaced(old_stages, new_stages, old_tree, new_tree)
-    mirrored = least_displaced(new_stages, old_stages, new_tree, old_tree)
-
-    kept = [stage for at, stage in enumerate(old_stages) if at != flattened]
-    assert pairs == list(zip(kept, new_stages, strict=True))
-    assert mirrored == [(new, old) for old, new in pairs]
-
-
-@pytest.mark.parametrize("flattened", [(0, 1), (1, 4), (2, 3), (0, 5), (4, 5)])
+@pytest.mark.parametrize("flattened", [(0,), (3,), (5,), (0, 1), (1, 4), (2, 3), (0, 5), (4, 5)])
 def test_look_alikes_more_on_one_side_leave_out_the_ones_where_the_gaps_are(
-    flattened: tuple[int, int],
+    flattened: tuple[int, ...],
 ) -> None:
-    """Six look-alike stages, two flattened where they ran: the two left out are those whose
-    absence moves the other four least among their siblings, on either side."""
-    from pytest_fwdorder.diff.call_tree import build_call_tree
+    """Six look-alike stages, one or two flattened where they ran: those left out are the
+    ones whose absence explains where the others now run among their siblings, on either
+    side."""
     from pytest_fwdorder.diff.look_alike_order import least_displaced
 
-    torch.manual_seed(0)
-    model = nn.Sequential(*(nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(6)))
-    stages: list[nn.Module] = []
-    for at, stage in enumerate(copy.deepcopy(model)):
-        stages += list(stage) if at in flattened else [stage]
-    inputs = torch.randn(1, 4)
-    old_tree = build_call_tree(golden_lines(trace_forward(model, inputs)))
-    new_tree = build_call_tree(golden_lines(trace_forward(nn.Sequential(*stages), inputs)))
-    old_stages = old_tree.children[old_tree.roots[0]]
-    new_stages = [j for j in new_tree.children[new_tree.roots[0]] if new_tree.children[j]]
-    assert (len(old_stages), len(new_stages)) == (6, 4)
+    old_tree, new_tree, old_stages, new_stages = _stage_trees([0, 1, 2, 3, 4, 5], flattened)
+    assert (len(old_stages), len(new_stages)) == (6, 6 - len(flattened))
 
     pairs = least_displaced(old_stages, new_stages, old_tree, new_tree)
     mirrored = least_displaced(new_stages, old_stages, new_tree, old_tree)

