@@ -210,11 +210,11 @@ def paired_in_order(longer: list[int], shorter: list[int], end_shift: int) -> li
     previous_i, previous_shift = -1, 0
     for j in range(len(shorter)):
         choices = candidates(j, previous_i)
-        costs = [
+        weights = [
             _plus(_change(previous_shift, shift(i, j), i > previous_i + 1), after[i, j])
             for i in choices
         ]
-        previous_i = choices[costs.index(min(costs))]
+        previous_i = choices[weights.index(min(weights))]
         previous_shift = shift(previous_i, j)
         paired.append(previous_i)
     return paired
