@@ -120,10 +120,10 @@ def pairs_by_gaps(
         return []
     sides = _Sides(olds, news, old_tree, new_tree)
     given = sides.longer_indices(pairs)
-    if given is not None and pairing_cost(*sides.places, given)[0] == 0:
+    if given is not None and shift_changes(*sides.places, given)[0] == 0:
         return []  # checked first: it is linear, where the best pairing is not
     best = paired_in_order(*sides.places)
-    if best is None or pairing_cost(*sides.places, best)[0] != 0:
+    if best is None or shift_changes(*sides.places, best)[0] != 0:
         return []
     return sides.pairs(best)
 
@@ -220,7 +220,7 @@ def paired_in_order(longer: list[int], shorter: list[int], end_shift: int) -> li
     return paired
 
 
-def pairing_cost(
+def shift_changes(
     longer: list[int], shorter: list[int], end_shift: int, paired: list[int]
 ) -> tuple[int, int]:
     """What `paired_in_order` counts against a pairing: the changes of shift where nothing
