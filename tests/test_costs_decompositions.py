@@ -19,6 +19,7 @@ from torch.utils.flop_counter import flop_registry, register_flop_formula
 
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.facets.cost_counting import CostMode
+from pytest_fwdorder.facets.storage_bytes import SavedTensors
 
 _DECOMPOSED = "aten._native_batch_norm_legit_no_training.default"
 _OWN_KERNEL = "aten.native_batch_norm.default"
@@ -123,7 +124,7 @@ def test_a_replayed_call_leaves_its_unused_statistics_out_as_its_decomposition_d
     open_call = type("OpenCall", (), {"number": 0})()
     recorder = type("Recorder", (), {"open_calls": [open_call], "reading_outputs": False})()
     ignored: set[int] = set()
-    mode = CostMode(recorder, ignored)  # type: ignore[arg-type]
+    mode = CostMode(recorder, SavedTensors(ignored))  # type: ignore[arg-type]
     kept = []  # autograd keeps the statistics while the outputs live: their storages stay apart
     added = []
     with mode:
@@ -143,7 +144,7 @@ def test_statistics_made_without_grad_are_not_left_out() -> None:
     open_call = type("OpenCall", (), {"number": 0})()
     recorder = type("Recorder", (), {"open_calls": [open_call], "reading_outputs": False})()
     ignored: set[int] = set()
-    mode = CostMode(recorder, ignored)  # type: ignore[arg-type]
+    mode = CostMode(recorder, SavedTensors(ignored))  # type: ignore[arg-type]
     with torch.no_grad(), mode:
         for _ in range(3):
             layer(image)

@@ -21,6 +21,7 @@ from torch.utils.flop_counter import (
 from pytest_fwdorder import trace_forward
 from pytest_fwdorder.facets.cost_counting import CostMode
 from pytest_fwdorder.facets.shape_keys import key_by_looking, key_for_schema, shape_key, shapes_of
+from pytest_fwdorder.facets.storage_bytes import SavedTensors
 
 torch.library.define("fwdorder_costs_shapes::tally", "(Tensor x) -> Tensor")
 # The shapes the formula below was called with, in order: how often it was worked out.
@@ -128,7 +129,7 @@ def test_repeated_and_changing_shapes_count_as_flop_counter_mode_counts_them() -
 
 
 def test_an_unhashable_argument_is_worked_out_at_every_run_with_the_same_figure() -> None:
-    mode = CostMode(SimpleNamespace(open_calls=[]), set())  # type: ignore[arg-type]
+    mode = CostMode(SimpleNamespace(open_calls=[]), SavedTensors(set()))  # type: ignore[arg-type]
     calls: list[object] = []
 
     def formula(x_shape: torch.Size, options: object, *, out_shape: object = None) -> int:

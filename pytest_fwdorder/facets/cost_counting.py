@@ -46,7 +46,7 @@ from pytest_fwdorder.facets.decomposition_counts import (
 )
 from pytest_fwdorder.facets.fused_kernel_flops import fused_kernel_formulas
 from pytest_fwdorder.facets.shape_keys import key_by_looking, key_for_schema, shape_key, shapes_of
-from pytest_fwdorder.facets.storage_bytes import SavedTensors, model_storages, storage_key
+from pytest_fwdorder.facets.storage_bytes import SavedTensors, model_storages
 from pytest_fwdorder.recording.bounded_cache import BoundedCache
 from pytest_fwdorder.recording.describe import dtype_name
 
@@ -181,13 +181,13 @@ def decomposes(operation: torch._ops.OpOverload) -> bool:
 class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """The dispatch mode that adds each operation's FLOPs to the open call of a `Recorder`.
 
-    `ignored_storages` is the saved-tensor counter's set of storages it leaves out: the
-    mode adds to it the outputs autograd saves but the figures should not count.
+    `saved` is the saved-tensor counter: the mode leaves out of it the outputs autograd
+    saves but the figures should not count.
     """
 
-    def __init__(self, recorder: Recorder, ignored_storages: set[int]) -> None:
+    def __init__(self, recorder: Recorder, saved: SavedTensors) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        self.ignored_storages = ignored_storages
+        self.saved = saved
         self.recorder = recorder
         self.open_calls: list[CallRecord] = recorder.open_calls
         self.thread_id = threading.get_ident()
@@ -212,8 +212,6 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.value_formulas = 0  # formulas run that read more than shapes
         # Storages of outputs left out while a decomposition runs, for its counts.
         self.left_out_now: list[int] | None = None
-        # The tensors whose storages are left out, held until the recording ends.
-        self.left_out_alive: list[Tensor] = []
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -260,12 +258,8 @@ class CostMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         )
 
     def _leave_out(self, outputs: Any) -> None:
-        """Leave the storages of `outputs` out of the saved bytes, and keep them alive."""
-        keys = [storage_key(tensor) for tensor in outputs]
-        self.ignored_storages.update(keys)
-        # A storage freed at once (autograd kept nothing: frozen parameters) may give its
-        # address to a later storage that autograd does save, which would be left out too.
-        self.left_out_alive.extend(outputs)
+        """Leave the storages of `outputs` out of the saved bytes."""
+        keys = self.saved.leave_out(outputs)
         if self.left_out_now is not None:
             self.left_out_now.extend(keys)
 
@@ -403,13 +397,12 @@ def costs_counted(recorder: Recorder, root: nn.Module) -> Iterator[CostCounters]
     """
     storages = model_storages(root)
     saved = SavedTensors(set(storages))
-    counters = CostCounters(CostMode(recorder, saved.model_storages), saved, sum(storages.values()))
+    counters = CostCounters(CostMode(recorder, saved), saved, sum(storages.values()))
     with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack), counters.mode:
         try:
             yield counters
         finally:
             saved.keep_alive.clear()
-            counters.mode.left_out_alive.clear()
 
 
 def attach_costs(trace: TraceRecords, counters: CostCounters) -> None:

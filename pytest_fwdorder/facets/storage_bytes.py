@@ -8,6 +8,7 @@ saved ones while it runs.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -19,10 +20,12 @@ class SavedTensors:
 
     def __init__(self, model_storages: set[int]) -> None:
         self.thread_id = threading.get_ident()
-        self.model_storages = model_storages
+        # The storages not counted: the model's own, and those left out (`leave_out`).
+        self.left_out = model_storages
         self.storages: dict[int, int] = {}
-        # Saved tensors stay alive while the graph does; holding them for the length of the
-        # recording keeps their storage keys from being reused by a later tensor.
+        # Saved and left-out tensors, held for the length of the recording so that their
+        # storage keys are not taken by a later tensor (a saved tensor stays alive while the
+        # graph does; a left-out one autograd did not keep is freed at once).
         self.keep_alive: list[torch.Tensor] = []
         self.grad_enabled = torch.is_grad_enabled()
 
@@ -30,10 +33,17 @@ class SavedTensors:
         if threading.get_ident() != self.thread_id or tensor.layout is not torch.strided:
             return tensor
         key = storage_key(tensor)
-        if key not in self.model_storages and key not in self.storages:
+        if key not in self.left_out and key not in self.storages:
             self.storages[key] = tensor.untyped_storage().nbytes()
             self.keep_alive.append(tensor)
         return tensor
+
+    def leave_out(self, tensors: Sequence[torch.Tensor]) -> list[int]:
+        """Leave the storages of `tensors` out of the saved bytes; gives their keys."""
+        keys = [storage_key(tensor) for tensor in tensors]
+        self.left_out.update(keys)
+        self.keep_alive.extend(tensors)
+        return keys
 
     @staticmethod
     def unpack(tensor: torch.Tensor) -> torch.Tensor:
