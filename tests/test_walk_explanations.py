@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import types
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -2453,17 +2454,33 @@ def test_a_second_call_given_to_another_existing_module_is_no_split() -> None:
     assert "reuse count changed: first 2 -> 1, second 1 -> 2" in summary, summary
 
 
+def _six_stages_and_flattened(
+    stage: Callable[[], nn.Module], flattened: tuple[int, ...]
+) -> tuple[nn.Sequential, list[nn.Module]]:
+    """Six look-alike stages (seeded), and a copy of them with those at `flattened` flattened
+    where they ran: the children of the model after."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*(stage() for _ in range(6)))
+    children: list[nn.Module] = []
+    for at, copied in enumerate(copy.deepcopy(model)):
+        children += list(copied) if at in flattened else [copied]
+    return model, children
+
+
+def _three_wrapped_linears() -> nn.Module:
+    return nn.Sequential(*(nn.Sequential(nn.Linear(8, 8)) for _ in range(3)))
+
+
+def _two_blocks() -> nn.Module:
+    return nn.Sequential(_Block(), _Block())
+
+
 def test_a_model_wrapped_whole_as_one_of_its_look_alike_stages_is_flattened() -> None:
     """Six look-alike stages; the model wrapped whole while its fourth stage is flattened.
     The new `0` is the wrapper, so the old `0`'s children are not the new `0`'s: the named
     reading finds stage 3 as the name-free one does, and each renamed call is counted under
     the innermost change that holds it (the unwrap), not under the wrap too."""
-    torch.manual_seed(0)
-    old = nn.Sequential(
-        *(nn.Sequential(*(nn.Sequential(nn.Linear(8, 8)) for _ in range(3))) for _ in range(6))
-    )
-    stages = list(copy.deepcopy(old))
-    stages[3:4] = list(stages[3])
+    old, stages = _six_stages_and_flattened(_three_wrapped_linears, (3,))
     inputs = torch.randn(2, 8)
     before = trace_forward(old, inputs)
     after = trace_forward(nn.Sequential(nn.Sequential(*stages)), inputs)
@@ -2487,12 +2504,7 @@ def test_a_model_taken_out_of_its_wrapper_as_three_look_alike_layers_are_grouped
     """The mirror image: the model unwrapped whole while three of its look-alike layers are
     grouped into a stage among five others. Before, the named reading said stage 0 was the
     new one, with a stage inserted and another removed."""
-    torch.manual_seed(0)
-    new = nn.Sequential(
-        *(nn.Sequential(*(nn.Sequential(nn.Linear(8, 8)) for _ in range(3))) for _ in range(6))
-    )
-    layers = list(copy.deepcopy(new))
-    layers[3:4] = list(layers[3])
+    new, layers = _six_stages_and_flattened(_three_wrapped_linears, (3,))
     inputs = torch.randn(2, 8)
     before = trace_forward(nn.Sequential(nn.Sequential(*layers)), inputs)
     after = trace_forward(new, inputs)
@@ -2530,11 +2542,7 @@ def test_a_model_wrapped_whole_as_two_of_its_look_alike_stages_are_flattened(
     flattened. Both stages that were flattened are named, by the places their blocks run at
     (before, the named reading said `0 (Sequential) unwrapped` with calls inserted and
     removed, or named stage 1 for stage 5)."""
-    torch.manual_seed(0)
-    old = nn.Sequential(*(nn.Sequential(_Block(), _Block()) for _ in range(6)))
-    stages: list[nn.Module] = []
-    for at, stage in enumerate(copy.deepcopy(old)):
-        stages += list(stage) if at in flattened else [stage]
+    old, stages = _six_stages_and_flattened(_two_blocks, flattened)
     inputs = torch.randn(2, 8)
     before = trace_forward(old, inputs)
     after = trace_forward(nn.Sequential(nn.Sequential(*stages)), inputs)
@@ -2556,16 +2564,10 @@ def test_two_look_alike_stages_flattened_name_both_and_renumber_those_between(
     and after them are renumbered, so pairing by name left out the wrong stages: stages 1
     and 4 read as `2 unwraps, 1 move to another parent, 1 subtree renamed, 3 calls inserted,
     3 calls removed`, and stages 0 and 5 as stages 0 and 1 unwrapped."""
-    torch.manual_seed(0)
-    old = nn.Sequential(*(nn.Sequential(_Block(), _Block()) for _ in range(6)))
-    stages: list[nn.Module] = []
-    new_paths: dict[int, str] = {}
-    for at, stage in enumerate(copy.deepcopy(old)):
-        if at in flattened:
-            new_paths[at] = f"{len(stages)}, {len(stages) + 1}"
-            stages += list(stage)
-        else:
-            stages.append(stage)
+    old, stages = _six_stages_and_flattened(_two_blocks, flattened)
+    # Each stage flattened before another moves its two blocks one place further down.
+    first = {stage: stage + sum(other < stage for other in flattened) for stage in flattened}
+    new_paths = {stage: f"{at}, {at + 1}" for stage, at in first.items()}
     inputs = torch.randn(2, 8)
     before = trace_forward(old, inputs)
     after = trace_forward(nn.Sequential(*stages), inputs)
