@@ -1521,13 +1521,17 @@ def _cases() -> list[Refactor]:
             lambda: look_alike_stack(residual=(1,), deleted=4),
             lambda: (torch.randn(1, 8),),
             {"wrapped": 1, "removed": 3},
+            # Block 2 wrapped and block 1 deleted give the same golden: either may be it.
             (
-                "1 (Residual) wraps the old 1, now 1.inner (3 calls renamed under it)",
-                "3 calls removed: one of 2, 3, 4 (Sequential look-alikes, with 2 nested calls) "
-                "after 1 (Sequential)",
+                "1 (Residual) wraps one of the old 1, 2 (Sequential look-alikes), now 1.inner "
+                "(3 calls renamed under it)",
+                "3 calls removed: one of 1, 2, 3, 4 (Sequential look-alikes, with 2 nested calls) "
+                "after 0 (Linear)",
             ),
             (
-                "3 calls removed: one of 2, 3, 4 (Sequential look-alikes, with 2 nested calls) after 1\n",
+                "1 (Residual) wraps one of the old 1, 2 (Sequential look-alikes), now 1.inner\n",
+                "3 calls removed: one of 1, 2, 3, 4 (Sequential look-alikes, with 2 nested calls) "
+                "after 0",
             ),
             name_free_counts={"wrapped": 1, "removed": 3},
         ),
@@ -1537,13 +1541,17 @@ def _cases() -> list[Refactor]:
             lambda: look_alike_stack(residual=(2,), deleted=3),
             lambda: (torch.randn(1, 8),),
             {"wrapped": 1, "removed": 3},
+            # Block 3 wrapped and block 2 deleted give the same golden: either may be it.
             (
-                "2 (Residual) wraps the old 2, now 2.inner (3 calls renamed under it)",
-                "3 calls removed: one of 3, 4 (Sequential look-alikes, with 2 nested calls) "
-                "after 2 (Sequential)",
+                "2 (Residual) wraps one of the old 2, 3 (Sequential look-alikes), now 2.inner "
+                "(3 calls renamed under it)",
+                "3 calls removed: one of 1, 2, 3, 4 (Sequential look-alikes, with 2 nested calls) "
+                "after 0 (Linear)",
             ),
             (
-                "3 calls removed: one of 3, 4 (Sequential look-alikes, with 2 nested calls) after 2\n",
+                "2 (Residual) wraps one of the old 2, 3 (Sequential look-alikes), now 2.inner\n",
+                "3 calls removed: one of 1, 2, 3, 4 (Sequential look-alikes, with 2 nested calls) "
+                "after 0",
             ),
             name_free_counts={"wrapped": 1, "removed": 3},
         ),

@@ -88,6 +88,31 @@ class Change:
         return f"{self.noun}s changed" if self.noun else self.kind_words
 
 
+@dataclass(frozen=True, slots=True)
+class TreeChange:
+    """One change to the nesting, in words, and the calls whose per-call changes it explains
+    (indexes of old and new calls)."""
+
+    kind: ChangeKind
+    sentence: str
+    old_calls: frozenset[int]
+    new_calls: frozenset[int]
+    # A split or merge: the path of the shared module, whose reuse count it changed.
+    shared_path: str = ""
+    # A wrap of one of several look-alikes beside others that went (old) or came (new):
+    # the look-alikes among which those cannot be told (diff/look_alike_wraps.py).
+    look_alikes: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+
+
+def accounted_for(nesting: list[TreeChange]) -> tuple[frozenset[int], frozenset[int]]:
+    """The old and new calls that changes to the nesting account for: none of them went or
+    came (a block wrapped is not removed)."""
+    return (
+        frozenset().union(*(change.old_calls for change in nesting)),
+        frozenset().union(*(change.new_calls for change in nesting)),
+    )
+
+
 @dataclass(frozen=True)
 class DiffRow:
     """One row of the aligned view, as the text diff and the report show it: indexes into the

@@ -17,7 +17,14 @@ from pytest_fwdorder.diff.change_details import (
     renamed_ties,
 )
 from pytest_fwdorder.diff.changed_calls import call_lines
-from pytest_fwdorder.diff.changes import Change, ChangeKind, DiffRow, change_kind, is_of_kind
+from pytest_fwdorder.diff.changes import (
+    Change,
+    ChangeKind,
+    DiffRow,
+    TreeChange,
+    change_kind,
+    is_of_kind,
+)
 from pytest_fwdorder.diff.consequences import fold_consequences
 from pytest_fwdorder.diff.explanation import summarize
 from pytest_fwdorder.diff.facet_changes import (
@@ -31,7 +38,7 @@ from pytest_fwdorder.diff.facet_changes import (
 from pytest_fwdorder.diff.ordered_pairing import AlignedPair, changed_runs
 from pytest_fwdorder.diff.places import describe_where, place_describer
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
-from pytest_fwdorder.diff.tree_changes import TreeChange, tree_changes, unexplained
+from pytest_fwdorder.diff.tree_changes import tree_changes, unexplained
 from pytest_fwdorder.golden.format import (
     FACT_TITLES,
     GoldenLine,

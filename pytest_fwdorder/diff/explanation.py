@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_fwdorder.calls.change_kinds import FacetChangeKind
 from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
-from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.changes import Change, ChangeKind, TreeChange, accounted_for
 from pytest_fwdorder.diff.consequences import (
     FOLLOWERS_SHOWN,
     Followers,
@@ -32,7 +32,7 @@ from pytest_fwdorder.diff.places import (
     subtree_end,
     which_of,
 )
-from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
+from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.diff.uniform_changes import (
     UniformChange,
     describe_entry_change,
@@ -132,12 +132,9 @@ def summarize(
         lines += sentences[:EXAMPLES]
         if len(sentences) > EXAMPLES:
             lines.append(f"(+{len(sentences) - EXAMPLES} more {nouns[1]})")
-    # The calls a change to the nesting accounts for: none of them went or came.
-    nested = (
-        frozenset().union(*(change.old_calls for change in nesting)),
-        frozenset().union(*(change.new_calls for change in nesting)),
+    lines += _kind_lines(
+        changes, kinds, (old_lines, new_lines), followers, tree, name_free, nesting
     )
-    lines += _kind_lines(changes, kinds, (old_lines, new_lines), followers, tree, name_free, nested)
     return "\n".join(line for line in lines if line)
 
 
@@ -148,7 +145,7 @@ def _kind_lines(
     followers: Followers,
     tree: CallTree,
     name_free: bool,
-    nested: tuple[frozenset[int], frozenset[int]],
+    nesting: list[TreeChange],
 ) -> list[str]:
     """A line per kind of change, in the summary's order; a change made throughout a part of
     the model (a dtype, a batch size) said once, by place, where the inputs' line would be;
@@ -163,7 +160,8 @@ def _kind_lines(
     grouped = {id(change) for one in uniform for change in one.changes}
     rest = [change for change in changes if id(change) not in grouped]
     old_lines, new_lines = lines_of
-    diff = _Changes(rest, old_lines, new_lines, followers, name_free, nested)
+    nested = accounted_for(nesting)
+    diff = _Changes(rest, old_lines, new_lines, followers, name_free, nesting, nested)
     described = {change.kind for change in rest}
     lines = []
     for kind in kinds:
@@ -253,11 +251,26 @@ class _Changes:
     # The input or output changes that follow from a change, by its position.
     followers: Followers
     name_free: bool = False  # the lines are names for calls aligned without them
+    nesting: list[TreeChange] = field(default_factory=list)
     # The old and new calls a change to the nesting accounts for (a wrapped block).
     nested: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
 
     def of_kind(self, kind: ChangeKind) -> list[Change]:
         return [change for change in self.changes if change.kind is kind]
+
+    def look_alikes(
+        self, index: int, kind: ChangeKind, changed: set[int | None], given_otherwise: set[str]
+    ) -> list[int]:
+        """The look-alikes a call that went or came (`kind`) cannot be told from
+        (`hedged_look_alikes`): none that a change to the nesting accounts for (a block
+        wrapped did not go), unless that change is of one of them, which names them."""
+        new = kind is ChangeKind.INSERTED
+        for change in self.nesting:
+            if index in change.look_alikes[new]:
+                return list(change.look_alikes[new])
+        lines = self.new_lines if new else self.old_lines
+        alike = hedged_look_alikes(lines, index, self.name_free, changed, given_otherwise)
+        return run_around(alike, index, self.nested[new])
 
 
 def _facts_first(changes: list[Change]) -> list[Change]:
@@ -491,14 +504,7 @@ def _describe_subtrees(diff: _Changes, changes: list[Change], kind: ChangeKind) 
             inner = f", with {plural(nested, 'nested call')}" if nested else ""
             item = f"{line.name} ({line.module_type}{inner}) {root.detail}"
             shown = kind is not ChangeKind.MOVED and len(items) < EXAMPLES
-            alike = (
-                hedged_look_alikes(lines, root.position, diff.name_free, changed, given_otherwise)
-                if shown
-                else []
-            )
-            # A look-alike wrapped or moved is accounted for: it did not go (or come).
-            accounted = diff.nested[kind is ChangeKind.INSERTED]
-            alike = run_around(alike, root.position, accounted)
+            alike = diff.look_alikes(root.position, kind, changed, given_otherwise) if shown else []
             which = which_of(lines, alike, changed)
             if which is not None:
                 # The trace cannot tell which of these went (or came): say all of them.

@@ -19,29 +19,17 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
-from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.changes import Change, ChangeKind, TreeChange
+from pytest_fwdorder.diff.look_alike_wraps import hedged_wraps
 from pytest_fwdorder.diff.places import plural
 from pytest_fwdorder.diff.sibling_swaps import exchanged
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.golden.format import GoldenLine
 
 _UNPAIRED = -2  # the expected parent of a call whose old parent has no partner
-
-
-@dataclass(frozen=True, slots=True)
-class TreeChange:
-    """One change to the nesting, in words, and the calls whose per-call changes it explains
-    (indexes of old and new calls)."""
-
-    kind: ChangeKind
-    sentence: str
-    old_calls: frozenset[int]
-    new_calls: frozenset[int]
-    # A split or merge: the path of the shared module, whose reuse count it changed.
-    shared_path: str = ""
 
 
 def tree_changes(
@@ -59,7 +47,12 @@ def tree_changes(
         old_names or alignment.old_tree.lines,
         new_names or alignment.new_tree.lines,
     )
-    found = [*finder.renamed_counted([*finder.wraps(), *finder.unwraps()])]
+    trees = (finder.old_tree, finder.new_tree)
+    names = (finder.old_names, finder.new_names)
+    nesting = [*finder.wraps(), *finder.unwraps()]
+    found = finder.renamed_counted(
+        hedged_wraps(nesting, trees, finder.old_to_new, names, name_free=finder.name_free)
+    )
     found += [*finder.swaps(), *finder.moves()]
     if old_names is None:  # a name-free comparison ignores renames, splits and merges
         found += [*finder.shared(split=True), *finder.shared(split=False), *finder.renames()]

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from pytest_fwdorder.diff.changes import Change, ChangeKind
+from pytest_fwdorder.diff.changes import Change, ChangeKind, TreeChange
 from pytest_fwdorder.diff.places import look_alikes, subtree_end, which_of
-from pytest_fwdorder.diff.tree_changes import TreeChange, unexplained
+from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.golden.format import GoldenLine
 
 

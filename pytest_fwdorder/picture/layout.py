@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from pytest_fwdorder.diff.changes import Change, DiffRow
-from pytest_fwdorder.diff.tree_changes import TreeChange
+from pytest_fwdorder.diff.changes import Change, DiffRow, TreeChange
 from pytest_fwdorder.golden.format import (
     FOLDED_PATTERN,
     GoldenLine,

@@ -1,0 +1,174 @@
+"""A wrap or an unwrap among look-alikes, with one of them inserted or removed beside it:
+which look-alike was wrapped cannot be told from the goldens, so the summary names all it may
+have been, as it does for the one removed. The oracle: the model built from each other
+reading (another look-alike wrapped, another removed) traces to the same golden, and one
+built from a reading left out does not."""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_fwdorder import Trace, TraceDiff, structure_diff, trace_forward
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.act = nn.Linear(8, 8), nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.fc(x))
+
+
+_INPUTS = torch.randn(2, 8)
+
+
+def _stages(
+    count: int, stage: type[nn.Module] | None = None
+) -> tuple[nn.Sequential, list[nn.Module]]:
+    """`count` look-alike stages (two blocks each, or `stage`), seeded, and deep copies."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        *(stage() if stage else nn.Sequential(Block(), Block()) for _ in range(count))
+    )
+    return model, list(copy.deepcopy(model))
+
+
+def _flattened(flattened: int, removed: int) -> nn.Sequential:
+    """Six look-alike stages of two blocks, one flattened where it ran and one removed."""
+    _, stages = _stages(6)
+    children: list[nn.Module] = []
+    for at, stage in enumerate(stages):
+        if at != removed:
+            children += list(stage) if at == flattened else [stage]
+    return nn.Sequential(*children)
+
+
+def _wrapped(wrapped: int, removed: int | None = None, after: int | None = None) -> nn.Sequential:
+    """Six look-alike blocks, one wrapped in a Sequential, one removed or a copy of one
+    inserted after `after`."""
+    _, blocks = _stages(6, Block)
+    children: list[nn.Module] = []
+    for at, block in enumerate(blocks):
+        if at != removed:
+            children.append(nn.Sequential(block) if at == wrapped else block)
+        if at == after:
+            children.append(copy.deepcopy(block))
+    return nn.Sequential(*children)
+
+
+def _readings(before: Trace, after: Trace) -> tuple[TraceDiff, TraceDiff]:
+    return before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+
+def _both_read(before: Trace, after: Trace, counts: dict[str, int], *sentences: str) -> None:
+    """The named and the name-free reading state `counts` and each of `sentences`."""
+    for difference in _readings(before, after):
+        summary = difference.summary()
+        assert difference.explained_counts() == counts, summary
+        for sentence in sentences:
+            assert sentence in summary, summary
+
+
+def _same_golden(model: nn.Module, after: Trace) -> bool:
+    return not trace_forward(model, _INPUTS).diff(after)
+
+
+@pytest.mark.parametrize(
+    ("flattened", "removed", "candidates", "now"),
+    [(2, 4, (2, 3), "2, 3"), (4, 1, (3, 4), "3, 4"), (0, 5, (0, 1), "0, 1")],
+)
+def test_a_stage_flattened_beside_one_removed_names_every_stage_it_may_be(
+    flattened: int, removed: int, candidates: tuple[int, int], now: str
+) -> None:
+    """Before, the named reading said stage 3 was flattened for stage 2 (and for stage 0,
+    that stage 0 was removed `at the start`), and the name-free one said stage 5, whose
+    blocks cannot run before the stages left after it."""
+    before = trace_forward(_stages(6)[0], _INPUTS)
+    after = trace_forward(_flattened(flattened, removed), _INPUTS)
+
+    listed = ", ".join(map(str, candidates))
+    unwrap = f"\none of {listed} (Sequential look-alikes) unwrapped: its 2 children are now {now}"
+    removal = "7 calls removed: one of 0, 1, 2, 3, 4, 5 (Sequential look-alikes, with 6 nested"
+    _both_read(before, after, {"unwrapped": 1, "removed": 7}, unwrap, removal)
+    assert flattened in candidates
+    # Either stage named may be the one flattened, the other removed; the last may not.
+    first, second = candidates
+    assert _same_golden(_flattened(first, second), after)
+    assert _same_golden(_flattened(second, first), after)
+    assert not _same_golden(_flattened(5, 4), after)
+
+
+@pytest.mark.parametrize(("wrapped", "removed", "candidates"), [(4, 1, (3, 4)), (0, 5, (0, 1))])
+def test_a_block_wrapped_beside_one_removed_names_every_block_it_may_be(
+    wrapped: int, removed: int, candidates: tuple[int, int]
+) -> None:
+    """Before, a block wrapped as block 1 was removed read as block 3 wrapped and one of
+    blocks 4 and 5 removed: the block removed was left out of those named."""
+    before = trace_forward(_stages(6, Block)[0], _INPUTS)
+    after = trace_forward(_wrapped(wrapped, removed=removed), _INPUTS)
+
+    place = candidates[0]
+    listed = ", ".join(map(str, candidates))
+    wrap = (
+        f"\n{place} (Sequential) wraps one of the old {listed} (Block look-alikes), now {place}.0"
+    )
+    removal = "3 calls removed: one of 0, 1, 2, 3, 4, 5 (Block look-alikes, with 2 nested calls)"
+    _both_read(before, after, {"wrapped": 1, "removed": 3}, wrap, removal)
+    assert wrapped in candidates
+    first, second = candidates
+    assert _same_golden(_wrapped(first, removed=second), after)
+    assert _same_golden(_wrapped(second, removed=first), after)
+    assert not _same_golden(_wrapped(5, removed=4), after)
+
+
+def test_a_block_wrapped_beside_one_inserted_names_every_block_it_may_be() -> None:
+    """Block 2 wrapped and a copy inserted after block 4: before, the copy was one of the
+    blocks after the wrapper, though it may be one before it, block 1 wrapped."""
+    before = trace_forward(_stages(6, Block)[0], _INPUTS)
+    after = trace_forward(_wrapped(2, after=4), _INPUTS)
+
+    wrap = "\n2 (Sequential) wraps one of the old 1, 2 (Block look-alikes), now 2.0"
+    insertion = "3 calls inserted: one of 0, 1, 3, 4, 5, 6 (Block look-alikes, with 2 nested"
+    _both_read(before, after, {"wrapped": 1, "inserted": 3}, wrap, insertion)
+    assert _same_golden(_wrapped(1, after=0), after)
+    assert _same_golden(_wrapped(2, after=5), after)
+    assert not _same_golden(_wrapped(3, after=0), after)
+
+
+@pytest.mark.parametrize("wrapped", [0, 2, 5])
+def test_a_block_wrapped_among_look_alikes_with_none_gone_is_named(wrapped: int) -> None:
+    """With no look-alike inserted or removed, the place of the wrapper says which block it
+    wraps: the summary names that one alone."""
+    before = trace_forward(_stages(6, Block)[0], _INPUTS)
+    after = trace_forward(_wrapped(wrapped), _INPUTS)
+
+    wrap = f"\n{wrapped} (Sequential) wraps the old {wrapped}, now {wrapped}.0"
+    _both_read(before, after, {"wrapped": 1}, wrap)
+    for difference in _readings(before, after):
+        assert "one of" not in difference.summary(), difference.summary()
+
+
+def test_named_look_alikes_are_told_apart_by_their_names() -> None:
+    """Look-alike blocks with names of their own (`a`, `b`, ...) are themselves: the named
+    reading names the block wrapped and the one removed; only the name-free one hedges."""
+    torch.manual_seed(0)
+    names = "abcdef"
+    model = nn.Sequential(OrderedDict((name, Block()) for name in names))
+    children = copy.deepcopy(dict(model.named_children()))
+    children["e"] = nn.Sequential(children["e"])
+    del children["b"]
+    before = trace_forward(model, _INPUTS)
+    after = trace_forward(nn.Sequential(OrderedDict(children)), _INPUTS)
+
+    named, free = _readings(before, after)
+
+    assert named.explained_counts() == {"wrapped": 1, "removed": 3}, named.summary()
+    assert "\ne (Sequential) wraps the old e, now e.0" in named.summary(), named.summary()
+    assert "3 calls removed: b (Block, with 2 nested calls)" in named.summary(), named.summary()
+    assert "wraps one of the old d, e (Block look-alikes)" in free.summary(), free.summary()
