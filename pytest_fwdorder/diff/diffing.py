@@ -133,7 +133,7 @@ def diff_lines(
         if not readings:
             return first
         stated = stated_changes(first, new_tree)
-        if not stated:
+        if not stated[0]:
             return first
         # Each reading costs an alignment of the whole diff: fewer of them on large ones.
         budget = max(1, _MOST_CALLS_READ // (len(old) + len(new) + 1))
@@ -151,7 +151,10 @@ class _Reader:
     names: tuple[list[GoldenLine], list[GoldenLine]] | None
 
     def fewest_stated(
-        self, first: tuple[TraceDiff, int], readings: list[list[tuple[int, int]]], budget: int
+        self,
+        first: tuple[TraceDiff, tuple[int, int]],
+        readings: list[list[tuple[int, int]]],
+        budget: int,
     ) -> TraceDiff:
         """Of the first reading (and the changes it states) and those `readings` start (each
         the anchors paired before any pass), the one that states fewest changes, each kept
@@ -165,7 +168,7 @@ class _Reader:
         kept, fewest = first
         kept_anchors: list[tuple[int, int]] = []
         tried: set[tuple[tuple[int, int], ...]] = set()
-        while readings and fewest and len(tried) < budget:
+        while readings and fewest[0] and len(tried) < budget:
             best: dict[int, int] | None = None  # the partners of the round's best reading
             kept_before = kept_anchors
             for reading_anchors in readings:

@@ -28,6 +28,7 @@ from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.places import subtree_end
 from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.diff.uniform_changes import group_uniform_changes
+from pytest_fwdorder.golden.format import GoldenLine
 
 __all__ = [
     "calls_that_stayed",
@@ -181,28 +182,41 @@ def paired_otherwise(partners: dict[int, int], stayed: list[tuple[int, int]]) ->
     return any(partners.get(i) != j for i, j in stayed)
 
 
-def stated_changes(diff: TraceDiff, new_tree: CallTree) -> int:
+def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int]:
     """How many changes a reading states: each change to the nesting but a renamed subtree,
     each call inserted or removed (a call left unpaired is one the reading does not
     explain), each call moved with its nested calls, a dtype changed throughout a stage
     once, and each other per-call change none of them explains but those that follow from
-    another. `new_tree` is the call tree of the new calls, which both readings share."""
+    another; then, for a tie, the same with each subtree inserted or removed counted once
+    (a stage flattened and one removed, not two stages each unwrapped from one block and
+    with the other removed). `new_tree` is the call tree of the new calls, which both
+    readings share."""
     nesting = [change for change in diff.tree_changes if change.kind is not ChangeKind.RENAMED]
     calls = unexplained(diff.changes, diff.tree_changes)
     uniform = group_uniform_changes(calls, new_tree)
     grouped = {id(change) for one in uniform for change in one.changes}
     stated = len(nesting) + len(uniform)
-    moved: list[int] = []
+    whole: dict[ChangeKind, list[int]] = {ChangeKind.MOVED: [], ChangeKind.INSERTED: []}
+    whole[ChangeKind.REMOVED] = []
     for change in calls:
         if id(change) in grouped or change.kind in _FOLLOWING:
             continue
-        if change.kind is ChangeKind.MOVED and change.position is not None:
-            moved.append(change.position)
-        else:
+        if change.kind in whole and change.position is not None:
+            whole[change.kind].append(change.position)
+        if change.kind is not ChangeKind.MOVED or change.position is None:
             stated += 1
-    end = -1
-    for position in sorted(moved):
-        if position >= end:  # else nested in the call moved before it, and moved with it
-            stated += 1
-            end = subtree_end(diff.old_lines, position)
-    return stated
+    moved = _roots(whole.pop(ChangeKind.MOVED), diff.old_lines)
+    inserted = _roots(whole[ChangeKind.INSERTED], diff.new_lines)
+    removed = _roots(whole[ChangeKind.REMOVED], diff.old_lines)
+    apart = len(whole[ChangeKind.INSERTED]) + len(whole[ChangeKind.REMOVED])
+    return stated + moved, stated + moved - apart + inserted + removed
+
+
+def _roots(positions: list[int], lines: list[GoldenLine]) -> int:
+    """How many of the calls at `positions` are not nested in another of them."""
+    roots, end = 0, -1
+    for position in sorted(positions):
+        if position >= end:
+            roots += 1
+            end = subtree_end(lines, position)
+    return roots
