@@ -7,13 +7,14 @@ built from a reading left out does not."""
 from __future__ import annotations
 
 import copy
+import xml.etree.ElementTree as ElementTree
 from collections import OrderedDict
 
 import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder import Trace, TraceDiff, structure_diff, trace_forward
+from pytest_fwdorder import Trace, TraceDiff, diff_picture, structure_diff, trace_forward
 
 
 class Block(nn.Module):
@@ -178,3 +179,31 @@ def test_named_look_alikes_are_told_apart_by_their_names() -> None:
     assert "\ne (Sequential) wraps the old e, now e.0" in named.summary(), named.summary()
     assert "3 calls removed: b (Block, with 2 nested calls)" in named.summary(), named.summary()
     assert "wraps one of the old d, e (Block look-alikes)" in free.summary(), free.summary()
+
+
+def _box_headers(svg: str) -> list[tuple[str, str]]:
+    """Each box's classes and its header's text, in drawing order."""
+    namespace = "{http://www.w3.org/2000/svg}"
+    found = []
+    for group in ElementTree.fromstring(svg).iter(f"{namespace}g"):
+        classes = group.get("class", "")
+        if "fo-box" in classes.split():
+            header = next(
+                t for t in group.findall(f"{namespace}text") if t.get("class") == "fo-header"
+            )
+            found.append((classes, "".join(header.itertext())))
+    return found
+
+
+def test_the_picture_names_the_stage_flattened_as_its_summary_does() -> None:
+    """The picture draws one reading, the third stage flattened and the fourth removed (or
+    so): each box of a stage it cannot tell is named as the summary names it, not by the
+    path of the one it drew."""
+    before = trace_forward(_stages(6)[0], _INPUTS)
+    after = trace_forward(_flattened(2, 4), _INPUTS)
+
+    for difference in _readings(before, after):
+        headers = [header for _, header in _box_headers(diff_picture(difference).svg)]
+        assert "one of 2, 3: Sequential" in headers, headers
+        assert "one of 0, 1, 2, 3, 4, 5: Sequential" in headers, headers
+        assert not {"2: Sequential", "3: Sequential"} & set(headers), headers

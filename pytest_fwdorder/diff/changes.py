@@ -100,7 +100,9 @@ class TreeChange:
     # A split or merge: the path of the shared module, whose reuse count it changed.
     shared_path: str = ""
     # A wrap of one of several look-alikes beside others that went (old) or came (new):
-    # the look-alikes among which those cannot be told (diff/look_alike_wraps.py).
+    # the old calls it may be, and the look-alikes among which those that went (old) or
+    # came (new) cannot be told (diff/look_alike_wraps.py).
+    may_be: tuple[int, ...] = ()
     look_alikes: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 
 

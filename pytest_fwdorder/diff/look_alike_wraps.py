@@ -121,7 +121,8 @@ class _Reader:
         last = min(len(olds) - 1, before + len(removed))
         if last <= first:
             return change
-        which = ", ".join(self.old_names[old].name for old in olds[first : last + 1])
+        may_be = tuple(olds[first : last + 1])
+        which = ", ".join(self.old_names[old].name for old in may_be)
         alike = f"({self.old_names[old_call].module_type} look-alikes)"
         if change.kind is ChangeKind.WRAPPED:
             wrapper = self.new_names[slot[0]]
@@ -135,7 +136,7 @@ class _Reader:
                 f"{'child is' if count == 1 else 'children are'} now {children}"
             )
         look_alikes = (tuple(olds) if removed else (), tuple(news) if inserted else ())
-        return replace(change, sentence=sentence, look_alikes=look_alikes)
+        return replace(change, sentence=sentence, may_be=may_be, look_alikes=look_alikes)
 
     def _lone_wrap(self, change: TreeChange) -> tuple[int, list[int]] | None:
         """The old call of a wrap of one call by one wrapper, and the wrapper: the slot."""

@@ -201,11 +201,14 @@ def place_words(marks: CallMarks, difference: _Diff) -> PlaceWords:
     kept = unexplained(difference.changes, difference.tree_changes)
     pairs = dict(difference.pairs)
     old_notes, new_notes = _move_notes(marks.moved_old, old_lines, new_lines, pairs)
+    old_names = _look_alike_names(kept, ChangeKind.REMOVED, old_lines)
+    for change in difference.tree_changes:
+        if change.kind is ChangeKind.UNWRAPPED and change.may_be:
+            # The stage unwrapped is one of look-alikes (diff/look_alike_wraps.py).
+            which = "one of " + ", ".join(old_lines[index].name for index in change.may_be)
+            old_names.update(dict.fromkeys(change.old_calls - pairs.keys(), which))
     return PlaceWords(
-        _look_alike_names(kept, ChangeKind.REMOVED, old_lines),
-        _look_alike_names(kept, ChangeKind.INSERTED, new_lines),
-        old_notes,
-        new_notes,
+        old_names, _look_alike_names(kept, ChangeKind.INSERTED, new_lines), old_notes, new_notes
     )
 
 
