@@ -207,3 +207,71 @@ def test_the_picture_names_the_stage_flattened_as_its_summary_does() -> None:
         assert "one of 2, 3: Sequential" in headers, headers
         assert "one of 0, 1, 2, 3, 4, 5: Sequential" in headers, headers
         assert not {"2: Sequential", "3: Sequential"} & set(headers), headers
+
+
+def _blocks_wrapped(wrapped: tuple[int, ...], removed: int) -> nn.Sequential:
+    """Six look-alike blocks, those at `wrapped` each in a Sequential, one removed."""
+    _, blocks = _stages(6, Block)
+    return nn.Sequential(
+        *(
+            nn.Sequential(block) if at in wrapped else block
+            for at, block in enumerate(blocks)
+            if at != removed
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("wrapped", "removed", "first", "second", "alternatives"),
+    [
+        ((1, 3), 5, "1, 2", "3, 4", [((2, 4), 0), ((1, 4), 3)]),
+        ((1, 3), 0, "0, 1", "2, 3", [((0, 2), 5), ((0, 3), 1)]),
+    ],
+)
+def test_two_blocks_wrapped_beside_one_removed_move_no_block_and_name_each_it_may_be(
+    wrapped: tuple[int, int],
+    removed: int,
+    first: str,
+    second: str,
+    alternatives: list[tuple[tuple[int, int], int]],
+) -> None:
+    """Two of six look-alike blocks wrapped, another removed. Before, the name-free reading
+    paired the blocks left in their parent around the wrapped ones out of order and said a
+    block moved (`3 calls moved: 4 (Block, with 2 nested calls) now after 1`): nothing
+    moved. And each wrap named one block where either of two may be it."""
+    before = trace_forward(_stages(6, Block)[0], _INPUTS)
+    after = trace_forward(_blocks_wrapped(wrapped, removed), _INPUTS)
+
+    sentences = [
+        f"\n{listed[0]} (Sequential) wraps one of the old {listed} (Block look-alikes), "
+        f"now {listed[0]}.0"
+        for listed in (first, second)
+    ]
+    removal = "3 calls removed: one of 0, 1, 2, 3, 4, 5 (Block look-alikes, with 2 nested calls)"
+    _both_read(before, after, {"wrapped": 2, "removed": 3}, *sentences, removal)
+    for difference in _readings(before, after):
+        assert difference.count("moved") == 0, difference.summary()
+    # Other blocks wrapped, another removed: the same golden; the wrappers elsewhere, not.
+    for other_wrapped, other_removed in alternatives:
+        assert _same_golden(_blocks_wrapped(other_wrapped, other_removed), after)
+    assert not _same_golden(_blocks_wrapped((1, 3), 2), after)
+
+
+def test_a_long_run_of_look_alikes_is_named_by_its_ends() -> None:
+    """One of 400 look-alike layers removed: the summary and the picture's box named all
+    400 (a 1,955-character line); past eight, the run is named by its count and ends."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(4, 4) for _ in range(400)]
+    inputs = torch.randn(1, 4)
+    before = trace_forward(nn.Sequential(*layers), inputs)
+    after = trace_forward(nn.Sequential(*layers[:123], *layers[124:]), inputs)
+
+    for difference in _readings(before, after):
+        summary = difference.summary()
+        removal = summary.splitlines()[1]
+        assert removal.startswith(
+            "1 call removed: one of the 400 from 0 to 399 (Linear look-alikes"
+        )
+        assert len(removal) < 100, removal
+        headers = [header for _, header in _box_headers(diff_picture(difference).svg)]
+        assert "one of the 400 from 0 to 399: Linear" in headers, headers[:5]

@@ -7,19 +7,20 @@ The alignment picks one reading; the summary names every stage that may have bee
 flattened (`one of 2, 3 (Sequential look-alikes) unwrapped`), and every look-alike that may
 have gone, as it does for a look-alike removed alone.
 
-Counted in look-alikes from the start of their run, the one wrapped is the one with as many
-kept before it as the new side keeps before the wrapper: of `before` look-alikes there,
-none to all of those `inserted` came, and before it none to all of those `removed` went.
+Counted from the start of their run, the one wrapped is the one with as many look-alikes
+kept before it as the new side keeps before its wrapper, where each other wrapper counts as
+the one it holds: of those before the wrapper there, none to all of those `inserted` came,
+and before the one wrapped none to all of those `removed` went.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 from pytest_fwdorder.diff.call_keys import numbered
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import ChangeKind, TreeChange
+from pytest_fwdorder.diff.places import named_run
 from pytest_fwdorder.golden.format import GoldenLine
 
 
@@ -33,15 +34,17 @@ def hedged_wraps(
 ) -> list[TreeChange]:
     """`changes` (wraps and unwraps), each lone wrap or unwrap among look-alikes that cannot
     be told from them said as one of them, with the look-alikes among which those that went
-    or came cannot be told (`TreeChange.look_alikes`); the others as they are. Two
-    wraps in one run of look-alikes are left as they are: the count above is for one."""
+    or came cannot be told (`TreeChange.look_alikes`); the others as they are."""
     reader = _Reader(trees, partners, names, name_free)
-    found = {at: reader.lone(change) for at, change in enumerate(changes)}
-    runs = Counter(reader.old_runs.key(lone[0]) for lone in found.values() if lone)
+    runs: dict[tuple[int, int], list[tuple[int, int, list[int]]]] = {}
+    for at, change in enumerate(changes):
+        lone = reader.lone(change)
+        if lone is not None:
+            runs.setdefault(reader.old_runs.key(lone[0]), []).append((at, *lone))
     hedged = list(changes)
-    for at, lone in found.items():
-        if lone is not None and runs[reader.old_runs.key(lone[0])] == 1:
-            hedged[at] = reader.hedged(changes[at], *lone)
+    for wraps in runs.values():
+        for at, change in reader.hedged([(changes[at], old, slot) for at, old, slot in wraps]):
+            hedged[wraps[at][0]] = change
     return hedged
 
 
@@ -109,34 +112,49 @@ class _Reader:
             return self._lone_unwrap(change)
         return None
 
-    def hedged(self, change: TreeChange, old_call: int, slot: list[int]) -> TreeChange:
-        runs = self._runs(old_call, slot)
+    def hedged(
+        self, wraps: list[tuple[TreeChange, int, list[int]]]
+    ) -> list[tuple[int, TreeChange]]:
+        """Of the wraps and unwraps of one run of look-alikes (each with its old call and
+        its slot), those said as one of the look-alikes, by their place in `wraps`."""
+        runs = self._runs(wraps)
         if runs is None:
-            return change
-        olds, news = runs
-        removed = [old for old in olds if old != old_call and old not in self.old_to_new]
+            return []
+        olds, members = runs
+        wrapped = {old_call for _, old_call, _ in wraps}
+        removed = [old for old in olds if old not in wrapped and old not in self.old_to_new]
+        news = [member for member in members if isinstance(member, int)]
         inserted = [new for new in news if new not in self.new_to_old]
-        before = sum(new < slot[0] for new in news)
-        first = max(0, before - len(inserted))
-        last = min(len(olds) - 1, before + len(removed))
-        if last <= first:
-            return change
-        may_be = tuple(olds[first : last + 1])
-        which = ", ".join(self.old_names[old].name for old in may_be)
+        look_alikes = (tuple(olds) if removed else (), tuple(news) if inserted else ())
+        places = {member: at for at, member in enumerate(members) if isinstance(member, tuple)}
+        found = []
+        for at, (change, old_call, slot) in enumerate(wraps):
+            place = places[tuple(slot)]
+            first = max(0, place - len(inserted))
+            last = min(len(olds) - 1, place + len(removed))
+            if last > first:
+                may_be = tuple(olds[first : last + 1])
+                sentence = self._sentence(change, old_call, slot, may_be)
+                found.append(
+                    (at, replace(change, sentence=sentence, may_be=may_be, look_alikes=look_alikes))
+                )
+        return found
+
+    def _sentence(
+        self, change: TreeChange, old_call: int, slot: list[int], may_be: tuple[int, ...]
+    ) -> str:
+        which = named_run([self.old_names[old].name for old in may_be])
         alike = f"({self.old_names[old_call].module_type} look-alikes)"
         if change.kind is ChangeKind.WRAPPED:
             wrapper = self.new_names[slot[0]]
             now = self.new_names[self.new_tree.children[slot[0]][0]].name
-            sentence = f"{_called(wrapper)} wraps one of the old {which} {alike}, now {now}"
-        else:
-            children = ", ".join(self.new_names[new].name for new in slot)
-            count = len(slot)
-            sentence = (
-                f"one of {which} {alike} unwrapped: its {count} "
-                f"{'child is' if count == 1 else 'children are'} now {children}"
-            )
-        look_alikes = (tuple(olds) if removed else (), tuple(news) if inserted else ())
-        return replace(change, sentence=sentence, may_be=may_be, look_alikes=look_alikes)
+            return f"{_called(wrapper)} wraps one of the old {which} {alike}, now {now}"
+        children = ", ".join(self.new_names[new].name for new in slot)
+        count = len(slot)
+        return (
+            f"one of {which} {alike} unwrapped: its {count} "
+            f"{'child is' if count == 1 else 'children are'} now {children}"
+        )
 
     def _lone_wrap(self, change: TreeChange) -> tuple[int, list[int]] | None:
         """The old call of a wrap of one call by one wrapper, and the wrapper: the slot."""
@@ -164,44 +182,75 @@ class _Reader:
             return None
         return old_call, slot
 
-    def _runs(self, old_call: int, slot: list[int]) -> tuple[list[int], list[int]] | None:
-        """The unbroken run of `old_call`'s look-alikes around it, and the new one around
-        the slot its calls hold now, in the same parent; None unless each look-alike kept
-        on either side is one of the other run's, each other one went or came whole, and
-        the named ones may be any of them (their names are numbers)."""
+    def _runs(
+        self, wraps: list[tuple[TreeChange, int, list[int]]]
+    ) -> tuple[list[int], list[int | tuple[int, ...]]] | None:
+        """The unbroken run of look-alikes the wraps' old calls are in, and the new one
+        around their slots in the same parent: each new look-alike, and each slot as one
+        member (a tuple of its calls). None unless each look-alike kept on either side is
+        one of the other run's, each other one went or came whole, and the named ones may be
+        any of them (their names are numbers)."""
+        old_call = wraps[0][1]
         old_parent = self.old_tree.parents[old_call]
         new_parent = NO_PARENT if old_parent == NO_PARENT else self.old_to_new.get(old_parent)
-        if self.new_tree.parents[slot[0]] != new_parent:
+        if any(self.new_tree.parents[slot[0]] != new_parent for _, _, slot in wraps):
             return None
         olds = self.old_runs.run(old_call)
-        # The new calls of the old call's shape next to the slot, which is not of it.
-        shape = self.old_tree.shapes[old_call]
-        siblings, at = self.new_runs.place(slot[0])
-        news = []
-        if at > 0 and self.new_tree.shapes[siblings[at - 1]] == shape:
-            news += self.new_runs.run(siblings[at - 1])
-        after = at + len(slot)
-        if after < len(siblings) and self.new_tree.shapes[siblings[after]] == shape:
-            news += self.new_runs.run(siblings[after])
-        if len(olds) < 2 or not news:
+        members = self._members(olds[0], [slot for _, _, slot in wraps])
+        if members is None or len(olds) < 2:
             return None
+        news = [member for member in members if isinstance(member, int)]
         if not self.name_free and not all(
             numbered(lines[index].path)
             for lines, run in ((self.old_names, olds), (self.new_names, news))
             for index in run
         ):
             return None
-        kept_old = {old for old in olds if old != old_call and old in self.old_to_new}
+        wrapped = {old_call for _, old_call, _ in wraps}
+        kept_old = {old for old in olds if old not in wrapped and old in self.old_to_new}
         kept_new = {new for new in news if new in self.new_to_old}
         if {self.old_to_new[old] for old in kept_old} != kept_new:
             return None
-        gone = [old for old in olds if old != old_call and old not in kept_old]
+        gone = [old for old in olds if old not in wrapped and old not in kept_old]
         came = [new for new in news if new not in kept_new]
         if not all(_unpaired(self.old_tree, self.old_to_new, old) for old in gone):
             return None
         if not all(_unpaired(self.new_tree, self.new_to_old, new) for new in came):
             return None
-        return olds, news
+        return olds, members
+
+    def _members(
+        self, old_look_alike: int, slots: list[list[int]]
+    ) -> list[int | tuple[int, ...]] | None:
+        """The new calls of `old_look_alike`'s shape next to the slots, and the slots, in
+        order, with no other call between; None where that run does not hold every slot."""
+        shape = self.old_tree.shapes[old_look_alike]
+        siblings, at = self.new_runs.place(slots[0][0])
+        starting = {slot[0]: tuple(slot) for slot in slots}
+        ending = {slot[-1]: tuple(slot) for slot in slots}
+        first = at
+        while first > 0:
+            before = siblings[first - 1]
+            if before in ending:
+                first -= len(ending[before])
+            elif self.new_tree.shapes[before] == shape:
+                first -= 1
+            else:
+                break
+        members: list[int | tuple[int, ...]] = []
+        place = first
+        while place < len(siblings):
+            call = siblings[place]
+            if call in starting:
+                members.append(starting[call])
+                place += len(starting[call])
+            elif self.new_tree.shapes[call] == shape:
+                members.append(call)
+                place += 1
+            else:
+                break
+        held = sum(isinstance(member, tuple) for member in members)
+        return members if held == len(slots) else None
 
 
 def _unpaired(tree: CallTree, partners: dict[int, int], index: int) -> bool:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pytest_fwdorder.diff.call_keys import numbered
 from pytest_fwdorder.golden.format import GoldenLine
 
+_MOST_NAMED = 8  # look-alikes named one by one; more are named by their count and ends
+
 
 def plural(count: int, noun: str) -> str:
     """`1 call`, `3 calls`: a count and its noun, made plural by an `s`."""
@@ -198,8 +200,16 @@ def which_of(lines: list[GoldenLine], alike: list[int], changed: set[int | None]
     went = sum(index in changed for index in alike)
     if len(alike) <= went:
         return None
-    names = ", ".join(lines[index].name for index in alike)
-    return f"{'one' if went == 1 else went} of {names}"
+    names = [lines[index].name for index in alike]
+    return f"{'one' if went == 1 else went} of {named_run(names)}"
+
+
+def named_run(names: list[str]) -> str:
+    """`0, 1, 2`: a run of look-alikes by their names; past eight, by their count and ends
+    (`the 400 from 0 to 399`), so a long stack of layers is not a line of 400 names."""
+    if len(names) <= _MOST_NAMED:
+        return ", ".join(names)
+    return f"the {len(names)} from {names[0]} to {names[-1]}"
 
 
 def _previous_sibling(lines: list[GoldenLine], index: int) -> int | None:

@@ -389,14 +389,10 @@ class _Matcher:
             old_key, new_key = call_keys.within(key, old_prefix), call_keys.within(key, new_prefix)
             if wrapped_first:
                 # Before look-alikes pair in order or a same-path pairing reads as a type
-                # change: a wrapped or unwrapped single call.
-                olds, news = self._pair_wrapped_calls(
-                    olds,
-                    news,
-                    pairs,
-                    call_keys.within(call_keys.path, old_prefix),
-                    call_keys.within(call_keys.path, new_prefix),
-                )
+                # change: a wrapped or unwrapped single call, which then bounds the others'
+                # stretches as the calls paired before do.
+                prefixes = (old_prefix, new_prefix)
+                olds, news, held = self._pair_wrapped_calls(olds, news, pairs, held, prefixes)
             if key is call_keys.path:
                 # Look-alikes that swapped places anywhere in the parent.
                 out_of_order = swapped(self.old_tree, self.new_tree, olds, news, pairs)
@@ -496,32 +492,44 @@ class _Matcher:
         olds: list[int],
         news: list[int],
         pairs: list[tuple[int, int]],
-        old_path: Callable[[GoldenLine], Hashable],
-        new_path: Callable[[GoldenLine], Hashable],
-    ) -> tuple[list[int], list[int]]:
+        held: list[tuple[int, int]],
+        prefixes: tuple[str, str],
+    ) -> tuple[list[int], list[int], list[tuple[int, int]]]:
         """Pair a call with the call of its class and input inside the new call that would
         otherwise pair with it as a type change (an adapter around a projection: `q`, now
         `q.base` inside `q (LoRA)`), or the mirror image; returns the children still
-        unpaired."""
+        unpaired, and `held` with each call and the wrapper now in its place."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        paths = (call_keys.within(call_keys.path, prefix) for prefix in prefixes)
         candidates, _ = pairs_between(
-            old_lines, new_lines, olds, news, pairs, old_path, new_path, unique_only=False
+            old_lines, new_lines, olds, news, pairs, *paths, unique_only=False
         )
         taken = set(pairs)
+        wrapped: list[tuple[int, int]] = []
         for i, j in candidates:
             if (i, j) in taken or old_lines[i].module_type == new_lines[j].module_type:
                 continue
             inner = first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
             if inner is not None:
                 self.pair(i, inner)
+                if self._lone_look_alike(self.new_tree, j, inner, self.old_tree.shapes[i]):
+                    wrapped.append((i, j))
                 continue
             inner = first_alike(self.old_tree, i, new_lines[j], self.old_to_new)
             if inner is not None:
                 self.pair(inner, j)
+                if self._lone_look_alike(self.old_tree, i, inner, self.new_tree.shapes[j]):
+                    wrapped.append((i, j))
         return (
             [i for i in olds if i not in self.old_to_new],
             [j for j in news if j not in self.new_to_old],
+            held if self.match_paths else [*held, *wrapped],
         )
+
+    @staticmethod
+    def _lone_look_alike(tree: CallTree, wrapper: int, inner: int, shape: int) -> bool:
+        """Whether `inner` is all `wrapper` holds, and as it was (`shape`)."""
+        return tree.children[wrapper] == [inner] and tree.shapes[inner] == shape
 
     def _pair_wrapped_namesakes(
         self,

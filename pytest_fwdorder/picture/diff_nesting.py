@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_fwdorder.diff.changes import Change, ChangeKind, TreeChange
-from pytest_fwdorder.diff.places import look_alikes, subtree_end, which_of
+from pytest_fwdorder.diff.places import look_alikes, named_run, subtree_end, which_of
 from pytest_fwdorder.diff.tree_changes import unexplained
 from pytest_fwdorder.golden.format import GoldenLine
 
@@ -205,7 +205,7 @@ def place_words(marks: CallMarks, difference: _Diff) -> PlaceWords:
     for change in difference.tree_changes:
         if change.kind is ChangeKind.UNWRAPPED and change.may_be:
             # The stage unwrapped is one of look-alikes (diff/look_alike_wraps.py).
-            which = "one of " + ", ".join(old_lines[index].name for index in change.may_be)
+            which = "one of " + named_run([old_lines[index].name for index in change.may_be])
             old_names.update(dict.fromkeys(change.old_calls - pairs.keys(), which))
     return PlaceWords(
         old_names, _look_alike_names(kept, ChangeKind.INSERTED, new_lines), old_notes, new_notes
