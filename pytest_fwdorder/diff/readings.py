@@ -196,20 +196,22 @@ def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int]:
     uniform = group_uniform_changes(calls, new_tree)
     grouped = {id(change) for one in uniform for change in one.changes}
     stated = len(nesting) + len(uniform)
-    whole: dict[ChangeKind, list[int]] = {ChangeKind.MOVED: [], ChangeKind.INSERTED: []}
-    whole[ChangeKind.REMOVED] = []
+    at: dict[ChangeKind, list[int]] = {kind: [] for kind in _WHOLE_KINDS}
     for change in calls:
         if id(change) in grouped or change.kind in _FOLLOWING:
             continue
-        if change.kind in whole and change.position is not None:
-            whole[change.kind].append(change.position)
+        if change.kind in at and change.position is not None:
+            at[change.kind].append(change.position)
         if change.kind is not ChangeKind.MOVED or change.position is None:
             stated += 1
-    moved = _roots(whole.pop(ChangeKind.MOVED), diff.old_lines)
-    inserted = _roots(whole[ChangeKind.INSERTED], diff.new_lines)
-    removed = _roots(whole[ChangeKind.REMOVED], diff.old_lines)
-    apart = len(whole[ChangeKind.INSERTED]) + len(whole[ChangeKind.REMOVED])
-    return stated + moved, stated + moved - apart + inserted + removed
+    stated += _roots(at[ChangeKind.MOVED], diff.old_lines)  # moved with its nested calls
+    inserted, removed = at[ChangeKind.INSERTED], at[ChangeKind.REMOVED]
+    subtrees = _roots(inserted, diff.new_lines) + _roots(removed, diff.old_lines)
+    return stated, stated - len(inserted) - len(removed) + subtrees
+
+
+# The changes of calls that go, come or move with their nested calls.
+_WHOLE_KINDS = (ChangeKind.MOVED, ChangeKind.INSERTED, ChangeKind.REMOVED)
 
 
 def _roots(positions: list[int], lines: list[GoldenLine]) -> int:

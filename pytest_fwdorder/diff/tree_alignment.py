@@ -497,8 +497,8 @@ class _Matcher:
     ) -> tuple[list[int], list[int], list[tuple[int, int]]]:
         """Pair a call with the call of its class and input inside the new call that would
         otherwise pair with it as a type change (an adapter around a projection: `q`, now
-        `q.base` inside `q (LoRA)`), or the mirror image; returns the children still
-        unpaired, and `held` with each call and the wrapper now in its place."""
+        `q.base` inside `q (LoRA)`), or the mirror image; returns the children unpaired,
+        and `held` (name-free, with each call wrapped alone and as it was, and its wrapper)."""
         old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
         paths = (call_keys.within(call_keys.path, prefix) for prefix in prefixes)
         candidates, _ = pairs_between(
