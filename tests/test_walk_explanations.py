@@ -2583,3 +2583,31 @@ def test_two_look_alike_stages_flattened_name_both_and_renumber_those_between(
         unwrap = f"\n{stage} (Sequential) unwrapped: the old {stage}.0, {stage}.1"
         assert f"{unwrap} are now {new_paths[stage]}" in named.summary(), named.summary()
         assert f"{unwrap} are now {new_paths[stage]}" in free.summary(), free.summary()
+
+
+def test_a_model_wrapped_whole_as_its_last_stage_is_flattened_reads_as_both() -> None:
+    """The model wrapped whole while a stage inside it is flattened. Before, the named
+    reading paired the old model's stage with the new model and said `2 moves to another
+    parent, 1 subtree renamed, 4 calls renamed`: as many changes stated as the wrap and the
+    unwrap (renames are said beside other changes, not counted), and the first reading kept.
+    Of readings that state as many, the one whose renames need fewest lines of their own is
+    kept: each rename here is under the wrap or the unwrap."""
+
+    def model(*, refactored: bool) -> nn.Sequential:
+        torch.manual_seed(0)
+        act, first = nn.Hardswish(), nn.Sequential(nn.Linear(8, 8), nn.Mish(), nn.Linear(8, 8))
+        rest = [nn.Hardswish(), nn.Mish(), nn.Softsign(), nn.ELU()]
+        if refactored:
+            return nn.Sequential(nn.Sequential(act, nn.Sequential(first, *rest)))
+        return nn.Sequential(act, nn.Sequential(first, nn.Sequential(*rest)))
+
+    inputs = torch.randn(2, 8)
+    before = trace_forward(model(refactored=False), inputs)
+    after = trace_forward(model(refactored=True), inputs)
+
+    named = before.diff(after)
+
+    assert named.explained_counts() == {"wrapped": 1, "unwrapped": 1}, named.summary()
+    assert "<root> (Sequential) wraps the old model, now 0 (" in named.summary()
+    unwrap = "1.1 (Sequential) unwrapped: the old 1.1.0, 1.1.1, 1.1.2, 1.1.3 are now 0.1.1, "
+    assert unwrap in named.summary(), named.summary()

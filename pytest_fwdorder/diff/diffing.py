@@ -152,7 +152,7 @@ class _Reader:
 
     def fewest_stated(
         self,
-        first: tuple[TraceDiff, tuple[int, int]],
+        first: tuple[TraceDiff, tuple[int, int, int]],
         readings: list[list[tuple[int, int]]],
         budget: int,
     ) -> TraceDiff:

@@ -182,14 +182,16 @@ def paired_otherwise(partners: dict[int, int], stayed: list[tuple[int, int]]) ->
     return any(partners.get(i) != j for i, j in stayed)
 
 
-def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int]:
+def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int, int]:
     """How many changes a reading states: each change to the nesting but a renamed subtree,
     each call inserted or removed (a call left unpaired is one the reading does not
     explain), each call moved with its nested calls, a dtype changed throughout a stage
     once, and each other per-call change none of them explains but those that follow from
     another; then, for a tie, the same with each subtree inserted or removed counted once
     (a stage flattened and one removed, not two stages each unwrapped from one block and
-    with the other removed). `new_tree` is the call tree of the new calls, which both
+    with the other removed); then, for a tie still, with each rename said on its own line
+    too (a model wrapped whole as a stage was flattened, not two layers moved, a subtree
+    renamed and calls renamed). `new_tree` is the call tree of the new calls, which both
     readings share."""
     nesting = [change for change in diff.tree_changes if change.kind is not ChangeKind.RENAMED]
     calls = unexplained(diff.changes, diff.tree_changes)
@@ -207,7 +209,10 @@ def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int]:
     stated += _roots(at[ChangeKind.MOVED], diff.old_lines)  # moved with its nested calls
     inserted, removed = at[ChangeKind.INSERTED], at[ChangeKind.REMOVED]
     subtrees = _roots(inserted, diff.new_lines) + _roots(removed, diff.old_lines)
-    return stated, stated - len(inserted) - len(removed) + subtrees
+    whole = stated - len(inserted) - len(removed) + subtrees
+    renamed = sum(change.kind is ChangeKind.RENAMED for change in diff.tree_changes)
+    renamed += sum(change.kind is ChangeKind.RENAMED for change in calls)
+    return stated, whole, whole + renamed
 
 
 # The changes of calls that go, come or move with their nested calls.
