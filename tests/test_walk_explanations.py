@@ -2590,8 +2590,8 @@ def test_a_model_wrapped_whole_as_its_last_stage_is_flattened_reads_as_both() ->
     reading paired the old model's stage with the new model and said `2 moves to another
     parent, 1 subtree renamed, 4 calls renamed`: as many changes stated as the wrap and the
     unwrap (renames are said beside other changes, not counted), and the first reading kept.
-    Of readings that state as many, the one whose renames need fewest lines of their own is
-    kept: each rename here is under the wrap or the unwrap."""
+    Of readings that state as many, the one with fewest renames that no wrap or unwrap
+    explains is kept: each rename here is under the wrap or the unwrap."""
 
     def model(*, refactored: bool) -> nn.Sequential:
         torch.manual_seed(0)

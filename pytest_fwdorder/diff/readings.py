@@ -189,10 +189,10 @@ def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int, int]:
     once, and each other per-call change none of them explains but those that follow from
     another; then, for a tie, the same with each subtree inserted or removed counted once
     (a stage flattened and one removed, not two stages each unwrapped from one block and
-    with the other removed); then, for a tie still, with each rename said on its own line
-    too (a model wrapped whole as a stage was flattened, not two layers moved, a subtree
-    renamed and calls renamed). `new_tree` is the call tree of the new calls, which both
-    readings share."""
+    with the other removed); then, for a tie still, with each rename that no wrap or unwrap
+    explains counted too (a model wrapped whole as a stage was flattened, not two layers
+    moved, a subtree renamed and calls renamed). `new_tree` is the call tree of the new
+    calls, which both readings share."""
     nesting = [change for change in diff.tree_changes if change.kind is not ChangeKind.RENAMED]
     calls = unexplained(diff.changes, diff.tree_changes)
     uniform = group_uniform_changes(calls, new_tree)
