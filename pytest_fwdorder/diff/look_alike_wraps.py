@@ -20,21 +20,22 @@ from dataclasses import replace
 from pytest_fwdorder.diff.call_keys import numbered
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import ChangeKind, TreeChange
-from pytest_fwdorder.diff.places import named_run
+from pytest_fwdorder.diff.places import called, named_run
 from pytest_fwdorder.golden.format import GoldenLine
 
 
 def hedged_wraps(
     changes: list[TreeChange],
     trees: tuple[CallTree, CallTree],
-    partners: dict[int, int],
+    partners: tuple[dict[int, int], dict[int, int]],
     names: tuple[list[GoldenLine], list[GoldenLine]],
     *,
     name_free: bool,
 ) -> list[TreeChange]:
     """`changes` (wraps and unwraps), each lone wrap or unwrap among look-alikes that cannot
     be told from them said as one of them, with the look-alikes among which those that went
-    or came cannot be told (`TreeChange.look_alikes`); the others as they are."""
+    or came cannot be told (`TreeChange.look_alikes`); the others as they are. `partners`:
+    old -> new and new -> old."""
     reader = _Reader(trees, partners, names, name_free)
     runs: dict[tuple[int, int], list[tuple[int, int, list[int]]]] = {}
     for at, change in enumerate(changes):
@@ -93,14 +94,13 @@ class _Reader:
     def __init__(
         self,
         trees: tuple[CallTree, CallTree],
-        partners: dict[int, int],
+        partners: tuple[dict[int, int], dict[int, int]],
         names: tuple[list[GoldenLine], list[GoldenLine]],
         name_free: bool,
     ) -> None:
         self.old_tree, self.new_tree = trees
         self.old_runs, self.new_runs = _Runs(self.old_tree), _Runs(self.new_tree)
-        self.old_to_new = partners
-        self.new_to_old = {new: old for old, new in partners.items()}
+        self.old_to_new, self.new_to_old = partners
         self.old_names, self.new_names = names
         self.name_free = name_free
 
@@ -148,7 +148,7 @@ class _Reader:
         if change.kind is ChangeKind.WRAPPED:
             wrapper = self.new_names[slot[0]]
             now = self.new_names[self.new_tree.children[slot[0]][0]].name
-            return f"{_called(wrapper)} wraps one of the old {which} {alike}, now {now}"
+            return f"{called(wrapper)} wraps one of the old {which} {alike}, now {now}"
         children = ", ".join(self.new_names[new].name for new in slot)
         count = len(slot)
         return (
@@ -256,7 +256,3 @@ class _Reader:
 def _unpaired(tree: CallTree, partners: dict[int, int], index: int) -> bool:
     """Whether no call of the subtree at `index` has a partner: it went or came whole."""
     return not any(call in partners for call in range(index, tree.ends[index]))
-
-
-def _called(line: GoldenLine) -> str:
-    return f"{line.name} ({line.module_type})"

@@ -49,9 +49,10 @@ def tree_changes(
     )
     trees = (finder.old_tree, finder.new_tree)
     names = (finder.old_names, finder.new_names)
+    partners = (finder.old_to_new, finder.new_to_old)
     nesting = [*finder.wraps(), *finder.unwraps()]
     found = finder.renamed_counted(
-        hedged_wraps(nesting, trees, finder.old_to_new, names, name_free=finder.name_free)
+        hedged_wraps(nesting, trees, partners, names, name_free=finder.name_free)
     )
     found += [*finder.swaps(), *finder.moves()]
     if old_names is None:  # a name-free comparison ignores renames, splits and merges
