@@ -6,13 +6,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.calls.records import TraceRecords
-from pytest_fwdorder.diff.classification import TraceDiff
-from pytest_fwdorder.diff.diffing import check_trace, diff_traces
 from pytest_fwdorder.golden.render import golden_lines, render_trace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from pytest_fwdorder.diff.classification import TraceDiff
     from pytest_fwdorder.picture.svg import Picture
     from pytest_fwdorder.report.coverage_table import Coverage
 
@@ -38,6 +37,10 @@ class Trace(TraceRecords):
 
         Raises TypeError if `other` is not a trace.
         """
+        # Imported here: a suite whose goldens hold never diffs, and the diff is a fifth of
+        # the package's import time.
+        from pytest_fwdorder.diff.diffing import check_trace, diff_traces
+
         check_trace("Trace.diff", "other", other)
         return diff_traces(self, other)
 

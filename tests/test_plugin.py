@@ -393,6 +393,49 @@ def test_pytest_start_up_imports_neither_the_diff_nor_the_golden_writer(
     result.stdout.fnmatch_lines(["*plugin loaded: True*", "*loaded at start-up: nothing"])
 
 
+def test_a_golden_that_holds_imports_no_diff_module(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The diff explains a failure; a suite whose goldens hold should not pay its import
+    # (about 60 ms a session, much of a small suite's cost above its forwards).
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = sorted(n for n in sys.modules if n.startswith("pytest_fwdorder.diff."))
+            print("diff modules loaded:", len(loaded))
+        """
+    )
+    pytester.makepyfile(
+        test_golden="""
+        import os
+
+        import torch
+        from torch import nn
+        from pytest_fwdorder import trace_forward
+
+        def test_golden(snapshot):
+            torch.manual_seed(0)
+            width = int(os.environ.get("WIDTH", "3"))
+            model = nn.Sequential(nn.Linear(2, width), nn.ReLU())
+            assert trace_forward(model, torch.randn(1, 2)) == snapshot
+        """
+    )
+    pytester.runpytest_subprocess("--snapshot-update").assert_outcomes(passed=1)
+
+    held = pytester.runpytest_subprocess("-s")
+    held.assert_outcomes(passed=1)
+    held.stdout.fnmatch_lines(["*diff modules loaded: 0"])
+
+    # The oracle can fail: a golden that fails loads the diff to explain it.
+    monkeypatch.setenv("WIDTH", "4")
+    failed = pytester.runpytest_subprocess("-s")
+    failed.assert_outcomes(failed=1)
+    assert "diff modules loaded: 0" not in failed.stdout.str()
+    failed.stdout.fnmatch_lines(["*diff modules loaded: [1-9]*"])
+
+
 def test_a_bad_device_in_the_ini_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nfwdorder_device = gpu0\n")
     pytester.makepyfile(test_nothing="def test_nothing(): pass")
