@@ -2611,3 +2611,41 @@ def test_a_model_wrapped_whole_as_its_last_stage_is_flattened_reads_as_both() ->
     assert "<root> (Sequential) wraps the old model, now 0 (" in named.summary()
     unwrap = "1.1 (Sequential) unwrapped: the old 1.1.0, 1.1.1, 1.1.2, 1.1.3 are now 0.1.1, "
     assert unwrap in named.summary(), named.summary()
+
+
+def _stage_of_a_block_and_a_layer(*, refactored: bool) -> nn.Sequential:
+    """Two layers, then a stage of a block and a layer; refactored, the block is wrapped
+    (`stage[0] = nn.Sequential(block)`) and the model wrapped whole."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(), nn.Linear(8, 8))
+    stage = nn.Sequential(nn.Sequential(block) if refactored else block, nn.Linear(8, 8))
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), stage)
+    return nn.Sequential(model) if refactored else model
+
+
+@pytest.mark.parametrize("undone", [False, True], ids=["wrapped", "unwrapped"])
+def test_a_block_wrapped_in_its_stage_as_the_model_is_wrapped_whole_is_two_wraps(
+    undone: bool,
+) -> None:
+    """Before, the stage was read as wrapped (`0.2 (Sequential) wraps the old 2`) and its
+    other layer as moved into the wrapper (`2.1 (Linear) moved to 0.2.1`): three changes
+    where two were made. The stage and its layer are the same modules, at 0.2 and 0.2.1 now;
+    the block's wrapper is the new call (`undone`: the mirror image, both taken out)."""
+    old = _stage_of_a_block_and_a_layer(refactored=undone)
+    new = _stage_of_a_block_and_a_layer(refactored=not undone)
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    kind = "unwrapped" if undone else "wrapped"
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {kind: 2}, summary
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        # The oracle: the modules themselves, the stage and its layer at the same places.
+        expected = {"2": "0.2", "2.1": "0.2.1", "2.0.0": "0.2.0.0.0"}
+        if undone:
+            expected = {new: old for old, new in expected.items()}
+        assert {name: pairs.get(name) for name in expected} == expected, summary
+        assert "moved" not in summary

@@ -21,7 +21,7 @@ from pytest_fwdorder.diff.readings import (
     paired_otherwise,
     stated_changes,
 )
-from pytest_fwdorder.diff.stage_readings import model_readings, stage_readings
+from pytest_fwdorder.diff.stage_readings import level_readings, model_readings, stage_readings
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
@@ -195,8 +195,13 @@ def _readings_from(
     trees: tuple[CallTree, CallTree], partners: dict[int, int]
 ) -> list[list[tuple[int, int]]]:
     """The anchors of the readings one reading (`partners`) leaves to try: the whole model
-    wrapped or unwrapped, first (one at most, and rare), then stages flattened or wrapped."""
-    return model_readings(trees, partners) + stage_readings(trees, partners)
+    wrapped or unwrapped, first (one at most, and rare), then stages flattened or wrapped,
+    then wraps and unwraps read one level further in."""
+    return (
+        model_readings(trees, partners)
+        + stage_readings(trees, partners)
+        + level_readings(trees, partners)
+    )
 
 
 def _joined(kept: list[tuple[int, int]], anchors: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -7,7 +7,8 @@ a call was removed from one stage and inserted in another. Read again with the s
 calls paired, in order, with the run of calls of the same classes in the parent, the same
 diff says one stage unwrapped. A new stage put around calls of its parent is the mirror
 image, read the same way with the trees swapped. The whole model wrapped in a new one (or
-taken out of one) is read from the old model paired with the new model's only call.
+taken out of one) is read from the old model paired with the new model's only call, and a
+stage read as wrapped with a layer moved into it, as the stage with a call in it wrapped.
 
 Each such reading is a list of anchors for `align_trees`, tried by `diff_lines` like the
 reading from the calls that stayed (readings.py): kept only where what its stages hold
@@ -20,10 +21,10 @@ from bisect import bisect_left
 from collections import Counter
 
 from pytest_fwdorder.diff import call_keys
-from pytest_fwdorder.diff.call_tree import CallTree
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.readings import identical, mostly_within, undoes_identical
 
-__all__ = ["model_readings", "stage_readings"]
+__all__ = ["level_readings", "model_readings", "stage_readings"]
 
 _MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
 _MOST_CELLS = 40_000  # siblings paired in order by a table of this size at most
@@ -61,6 +62,54 @@ def stage_readings(
         kept = _keeping_identical(trees, wrapped, (partners, partners_of_new), twins)
         readings.append([(old_parent, new_parent), *kept])
     return readings[:_MOST_READINGS]
+
+
+def level_readings(
+    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that takes a wrap one level further in.
+
+    A reading may pair an old stage with the call inside a new wrapper, and say that the
+    stage's other calls moved into the wrapper beside it: three changes where the wrapper
+    is the old stage and one call in it was wrapped. Read so where the wrapper is unpaired,
+    one of its children pairs with the old stage and another with one of the old stage's
+    children, and the two stages' parents pair (or both are the root). The mirror image for
+    an old stage read as unwrapped. A plain wrap never meets this: most diffs try none.
+    """
+    old_tree, new_tree = trees
+    partners_of_new = {new: old for old, new in partners.items()}
+    readings = [[(old, new)] for new, old in _one_level_in(new_tree, old_tree, partners_of_new)]
+    readings += [[(old, new)] for old, new in _one_level_in(old_tree, new_tree, partners)]
+    return readings[:_MOST_READINGS]
+
+
+def _one_level_in(
+    tree: CallTree, other: CallTree, partners: dict[int, int]
+) -> list[tuple[int, int]]:
+    """(stage of `tree` left unpaired, call of `other` it may be): a child of the stage
+    pairs with the call, which holds calls, another child pairs with one of the call's
+    children, and the call's parent pairs with the stage's (or both are the root)."""
+    found: list[tuple[int, int]] = []
+    for stage, children in enumerate(tree.children):
+        if len(children) < 2 or stage in partners:
+            continue
+        parent = tree.parents[stage]
+        for child in children:
+            partner = partners.get(child)
+            if partner is None or not other.children[partner]:
+                continue
+            other_parent = other.parents[partner]
+            if not (
+                (parent == other_parent == NO_PARENT)
+                or (parent != NO_PARENT and partners.get(parent) == other_parent)
+            ):
+                continue
+            kept = set(other.children[partner])
+            if any(partners.get(sibling) in kept for sibling in children if sibling != child):
+                found.append((stage, partner))
+                if len(found) == _MOST_READINGS:
+                    return found
+    return found
 
 
 def model_readings(
