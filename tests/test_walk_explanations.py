@@ -2649,3 +2649,33 @@ def test_a_block_wrapped_in_its_stage_as_the_model_is_wrapped_whole_is_two_wraps
             expected = {new: old for old, new in expected.items()}
         assert {name: pairs.get(name) for name in expected} == expected, summary
         assert "moved" not in summary
+
+
+@pytest.mark.parametrize("undone", [False, True], ids=["removed", "inserted"])
+def test_a_stage_removed_as_the_next_loses_a_layer_is_no_type_change(undone: bool) -> None:
+    """The first of two stages removed, and the first layer of the second: the stage left
+    (its Tanh, the same module) was paired by its place with the one removed, and the
+    diff said `type changed at 0.0: Linear -> Tanh` and the other stage removed, two
+    changes nobody made beside the removal. The mirror image inserts both."""
+    torch.manual_seed(0)
+    tanh = nn.Tanh()
+    both = nn.Sequential(nn.Sequential(nn.Linear(8, 8)), nn.Sequential(nn.Linear(8, 8), tanh))
+    left = nn.Sequential(nn.Sequential(tanh))
+    old, new = (left, both) if undone else (both, left)
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    kind = "inserted" if undone else "removed"
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.explained_counts() == {kind: 3, "renamed": 2}, named.summary()
+    assert name_free.explained_counts() == {kind: 3}, name_free.summary()
+    for difference in (named, name_free):
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        # The oracle: the modules themselves, the second stage and its Tanh kept.
+        expected = {"1": "0", "1.1": "0.0"}
+        if undone:
+            expected = {new: old for old, new in expected.items()}
+        assert {name: pairs.get(name) for name in expected} == expected, difference.summary()

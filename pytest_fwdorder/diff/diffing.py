@@ -21,7 +21,12 @@ from pytest_fwdorder.diff.readings import (
     paired_otherwise,
     stated_changes,
 )
-from pytest_fwdorder.diff.stage_readings import level_readings, model_readings, stage_readings
+from pytest_fwdorder.diff.stage_readings import (
+    class_readings,
+    level_readings,
+    model_readings,
+    stage_readings,
+)
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
 from pytest_fwdorder.golden.garbage_collection import paused_garbage_collection
@@ -196,11 +201,13 @@ def _readings_from(
 ) -> list[list[tuple[int, int]]]:
     """The anchors of the readings one reading (`partners`) leaves to try: the whole model
     wrapped or unwrapped, first (one at most, and rare), then stages flattened or wrapped,
-    then wraps and unwraps read one level further in."""
+    then wraps and unwraps read one level further in, then stages whose call changed class
+    read as a sibling."""
     return (
         model_readings(trees, partners)
         + stage_readings(trees, partners)
         + level_readings(trees, partners)
+        + class_readings(trees, partners)
     )
 
 

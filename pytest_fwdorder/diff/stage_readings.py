@@ -7,8 +7,10 @@ a call was removed from one stage and inserted in another. Read again with the s
 calls paired, in order, with the run of calls of the same classes in the parent, the same
 diff says one stage unwrapped. A new stage put around calls of its parent is the mirror
 image, read the same way with the trees swapped. The whole model wrapped in a new one (or
-taken out of one) is read from the old model paired with the new model's only call, and a
-stage read as wrapped with a layer moved into it, as the stage with a call in it wrapped.
+taken out of one) is read from the old model paired with the new model's only call; a
+stage read as wrapped with a layer moved into it, as the stage with a call in it wrapped;
+and a stage whose call changed class, beside a stage removed or inserted that holds a call
+of that other class, as that other stage.
 
 Each such reading is a list of anchors for `align_trees`, tried by `diff_lines` like the
 reading from the calls that stayed (readings.py): kept only where what its stages hold
@@ -24,7 +26,7 @@ from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.readings import identical, mostly_within, undoes_identical
 
-__all__ = ["level_readings", "model_readings", "stage_readings"]
+__all__ = ["class_readings", "level_readings", "model_readings", "stage_readings"]
 
 _MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
 _MOST_CELLS = 40_000  # siblings paired in order by a table of this size at most
@@ -110,6 +112,62 @@ def _one_level_in(
                 if len(found) == _MOST_READINGS:
                     return found
     return found
+
+
+def class_readings(
+    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that takes a stage, whose call changed class, as another.
+
+    A stage removed beside one that lost a layer can leave the stage kept paired by its
+    place with the one removed, and the layer it kept read as a layer of another class
+    (`type changed at 0.0: Linear -> Tanh`). Where a call changed class inside stages that
+    pair, an unpaired sibling of either stage, of the other's class, that holds a call of
+    the class the changed call has on the other side is read as that other stage. A type
+    replaced among stages that all pair (most diffs) meets no such sibling.
+    """
+    old_tree, new_tree = trees
+    partners_of_new = {new: old for old, new in partners.items()}
+    readings: list[list[tuple[int, int]]] = []
+    for old_call, new_call in partners.items():
+        old_class = old_tree.lines[old_call].module_type
+        new_class = new_tree.lines[new_call].module_type
+        old_stage, new_stage = old_tree.parents[old_call], new_tree.parents[new_call]
+        if old_class == new_class or old_stage == NO_PARENT or partners.get(old_stage) != new_stage:
+            continue
+        new_stage_class = new_tree.lines[new_stage].module_type
+        old_stage_class = old_tree.lines[old_stage].module_type
+        readings += [
+            [(old_sibling, new_stage)]
+            for old_sibling in _unpaired_holding(
+                old_tree, old_stage, partners, new_stage_class, new_class
+            )
+        ]
+        readings += [
+            [(old_stage, new_sibling)]
+            for new_sibling in _unpaired_holding(
+                new_tree, new_stage, partners_of_new, old_stage_class, old_class
+            )
+        ]
+        if len(readings) >= _MOST_READINGS:
+            break
+    return readings[:_MOST_READINGS]
+
+
+def _unpaired_holding(
+    tree: CallTree, stage: int, partners: dict[int, int], stage_class: str, call_class: str
+) -> list[int]:
+    """The siblings of `stage` left unpaired, of `stage_class`, that run a call of
+    `call_class` directly."""
+    lines = tree.lines
+    return [
+        sibling
+        for sibling in tree.siblings(stage)
+        if sibling != stage
+        and sibling not in partners
+        and lines[sibling].module_type == stage_class
+        and any(lines[child].module_type == call_class for child in tree.children[sibling])
+    ]
 
 
 def model_readings(
