@@ -2679,3 +2679,91 @@ def test_a_stage_removed_as_the_next_loses_a_layer_is_no_type_change(undone: boo
         if undone:
             expected = {new: old for old, new in expected.items()}
         assert {name: pairs.get(name) for name in expected} == expected, difference.summary()
+
+
+def test_a_strided_conv_removed_from_a_mobilenet_block_is_one_removal() -> None:
+    """`del model.features[4].block[1][0]`, the stride-2 depthwise convolution of one
+    MobileNetV3 block: every shape after it doubles. Before, the batch norm and ReLU it
+    fed were read as `type changed: Conv2d -> BatchNorm2d, BatchNorm2d -> ReLU` and a ReLU
+    removed (paired by their numbers), and the squeeze-excitations of blocks 12 and 13 as
+    swapped between them, named and name-free: block 13's now has the shapes block 12's had,
+    and paired by those alone, across blocks whose every other call kept its name (place)."""
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_large(weights=None).eval()
+    image = torch.randn(1, 3, 64, 64)
+    before = trace_forward(model, image)
+    kept = {
+        "features.4.block.1.1": model.features[4].block[1][1],  # the batch norm
+        "features.12.block.2": model.features[12].block[2],
+        "features.13.block.2": model.features[13].block[2],
+    }
+    del model.features[4].block[1][0]
+    after = trace_forward(model, image)
+    # The oracle: where each module kept is called now, by the modules themselves.
+    now = {
+        old: next(name for name, module in model.named_modules() if module is kept_module)
+        for old, kept_module in kept.items()
+    }
+    assert now == {
+        "features.4.block.1.1": "features.4.block.1.0",
+        "features.12.block.2": "features.12.block.2",
+        "features.13.block.2": "features.13.block.2",
+    }
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    removal = "1 call removed: features.4.block.1.0 (Conv2d) at the start of features.4.block.1"
+    for difference in (named, name_free):
+        counts = difference.explained_counts()
+        assert counts["removed"] == 1, difference.summary()
+        assert not {"type changed", "moved", "swapped"} & set(counts), difference.summary()
+        assert removal in difference.summary()
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        assert {old: pairs.get(old) for old in now} == now, difference.summary()
+
+
+def test_a_layer_removed_before_layers_whose_shapes_it_changed_renames_them() -> None:
+    """A strided convolution removed from the start of a Sequential: the batch norm and
+    the activation after it take other shapes and other numbers. Paired by their numbers,
+    they read as `type changed: Conv2d -> BatchNorm2d, BatchNorm2d -> ReLU` and the ReLU
+    removed; by their classes in order, as the convolution removed and both renamed."""
+    torch.manual_seed(0)
+    norm, activation = nn.BatchNorm2d(4), nn.ReLU()
+    old = nn.Sequential(nn.Conv2d(4, 4, 3, stride=2, padding=1), norm, activation).eval()
+    new = nn.Sequential(norm, activation).eval()
+    image = torch.randn(1, 4, 8, 8)
+    before, after = trace_forward(old, image), trace_forward(new, image)
+
+    named = before.diff(after)
+
+    summary = named.summary()
+    # The input change follows from the removal; the rest follows from it, said with it.
+    assert named.explained_counts() == {"removed": 1, "renamed": 2, "input changed": 1}, summary
+    assert "1 call removed: 0 (Conv2d) at the start of <root> (Sequential)" in summary
+    assert "2 calls renamed: 1 (BatchNorm2d) -> 0, 2 (ReLU) -> 1" in summary
+
+
+def test_a_stage_removed_before_look_alike_calls_does_not_keep_their_places() -> None:
+    """The first stage removed and the first layer of the last: the calls after them take
+    other places. Name-free, a call's place counts as kept only where the calls around it
+    are as many as they were (diff/namesakes.py): taken as kept, the places paired the
+    stage left first with the one removed (`type changed at 0.0: Linear -> LeakyReLU`)."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    middle = nn.Sequential(nn.LeakyReLU(), nn.Softsign(), nn.Linear(8, 8), nn.Tanh())
+    last_tanh = nn.Tanh()
+    old = nn.Sequential(first, middle, nn.Sequential(nn.Linear(8, 8), last_tanh))
+    new = nn.Sequential(middle, nn.Sequential(last_tanh))
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    assert name_free.explained_counts() == {"removed": 4}, name_free.summary()
+    old_names, new_names = name_free.old_names, name_free.new_names
+    pairs = {old_names[i].name: new_names[j].name for i, j in name_free.pairs}
+    # The oracle: the modules themselves, the middle stage and the last Tanh kept.
+    expected = {"1": "0", "1.0": "0.0", "1.3": "0.3", "2": "1", "2.1": "1.0"}
+    assert {name: pairs.get(name) for name in expected} == expected, name_free.summary()

@@ -32,7 +32,8 @@ def child_passes(
     """The passes the unpaired `children` of two paired calls pair by, in turn.
 
     By class and shapes, each unique on both sides first, then by path; named, by path and
-    class before those, unless the children's numbers mislead (`_numbers_mislead`). The near
+    class before those, unless the children's numbers mislead (`_numbers_mislead`), and by
+    class alone (each unique) before the path where fewer or more children run than ran. The near
     key pairs by the cheapest edit: name-free, look-alike children in order, a call of the
     same class in place counted as changed (no path tells a block's `bn1` from `bn2`). A
     wrapped single call is paired before look-alikes pair in order, or, where numbers
@@ -51,6 +52,11 @@ def child_passes(
             ChildPass(call_keys.identity, True, None, False),
             ChildPass(call_keys.identity, False, None, False),
         ]
+    if match_paths and len(children[0]) != len(children[1]):
+        # A call went or came, and what follows it may take other shapes (a strided layer
+        # removed): a class left once on each side keeps its call before numbers pair
+        # unlike calls. Not a class left several times: a fused `qkv` is not the new `q`.
+        passes.insert(-1, ChildPass(call_keys.module_type, True, None, False))
     return passes
 
 

@@ -224,3 +224,8 @@ def _renames(
         if old_name != new_name:
             renamed[old_name] = new_name
     return renamed
+
+
+def lone_look_alike(tree: CallTree, wrapper: int, inner: int, shape: int) -> bool:
+    """Whether `inner` is all `wrapper` holds, and as it was (`shape`)."""
+    return tree.children[wrapper] == [inner] and tree.shapes[inner] == shape

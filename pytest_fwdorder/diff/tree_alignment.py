@@ -13,8 +13,10 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
    stage changed inside and wrapped still pairs with the old stage; the call around it
    that shares more takes the pair (container_pairs.py).
 3. recovery, within paired parents: their children left over pair in order, by path and
-   class, then by class and shapes (a rename), then by path (a type change), each a
-   longest increasing pairing; then their children in turn.
+   class, then by class and shapes (a rename), then by class alone where a child went or
+   came, then by path (a type change), each a longest increasing pairing; then their
+   children in turn. A subtree left alone on each side pairs across parents in pass 1 only
+   where the two did not both keep a namesake (namesakes.py).
 4. across parents, only what nothing above explains: a call left over on both sides with
    the same path and class (a reused module's call made elsewhere), the one call on each
    side with the same class, shapes and facts (`enc.2`, now `dec.0`), or, named, with the
@@ -49,11 +51,13 @@ from pytest_fwdorder.diff.look_alike_order import (
 )
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
+    lone_look_alike,
     replaced_beside,
     swapped,
     with_layers_moved,
     wrapped_partner,
 )
+from pytest_fwdorder.diff.namesakes import Namesakes
 from pytest_fwdorder.diff.ordered_pairing import (
     AlignedPair,
     crossing,
@@ -137,6 +141,9 @@ class _Matcher:
         self.recovered: set[int] = set()  # old calls whose children were aligned
         self.out_of_order: set[int] = set()  # old calls paired against the order
         self.paired: list[int] = []  # old calls in the order they were paired
+        self.trees = (old_tree, new_tree)
+        self.maps = (self.old_to_new, self.new_to_old)  # the partners of old calls, of new ones
+        self.namesakes = Namesakes(self.trees, match_paths)
 
     def pair(self, old_index: int, new_index: int) -> None:
         self.old_to_new[old_index] = new_index
@@ -185,9 +192,7 @@ class _Matcher:
 
     def keep_siblings_in_place(self) -> None:
         """Look-alike siblings' pairs checked against their siblings (diff/sibling_slots.py)."""
-        maps = (self.old_to_new, self.new_to_old)
-        trees = (self.old_tree, self.new_tree)
-        for pair in siblings_in_place(*trees, *maps, match_paths=self.match_paths):
+        for pair in siblings_in_place(*self.trees, *self.maps, match_paths=self.match_paths):
             self.pair_subtrees(*pair)
 
     def _look_alike_pairs(self, olds: list[int], news: list[int]) -> list[tuple[int, int]]:
@@ -199,13 +204,17 @@ class _Matcher:
         if not olds or not news:
             return []
         if not self.match_paths:
+            if len(olds) == len(news) == 1 and self.namesakes.kept(olds[0], news[0], self.maps):
+                return []
             if len(olds) == len(news):
                 return list(zip(olds, news, strict=True))
             return self._in_order_with_the_changed(olds, news)
         by_path = self._look_alikes_by(
             olds, news, (call_keys.path_and_number, call_keys.parent_path)
         )
-        if crossing(by_path) and not self._all_keep_their_paths(by_path):
+        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
+        kept_paths = all(old_lines[i].path == new_lines[j].path for i, j in by_path)
+        if crossing(by_path) and not kept_paths:
             # Same-path pairs that cross the others: a layer inserted or deleted before
             # look-alike blocks renumbered them all (`features.5`, now `features.6`, and
             # `features.6`, now `features.7`), so the old `features.6` is not the new one.
@@ -270,8 +279,9 @@ class _Matcher:
             olds = [i for i in olds if i not in taken_old]
             news = [j for j in news if j not in taken_new]
             pairs += found
-        if len(olds) == 1 and len(news) == 1:
-            pairs.append((olds[0], news[0]))
+        if len(olds) == len(news) == 1:
+            if not self.namesakes.kept(olds[0], news[0], self.maps):
+                pairs.append((olds[0], news[0]))
         elif olds and len(olds) == len(news) and self._one_parent_each(olds, news):
             # As many left on each side, all under one parent on each side: blocks moved
             # together into a new parent (a stage grouped into a `Sequential`), in order.
@@ -292,14 +302,9 @@ class _Matcher:
         new_parents = {self.new_tree.parents[j] for j in news}
         return len(old_parents) == 1 and len(new_parents) == 1
 
-    def _all_keep_their_paths(self, pairs: list[tuple[int, int]]) -> bool:
-        old_lines, new_lines = self.old_tree.lines, self.new_tree.lines
-        return all(old_lines[i].path == new_lines[j].path for i, j in pairs)
-
     def match_containers(self) -> None:
         """Bottom-up: unpaired calls with nested calls (diff/container_pairs.py)."""
-        maps = (self.old_to_new, self.new_to_old)
-        pair_containers(self.old_tree, self.new_tree, *maps, match_paths=self.match_paths)
+        pair_containers(*self.trees, *self.maps, match_paths=self.match_paths)
 
     def recover(self) -> None:
         """Align the children of every paired parent (and the top-level calls), top-down."""
@@ -351,8 +356,7 @@ class _Matcher:
         """Stages flattened into their parent, paired in order (diff/flattened_pairs.py)."""
         olds = [i for i in olds if i not in self.old_to_new]
         news = [j for j in news if j not in self.new_to_old]
-        trees = (self.old_tree, self.new_tree)
-        for pair in flattened_pairs(trees, olds, news, self.old_to_new, call_keys.structure):
+        for pair in flattened_pairs(self.trees, olds, news, self.old_to_new, call_keys.structure):
             self.pair(*pair)
 
     def pair_kept_layouts(self) -> None:
@@ -382,8 +386,9 @@ class _Matcher:
         namesake = call_keys.identity if self.match_paths else call_keys.structure
         namesakes = (call_keys.within(namesake, old_prefix), call_keys.within(namesake, new_prefix))
         olds, news = self._pair_wrapped_namesakes(olds, news, *namesakes)
-        trees = (self.old_tree, self.new_tree)
-        passes = child_passes(trees, self.match_paths, (olds, news), held, (old_prefix, new_prefix))
+        passes = child_passes(
+            self.trees, self.match_paths, (olds, news), held, (old_prefix, new_prefix)
+        )
         for key, unique_only, near, wrapped_first in passes:
             # Children of a renamed parent are named within it (`layer4.0`, now `layer4.m.0`).
             old_key, new_key = call_keys.within(key, old_prefix), call_keys.within(key, new_prefix)
@@ -512,24 +517,19 @@ class _Matcher:
             inner = first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
             if inner is not None:
                 self.pair(i, inner)
-                if self._lone_look_alike(self.new_tree, j, inner, self.old_tree.shapes[i]):
+                if lone_look_alike(self.new_tree, j, inner, self.old_tree.shapes[i]):
                     wrapped.append((i, j))
                 continue
             inner = first_alike(self.old_tree, i, new_lines[j], self.old_to_new)
             if inner is not None:
                 self.pair(inner, j)
-                if self._lone_look_alike(self.old_tree, i, inner, self.new_tree.shapes[j]):
+                if lone_look_alike(self.old_tree, i, inner, self.new_tree.shapes[j]):
                     wrapped.append((i, j))
         return (
             [i for i in olds if i not in self.old_to_new],
             [j for j in news if j not in self.new_to_old],
             held if self.match_paths else [*held, *wrapped],
         )
-
-    @staticmethod
-    def _lone_look_alike(tree: CallTree, wrapper: int, inner: int, shape: int) -> bool:
-        """Whether `inner` is all `wrapper` holds, and as it was (`shape`)."""
-        return tree.children[wrapper] == [inner] and tree.shapes[inner] == shape
 
     def _pair_wrapped_namesakes(
         self,
@@ -579,9 +579,8 @@ class _Matcher:
 
     def match_across_parents(self) -> None:
         """Calls left over that only one explanation fits (diff/across_parents.py)."""
-        maps = (self.old_to_new, self.new_to_old)
-        trees = (self.old_tree, self.new_tree)
-        self.out_of_order.update(pair_across_parents(trees, *maps, match_paths=self.match_paths))
+        across = pair_across_parents(self.trees, *self.maps, match_paths=self.match_paths)
+        self.out_of_order.update(across)
 
     def leave_moves_out_of_order(self) -> None:
         """Mark each subtree paired into another parent out of order, whole.
