@@ -2767,3 +2767,69 @@ def test_a_stage_removed_before_look_alike_calls_does_not_keep_their_places() ->
     # The oracle: the modules themselves, the middle stage and the last Tanh kept.
     expected = {"1": "0", "1.0": "0.0", "1.3": "0.3", "2": "1", "2.1": "1.0"}
     assert {name: pairs.get(name) for name in expected} == expected, name_free.summary()
+
+
+def test_a_model_wrapped_whole_beside_a_copy_of_itself_is_one_wrap() -> None:
+    """`nn.Sequential(model, nn.Tanh(), copy.deepcopy(model))`: before, each of the model's
+    layers read as wrapped with a copy of the others (`0 wraps the old 0`, `2 wraps the old
+    2`) and its ReLU as a Tanh, since the model's only call was looked for alone. One of the
+    new model's calls holding all the old model held is read as the model, wrapped."""
+    torch.manual_seed(0)
+    old = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+    new = nn.Sequential(old, nn.Tanh(), copy.deepcopy(old))
+    assert new[0] is old  # the oracle: the old model is the new one's first call
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "inserted": 5}, summary
+        assert "<root> (Sequential) wraps the old model, now 0" in summary
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        assert pairs == {"<root>": "0", "0": "0.0", "1": "0.1", "2": "0.2"}, summary
+
+
+def test_a_model_wrapped_whole_after_a_copy_of_itself_is_one_wrap() -> None:
+    """`nn.Sequential(copy.deepcopy(model), model)`: before, `2 wraps, 2 calls inserted`
+    (`0 wraps the old 0`, `1 wraps the old 1`). The copy and the model look alike, so the
+    summary may name either as the model wrapped; here the first."""
+    torch.manual_seed(0)
+    old = nn.Sequential(nn.SELU(), nn.Linear(8, 8))
+    new = nn.Sequential(copy.deepcopy(old), old)
+    inputs = torch.randn(2, 8)
+    # The oracle for "either": the model the summary names traces to the same golden.
+    named_one = trace_forward(nn.Sequential(old, copy.deepcopy(old)), inputs)
+    assert named_one.render() == trace_forward(new, inputs).render()
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "inserted": 3}, summary
+        assert "<root> (Sequential) wraps the old model, now 0" in summary
+
+
+def test_a_stage_moved_as_the_model_is_wrapped_whole_is_one_move() -> None:
+    """A stage moved from the second stage's first block to the start of the first stage,
+    and the model wrapped whole. Before, named, `1 wrap, 2 moves to another parent, 1 call
+    inserted, 1 call removed`: every path changed with the wrap, so no reading from the
+    calls that kept their paths was tried; it is tried within the model wrapped."""
+    torch.manual_seed(0)
+    moved = nn.Sequential(nn.SELU())
+    first = nn.Sequential(nn.Hardswish(), nn.Linear(8, 8))
+    second = nn.Sequential(nn.Sequential(moved, nn.Hardswish()), nn.Sequential(nn.Linear(8, 8)))
+    old = nn.Sequential(first, second)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    del second[0][0]
+    first.insert(0, moved)
+    new = nn.Sequential(old)
+    after = trace_forward(new, inputs)
+    # The oracle: the module moved, by the modules themselves.
+    assert next(name for name, module in new.named_modules() if module is moved) == "0.0.0"
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "moved": 1}, summary
+        assert "1.0.0 (Sequential, with 1 nested call) moved to 0.0.0" in summary

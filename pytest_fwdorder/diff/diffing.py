@@ -26,6 +26,7 @@ from pytest_fwdorder.diff.stage_readings import (
     level_readings,
     model_readings,
     stage_readings,
+    stayed_in_model,
 )
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment, align_trees
 from pytest_fwdorder.golden.format import FACT_TITLES, GoldenLine
@@ -192,7 +193,10 @@ class _Reader:
                     kept, fewest, kept_anchors, best = reading, stated, anchors, again.partners
             if best is None:
                 break
-            readings = _readings_from(self.trees, best)
+            # A reading kept that wraps or unwraps the whole model is read again from the
+            # calls that stayed within it: no path kept across the wrap.
+            readings = stayed_in_model(self.trees, best, by_place=not self.match_paths)
+            readings += _readings_from(self.trees, best)
         return kept
 
 

@@ -22,7 +22,9 @@ one's. Pairs of calls that hold identical calls are never undone.
 
 from __future__ import annotations
 
-from pytest_fwdorder.diff.call_tree import CallTree
+from collections.abc import Callable
+
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.classification import TraceDiff
 from pytest_fwdorder.diff.places import subtree_end
@@ -52,12 +54,18 @@ _FOLLOWING = frozenset(
 
 
 def calls_that_stayed(
-    old_tree: CallTree, new_tree: CallTree, partners: dict[int, int], *, by_place: bool
+    old_tree: CallTree,
+    new_tree: CallTree,
+    partners: dict[int, int],
+    *,
+    by_place: bool,
+    within: tuple[int, int] | None = None,
 ) -> list[tuple[int, int]]:
     """The calls with nested calls that kept their path (`by_place`: their place among
     their siblings) under a parent that kept its own, from the outermost calls down, as
     (old index, new index); their class may differ (a stage made a subclass is the same
-    stage).
+    stage). `within`: an old call and a new one read as the same model (the whole model
+    wrapped or unwrapped), paired first, their calls' paths read within theirs.
 
     None undoes a pair in `partners` (the first reading) of calls that hold identical calls:
     blocks moved out of a stage to before it, the first now at the stage's old path, are
@@ -66,15 +74,21 @@ def calls_that_stayed(
     anchors: list[tuple[int, int]] = []
     partners_of_new: dict[int, int] | None = None  # made at the first anchor not in partners
     pending = [(old_tree.roots, new_tree.roots)]
+    old_key, new_key = _place_or_path(by_place, ""), _place_or_path(by_place, "")
+    if within is not None:
+        anchors.append(within)
+        pending = [(old_tree.children[within[0]], new_tree.children[within[1]])]
+        old_key = _place_or_path(by_place, _prefix(old_tree, within[0]))
+        new_key = _place_or_path(by_place, _prefix(new_tree, within[1]))
     while pending:
         old_calls, new_calls = pending.pop()
         # A reused stage called twice under one parent: its calls pair in order.
         new_by_key: dict[object, list[int]] = {}
         for place, j in reversed(list(enumerate(new_calls))):
             if new_tree.children[j]:
-                new_by_key.setdefault(place if by_place else new_tree.lines[j].path, []).append(j)
+                new_by_key.setdefault(new_key(place, new_tree.lines[j]), []).append(j)
         for place, i in enumerate(old_calls):
-            same_key = new_by_key.get(place if by_place else old_tree.lines[i].path)
+            same_key = new_by_key.get(old_key(place, old_tree.lines[i]))
             if not same_key or not old_tree.children[i]:
                 continue
             j = same_key.pop()
@@ -86,6 +100,26 @@ def calls_that_stayed(
             anchors.append((i, j))
             pending.append((old_tree.children[i], new_tree.children[j]))
     return anchors
+
+
+def _prefix(tree: CallTree, index: int) -> str:
+    """What the paths of the calls nested in `index` start with: its path and a dot, or
+    nothing for the model."""
+    return "" if tree.parents[index] == NO_PARENT else f"{tree.lines[index].path}."
+
+
+def _place_or_path(by_place: bool, prefix: str) -> Callable[[int, GoldenLine], object]:
+    """The key a call stays by: its place among its siblings, or its path read within
+    `prefix` (a path outside it keeps no key of those within)."""
+
+    def key(place: int, line: GoldenLine) -> object:
+        if by_place:
+            return place
+        if line.path.startswith(prefix):
+            return line.path[len(prefix) :]
+        return (prefix, line.path)
+
+    return key
 
 
 def undoes_identical(

@@ -24,9 +24,21 @@ from collections import Counter
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
-from pytest_fwdorder.diff.readings import identical, mostly_within, undoes_identical
+from pytest_fwdorder.diff.readings import (
+    calls_that_stayed,
+    identical,
+    mostly_within,
+    paired_otherwise,
+    undoes_identical,
+)
 
-__all__ = ["class_readings", "level_readings", "model_readings", "stage_readings"]
+__all__ = [
+    "class_readings",
+    "level_readings",
+    "model_readings",
+    "stage_readings",
+    "stayed_in_model",
+]
 
 _MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
 _MOST_CELLS = 40_000  # siblings paired in order by a table of this size at most
@@ -174,12 +186,16 @@ def model_readings(
     trees: tuple[CallTree, CallTree], partners: dict[int, int]
 ) -> list[list[tuple[int, int]]]:
     """The anchors of a reading that takes the whole model as wrapped in a new one (the new
-    model's only call is the old model), or as unwrapped from one; none for most diffs.
+    model's only call is the old model, or one of its calls holds what the old model held),
+    or as unwrapped from one; none for most diffs.
 
     Proposed only where the reading (`partners`) pairs the two models though one runs two
     calls or more in it and the other one call of its class, which holds calls. A stage
     flattened as the model was wrapped: such a reading pairs the old stage with the new
     model's only call (the old model) and says each call beside the stage moved into it.
+    Or where the other runs several calls, one of which holds what the model held
+    (`readings.identical`): the model wrapped and a copy of it put beside it, which the
+    first reading takes as each of the model's calls wrapped with a copy of the others.
     The one anchor is the two models: the rest is aligned again under it, where no stage in
     the old model can pair with the new model (`call_tree.inverts_nesting`).
     """
@@ -189,27 +205,67 @@ def model_readings(
     old_root, new_root = old_tree.roots[0], new_tree.roots[0]
     if partners.get(old_root) != new_root:
         return []
-    old_model_in_new = _the_model_in(old_tree, old_root, new_tree, new_root)
+    old_model_in_new = _the_model_in(trees, old_root, new_root, model_is_old=True)
     if old_model_in_new is not None:
         return [[(old_root, old_model_in_new)]]
-    new_model_in_old = _the_model_in(new_tree, new_root, old_tree, old_root)
+    new_model_in_old = _the_model_in(trees, new_root, old_root, model_is_old=False)
     if new_model_in_old is not None:
         return [[(new_model_in_old, new_root)]]
     return []
 
 
-def _the_model_in(tree: CallTree, model: int, other: CallTree, other_model: int) -> int | None:
-    """The only call `other_model` runs, where it may be `model` wrapped: of its class,
-    holding calls, while `model` runs two calls or more; None otherwise."""
-    only = other.children[other_model]
-    if (
-        len(only) == 1
-        and len(tree.children[model]) > 1
-        and other.children[only[0]]
-        and other.lines[only[0]].module_type == tree.lines[model].module_type
-    ):
-        return only[0]
+def _the_model_in(
+    trees: tuple[CallTree, CallTree], model: int, other_model: int, *, model_is_old: bool
+) -> int | None:
+    """The call `other_model` (the other tree's model) runs that may be `model` wrapped:
+    its only call, of the model's class and holding calls, while `model` runs two calls or
+    more; or, of several, the first of the model's class that holds what it holds (the
+    model and a copy of it beside it look alike: one reading says as much as the other);
+    None otherwise."""
+    tree, other = trees if model_is_old else (trees[1], trees[0])
+    calls = other.children[other_model]
+    model_class = tree.lines[model].module_type
+    if len(calls) == 1:
+        only = calls[0]
+        if (
+            len(tree.children[model]) > 1
+            and other.children[only]
+            and other.lines[only].module_type == model_class
+        ):
+            return only
+        return None
+    for call in calls:
+        if (
+            other.lines[call].module_type == model_class
+            and other.children[call]
+            and identical(trees, *((model, call) if model_is_old else (call, model)))
+        ):
+            return call
     return None
+
+
+def stayed_in_model(
+    trees: tuple[CallTree, CallTree], partners: dict[int, int], *, by_place: bool
+) -> list[list[tuple[int, int]]]:
+    """The anchors of a reading from the calls that stayed in a model wrapped or unwrapped
+    whole (`readings.calls_that_stayed` within it), where a reading (`partners`) pairs the
+    old model with a child of the new one, or the reverse, and pairs one of those calls
+    otherwise: every path changed with the wrap, so none kept its own, and a stage that
+    lent most of its calls to another pairs with that one. None for most diffs."""
+    old_tree, new_tree = trees
+    if len(old_tree.roots) != 1 or len(new_tree.roots) != 1:
+        return []
+    old_root, new_root = old_tree.roots[0], new_tree.roots[0]
+    inner = partners.get(old_root)
+    if inner is not None and new_tree.parents[inner] == new_root:
+        within = (old_root, inner)
+    else:
+        outer = [old for old in old_tree.children[old_root] if partners.get(old) == new_root]
+        if not outer:
+            return []
+        within = (outer[0], new_root)
+    stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=by_place, within=within)
+    return [stayed] if paired_otherwise(partners, stayed) else []
 
 
 def _named_twins(trees: tuple[CallTree, CallTree]) -> dict[int, int]:
