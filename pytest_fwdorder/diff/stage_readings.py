@@ -136,50 +136,57 @@ def class_readings(
     (`type changed at 0.0: Linear -> Tanh`). Where a call changed class inside stages that
     pair, an unpaired sibling of either stage, of the other's class, that holds a call of
     the class the changed call has on the other side is read as that other stage. A type
-    replaced among stages that all pair (most diffs) meets no such sibling.
+    replaced among stages that all pair (most diffs) meets no such sibling. One pass over
+    the pairs and one over the unpaired calls: a class replaced in every block of a long
+    stack costs no more than its calls.
     """
     old_tree, new_tree = trees
-    partners_of_new = {new: old for old, new in partners.items()}
-    readings: list[list[tuple[int, int]]] = []
+    # By (a stage's parent, its partner's class, the changed call's class there): the
+    # stage and its partner; for each side.
+    changed: tuple[_ByPlace, _ByPlace] = ({}, {})
     for old_call, new_call in partners.items():
         old_class = old_tree.lines[old_call].module_type
         new_class = new_tree.lines[new_call].module_type
         old_stage, new_stage = old_tree.parents[old_call], new_tree.parents[new_call]
         if old_class == new_class or old_stage == NO_PARENT or partners.get(old_stage) != new_stage:
             continue
-        new_stage_class = new_tree.lines[new_stage].module_type
-        old_stage_class = old_tree.lines[old_stage].module_type
-        readings += [
-            [(old_sibling, new_stage)]
-            for old_sibling in _unpaired_holding(
-                old_tree, old_stage, partners, new_stage_class, new_class
-            )
-        ]
-        readings += [
-            [(old_stage, new_sibling)]
-            for new_sibling in _unpaired_holding(
-                new_tree, new_stage, partners_of_new, old_stage_class, old_class
-            )
-        ]
-        if len(readings) >= _MOST_READINGS:
-            break
+        old_key = (old_tree.parents[old_stage], new_tree.lines[new_stage].module_type, new_class)
+        new_key = (new_tree.parents[new_stage], old_tree.lines[old_stage].module_type, old_class)
+        changed[0].setdefault(old_key, []).append((old_stage, new_stage))
+        changed[1].setdefault(new_key, []).append((new_stage, old_stage))
+    if not changed[0]:
+        return []
+    partners_of_new = {new: old for old, new in partners.items()}
+    readings = [[pair] for pair in _unpaired_siblings(old_tree, partners, changed[0])]
+    readings += [
+        [(old, new)] for new, old in _unpaired_siblings(new_tree, partners_of_new, changed[1])
+    ]
     return readings[:_MOST_READINGS]
 
 
-def _unpaired_holding(
-    tree: CallTree, stage: int, partners: dict[int, int], stage_class: str, call_class: str
-) -> list[int]:
-    """The siblings of `stage` left unpaired, of `stage_class`, that run a call of
-    `call_class` directly."""
+# (parent, class, class) -> [(stage, its partner)]
+_ByPlace = dict[tuple[int, str, str], list[tuple[int, int]]]
+
+
+def _unpaired_siblings(
+    tree: CallTree, partners: dict[int, int], changed: _ByPlace
+) -> list[tuple[int, int]]:
+    """(call of `tree` left unpaired, the other tree's stage it may be): a sibling of a
+    stage in `changed`, of its partner's class, that runs a call of the class the changed
+    call has on the other side."""
     lines = tree.lines
-    return [
-        sibling
-        for sibling in tree.siblings(stage)
-        if sibling != stage
-        and sibling not in partners
-        and lines[sibling].module_type == stage_class
-        and any(lines[child].module_type == call_class for child in tree.children[sibling])
-    ]
+    found: list[tuple[int, int]] = []
+    for sibling, children in enumerate(tree.children):
+        if not children or sibling in partners:
+            continue
+        parent, sibling_class = tree.parents[sibling], lines[sibling].module_type
+        for child_class in {lines[child].module_type for child in children}:
+            for stage, partner in changed.get((parent, sibling_class, child_class), ()):
+                if stage != sibling:
+                    found.append((sibling, partner))
+        if len(found) >= _MOST_READINGS:
+            break
+    return found
 
 
 def model_readings(
