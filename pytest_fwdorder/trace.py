@@ -37,8 +37,8 @@ class Trace(TraceRecords):
 
         Raises TypeError if `other` is not a trace.
         """
-        # Imported here: a suite whose goldens hold never diffs, and the diff is a fifth of
-        # the package's import time.
+        # Imported here: a suite whose goldens hold never diffs, and the diff is more than
+        # half of what importing `trace_forward` costs (about 58 of 109 ms).
         from pytest_fwdorder.diff.diffing import check_trace, diff_traces
 
         check_trace("Trace.diff", "other", other)

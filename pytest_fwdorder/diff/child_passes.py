@@ -33,12 +33,12 @@ def child_passes(
 
     By class and shapes, each unique on both sides first, then by path; named, by path and
     class before those, unless the children's numbers mislead (`_numbers_mislead`), and by
-    class alone (each unique) before the path where fewer or more children run than ran. The near
-    key pairs by the cheapest edit: name-free, look-alike children in order, a call of the
-    same class in place counted as changed (no path tells a block's `bn1` from `bn2`). A
-    wrapped single call is paired before look-alikes pair in order, or, where numbers
-    mislead, once they have: the number it shares may be a coincidence. `held`: children
-    paired already; `prefixes`: the paired calls' paths where they differ.
+    class alone (each unique) before the path where fewer or more children run than ran.
+    The near key pairs by the cheapest edit: name-free, look-alike children in order, a
+    call of the same class in place counted as changed (no path tells a block's `bn1` from
+    `bn2`). A wrapped single call is paired before look-alikes pair in order, or, where
+    numbers mislead, once they have: the number it shares may be a coincidence. `held`:
+    children paired already; `prefixes`: the paired calls' paths where they differ.
     """
     mislead = match_paths and _numbers_mislead(trees, *children, held, prefixes)
     near = None if match_paths else call_keys.module_type
