@@ -207,11 +207,12 @@ def _readings_from(
     wrapped or unwrapped, first (one at most, and rare), then stages flattened or wrapped,
     then wraps and unwraps read one level further in, then stages whose call changed class
     read as a sibling."""
+    maps = (partners, {new: old for old, new in partners.items()})  # made once for the three
     return (
         model_readings(trees, partners)
-        + stage_readings(trees, partners)
-        + level_readings(trees, partners)
-        + class_readings(trees, partners)
+        + stage_readings(trees, maps)
+        + level_readings(trees, maps)
+        + class_readings(trees, maps)
     )
 
 

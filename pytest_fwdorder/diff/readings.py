@@ -22,8 +22,6 @@ one's. Pairs of calls that hold identical calls are never undone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.classification import TraceDiff
@@ -74,22 +72,25 @@ def calls_that_stayed(
     anchors: list[tuple[int, int]] = []
     partners_of_new: dict[int, int] | None = None  # made at the first anchor not in partners
     pending = [(old_tree.roots, new_tree.roots)]
-    old_key, new_key = _place_or_path(by_place, ""), _place_or_path(by_place, "")
+    old_prefix = new_prefix = ""
     if within is not None:
         anchors.append(within)
         pending = [(old_tree.children[within[0]], new_tree.children[within[1]])]
-        old_key = _place_or_path(by_place, _prefix(old_tree, within[0]))
-        new_key = _place_or_path(by_place, _prefix(new_tree, within[1]))
+        old_prefix, new_prefix = _prefix(old_tree, within[0]), _prefix(new_tree, within[1])
     while pending:
         old_calls, new_calls = pending.pop()
         # A reused stage called twice under one parent: its calls pair in order.
         new_by_key: dict[object, list[int]] = {}
         for place, j in reversed(list(enumerate(new_calls))):
             if new_tree.children[j]:
-                new_by_key.setdefault(new_key(place, new_tree.lines[j]), []).append(j)
+                key = place if by_place else _within(new_tree.lines[j].path, new_prefix)
+                new_by_key.setdefault(key, []).append(j)
         for place, i in enumerate(old_calls):
-            same_key = new_by_key.get(old_key(place, old_tree.lines[i]))
-            if not same_key or not old_tree.children[i]:
+            if not old_tree.children[i]:  # before its key: most calls hold none
+                continue
+            key = place if by_place else _within(old_tree.lines[i].path, old_prefix)
+            same_key = new_by_key.get(key)
+            if not same_key:
                 continue
             j = same_key.pop()
             if partners.get(i) != j:
@@ -108,18 +109,12 @@ def _prefix(tree: CallTree, index: int) -> str:
     return "" if tree.parents[index] == NO_PARENT else f"{tree.lines[index].path}."
 
 
-def _place_or_path(by_place: bool, prefix: str) -> Callable[[int, GoldenLine], object]:
-    """The key a call stays by: its place among its siblings, or its path read within
-    `prefix` (a path outside it keeps no key of those within)."""
-
-    def key(place: int, line: GoldenLine) -> object:
-        if by_place:
-            return place
-        if line.path.startswith(prefix):
-            return line.path[len(prefix) :]
-        return (prefix, line.path)
-
-    return key
+def _within(path: str, prefix: str) -> object:
+    """The key a call stays by, named: its path read within `prefix` (a path outside it
+    keeps no key of those within; the whole path where `prefix` is empty)."""
+    if path.startswith(prefix):
+        return path[len(prefix) :]
+    return (prefix, path)
 
 
 def undoes_identical(

@@ -46,7 +46,7 @@ _MOST_STARTS = 16  # places nearest a stage's where its children's run may start
 
 
 def stage_readings(
-    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
 ) -> list[list[tuple[int, int]]]:
     """The anchors of each reading that takes an old stage as flattened into its parent, or
     a new stage as wrapped around calls of its parent, as (old index, new index) pairs.
@@ -54,10 +54,11 @@ def stage_readings(
     Only stages a reading (`partners`) leaves unpaired, or pairs with a call that holds
     half their nested calls or fewer, are read so, and only where their parent is paired
     and its partner runs calls of the stage's children's classes, in order, between the
-    calls the stage's siblings surely are (`_Places`).
+    calls the stage's siblings surely are (`_Places`). `maps`: the reading's partners of
+    old calls, and of new ones.
     """
     old_tree, new_tree = trees
-    partners_of_new = {new: old for old, new in partners.items()}
+    partners, partners_of_new = maps
     flattened = _lent_runs(old_tree, new_tree, partners)
     wrapping = _lent_runs(new_tree, old_tree, partners_of_new)
     if not flattened and not wrapping:
@@ -79,7 +80,7 @@ def stage_readings(
 
 
 def level_readings(
-    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
 ) -> list[list[tuple[int, int]]]:
     """The anchors of each reading that takes a wrap one level further in.
 
@@ -91,7 +92,7 @@ def level_readings(
     an old stage read as unwrapped. A plain wrap never meets this: most diffs try none.
     """
     old_tree, new_tree = trees
-    partners_of_new = {new: old for old, new in partners.items()}
+    partners, partners_of_new = maps
     readings = [[(old, new)] for new, old in _one_level_in(new_tree, old_tree, partners_of_new)]
     readings += [[(old, new)] for old, new in _one_level_in(old_tree, new_tree, partners)]
     return readings[:_MOST_READINGS]
@@ -127,7 +128,7 @@ def _one_level_in(
 
 
 def class_readings(
-    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
 ) -> list[list[tuple[int, int]]]:
     """The anchors of each reading that takes a stage, whose call changed class, as another.
 
@@ -141,6 +142,7 @@ def class_readings(
     stack costs no more than its calls.
     """
     old_tree, new_tree = trees
+    partners, partners_of_new = maps
     # By (a stage's parent, its partner's class, the changed call's class there): the
     # stage and its partner; for each side.
     changed: tuple[_ByPlace, _ByPlace] = ({}, {})
@@ -156,7 +158,6 @@ def class_readings(
         changed[1].setdefault(new_key, []).append((new_stage, old_stage))
     if not changed[0]:
         return []
-    partners_of_new = {new: old for old, new in partners.items()}
     readings = [[pair] for pair in _unpaired_siblings(old_tree, partners, changed[0])]
     readings += [
         [(old, new)] for new, old in _unpaired_siblings(new_tree, partners_of_new, changed[1])
