@@ -2833,3 +2833,31 @@ def test_a_stage_moved_as_the_model_is_wrapped_whole_is_one_move() -> None:
         summary = difference.summary()
         assert difference.explained_counts() == {"wrapped": 1, "moved": 1}, summary
         assert "1.0.0 (Sequential, with 1 nested call) moved to 0.0.0" in summary
+
+
+def test_a_stage_stacked_twice_by_wrapping_it_with_a_copy_is_one_wrap() -> None:
+    """`model.encoder = nn.Sequential(model.encoder, copy.deepcopy(model.encoder))`: before,
+    `2 wraps, 4 calls inserted, 1 call removed` (`encoder.0 (Sequential) wraps the old
+    encoder.0`, `encoder.2 (Linear)` removed): each of the stage's layers read as wrapped
+    with a copy of the others, as the model wrapped beside a copy of itself was. One of the
+    new stage's calls holding all the old stage held is read as the stage, wrapped."""
+    torch.manual_seed(0)
+    encoder = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+    model = nn.Sequential(OrderedDict(stem=nn.Linear(8, 8), encoder=encoder, head=nn.Linear(8, 4)))
+    inputs = torch.randn(2, 8)
+    before = trace_forward(model, inputs)
+    model.encoder = nn.Sequential(encoder, copy.deepcopy(encoder))
+    after = trace_forward(model, inputs)
+    # The oracle: the old stage is the new stage's first call.
+    assert next(name for name, module in model.named_modules() if module is encoder) == "encoder.0"
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "inserted": 4}, summary
+        assert "encoder (Sequential) wraps the old encoder, now encoder.0" in summary
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        assert pairs["encoder.2"] == "encoder.0.2", summary
+    for difference in (after.diff(before), structure_diff(after, before, ignore=("paths",))):
+        assert difference.explained_counts() == {"unwrapped": 1, "removed": 4}, difference.summary()

@@ -23,6 +23,7 @@ from pytest_fwdorder.diff.readings import (
 )
 from pytest_fwdorder.diff.stage_readings import (
     class_readings,
+    copy_readings,
     level_readings,
     model_readings,
     stage_readings,
@@ -204,12 +205,13 @@ def _readings_from(
     trees: tuple[CallTree, CallTree], partners: dict[int, int]
 ) -> list[list[tuple[int, int]]]:
     """The anchors of the readings one reading (`partners`) leaves to try: the whole model
-    wrapped or unwrapped, first (one at most, and rare), then stages flattened or wrapped,
-    then wraps and unwraps read one level further in, then stages whose call changed class
-    read as a sibling."""
-    maps = (partners, {new: old for old, new in partners.items()})  # made once for the three
+    wrapped or unwrapped, first (one at most, and rare), then stages wrapped beside a copy
+    of themselves, then stages flattened or wrapped, then wraps and unwraps read one level
+    further in, then stages whose call changed class read as a sibling."""
+    maps = (partners, {new: old for old, new in partners.items()})  # made once for the four
     return (
         model_readings(trees, partners)
+        + copy_readings(trees, maps)
         + stage_readings(trees, maps)
         + level_readings(trees, maps)
         + class_readings(trees, maps)

@@ -8,9 +8,10 @@ calls paired, in order, with the run of calls of the same classes in the parent,
 diff says one stage unwrapped. A new stage put around calls of its parent is the mirror
 image, read the same way with the trees swapped. The whole model wrapped in a new one (or
 taken out of one) is read from the old model paired with the new model's only call; a
-stage read as wrapped with a layer moved into it, as the stage with a call in it wrapped;
-and a stage whose call changed class, beside a stage removed or inserted that holds a call
-of that other class, as that other stage.
+stage wrapped beside a copy of itself, from the stage paired with the call that holds what
+it held; a stage read as wrapped with a layer moved into it, as the stage with a call in
+it wrapped; and a stage whose call changed class, beside a stage removed or inserted that
+holds a call of that other class, as that other stage.
 
 Each such reading is a list of anchors for `align_trees`, tried by `diff_lines` like the
 reading from the calls that stayed (readings.py): kept only where what its stages hold
@@ -34,6 +35,7 @@ from pytest_fwdorder.diff.readings import (
 
 __all__ = [
     "class_readings",
+    "copy_readings",
     "level_readings",
     "model_readings",
     "stage_readings",
@@ -194,16 +196,12 @@ def model_readings(
     trees: tuple[CallTree, CallTree], partners: dict[int, int]
 ) -> list[list[tuple[int, int]]]:
     """The anchors of a reading that takes the whole model as wrapped in a new one (the new
-    model's only call is the old model, or one of its calls holds what the old model held),
-    or as unwrapped from one; none for most diffs.
+    model's only call is the old model), or as unwrapped from one; none for most diffs.
 
     Proposed only where the reading (`partners`) pairs the two models though one runs two
     calls or more in it and the other one call of its class, which holds calls. A stage
     flattened as the model was wrapped: such a reading pairs the old stage with the new
     model's only call (the old model) and says each call beside the stage moved into it.
-    Or where the other runs several calls, one of which holds what the model held
-    (`readings.identical`): the model wrapped and a copy of it put beside it, which the
-    first reading takes as each of the model's calls wrapped with a copy of the others.
     The one anchor is the two models: the rest is aligned again under it, where no stage in
     the old model can pair with the new model (`call_tree.inverts_nesting`).
     """
@@ -213,40 +211,76 @@ def model_readings(
     old_root, new_root = old_tree.roots[0], new_tree.roots[0]
     if partners.get(old_root) != new_root:
         return []
-    old_model_in_new = _the_model_in(trees, old_root, new_root, model_is_old=True)
+    old_model_in_new = _only_call(trees, old_root, new_root, model_is_old=True)
     if old_model_in_new is not None:
         return [[(old_root, old_model_in_new)]]
-    new_model_in_old = _the_model_in(trees, new_root, old_root, model_is_old=False)
+    new_model_in_old = _only_call(trees, new_root, old_root, model_is_old=False)
     if new_model_in_old is not None:
         return [[(new_model_in_old, new_root)]]
     return []
 
 
-def _the_model_in(
+def _only_call(
     trees: tuple[CallTree, CallTree], model: int, other_model: int, *, model_is_old: bool
 ) -> int | None:
     """The call `other_model` (the other tree's model) runs that may be `model` wrapped:
     its only call, of the model's class and holding calls, while `model` runs two calls or
-    more; or, of several, the first of the model's class that holds what it holds (the
-    model and a copy of it beside it look alike: one reading says as much as the other);
-    None otherwise."""
+    more; None otherwise."""
     tree, other = trees if model_is_old else (trees[1], trees[0])
     calls = other.children[other_model]
-    model_class = tree.lines[model].module_type
-    if len(calls) == 1:
-        only = calls[0]
-        if (
-            len(tree.children[model]) > 1
-            and other.children[only]
-            and other.lines[only].module_type == model_class
-        ):
-            return only
+    if (
+        len(calls) == 1
+        and len(tree.children[model]) > 1
+        and other.children[calls[0]]
+        and other.lines[calls[0]].module_type == tree.lines[model].module_type
+    ):
+        return calls[0]
+    return None
+
+
+def copy_readings(
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that takes a stage (the model too) as wrapped in a new
+    one beside a copy of itself, or as unwrapped from one; none for most diffs.
+
+    `nn.Sequential(stage, copy.deepcopy(stage))` where `stage` was: a reading that pairs
+    the old stage with the new one reads each of its calls as wrapped with a copy of the
+    others. Where a reading (`maps`) pairs two stages that differ and one runs several
+    calls, the first of the other's class that holds what the other held
+    (`readings.identical`) is read as it: the one anchor, the rest aligned again under it.
+    The stage and its copy look alike: one reading says as much as the other.
+    """
+    found: list[list[tuple[int, int]]] = []
+    for old_stage, new_stage in maps[0].items():
+        if trees[0].shapes[old_stage] == trees[1].shapes[new_stage]:
+            continue  # the same calls: nothing wrapped (most pairs)
+        wrapped = _copied_in(trees, old_stage, new_stage, stage_is_old=True)
+        if wrapped is not None:
+            found.append([(old_stage, wrapped)])
+        unwrapped = _copied_in(trees, new_stage, old_stage, stage_is_old=False)
+        if unwrapped is not None:
+            found.append([(unwrapped, new_stage)])
+        if len(found) >= _MOST_READINGS:
+            break
+    return found[:_MOST_READINGS]
+
+
+def _copied_in(
+    trees: tuple[CallTree, CallTree], stage: int, partner: int, *, stage_is_old: bool
+) -> int | None:
+    """Of the calls `partner` (the stage's partner in the other tree) runs, if several, the
+    first of the stage's class that holds what the stage holds; None otherwise."""
+    tree, other = trees if stage_is_old else (trees[1], trees[0])
+    calls = other.children[partner]
+    if len(calls) < 2 or not tree.children[stage]:
         return None
+    stage_class = tree.lines[stage].module_type
     for call in calls:
         if (
-            other.lines[call].module_type == model_class
+            other.lines[call].module_type == stage_class
             and other.children[call]
-            and identical(trees, *((model, call) if model_is_old else (call, model)))
+            and identical(trees, *((stage, call) if stage_is_old else (call, stage)))
         ):
             return call
     return None
