@@ -2861,3 +2861,113 @@ def test_a_stage_stacked_twice_by_wrapping_it_with_a_copy_is_one_wrap() -> None:
         assert pairs["encoder.2"] == "encoder.0.2", summary
     for difference in (after.diff(before), structure_diff(after, before, ignore=("paths",))):
         assert difference.explained_counts() == {"unwrapped": 1, "removed": 4}, difference.summary()
+
+
+def test_a_layer_copied_beside_itself_before_a_block_is_one_insertion_not_a_swap() -> None:
+    """`model.insert(1, copy.deepcopy(model[0]))` before a block: before, named, `1 swap, 1
+    call inserted` (`1 (Sequential) and 2 (Linear) swapped`): the block paired whole first,
+    and the Linear after it then paired with the first Linear left, before the block. The
+    children paired already hold the others in order, named too, where children came or
+    went: the block and the Linear after it were renamed, one Linear inserted."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Sequential(nn.ELU(), nn.CELU()), nn.Linear(8, 8))
+    last = nn.Linear(8, 8)
+    model = nn.Sequential(nn.Linear(8, 8), block, last)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(model, inputs)
+    model.insert(1, copy.deepcopy(model[0]))
+    after = trace_forward(model, inputs)
+    # The oracle: where the block and the last Linear are now, by the modules themselves.
+    names = {module: name for name, module in model.named_modules()}
+    assert (names[block], names[last]) == ("2", "3")
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        assert counts["inserted"] == 1, summary
+        assert not {"swapped", "moved"} & set(counts), summary
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        assert (pairs["1"], pairs["2"]) == ("2", "3"), summary
+
+
+def test_a_model_unwrapped_whole_as_a_stage_is_flattened_and_one_wrapped_says_the_three() -> None:
+    """The model taken out of its wrapper, its second stage flattened into it and its last
+    wrapped in a new stage: `1 wrap, 2 unwraps`. The flattened stage is no look-alike of
+    the new wrapper swapped past a stage that stayed: its calls are elsewhere."""
+    torch.manual_seed(0)
+    flattened = nn.Sequential(nn.ELU(), nn.Hardtanh(), nn.Linear(8, 8))
+    wrapped = nn.Sequential(nn.Linear(8, 8), nn.Hardsigmoid())
+    first = nn.Sequential(nn.ELU(), nn.Mish(), nn.Tanh(), nn.Hardsigmoid())
+    third = nn.Sequential(nn.Softplus(), nn.Linear(8, 8))
+    inner = nn.Sequential(first, flattened, third, wrapped)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(nn.Sequential(inner), inputs)
+    new = nn.Sequential(first, *flattened, third, nn.Sequential(wrapped))
+    after = trace_forward(new, inputs)
+    assert new[5][0] is wrapped  # the oracle: the stage wrapped, by the modules themselves
+
+    difference = before.diff(after)
+    summary = difference.summary()
+    assert difference.explained_counts() == {"wrapped": 1, "unwrapped": 2}, summary
+    assert "5 (Sequential) wraps the old 0.3, now 5.0" in summary
+
+
+def test_a_stage_wrapped_inside_a_model_wrapped_whole_is_two_wraps_not_a_move() -> None:
+    """Two layers of the last stage wrapped in a new stage, and the model wrapped whole. Two
+    readings state two changes each: `2 wraps`, or the stage read as the new inner one with
+    its first layer moved out to a wrapper (`1 wrap, 1 move`). Of readings that state as
+    many, the one that moves fewer calls is kept: the stage is `0.3`."""
+    torch.manual_seed(0)
+    stage = nn.Sequential(
+        nn.Linear(8, 8),
+        nn.Sequential(nn.Sequential(nn.Linear(8, 8), nn.Softsign()), nn.Sequential(nn.ReLU())),
+        nn.Linear(8, 8),
+    )
+    old = nn.Sequential(
+        nn.Hardswish(), nn.Sequential(nn.CELU(), nn.Linear(8, 8)), nn.Softplus(), stage
+    )
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    stage[1] = nn.Sequential(stage[1], stage[2])
+    del stage[2]
+    new = nn.Sequential(old)
+    after = trace_forward(new, inputs)
+    assert next(name for name, module in new.named_modules() if module is stage) == "0.3"
+
+    difference = before.diff(after)
+    summary = difference.summary()
+    assert difference.explained_counts() == {"wrapped": 2}, summary
+    assert "0.3.1 (Sequential) wraps the old 3.1, 3.2, now 0.3.1.0, 0.3.1.1" in summary
+    pairs = {
+        difference.old_lines[i].name: difference.new_lines[j].name for i, j in difference.pairs
+    }
+    assert pairs["3"] == "0.3", summary
+
+
+def test_a_model_wrapped_whole_as_its_first_stage_is_flattened_moves_nothing() -> None:
+    """The first stage flattened into the model and the model wrapped whole: before, `2
+    moves to another parent` (the calls after the stage read as moved into it), named and
+    name-free, which states as many changes as `1 wrap, 1 unwrap`. Of readings that state
+    as many changes, the one that moves fewer calls is kept: a wrap or an unwrap keeps
+    every call in its order under its parent."""
+    torch.manual_seed(0)
+    stem = nn.Sequential(nn.Softsign(), nn.ReLU(), nn.SiLU(), nn.SELU())
+    model = nn.Sequential(
+        stem, nn.CELU(), nn.Sequential(nn.Linear(8, 8), nn.ReLU6(), nn.Tanh(), nn.SiLU())
+    )
+    inputs = torch.randn(2, 8)
+    before = trace_forward(model, inputs)
+    del model[0]
+    for layer in reversed(stem):
+        model.insert(0, layer)
+    new = nn.Sequential(model)
+    after = trace_forward(new, inputs)
+    # The oracle: the layer after the stage is where the stage's layers now run.
+    assert next(name for name, module in new.named_modules() if module is stem[0]) == "0.0"
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "unwrapped": 1}, summary
+        assert "<root> (Sequential) wraps the old model, now 0" in summary

@@ -159,7 +159,7 @@ class _Reader:
 
     def fewest_stated(
         self,
-        first: tuple[TraceDiff, tuple[int, int, int]],
+        first: tuple[TraceDiff, tuple[int, int, int, int]],
         readings: list[list[tuple[int, int]]],
         budget: int,
     ) -> TraceDiff:

@@ -6,6 +6,8 @@ within their parent). Pure, no torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.ordered_pairing import crossing, pairs_between, unique_pairs
@@ -147,12 +149,19 @@ def swapped(
     olds: list[int],
     news: list[int],
     pairs: list[tuple[int, int]],
+    contents_elsewhere: Callable[[int, int], bool],
 ) -> list[tuple[int, int]]:
     """Children left unpaired (not in `pairs`) whose class, shapes and facts are found once
-    on each side: look-alikes that changed places (two activations swapped)."""
+    on each side: look-alikes that changed places (two activations swapped). Not two of
+    which one's nested calls all pair outside the other (`contents_elsewhere`): a stage
+    flattened beside a new wrapper of its class is not that wrapper, moved."""
     old_lines, new_lines = old_tree.lines, new_tree.lines
     found = unique_pairs(old_lines, new_lines, olds, news, pairs, call_keys.look)
-    return [(i, j) for i, j in found if old_lines[i].path != new_lines[j].path]
+    return [
+        (i, j)
+        for i, j in found
+        if old_lines[i].path != new_lines[j].path and not contents_elsewhere(i, j)
+    ]
 
 
 def with_layers_moved(

@@ -211,7 +211,7 @@ def paired_otherwise(partners: dict[int, int], stayed: list[tuple[int, int]]) ->
     return any(partners.get(i) != j for i, j in stayed)
 
 
-def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int, int]:
+def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int, int, int]:
     """How many changes a reading states: each change to the nesting but a renamed subtree,
     each call inserted or removed (a call left unpaired is one the reading does not
     explain), each call moved with its nested calls, a dtype changed throughout a stage
@@ -220,8 +220,10 @@ def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int, int]:
     (a stage flattened and one removed, not two stages each unwrapped from one block and
     with the other removed); then, for a tie still, with each rename that no wrap or unwrap
     explains counted too (a model wrapped whole as a stage was flattened, not two layers
-    moved, a subtree renamed and calls renamed). `new_tree` is the call tree of the new
-    calls, which both readings share."""
+    moved, a subtree renamed and calls renamed); then the moves alone: of two readings that
+    state as much, the one that moves fewer calls (a wrap and an unwrap keep each call in
+    its order, where two moves take calls out of theirs). `new_tree` is the call tree of the
+    new calls, which both readings share."""
     nesting = [change for change in diff.tree_changes if change.kind is not ChangeKind.RENAMED]
     calls = unexplained(diff.changes, diff.tree_changes)
     uniform = group_uniform_changes(calls, new_tree)
@@ -235,13 +237,15 @@ def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int, int]:
             at[change.kind].append(change.position)
         if change.kind is not ChangeKind.MOVED or change.position is None:
             stated += 1
-    stated += _roots(at[ChangeKind.MOVED], diff.old_lines)  # moved with its nested calls
+    moved = _roots(at[ChangeKind.MOVED], diff.old_lines)  # moved with its nested calls
+    stated += moved
     inserted, removed = at[ChangeKind.INSERTED], at[ChangeKind.REMOVED]
     subtrees = _roots(inserted, diff.new_lines) + _roots(removed, diff.old_lines)
     whole = stated - len(inserted) - len(removed) + subtrees
     renamed = sum(change.kind is ChangeKind.RENAMED for change in diff.tree_changes)
     renamed += sum(change.kind is ChangeKind.RENAMED for change in calls)
-    return stated, whole, whole + renamed
+    moved += sum(change.kind is ChangeKind.MOVED for change in nesting)
+    return stated, whole, whole + renamed, moved
 
 
 # The changes of calls that go, come or move with their nested calls.

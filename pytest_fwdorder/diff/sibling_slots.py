@@ -235,14 +235,14 @@ def children_in_place(
       the same order as the new children: those children were unwrapped (a nested
       Sequential flattened into its parent), and each call pairs with the one at its place;
       and the mirror image, children grouped into new wrappers (layers into blocks).
-    - Without names, where children were inserted or removed, those paired already hold the
-      others in order (a block deleted, not its look-alikes swapped).
+    - Where children were inserted or removed, those paired already hold the others in order
+      (a block deleted, or a layer copied before a block: no look-alikes swapped).
     """
     old_tree, new_tree = trees
     old_children, new_children = children
     maps = (old_to_new, new_to_old)
     held: list[tuple[int, int]] = []
-    if not match_paths and len(old_children) != len(new_children):
+    if len(old_children) != len(new_children):
         among = set(new_children)
         held = [(i, old_to_new[i]) for i in old_children if old_to_new.get(i) in among]
     flattened = _flattened(trees, children, maps)

@@ -400,7 +400,7 @@ class _Matcher:
                 olds, news, held = self._pair_wrapped_calls(olds, news, pairs, held, prefixes)
             if key is call_keys.path:
                 # Look-alikes that swapped places anywhere in the parent.
-                out_of_order = swapped(self.old_tree, self.new_tree, olds, news, pairs)
+                out_of_order = swapped(*self.trees, olds, news, pairs, self._contents_elsewhere)
                 crossed += out_of_order
                 olds, news = without(olds, news, out_of_order)
                 news = [j for j in news if not self._wraps_a_sibling(old_parent, j)]
