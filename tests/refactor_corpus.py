@@ -844,17 +844,20 @@ def _cases() -> list[Refactor]:
             with_resnet(fused_stem),
             image,
             # The fused conv (with the norm folded in: a bias now) inside a ConvReLU2d at
-            # conv1, after it the ReLU; the old norm and ReLU are Identity now.
+            # conv1, after it the old ReLU (`fuse_modules` puts the very module there); the
+            # old norm is an Identity now, and an Identity takes the ReLU's place.
             {
                 "wrapped": 1,
                 "inserted": 1,
-                "type changed": 2,
+                "type changed": 1,
                 "settings changed": 1,
                 "parameters changed": 2,
             },
             (
-                "conv1 (ConvReLU2d) wraps the old conv1, now conv1.0 (1 call renamed under it)",
-                "type changed at 2 calls: BatchNorm2d -> Identity in bn1, ReLU -> Identity in relu",
+                "conv1 (ConvReLU2d) wraps the old conv1, relu, now conv1.0, conv1.1 (2 calls "
+                "renamed under it)",
+                "type changed at bn1: BatchNorm2d -> Identity",
+                "1 call inserted: relu (Identity) after bn1 (Identity)",
             ),
             ("conv1 (ConvReLU2d) wraps the old conv1",),
         ),

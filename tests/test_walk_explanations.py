@@ -20,7 +20,7 @@ from refactor_corpus import (
 from torch import nn
 from torchvision.models.resnet import BasicBlock
 
-from pytest_fwdorder import Trace, structure_diff, trace_forward
+from pytest_fwdorder import Trace, TraceDiff, structure_diff, trace_forward
 
 
 def resnet50(*, inplace: bool) -> nn.Module:
@@ -2971,3 +2971,271 @@ def test_a_model_wrapped_whole_as_its_first_stage_is_flattened_moves_nothing() -
         summary = difference.summary()
         assert difference.explained_counts() == {"wrapped": 1, "unwrapped": 1}, summary
         assert "<root> (Sequential) wraps the old model, now 0" in summary
+
+
+def test_a_model_wrapped_twice_as_a_layer_is_removed_is_one_wrap_and_a_removal() -> None:
+    """The model put in a Sequential in a Sequential as its first stage loses its last
+    Linear. Before, the reading of the model wrapped paired it with the outer wrapper's only
+    call, the inner wrapper, and said the first stage wrapped twice, the second moved into
+    it, two Linears inserted and three removed; each call of the chain of one call each is
+    now read as the old model (`stage_readings.model_readings`)."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Hardsigmoid(), nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8))
+    old = nn.Sequential(first, nn.Sequential(nn.Linear(8, 8), nn.CELU(), nn.Linear(8, 8)))
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    removed = first[3]
+    del first[3]
+    new = nn.Sequential(nn.Sequential(old))
+    after = trace_forward(new, inputs)
+    # The oracle: where the modules themselves are now.
+    paths = _paths_by_identity(old, new)
+    assert paths[""] == "0.0", paths
+    assert all(module is not removed for module in new.modules())
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "removed": 1}, summary
+        assert "<root> (Sequential) and 0 (Sequential) wrap the old model, now 0.0" in summary
+        assert "1 call removed: 0.3 (Linear)" in summary, summary
+
+
+def test_a_model_wrapped_whole_as_a_stage_is_flattened_and_a_layer_moves_reads_all_three() -> None:
+    """The model wrapped whole, its first stage flattened into it and the second stage's
+    first layer moved after the flattened layers. Before, named, `4 moves to another parent,
+    1 call inserted, 1 call removed`: read alone, the model wrapped stated more than the
+    first reading (the flattened stage paired with a call it never was), so what it leaves
+    to read (the stage flattened) was never read. A reading of the model wrapped is now read
+    on from, and kept where the best it leads to states fewer changes."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.ReLU6(), nn.ReLU())
+    second = nn.Sequential(nn.SELU(), nn.GELU(), nn.Linear(8, 8), nn.SiLU())
+    old = nn.Sequential(first, second)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    moved = second[0]
+    del second[0]
+    del old[0]
+    for place, layer in enumerate([*first, moved]):
+        old.insert(place, layer)
+    new = nn.Sequential(old)
+    after = trace_forward(new, inputs)
+    # The oracle: where the modules themselves are now.
+    paths = {id(module): path for path, module in new.named_modules()}
+    assert id(first) not in paths
+    assert (paths[id(old)], paths[id(first[0])], paths[id(moved)], paths[id(second)]) == (
+        "0",
+        "0.0",
+        "0.4",
+        "0.5",
+    )
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        assert counts == {"wrapped": 1, "unwrapped": 1, "moved": 1}, summary
+        assert "<root> (Sequential) wraps the old model, now 0" in summary
+        assert "\n0 (Sequential) unwrapped: the old 0.0, 0.1, 0.2, 0.3" in summary, summary
+        assert "\n1.0 (SELU) moved to 0.4" in summary, summary
+
+
+def test_a_stage_wrapped_alone_as_a_layer_in_it_is_copied_is_one_wrap_and_an_insert() -> None:
+    """A stage put in a Sequential of its own (`model[1] = nn.Sequential(model[1])`) as a
+    copy of one of its layers is put after it. No pass pairs the stage with itself (its
+    calls changed) and the wrapper took its path: the first reading paired the stage with
+    the wrapper and said `1 wrap, 4 calls inserted, 3 calls removed`. The stage paired with
+    the wrapper's only call is now read too (`level_readings.level_readings`)."""
+    torch.manual_seed(0)
+    stage = nn.Sequential(nn.Mish(), nn.Linear(8, 8), nn.CELU(), nn.Linear(8, 8))
+    old = nn.Sequential(
+        nn.Sequential(nn.ReLU6(), nn.Hardswish()),
+        stage,
+        nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)),
+        nn.Sequential(nn.Hardsigmoid(), nn.GELU()),
+    )
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    stage.insert(3, copy.deepcopy(stage[2]))
+    old[1] = nn.Sequential(stage)
+    after = trace_forward(old, inputs)
+    # The oracle: the stage itself is now the wrapper's only module.
+    assert next(path for path, module in old.named_modules() if module is stage) == "1.0"
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "inserted": 1}, summary
+        assert summary.splitlines()[1].startswith("1 (Sequential) wraps the old 1, now 1.0")
+        assert "1 call inserted: 1.0.3 (CELU)" in summary, summary
+
+
+def _names_by_identity(model: nn.Module) -> dict[int, str]:
+    """Each module's object -> its name in `model` (`<root>` for the model)."""
+    return {id(module): name or "<root>" for name, module in model.named_modules()}
+
+
+def _paired_names(difference: TraceDiff) -> dict[str, str]:
+    """A diff's pairs, old call's name -> new call's name (its paths, or without names the
+    lines it names calls by)."""
+    old_names = difference.old_names or difference.old_lines
+    new_names = difference.new_names or difference.new_lines
+    return {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+
+
+def test_a_layer_moved_into_the_next_stage_beside_a_layer_wrapped_there_is_a_move_and_a_wrap() -> (
+    None
+):
+    """The Mish moved from stage 0 to the start of stage 1, whose Linear was wrapped. Before,
+    `1 call type changed, 2 calls inserted, 1 call removed, ..., 1 call parameters changed`:
+    the Linear paired with the Mish at its place (`Linear -> Mish at 1.0`), the wrapper
+    inserted and the Mish removed. Read again with each paired with the call of its class
+    that no call of that class paired with, the diff says one move and one wrap."""
+    torch.manual_seed(0)
+    mish, linear, softsign, hardtanh = nn.Mish(), nn.Linear(8, 8), nn.Softsign(), nn.Hardtanh()
+    first, second = nn.Sequential(mish, softsign), nn.Sequential(linear, hardtanh)
+    model = nn.Sequential(first, second)
+    inputs = torch.randn(2, 8)
+    before, old_names = trace_forward(model, inputs), _names_by_identity(model)
+    del first[0]
+    second[0] = nn.Sequential(linear)
+    second.insert(0, mish)
+    after, new_names = trace_forward(model, inputs), _names_by_identity(model)
+    # The oracle: where each old module is now, by the modules themselves.
+    truth = {old_names[key]: new_names[key] for key in old_names}
+    assert (truth["0.0"], truth["1.0"], truth["1.1"]) == ("1.0", "1.1.0", "1.2")
+
+    named = before.diff(after)
+    assert named.explained_counts() == {"wrapped": 1, "moved": 1, "renamed": 2}, named.summary()
+    assert "0.0 (Mish) moved to 1.0" in named.summary()
+    assert "1.1 (Sequential) wraps the old 1.0, now 1.1.0" in named.summary()
+    assert _paired_names(named) == truth
+    free = structure_diff(before, after, ignore=("paths",))
+    assert free.explained_counts() == {"wrapped": 1, "moved": 1}, free.summary()
+    assert _paired_names(free) == truth
+
+
+class _Stage(nn.Sequential):
+    """A stage made a subclass of its own."""
+
+
+def test_a_stage_copied_before_the_next_which_became_a_subclass_is_one_insert_and_a_type_change() -> (
+    None
+):
+    """Stage 0 copied as stage 1, and the old stage 1 now a subclass at 2. Before, `2 calls
+    type changed, 4 calls inserted, 1 call removed, 1 call renamed, 1 call parameters
+    changed`: the old stage 1 paired with the copy by its path, its Mish and Linear read as
+    changed into the copy's ELU and SELU. Read again with the Mish paired with the Mish, the
+    diff says a copy inserted and the stage's class changed."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.ELU(), nn.SELU())
+    second = nn.Sequential(nn.Mish(), nn.Linear(8, 8), nn.Tanh())
+    old = nn.Sequential(first, second, nn.ReLU6())
+    new = nn.Sequential(first, copy.deepcopy(first), _Stage(*second), old[2])
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    # The oracle: the old stage 1's layers and the ReLU6, by the modules themselves.
+    old_names, new_names = _names_by_identity(old), _names_by_identity(new)
+    truth = {old_names[id(layer)]: new_names[id(layer)] for layer in (*second, old[2])}
+    assert truth == {"1.0": "2.0", "1.1": "2.1", "1.2": "2.2", "2": "3"}
+
+    named = before.diff(after)
+    counts = {"type changed": 1, "inserted": 3}
+    assert named.explained_counts() == {**counts, "renamed": 2}, named.summary()
+    assert "type changed at 2: Sequential -> Stage" in named.summary().replace("_Stage", "Stage")
+    free = structure_diff(before, after, ignore=("paths",))
+    assert free.explained_counts() == counts, free.summary()
+    for difference in (named, free):
+        pairs = _paired_names(difference)
+        assert {old: pairs.get(old) for old in truth} == truth, difference.summary()
+        assert pairs.get("1") == "2", difference.summary()
+
+
+def test_a_stage_made_a_subclass_beside_a_look_alike_that_lost_a_layer_is_no_swap() -> None:
+    """Stage 0 made a subclass, and stage 2, like it but for a last layer, lost that layer.
+    Before, `1 move to another parent, 1 swap, 2 calls inserted, 3 calls removed`: the old
+    stage 0 paired with the new stage 2, which holds the same calls, and so read as swapped
+    with the LogSigmoid. Read again with it paired with the subclass beside its partner,
+    which holds what it holds, the diff says one type change and one removal."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    third = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Softsign())
+    old = nn.Sequential(first, nn.LogSigmoid(), third)
+    new = nn.Sequential(_Stage(*first), old[1], nn.Sequential(third[0], third[1]))
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    # The oracle: every layer kept, by the modules themselves.
+    old_names, new_names = _names_by_identity(old), _names_by_identity(new)
+    layers = (*first, old[1], third[0], third[1])
+    truth = {old_names[id(layer)]: new_names[id(layer)] for layer in layers}
+    assert truth == {"0.0": "0.0", "0.1": "0.1", "1": "1", "2.0": "2.0", "2.1": "2.1"}
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"type changed": 1, "removed": 1}, summary
+        assert "type changed at 0: Sequential -> Stage" in summary.replace("_Stage", "Stage")
+        assert [change.old.path for change in difference.of_kind("removed") if change.old] == [
+            "2.2"
+        ]
+        pairs = _paired_names(difference)
+        assert {old: pairs.get(old) for old in truth} == truth, summary
+
+
+def test_a_depthwise_block_removed_from_mobilenet_leaves_the_projection_unchanged() -> None:
+    """MobileNetV3's block 2 without its depthwise convolution block: the projection after it
+    is now `features.2.block.1`, the depthwise block's path. Before, `4 calls removed, ...,
+    2 calls settings changed, 2 calls parameters changed`: the depthwise block paired with
+    the projection by its path, its convolution read as changed into the projection's, and
+    the projection removed. Read again with the projection paired with the unpaired block
+    of its classes and settings, the diff says the block removed, and no setting changed."""
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_small().eval()
+    image = torch.randn(1, 3, 32, 32)
+    before, old_names = trace_forward(model, image), _names_by_identity(model)
+    projection = model.features[2].block[2]
+    del model.features[2].block[1]
+    after, new_names = trace_forward(model, image), _names_by_identity(model)
+    # The oracle: the projection, by the module itself.
+    assert (old_names[id(projection)], new_names[id(projection)]) == (
+        "features.2.block.2",
+        "features.2.block.1",
+    )
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        assert counts["removed"] == 4, summary
+        for kind in ("settings changed", "parameters changed", "type changed", "swapped"):
+            assert kind not in counts, summary
+        removed = {change.old.path for change in difference.of_kind("removed") if change.old}
+        assert removed == {f"features.2.block.1{inside}" for inside in ("", ".0", ".1", ".2")}
+        pairs = _paired_names(difference)
+        assert pairs["features.2.block.2"] == "features.2.block.1", summary
+        assert pairs["features.2.block.2.0"] == "features.2.block.1.0", summary
+
+
+def test_a_layer_moved_into_the_first_stage_as_the_model_is_wrapped_whole_is_one_move() -> None:
+    """The last layer moved into the first stage, and the model wrapped whole: `1 wrap, 1
+    move`. Without names, the model wrapped twice with its first stage flattened (`<root>
+    and 0 wrap the old model`, `0 unwrapped`) states as many changes and moves none, but
+    hides the layer run before the stage's last block: a stage wrapped alone as its calls
+    changed is read as the wrapper's only call, the model's wraps are the model readings'."""
+    torch.manual_seed(0)
+    moved = nn.Hardtanh()
+    first = nn.Sequential(
+        nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)),
+        nn.Linear(8, 8),
+        nn.Sequential(nn.ReLU6(), nn.ReLU(), nn.ELU()),
+    )
+    model = nn.Sequential(first, moved)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(model, inputs)
+    del model[1]
+    first.insert(2, moved)
+    new = nn.Sequential(model)
+    after = trace_forward(new, inputs)
+    assert next(name for name, module in new.named_modules() if module is moved) == "0.0.2"
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1, "moved": 1}, summary
+        assert "<root> (Sequential) wraps the old model, now 0" in summary
+        assert "1 (Hardtanh) moved to 0.0.2" in summary

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.calls.records import TraceRecords
-from pytest_fwdorder.diff.call_tree import CallTree, build_call_tree
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
+from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
+from pytest_fwdorder.diff.counterparts import counterpart_readings, kind_readings, swap_readings
+from pytest_fwdorder.diff.level_readings import level_readings
 from pytest_fwdorder.diff.readings import (
     calls_that_stayed,
     confirmed,
@@ -24,7 +27,6 @@ from pytest_fwdorder.diff.readings import (
 from pytest_fwdorder.diff.stage_readings import (
     class_readings,
     copy_readings,
-    level_readings,
     model_readings,
     stage_readings,
     stayed_in_model,
@@ -137,15 +139,18 @@ def diff_lines(
         stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
         readings = [stayed] if paired_otherwise(partners, stayed) else []
         readings += _readings_from((old_tree, new_tree), partners)
-        if not readings:
-            return first
+        # Read on from apart (`_Reader.fewest_stated`): the calls that stayed in a model the
+        # first reading wraps or unwraps whole, and the model wrapped twice, read as each
+        # inner call of the chain of wrappers (only the outermost is read with the others).
+        inside = stayed_in_model((old_tree, new_tree), partners, by_place=not match_paths)
+        inside += model_readings((old_tree, new_tree), partners)[1:]
         stated = stated_changes(first, new_tree)
         if not stated[0]:
             return first
         # Each reading costs an alignment of the whole diff: fewer of them on large ones.
         budget = max(1, _MOST_CALLS_READ // (len(old) + len(new) + 1))
         reader = _Reader((old_tree, new_tree), match_paths, headers, names)
-        return reader.fewest_stated((first, stated), readings, budget)
+        return reader.fewest_stated(_Kept(first, stated, [], partners), (readings, inside), budget)
 
 
 @dataclass(frozen=True)
@@ -159,46 +164,121 @@ class _Reader:
 
     def fewest_stated(
         self,
-        first: tuple[TraceDiff, tuple[int, int, int, int]],
-        readings: list[list[tuple[int, int]]],
+        first: _Kept,
+        readings: tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]],
         budget: int,
     ) -> TraceDiff:
-        """Of the first reading (and the changes it states) and those `readings` start (each
-        the anchors paired before any pass), the one that states fewest changes, each kept
-        only where what it anchors confirms it.
+        """Of the first reading and those `readings` start (each the anchors paired before
+        any pass), the one that states fewest changes, each kept only where what it anchors
+        confirms it. At most `budget` readings are aligned.
+
+        `readings`: those read on from the first (`_read_on`), and those of the whole model
+        wrapped or unwrapped that are read on from apart, as the readings of such a wrap that
+        `_read_on` tries and does not keep: the wrap beside other changes states more than
+        the first reading until what it leaves to read is read (a stage flattened as the
+        model was wrapped, the model wrapped twice). Read on from apart, the best reading
+        each leads to is kept only where it states fewer changes than the one kept so far.
+        """
+        tried: tuple[set[tuple[tuple[int, int], ...]], int] = (set(), budget)
+        wraps: list[_Kept] = []
+        kept = self._read_on(first, readings[0], tried, wraps)
+        apart = (self._aligned(anchors, tried) for anchors in readings[1])
+        for wrap in [*wraps, *(reading for reading in apart if reading is not None)]:
+            candidate = self._read_on(wrap, self._left(wrap.partners), tried, None)
+            # Fewer changes stated, not a tie broken (`stated_changes`' last count, moves): a
+            # reading that equals the kept one only by its moves leaves the kept one alone.
+            if candidate.stated[:3] < kept.stated[:3]:
+                kept = candidate
+        return kept.reading
+
+    def _read_on(
+        self,
+        kept: _Kept,
+        readings: list[list[tuple[int, int]]],
+        tried: tuple[set[tuple[tuple[int, int], ...]], int],
+        wraps: list[_Kept] | None,
+    ) -> _Kept:
+        """The reading that states fewest changes of `kept` and those read on from it.
 
         The readings are tried in rounds: each round tries them all and keeps the one that
         states fewest changes, whose anchors the next round's readings keep; those are what it
-        leaves to read (`_readings_from`): two stages flattened in one diff read as two
-        unwraps. At most `budget` readings are aligned.
+        leaves to read (`_left`): two stages flattened in one diff read as two unwraps. Where
+        a round keeps none (or there is none to try), the calls the reading kept pairs with
+        calls of another class, says swapped or changed in their settings are read as calls
+        like them nearby (`_last_readings`), last: a reading the others reach is not cut
+        short by one that states fewer changes in its first round and leaves nothing to
+        read after it. `wraps`: where to put the readings of the whole model wrapped or
+        unwrapped that no round keeps. `tried`: the anchors aligned so far, and how many may
+        be.
         """
-        kept, fewest = first
-        kept_anchors: list[tuple[int, int]] = []
-        tried: set[tuple[tuple[int, int], ...]] = set()
-        while readings and fewest[0] and len(tried) < budget:
-            best: dict[int, int] | None = None  # the partners of the round's best reading
-            kept_before = kept_anchors
-            for reading_anchors in readings:
-                if len(tried) == budget:
+        last = False  # whether `readings` are the last readings of the reading kept
+        while kept.stated[0] and len(tried[0]) < tried[1]:
+            if not readings:
+                if last:
                     break
-                anchors = _joined(kept_before, reading_anchors)
-                if tuple(anchors) in tried:
+                readings, last = _last_readings(self.trees, kept.partners, kept.reading), True
+                continue
+            best = kept  # the round's best reading
+            for reading_anchors in readings:
+                if len(tried[0]) == tried[1]:
+                    break
+                candidate = self._aligned(_joined(kept.anchors, reading_anchors), tried)
+                if candidate is None:
                     continue
-                tried.add(tuple(anchors))
-                again = align_trees(*self.trees, match_paths=self.match_paths, anchors=anchors)
-                if not confirmed(self.trees, anchors, again.partners):
-                    continue
-                reading = _classified(self.headers, again, self.names)
-                stated = stated_changes(reading, self.trees[1])
-                if stated < fewest:
-                    kept, fewest, kept_anchors, best = reading, stated, anchors, again.partners
-            if best is None:
-                break
-            # A reading kept that wraps or unwraps the whole model is read again from the
-            # calls that stayed within it: no path kept across the wrap.
-            readings = stayed_in_model(self.trees, best, by_place=not self.match_paths)
-            readings += _readings_from(self.trees, best)
+                if wraps is not None and _wraps_model(self.trees, reading_anchors):
+                    wraps.append(candidate)
+                if candidate.stated < best.stated:
+                    best = candidate
+            if best is kept:
+                readings = []  # the last readings next, unless these were
+                continue
+            if wraps:
+                wraps[:] = [wrap for wrap in wraps if wrap is not best]
+            kept, last = best, False
+            readings = self._left(kept.partners)
         return kept
+
+    def _aligned(
+        self,
+        anchors: list[tuple[int, int]],
+        tried: tuple[set[tuple[tuple[int, int], ...]], int],
+    ) -> _Kept | None:
+        """The reading `anchors` start, None where they were tried before or what they
+        anchor does not confirm them (`readings.confirmed`)."""
+        if tuple(anchors) in tried[0] or len(tried[0]) >= tried[1]:
+            return None
+        tried[0].add(tuple(anchors))
+        again = align_trees(*self.trees, match_paths=self.match_paths, anchors=anchors)
+        if not confirmed(self.trees, anchors, again.partners):
+            return None
+        reading = _classified(self.headers, again, self.names)
+        return _Kept(reading, stated_changes(reading, self.trees[1]), anchors, again.partners)
+
+    def _left(self, partners: dict[int, int]) -> list[list[tuple[int, int]]]:
+        """The anchors of the readings a reading kept (`partners`) leaves to try: where it
+        wraps or unwraps the whole model, from the calls that stayed within it (no path kept
+        across the wrap), then `_readings_from`'s."""
+        readings = stayed_in_model(self.trees, partners, by_place=not self.match_paths)
+        return readings + _readings_from(self.trees, partners)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A reading: its changes, how many it states (`stated_changes`), its anchors and the
+    partners of its old calls."""
+
+    reading: TraceDiff
+    stated: tuple[int, int, int, int]
+    anchors: list[tuple[int, int]]
+    partners: dict[int, int]
+
+
+def _wraps_model(trees: tuple[CallTree, CallTree], anchors: list[tuple[int, int]]) -> bool:
+    """Whether a reading's first anchor pairs one tree's model with a call nested in the
+    other's: the whole model wrapped or unwrapped."""
+    old, new = anchors[0]
+    old_tree, new_tree = trees
+    return (old_tree.parents[old] == NO_PARENT) != (new_tree.parents[new] == NO_PARENT)
 
 
 def _readings_from(
@@ -210,11 +290,38 @@ def _readings_from(
     further in, then stages whose call changed class read as a sibling."""
     maps = (partners, {new: old for old, new in partners.items()})  # made once for the four
     return (
-        model_readings(trees, partners)
+        model_readings(trees, partners)[:1]
         + copy_readings(trees, maps)
         + stage_readings(trees, maps)
         + level_readings(trees, maps)
         + class_readings(trees, maps)
+    )
+
+
+def _last_readings(
+    trees: tuple[CallTree, CallTree], partners: dict[int, int], diff: TraceDiff
+) -> list[list[tuple[int, int]]]:
+    """The anchors of the readings tried last from a reading (its `partners` and changes):
+    of the calls it pairs with calls of another class, says swapped, or says changed in
+    their settings, each as a call like it nearby (counterparts.py)."""
+    changed, settings = [], []
+    for change in diff.changes:
+        if change.position is None:
+            continue
+        if change.kind is ChangeKind.TYPE_CHANGED:
+            changed.append(change.position)
+        elif change.kind is ChangeKind.SETTINGS_CHANGED:
+            settings.append(change.position)
+    swapped = [
+        change.old_calls for change in diff.tree_changes if change.kind is ChangeKind.SWAPPED
+    ]
+    if not (changed or swapped or settings):
+        return []
+    maps = (partners, {new: old for old, new in partners.items()})
+    return (
+        counterpart_readings(trees, maps, changed)
+        + swap_readings(trees, maps, swapped)
+        + kind_readings(trees, maps, settings)
     )
 
 

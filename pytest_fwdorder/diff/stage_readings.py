@@ -9,9 +9,9 @@ diff says one stage unwrapped. A new stage put around calls of its parent is the
 image, read the same way with the trees swapped. The whole model wrapped in a new one (or
 taken out of one) is read from the old model paired with the new model's only call; a
 stage wrapped beside a copy of itself, from the stage paired with the call that holds what
-it held; a stage read as wrapped with a layer moved into it, as the stage with a call in
-it wrapped; and a stage whose call changed class, beside a stage removed or inserted that
-holds a call of that other class, as that other stage.
+it held; and a stage whose call changed class, beside a stage removed or inserted that
+holds a call of that other class, as that other stage (a wrap one level further in:
+level_readings.py).
 
 Each such reading is a list of anchors for `align_trees`, tried by `diff_lines` like the
 reading from the calls that stayed (readings.py): kept only where what its stages hold
@@ -36,7 +36,6 @@ from pytest_fwdorder.diff.readings import (
 __all__ = [
     "class_readings",
     "copy_readings",
-    "level_readings",
     "model_readings",
     "stage_readings",
     "stayed_in_model",
@@ -79,54 +78,6 @@ def stage_readings(
         kept = _keeping_identical(trees, wrapped, (partners, partners_of_new), twins)
         readings.append([(old_parent, new_parent), *kept])
     return readings[:_MOST_READINGS]
-
-
-def level_readings(
-    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
-) -> list[list[tuple[int, int]]]:
-    """The anchors of each reading that takes a wrap one level further in.
-
-    A reading may pair an old stage with the call inside a new wrapper, and say that the
-    stage's other calls moved into the wrapper beside it: three changes where the wrapper
-    is the old stage and one call in it was wrapped. Read so where the wrapper is unpaired,
-    one of its children pairs with the old stage and another with one of the old stage's
-    children, and the two stages' parents pair (or both are the root). The mirror image for
-    an old stage read as unwrapped. A plain wrap never meets this: most diffs try none.
-    """
-    old_tree, new_tree = trees
-    partners, partners_of_new = maps
-    readings = [[(old, new)] for new, old in _one_level_in(new_tree, old_tree, partners_of_new)]
-    readings += [[(old, new)] for old, new in _one_level_in(old_tree, new_tree, partners)]
-    return readings[:_MOST_READINGS]
-
-
-def _one_level_in(
-    tree: CallTree, other: CallTree, partners: dict[int, int]
-) -> list[tuple[int, int]]:
-    """(stage of `tree` left unpaired, call of `other` it may be): a child of the stage
-    pairs with the call, which holds calls, another child pairs with one of the call's
-    children, and the call's parent pairs with the stage's (or both are the root)."""
-    found: list[tuple[int, int]] = []
-    for stage, children in enumerate(tree.children):
-        if len(children) < 2 or stage in partners:
-            continue
-        parent = tree.parents[stage]
-        for child in children:
-            partner = partners.get(child)
-            if partner is None or not other.children[partner]:
-                continue
-            other_parent = other.parents[partner]
-            if not (
-                (parent == other_parent == NO_PARENT)
-                or (parent != NO_PARENT and partners.get(parent) == other_parent)
-            ):
-                continue
-            kept = set(other.children[partner])
-            if any(partners.get(sibling) in kept for sibling in children if sibling != child):
-                found.append((stage, partner))
-                if len(found) == _MOST_READINGS:
-                    return found
-    return found
 
 
 def class_readings(
@@ -197,6 +148,9 @@ def model_readings(
 ) -> list[list[tuple[int, int]]]:
     """The anchors of a reading that takes the whole model as wrapped in a new one (the new
     model's only call is the old model), or as unwrapped from one; none for most diffs.
+    The model wrapped twice or more: one reading for each call of the chain of one call
+    each, the outermost first (the innermost is the old model where nothing else changed,
+    an outer one where a stage of the model was flattened into a wrapper of its own).
 
     Proposed only where the reading (`partners`) pairs the two models though one runs two
     calls or more in it and the other one call of its class, which holds calls. A stage
@@ -211,31 +165,31 @@ def model_readings(
     old_root, new_root = old_tree.roots[0], new_tree.roots[0]
     if partners.get(old_root) != new_root:
         return []
-    old_model_in_new = _only_call(trees, old_root, new_root, model_is_old=True)
-    if old_model_in_new is not None:
-        return [[(old_root, old_model_in_new)]]
-    new_model_in_old = _only_call(trees, new_root, old_root, model_is_old=False)
-    if new_model_in_old is not None:
-        return [[(new_model_in_old, new_root)]]
-    return []
+    old_model_in_new = _only_calls(trees, old_root, new_root, model_is_old=True)
+    if old_model_in_new:
+        return [[(old_root, call)] for call in old_model_in_new]
+    new_model_in_old = _only_calls(trees, new_root, old_root, model_is_old=False)
+    return [[(call, new_root)] for call in new_model_in_old]
 
 
-def _only_call(
+def _only_calls(
     trees: tuple[CallTree, CallTree], model: int, other_model: int, *, model_is_old: bool
-) -> int | None:
-    """The call `other_model` (the other tree's model) runs that may be `model` wrapped:
-    its only call, of the model's class and holding calls, while `model` runs two calls or
-    more; None otherwise."""
+) -> list[int]:
+    """The calls `other_model` (the other tree's model) runs that may be `model` wrapped:
+    its only call, of the model's class and holding calls, and that call's only call of
+    the same kind, and so on, while `model` runs two calls or more; none otherwise."""
     tree, other = trees if model_is_old else (trees[1], trees[0])
     calls = other.children[other_model]
-    if (
+    chain: list[int] = []
+    while (
         len(calls) == 1
         and len(tree.children[model]) > 1
         and other.children[calls[0]]
         and other.lines[calls[0]].module_type == tree.lines[model].module_type
     ):
-        return calls[0]
-    return None
+        chain.append(calls[0])
+        calls = other.children[calls[0]]
+    return chain
 
 
 def copy_readings(

@@ -1,0 +1,262 @@
+"""Readings of a call as a call like it nearby, tried last. Pure, no torch.
+
+A reading may pair a call with one of another class at its place though the other side runs
+a call of its class nearby that no call of that class pairs with. The Mish of stage 0 moved
+to the start of stage 1, whose Linear was wrapped, reads `type changed at 1.0: Linear ->
+Mish`, the wrapper inserted and the Mish removed; stage 0 copied before stage 1 reads the
+old stage 1's Mish and Linear as changed into the copy's ELU and SELU. Read again with the
+call paired with that counterpart, and the call it was paired with with its own (alone,
+with the stages they run in paired, or with those stages kept as the reading paired them),
+the same diff says one move and one wrap, or one stage inserted (`counterpart_readings`).
+Likewise a call a reading says swapped, or whose settings it says changed, beside an
+unpaired sibling of its partner just like it: the Linear removed before a stage, read as
+it and the stage swapped and the Linear after the stage removed (`swap_readings`);
+MobileNetV3's depthwise block removed, read as it changed into the projection after it
+(`kind_readings`). `diffing` tries these readings last, where no other states fewer
+changes, and keeps one only where it states fewer: most diffs try none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from pytest_fwdorder.diff.call_keys import facts_thawed
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+from pytest_fwdorder.diff.readings import identical
+
+__all__ = ["counterpart_readings", "kind_readings", "swap_readings"]
+
+_MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
+_MOST_CALLS_SEEN = 4_000  # calls looked at for counterparts, at most, in one diff
+
+
+def counterpart_readings(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    changed: Iterable[int],
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that pairs a call, paired with a call of another class
+    (the new calls `changed`), with the nearest call of its own class on the other side that
+    no call of that class pairs with, and that call's partner likewise, as (old index, new
+    index) pairs. `maps`: the reading's partners of old calls, and of new ones."""
+    old_tree, new_tree = trees
+    partners, partners_of_new = maps
+    seen = [0]  # calls looked at so far
+    readings: list[list[tuple[int, int]]] = []
+    for new in changed:
+        old = partners_of_new.get(new)
+        if old is None or _same_stage(trees, old, new):
+            continue
+        anchors = []
+        counterpart = _nearest((new_tree, old_tree), new, old, partners_of_new, seen)
+        if counterpart is not None:
+            anchors.append((old, counterpart))
+        counterpart = _nearest((old_tree, new_tree), old, new, partners, seen)
+        if counterpart is not None:
+            anchors.append((counterpart, new))
+        if not anchors:
+            continue
+        moved = _their_stages(trees, anchors, partners)
+        kept = _stages_kept(trees, anchors, maps)
+        for reading in (anchors, _one_each(anchors, moved), _one_each(anchors, kept)):
+            if reading not in readings:
+                readings.append(reading)
+        if len(readings) >= _MOST_READINGS or seen[0] > _MOST_CALLS_SEEN:
+            break
+    return readings[:_MOST_READINGS]
+
+
+def _same_stage(trees: tuple[CallTree, CallTree], old: int, new: int) -> bool:
+    """Whether two calls hold the same calls, two or more, in order (`readings.identical`):
+    a stage made a subclass is that stage. A call holding one call is no such sign: a new
+    wrapper around a block holds what the block's parent held."""
+    return len(trees[0].children[old]) > 1 and identical(trees, old, new)
+
+
+def _their_stages(
+    trees: tuple[CallTree, CallTree], anchors: list[tuple[int, int]], partners: dict[int, int]
+) -> list[tuple[int, int]]:
+    """The stages the calls of `anchors` run in, paired, where both run in one and the
+    reading (`partners`) pairs them otherwise: a stage moved from the last stage to the end
+    of the first, read as the two stages swapped and their layers changed into each other's,
+    is each stage where it was and the one stage moved."""
+    old_tree, new_tree = trees
+    stages = []
+    for old, new in anchors:
+        old_stage, new_stage = old_tree.parents[old], new_tree.parents[new]
+        if NO_PARENT not in (old_stage, new_stage) and partners.get(old_stage) != new_stage:
+            stages.append((old_stage, new_stage))
+    return stages
+
+
+def _stages_kept(
+    trees: tuple[CallTree, CallTree],
+    anchors: list[tuple[int, int]],
+    maps: tuple[dict[int, int], dict[int, int]],
+) -> list[tuple[int, int]]:
+    """The stages the calls of `anchors` run in, each with the partner the reading (`maps`)
+    gives it, once: a layer moved to a stage beside one wrapped there leaves both stages
+    where they were, which the anchors alone may not say."""
+    old_tree, new_tree = trees
+    partners, partners_of_new = maps
+    stages: list[tuple[int, int]] = []
+    for old, new in anchors:
+        old_stage, new_stage = old_tree.parents[old], new_tree.parents[new]
+        old_partner = partners.get(old_stage)
+        if old_stage != NO_PARENT and old_partner is not None:
+            stages.append((old_stage, old_partner))
+        new_partner = partners_of_new.get(new_stage)
+        if new_stage != NO_PARENT and new_partner is not None:
+            stages.append((new_partner, new_stage))
+    return stages
+
+
+def _one_each(
+    anchors: list[tuple[int, int]], stages: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The anchors, then the stages that pair no call paired before them again."""
+    kept = list(anchors)
+    old_paired, new_paired = {old for old, _ in anchors}, {new for _, new in anchors}
+    for old, new in stages:
+        if old not in old_paired and new not in new_paired:
+            kept.append((old, new))
+            old_paired.add(old)
+            new_paired.add(new)
+    return kept
+
+
+def _nearest(
+    trees: tuple[CallTree, CallTree],
+    place: int,
+    call: int,
+    partners: dict[int, int],
+    seen: list[int],
+) -> int | None:
+    """The call of `trees[0]` nearest `place` (a call of it), within the call two levels
+    above it (or the whole tree), of the class of `call` (one of `trees[1]`), that is
+    unpaired or paired with a call of another class (`partners`: those of `trees[0]`'s
+    calls); None if none. Looked for outwards from `place`, the calls looked at counted in
+    `seen`, up to `_MOST_CALLS_SEEN` in all."""
+    tree, other = trees
+    wanted = other.lines[call].module_type
+    above = tree.parents[place]
+    if above != NO_PARENT:
+        above = tree.parents[above]
+    start, end = (0, len(tree.lines)) if above == NO_PARENT else (above, tree.ends[above])
+    for distance in range(1, max(place - start, end - 1 - place) + 1):
+        if seen[0] > _MOST_CALLS_SEEN:
+            return None
+        seen[0] += 2
+        for index in (place - distance, place + distance):
+            if start <= index < end and _misfit(trees, index, wanted, partners):
+                return index
+    return None
+
+
+def _misfit(
+    trees: tuple[CallTree, CallTree], index: int, wanted: str, partners: dict[int, int]
+) -> bool:
+    """Whether the call `index` of `trees[0]` is of class `wanted` and unpaired or paired
+    with a call of another class."""
+    tree, other = trees
+    if tree.lines[index].module_type != wanted:
+        return False
+    partner = partners.get(index)
+    return partner is None or other.lines[partner].module_type != wanted
+
+
+def swap_readings(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    swapped: Iterable[frozenset[int]],
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that pairs a call of a swap (`swapped`: the old calls
+    each swap explains) with an unpaired sibling of its partner that holds what it holds
+    (`readings.identical`), or its partner with such a sibling of the call: a Linear
+    removed before a stage and a Linear after it, read as the first Linear and the stage
+    swapped and the second removed, is the second kept; a stage made a subclass beside one
+    that lost a layer, read as its look-alike swapped with a neighbour, is its subclass."""
+    old_tree, partners = trees[0], maps[0]
+    seen = [0]  # siblings looked at so far
+    readings: list[list[tuple[int, int]]] = []
+    for old_calls in swapped:
+        for old in sorted(old_calls):
+            new = partners.get(old)
+            if new is not None and old_tree.parents[old] not in old_calls:  # not one held
+                _add_alike(readings, trees, maps, (old, new), identical, seen)
+        if len(readings) >= _MOST_READINGS:
+            break
+    return readings[:_MOST_READINGS]
+
+
+def kind_readings(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    changed: Iterable[int],
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that pairs a call whose settings changed (the new calls
+    `changed`), or the stage it runs in, with an unpaired sibling of its partner of the
+    same classes and settings throughout (`_same_kinds`), or its partner with such a
+    sibling of the call: MobileNetV3's depthwise block removed leaves the projection after
+    it at its path, read as the depthwise block changed into it and the projection
+    removed."""
+    old_tree, new_tree = trees
+    seen = [0]  # siblings looked at so far
+    readings: list[list[tuple[int, int]]] = []
+    for new in changed:
+        old = maps[1].get(new)
+        if old is None:
+            continue
+        _add_alike(readings, trees, maps, (old, new), _same_kinds, seen)
+        old_stage, new_stage = old_tree.parents[old], new_tree.parents[new]
+        if maps[0].get(old_stage) == new_stage != NO_PARENT:  # the stage it runs in
+            _add_alike(readings, trees, maps, (old_stage, new_stage), _same_kinds, seen)
+        if len(readings) >= _MOST_READINGS or seen[0] > _MOST_CALLS_SEEN:
+            break
+    return readings[:_MOST_READINGS]
+
+
+def _add_alike(
+    readings: list[list[tuple[int, int]]],
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    pair: tuple[int, int],
+    alike: Callable[[tuple[CallTree, CallTree], int, int], bool],
+    seen: list[int],
+) -> None:
+    """Add to `readings` (each once) the pair's old call with each unpaired sibling of its
+    new one that `alike` finds like it, and the new call with each such sibling of the old
+    one; `seen` counts the siblings looked at, up to `_MOST_CALLS_SEEN` in all."""
+    (old_tree, new_tree), (old, new) = trees, pair
+    old_siblings, new_siblings = old_tree.siblings(old), new_tree.siblings(new)
+    seen[0] += len(old_siblings) + len(new_siblings)
+    if seen[0] > _MOST_CALLS_SEEN:
+        return
+    found = [
+        [(old, sibling)]
+        for sibling in new_siblings
+        if sibling not in maps[1] and alike(trees, old, sibling)
+    ]
+    found += [
+        [(sibling, new)]
+        for sibling in old_siblings
+        if sibling not in maps[0] and alike(trees, sibling, new)
+    ]
+    readings += [reading for reading in found if reading not in readings]
+
+
+def _same_kinds(trees: tuple[CallTree, CallTree], old: int, new: int) -> bool:
+    """Whether two calls and the calls they hold are of the same classes and settings, in
+    order, whatever their inputs and outputs."""
+    old_tree, new_tree = trees
+    if old_tree.size(old) != new_tree.size(new):
+        return False
+    return all(
+        old_line.module_type == new_line.module_type
+        and facts_thawed(old_line) == facts_thawed(new_line)
+        for old_line, new_line in zip(
+            old_tree.lines[old : old_tree.ends[old]],
+            new_tree.lines[new : new_tree.ends[new]],
+            strict=True,
+        )
+    )

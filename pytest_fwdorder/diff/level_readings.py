@@ -1,0 +1,123 @@
+"""Readings of a wrap one level further in. Pure, no torch.
+
+A reading may pair an old stage with a call inside a new wrapper, and say that the stage's
+other calls moved into the wrapper beside it; or pair a stage put in a wrapper of its own,
+as calls in it changed, with the wrapper, which took its path. Each reading here is a
+list of anchors for `align_trees`, tried by `diff_lines` like those of stage_readings.py:
+kept only where what its stages hold confirms it and where it states fewer changes than
+every other reading.
+"""
+
+from __future__ import annotations
+
+from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+
+__all__ = ["level_readings"]
+
+_MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
+
+
+def level_readings(
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that takes a wrap one level further in.
+
+    A reading may pair an old stage with the call inside a new wrapper, and say that the
+    stage's other calls moved into the wrapper beside it: three changes where the wrapper
+    is the old stage and one call in it was wrapped. Read so where the wrapper is unpaired,
+    one of its children pairs with the old stage and another with one of the old stage's
+    children, and the two stages' parents pair (or both are the root). The mirror image for
+    an old stage read as unwrapped. And a stage paired with a wrapper of its own put around
+    it as calls in it changed, read as the wrapper's only call (`_wrapped_alone`). A plain
+    wrap never meets these: most diffs try none.
+    """
+    old_tree, new_tree = trees
+    partners, partners_of_new = maps
+    readings = [[(old, new)] for new, old in _one_level_in(new_tree, old_tree, partners_of_new)]
+    readings += [[(old, new)] for old, new in _one_level_in(old_tree, new_tree, partners)]
+    readings += [[pair] for pair in _wrapped_alone(trees, maps)]
+    return readings[:_MOST_READINGS]
+
+
+def _wrapped_alone(
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
+) -> list[tuple[int, int]]:
+    """(old call, new call) it may be: a stage put in a wrapper of its own as calls in it
+    changed, which a reading (`maps`) pairs with the wrapper (no pass pairs the stage with
+    itself, whose calls changed, and the wrapper took its path), read as the wrapper's only
+    call (`_alone_in`); or the mirror image, a stage taken out of one."""
+    old_tree, new_tree = trees
+    partners, partners_of_new = maps
+    found: list[tuple[int, int]] = []
+    # Calls that run one call each (most run none or several), a comprehension each: this
+    # looks at every pair of every diff read again.
+    for old, new in _running_one(new_tree, partners_of_new):
+        if old_tree.parents[old] != NO_PARENT:  # the model's wraps: `model_readings`'
+            inner = _alone_in(trees, (old, new), partners_of_new)
+            if inner is not None:
+                found.append((old, inner))
+    for new, old in _running_one(old_tree, partners):
+        if new_tree.parents[new] != NO_PARENT and len(new_tree.children[new]) != 1:
+            inner = _alone_in((new_tree, old_tree), (new, old), partners)
+            if inner is not None:
+                found.append((inner, new))
+    return found[:_MOST_READINGS]
+
+
+def _running_one(tree: CallTree, partners_of: dict[int, int]) -> list[tuple[int, int]]:
+    """(partner, call) for each paired call of `tree`, but the model, that runs one call."""
+    return [
+        (partners_of[call], call)
+        for call, children in enumerate(tree.children)
+        if len(children) == 1 and call in partners_of and tree.parents[call] != NO_PARENT
+    ]
+
+
+def _alone_in(
+    trees: tuple[CallTree, CallTree], pair: tuple[int, int], other_partners: dict[int, int]
+) -> int | None:
+    """The only call of a pair's call in `trees[1]` (the wrapper), where it may be the
+    pair's call in `trees[0]` (the stage): of the stage's class, holding calls, and unpaired
+    or paired with a call nested in the stage (`other_partners`: the partners of
+    `trees[1]`'s calls), while the stage runs two calls or more; None otherwise."""
+    tree, other = trees
+    stage, wrapper = pair
+    inner = other.children[wrapper][0]
+    partner = other_partners.get(inner)
+    if (
+        len(tree.children[stage]) > 1
+        and other.children[inner]
+        and other.lines[inner].module_type == tree.lines[stage].module_type
+        and (partner is None or stage < partner < tree.ends[stage])
+    ):
+        return inner
+    return None
+
+
+def _one_level_in(
+    tree: CallTree, other: CallTree, partners: dict[int, int]
+) -> list[tuple[int, int]]:
+    """(stage of `tree` left unpaired, call of `other` it may be): a child of the stage
+    pairs with the call, which holds calls, another child pairs with one of the call's
+    children, and the call's parent pairs with the stage's (or both are the root)."""
+    found: list[tuple[int, int]] = []
+    for stage, children in enumerate(tree.children):
+        if len(children) < 2 or stage in partners:
+            continue
+        parent = tree.parents[stage]
+        for child in children:
+            partner = partners.get(child)
+            if partner is None or not other.children[partner]:
+                continue
+            other_parent = other.parents[partner]
+            if not (
+                (parent == other_parent == NO_PARENT)
+                or (parent != NO_PARENT and partners.get(parent) == other_parent)
+            ):
+                continue
+            kept = set(other.children[partner])
+            if any(partners.get(sibling) in kept for sibling in children if sibling != child):
+                found.append((stage, partner))
+                if len(found) == _MOST_READINGS:
+                    return found
+    return found
