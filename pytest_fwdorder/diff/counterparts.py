@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 
 from pytest_fwdorder.diff.call_keys import facts_thawed
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
-from pytest_fwdorder.diff.readings import identical
+from pytest_fwdorder.diff.readings import identical, joined_anchors
 
 __all__ = ["counterpart_readings", "kind_readings", "swap_readings"]
 
@@ -58,7 +58,7 @@ def counterpart_readings(
             continue
         moved = _their_stages(trees, anchors, partners)
         kept = _stages_kept(trees, anchors, maps)
-        for reading in (anchors, _one_each(anchors, moved), _one_each(anchors, kept)):
+        for reading in (anchors, joined_anchors(anchors, moved), joined_anchors(anchors, kept)):
             if reading not in readings:
                 readings.append(reading)
         if len(readings) >= _MOST_READINGS or seen[0] > _MOST_CALLS_SEEN:
@@ -109,20 +109,6 @@ def _stages_kept(
         if new_stage != NO_PARENT and new_partner is not None:
             stages.append((new_partner, new_stage))
     return stages
-
-
-def _one_each(
-    anchors: list[tuple[int, int]], stages: list[tuple[int, int]]
-) -> list[tuple[int, int]]:
-    """The anchors, then the stages that pair no call paired before them again."""
-    kept = list(anchors)
-    old_paired, new_paired = {old for old, _ in anchors}, {new for _, new in anchors}
-    for old, new in stages:
-        if old not in old_paired and new not in new_paired:
-            kept.append((old, new))
-            old_paired.add(old)
-            new_paired.add(new)
-    return kept
 
 
 def _nearest(

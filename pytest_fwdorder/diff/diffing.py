@@ -21,6 +21,7 @@ from pytest_fwdorder.diff.level_readings import level_readings
 from pytest_fwdorder.diff.readings import (
     calls_that_stayed,
     confirmed,
+    joined_anchors,
     paired_otherwise,
     stated_changes,
 )
@@ -222,7 +223,7 @@ class _Reader:
             for reading_anchors in readings:
                 if len(tried[0]) == tried[1]:
                     break
-                candidate = self._aligned(_joined(kept.anchors, reading_anchors), tried)
+                candidate = self._aligned(joined_anchors(kept.anchors, reading_anchors), tried)
                 if candidate is None:
                     continue
                 if wraps is not None and _wraps_model(self.trees, reading_anchors):
@@ -323,19 +324,6 @@ def _last_readings(
         + swap_readings(trees, maps, swapped)
         + kind_readings(trees, maps, settings)
     )
-
-
-def _joined(kept: list[tuple[int, int]], anchors: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The anchors of a reading kept, then those of another that pair neither call again."""
-    joined = list(kept)
-    old_paired = {old for old, _ in kept}
-    new_paired = {new for _, new in kept}
-    for old, new in anchors:
-        if old not in old_paired and new not in new_paired:
-            joined.append((old, new))
-            old_paired.add(old)
-            new_paired.add(new)
-    return joined
 
 
 def _classified(

@@ -33,6 +33,7 @@ from pytest_fwdorder.golden.format import GoldenLine
 __all__ = [
     "calls_that_stayed",
     "confirmed",
+    "joined_anchors",
     "mostly_within",
     "paired_otherwise",
     "stated_changes",
@@ -209,6 +210,21 @@ def _children_mostly_within(
 def paired_otherwise(partners: dict[int, int], stayed: list[tuple[int, int]]) -> bool:
     """Whether a reading (`partners`) pairs a call that stayed with another call."""
     return any(partners.get(i) != j for i, j in stayed)
+
+
+def joined_anchors(
+    kept: list[tuple[int, int]], anchors: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The anchors of a reading kept, then those of another that pair neither call again."""
+    joined = list(kept)
+    old_paired = {old for old, _ in kept}
+    new_paired = {new for _, new in kept}
+    for old, new in anchors:
+        if old not in old_paired and new not in new_paired:
+            joined.append((old, new))
+            old_paired.add(old)
+            new_paired.add(new)
+    return joined
 
 
 def stated_changes(diff: TraceDiff, new_tree: CallTree) -> tuple[int, int, int, int]:

@@ -10,8 +10,8 @@ image, read the same way with the trees swapped. The whole model wrapped in a ne
 taken out of one) is read from the old model paired with the new model's only call; a
 stage wrapped beside a copy of itself, from the stage paired with the call that holds what
 it held; and a stage whose call changed class, beside a stage removed or inserted that
-holds a call of that other class, as that other stage (a wrap one level further in:
-level_readings.py).
+holds a call of that other class, as that other stage. A wrap read one level further in is
+level_readings.py's; a call read as one like it nearby, counterparts.py's.
 
 Each such reading is a list of anchors for `align_trees`, tried by `diff_lines` like the
 reading from the calls that stayed (readings.py): kept only where what its stages hold
