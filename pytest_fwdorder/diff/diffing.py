@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from pytest_fwdorder.calls.records import TraceRecords
@@ -134,24 +135,25 @@ def diff_lines(
         headers = (GoldenHeader.of(old_header), GoldenHeader.of(new_header))
         alignment = align_trees(old_tree, new_tree, match_paths=match_paths)
         first = _classified(headers, alignment, names)
+        stated = stated_changes(first, new_tree)
+        if not stated[0]:  # nothing to read otherwise
+            return first
+        partners = alignment.partners
+        first_kept = _Kept(first, stated, [], partners)
         # Other readings: from the calls that kept their paths, or without names their
         # places (readings.py), and of stages flattened or wrapped (stage_readings.py).
-        partners = alignment.partners
         stayed = calls_that_stayed(old_tree, new_tree, partners, by_place=not match_paths)
         readings = [stayed] if paired_otherwise(partners, stayed) else []
-        readings += _readings_from((old_tree, new_tree), partners)
+        readings += _readings_from((old_tree, new_tree), first_kept.maps)
         # Read on from apart (`_Reader.fewest_stated`): the calls that stayed in a model the
         # first reading wraps or unwraps whole, and the model wrapped twice, read as each
         # inner call of the chain of wrappers (only the outermost is read with the others).
         inside = stayed_in_model((old_tree, new_tree), partners, by_place=not match_paths)
         inside += model_readings((old_tree, new_tree), partners)[1:]
-        stated = stated_changes(first, new_tree)
-        if not stated[0]:
-            return first
         # Each reading costs an alignment of the whole diff: fewer of them on large ones.
         budget = max(1, _MOST_CALLS_READ // (len(old) + len(new) + 1))
         reader = _Reader((old_tree, new_tree), match_paths, headers, names)
-        return reader.fewest_stated(_Kept(first, stated, [], partners), (readings, inside), budget)
+        return reader.fewest_stated(first_kept, (readings, inside), budget)
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ class _Reader:
         kept = self._read_on(first, readings[0], tried, wraps)
         apart = (self._aligned(anchors, tried) for anchors in readings[1])
         for wrap in [*wraps, *(reading for reading in apart if reading is not None)]:
-            candidate = self._read_on(wrap, self._left(wrap.partners), tried, None)
+            candidate = self._read_on(wrap, self._left(wrap), tried, None)
             # Fewer changes stated, not a tie broken (`stated_changes`' last count, moves): a
             # reading that equals the kept one only by its moves leaves the kept one alone.
             if candidate.stated[:3] < kept.stated[:3]:
@@ -217,7 +219,7 @@ class _Reader:
             if not readings:
                 if last:
                     break
-                readings, last = _last_readings(self.trees, kept.partners, kept.reading), True
+                readings, last = _last_readings(self.trees, kept.maps, kept.reading), True
                 continue
             best = kept  # the round's best reading
             for reading_anchors in readings:
@@ -236,7 +238,7 @@ class _Reader:
             if wraps:
                 wraps[:] = [wrap for wrap in wraps if wrap is not best]
             kept, last = best, False
-            readings = self._left(kept.partners)
+            readings = self._left(kept)
         return kept
 
     def _aligned(
@@ -255,12 +257,12 @@ class _Reader:
         reading = _classified(self.headers, again, self.names)
         return _Kept(reading, stated_changes(reading, self.trees[1]), anchors, again.partners)
 
-    def _left(self, partners: dict[int, int]) -> list[list[tuple[int, int]]]:
-        """The anchors of the readings a reading kept (`partners`) leaves to try: where it
-        wraps or unwraps the whole model, from the calls that stayed within it (no path kept
-        across the wrap), then `_readings_from`'s."""
-        readings = stayed_in_model(self.trees, partners, by_place=not self.match_paths)
-        return readings + _readings_from(self.trees, partners)
+    def _left(self, kept: _Kept) -> list[list[tuple[int, int]]]:
+        """The anchors of the readings a reading kept leaves to try: where it wraps or
+        unwraps the whole model, from the calls that stayed within it (no path kept across
+        the wrap), then `_readings_from`'s."""
+        readings = stayed_in_model(self.trees, kept.partners, by_place=not self.match_paths)
+        return readings + _readings_from(self.trees, kept.maps)
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,12 @@ class _Kept:
     anchors: list[tuple[int, int]]
     partners: dict[int, int]
 
+    @cached_property
+    def maps(self) -> tuple[dict[int, int], dict[int, int]]:
+        """The partners of old calls, and of new ones: made once, for the readings a
+        reading kept leaves and those tried last (not for every reading aligned)."""
+        return self.partners, {new: old for old, new in self.partners.items()}
+
 
 def _wraps_model(trees: tuple[CallTree, CallTree], anchors: list[tuple[int, int]]) -> bool:
     """Whether a reading's first anchor pairs one tree's model with a call nested in the
@@ -283,15 +291,15 @@ def _wraps_model(trees: tuple[CallTree, CallTree], anchors: list[tuple[int, int]
 
 
 def _readings_from(
-    trees: tuple[CallTree, CallTree], partners: dict[int, int]
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
 ) -> list[list[tuple[int, int]]]:
-    """The anchors of the readings one reading (`partners`) leaves to try: the whole model
-    wrapped or unwrapped, first (one at most, and rare), then stages wrapped beside a copy
-    of themselves, then stages flattened or wrapped, then wraps and unwraps read one level
-    further in, then stages whose call changed class read as a sibling."""
-    maps = (partners, {new: old for old, new in partners.items()})  # made once for the four
+    """The anchors of the readings one reading (`maps`: its partners of old calls, and of
+    new ones) leaves to try: the whole model wrapped or unwrapped, first (one at most, and
+    rare), then stages wrapped beside a copy of themselves, then stages flattened or
+    wrapped, then wraps and unwraps read one level further in, then stages whose call
+    changed class read as a sibling."""
     return (
-        model_readings(trees, partners)[:1]
+        model_readings(trees, maps[0])[:1]
         + copy_readings(trees, maps)
         + stage_readings(trees, maps)
         + level_readings(trees, maps)
@@ -300,9 +308,9 @@ def _readings_from(
 
 
 def _last_readings(
-    trees: tuple[CallTree, CallTree], partners: dict[int, int], diff: TraceDiff
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]], diff: TraceDiff
 ) -> list[list[tuple[int, int]]]:
-    """The anchors of the readings tried last from a reading (its `partners` and changes):
+    """The anchors of the readings tried last from a reading (its `maps` and changes):
     of the calls it pairs with calls of another class, says swapped, or says changed in
     their settings, each as a call like it nearby (counterparts.py)."""
     changed, settings = [], []
@@ -318,7 +326,6 @@ def _last_readings(
     ]
     if not (changed or swapped or settings):
         return []
-    maps = (partners, {new: old for old, new in partners.items()})
     return (
         counterpart_readings(trees, maps, changed)
         + swap_readings(trees, maps, swapped)
