@@ -69,6 +69,11 @@ BUILTIN_PLUGINS = (
     "pytest_fwdorder.facets.devices",
     "pytest_fwdorder.facets.local_shapes",
 )
+# The built-in plugins that implement the facets hook alone: each is registered at start-up
+# as a `_FacetsModule` under its own name, and imported when its facets are first asked for
+# (a trace, a golden read), so a pytest run that never traces pays neither their import nor
+# that of the golden format they write: about half of the plugin's start-up.
+_FACETS_ONLY = BUILTIN_PLUGINS[1:]
 
 
 class Describer(Protocol):
@@ -196,6 +201,31 @@ class FwdOrderPluginManager(pluggy.PluginManager):
         return options
 
 
+class _FacetsModule:
+    """A built-in facets module as a plugin that imports it when its facets are first asked for.
+
+    Registered under the module's own name, in the module's place among the built-in plugins:
+    `-p no:` and the facets' order read it as the module.
+    """
+
+    def __init__(self, module_name: str) -> None:
+        self.module_name = module_name
+
+    def __repr__(self) -> str:
+        return f"<facets of {self.module_name}>"
+
+    @hookimpl
+    def pytest_fwdorder_facets(self) -> Sequence[Facet | TraceFacet | TensorAnnotation] | None:
+        facets: Sequence[Facet | TraceFacet | TensorAnnotation] | None
+        facets = importlib.import_module(self.module_name).pytest_fwdorder_facets()
+        return facets
+
+
+# One for each module, so that a second plugin manager (pytester's, the library's) registers
+# the same plugins.
+_FACETS_MODULES = {module_name: _FacetsModule(module_name) for module_name in _FACETS_ONLY}
+
+
 def register_builtin_plugins(manager: pluggy.PluginManager) -> None:
     """Register the built-in plugins and the `pytest_fwdorder` entry points, once each.
 
@@ -211,7 +241,7 @@ def register_builtin_plugins(manager: pluggy.PluginManager) -> None:
             "instead"
         )
     for module_name in BUILTIN_PLUGINS:
-        plugin = importlib.import_module(module_name)
+        plugin = _FACETS_MODULES.get(module_name) or importlib.import_module(module_name)
         if not manager.is_registered(plugin):
             manager.register(plugin, name=module_name)
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):

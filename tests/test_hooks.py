@@ -3,6 +3,8 @@ the same hooks outside pytest through the standalone plugin manager."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 from torch import nn
@@ -296,3 +298,38 @@ def test_the_docs_document_every_hook() -> None:
 
     assert names
     assert [name for name in names if f"def {name}(" not in readme] == []
+
+
+def test_each_built_in_plugin_registered_unimported_answers_the_facets_hook_alone() -> None:
+    # Those modules are registered at start-up without being imported (hookspecs'
+    # `_FacetsModule`), which answers that one hook: any other hook written in one of them
+    # would never be called. The describers module answers another hook and is imported.
+    from pytest_fwdorder.hookspecs import _FACETS_ONLY, BUILTIN_PLUGINS
+
+    hooks_of = {
+        module_name: {
+            name for name in dir(importlib.import_module(module_name)) if name.startswith("pytest_")
+        }
+        for module_name in BUILTIN_PLUGINS
+    }
+
+    assert {name for name, hooks in hooks_of.items() if hooks == {"pytest_fwdorder_facets"}} == set(
+        _FACETS_ONLY
+    )
+    assert hooks_of["pytest_fwdorder.recording.builtin_describers"] == {
+        "pytest_fwdorder_describe_value"
+    }
+
+
+def test_a_built_in_facets_module_registered_unimported_gives_the_module_s_own_facets() -> None:
+    from pytest_fwdorder.facets import values
+
+    manager = FwdOrderPluginManager()
+    register_builtin_plugins(manager)
+    plugin = manager.get_plugin("pytest_fwdorder.facets.values")
+    answers = manager.hook.pytest_fwdorder_facets()
+
+    assert plugin is not values  # registered in the module's place, not the module
+    assert [type(facet) for facet in values.pytest_fwdorder_facets()] in [
+        [type(facet) for facet in answer] for answer in answers
+    ]

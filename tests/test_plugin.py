@@ -365,11 +365,12 @@ def test_a_suite_that_never_traces_does_not_import_torch(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*torch imported: False*"])
 
 
-def test_pytest_start_up_imports_neither_the_diff_nor_the_golden_writer(
+def test_pytest_start_up_imports_no_facet_golden_or_diff_module(
     pytester: pytest.Pytester,
 ) -> None:
-    # The diff and the golden writer are needed only when a test traces or a golden
-    # fails: every pytest run, also one that never traces, would pay their import.
+    # The facets, the golden format and the diff are needed only when a test traces or
+    # compares a golden: every pytest run where the plugin is installed, also one that never
+    # traces, would pay their import (about half the plugin's start-up).
     pytester.makeconftest(
         """
         import sys
@@ -377,8 +378,10 @@ def test_pytest_start_up_imports_neither_the_diff_nor_the_golden_writer(
         def pytest_sessionfinish(session):
             loaded = sorted(
                 name for name in sys.modules
-                if name.startswith(("pytest_fwdorder.diff.", "pytest_fwdorder.golden.render"))
-                or name == "pytest_fwdorder.trace"
+                if name.startswith(
+                    ("pytest_fwdorder.diff.", "pytest_fwdorder.golden.", "pytest_fwdorder.facets.")
+                )
+                or name in ("pytest_fwdorder.trace", "pytest_fwdorder.calls.records")
             )
             print("plugin loaded:", "pytest_fwdorder.plugin" in sys.modules)
             print("loaded at start-up:", ", ".join(loaded) or "nothing")

@@ -15,10 +15,11 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 
-from pytest_fwdorder.golden.upgrades import with_environment
 from pytest_fwdorder.snapshot.kept_comparisons import note_comparison
-from pytest_fwdorder.snapshot.policy import explain_mismatch, golden_holds
 from pytest_fwdorder.snapshot.update_summary import may_rewrite, not_rewritten_note
+
+# The plugin imports this module at every pytest start-up; the golden format (policy.py,
+# golden/upgrades.py) is imported by the methods that compare a golden, when one is.
 
 if TYPE_CHECKING:
     from syrupy.types import SnapshotIndex
@@ -66,6 +67,8 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
                 self.facets = tuple(facets)
             text = data.render()
             if isinstance(text, str):
+                from pytest_fwdorder.golden.upgrades import with_environment
+
                 return with_environment(text)
             raise TypeError(
                 f"TraceSnapshotExtension stores golden text, but {type(data).__name__}.render() "
@@ -78,9 +81,13 @@ class TraceSnapshotExtension(SingleFileSnapshotExtension):
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
         """Whether the golden holds this trace, by the comparison policy (snapshot/policy.py)."""
+        from pytest_fwdorder.snapshot.policy import golden_holds
+
         return golden_holds(str(snapshot_data), str(serialized_data), facets=self.facets)
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
+        from pytest_fwdorder.snapshot.policy import explain_mismatch
+
         yield from explain_mismatch(str(snapshot_data), str(serialized_data), facets=self.facets)
 
     @classmethod
@@ -251,6 +258,8 @@ def explain_snapshot_assertion(
             note or "Run `pytest --snapshot-update` to write it, then review the new golden file.",
         ]
     new_text = str(result.asserted_data) if result.asserted_data is not None else trace.render()
+    from pytest_fwdorder.snapshot.policy import explain_mismatch
+
     lines = explain_mismatch(
         str(result.recalled_data),
         new_text,
