@@ -196,8 +196,14 @@ _WITHOUT_SYRUPY = ("-p", "no:syrupy")
 
 def pytest_seconds(project: Path, *arguments: str) -> float:
     """Wall seconds of `python -m pytest -q <arguments>` in `project`, the package this
-    process measures first on the path; raises RuntimeError when pytest fails."""
+    process measures first on the path; raises RuntimeError when pytest fails.
+
+    Bytecode is written and read back, as for an installed wheel (pip compiles it, and
+    pytest keeps its rewritten plugin modules): with PYTHONDONTWRITEBYTECODE set, every run
+    would compile this package's source again, which no installed copy does.
+    """
     environment = dict(os.environ)
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
     environment["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(PACKAGE_ROOT), environment.get("PYTHONPATH")])
     )
@@ -236,7 +242,9 @@ def suite(smoke: bool, row: Callable[..., Any]) -> list[Any]:
         (project / "test_goldens.py").write_text(head + _GOLDEN_TESTS)
         (project / "test_forwards.py").write_text(head + _FORWARD_TESTS)
         (project / "test_one.py").write_text("def test_one():\n    assert True\n")
-        pytest_seconds(project, "test_goldens.py", "--snapshot-update")  # writes the goldens
+        # Writes the goldens, and the bytecode every run after reads.
+        pytest_seconds(project, "test_goldens.py", "--snapshot-update")
+        pytest_seconds(project, "test_forwards.py", *_WITHOUT_PLUGIN, *_WITHOUT_SYRUPY)
         suite_medians = alternating_medians(
             {
                 "goldens": lambda: pytest_seconds(project, "test_goldens.py"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import torchvision
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from pytest_fwdorder import trace_forward
 
@@ -86,6 +89,8 @@ def test_every_benchmark_runs_once_at_tiny_sizes(smoke_table: str) -> None:
         "trace_forward(costs=True), ratio to costs=False",
         "least: FlopCounterMode alone, ratio to the bare forward",
         "least: a dispatch mode that only runs each operation, ratio to the bare forward",
+        "least: a dispatch mode that counts each operation's FLOPs, each figure kept by shapes",
+        "trace_forward(costs=True) at its least, ratio to costs=False: the floor",
         "ResNet-18: least: the floor and all the guarantees at their least vs trace_forward",
         "trace_forward(values=True), ratio to a plain trace",
         "builder on meta: initialization=True, ratio to without",
@@ -97,6 +102,60 @@ def test_every_benchmark_runs_once_at_tiny_sizes(smoke_table: str) -> None:
         "torchvision models (64x64), pytest: each asserts its golden",
     ):
         assert case in table, f"{case!r} missing from:\n{table}"
+
+
+@pytest.mark.slow
+def test_the_least_counting_row_counts_the_flops_flop_counter_mode_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The row prices a guarantee, so its mode must keep it: the oracle is torch's own
+    # FlopCounterMode. Each model runs twice, the second time from the figures kept by shapes.
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    run = importlib.import_module("run")
+    models = importlib.import_module("models")
+    cases = [
+        (torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 32, 32)),
+        (models.TinyGPT2().eval(), torch.randint(0, 1000, (1, 16))),
+    ]
+
+    class KeptByOperationAlone(run.LeastCountingMode):  # type: ignore[name-defined,misc]
+        """The same count with one figure kept per operation, whatever its shapes."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.figures = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            output = func(*args, **(kwargs or {}))
+            formula = run.flop_registry.get(func._overloadpacket)
+            if formula is not None:
+                if func not in self.figures:
+                    self.figures[func] = formula(*args, **(kwargs or {}), out_val=output)
+                self.flops += self.figures[func]
+            return output
+
+    totals = []
+    for model, inputs in cases:
+        oracle = FlopCounterMode(display=False)
+        with torch.no_grad():
+            with oracle:
+                model(inputs)
+            counted = []
+            for _ in range(2):
+                with run.LeastCountingMode() as least:
+                    model(inputs)
+                counted.append(least.flops)
+
+        assert counted == [oracle.get_total_flops()] * 2, model
+        assert counted[0] > 0
+        totals.append(counted[0])
+
+    # The oracle tells a count that keeps one figure per operation from the true one:
+    # ResNet-18 runs one convolution overload at several shapes.
+    resnet, inputs = cases[0]
+    with torch.no_grad(), KeptByOperationAlone() as by_operation:
+        resnet(inputs)
+    assert by_operation.flops != totals[0]
 
 
 @pytest.mark.slow
