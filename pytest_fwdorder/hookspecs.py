@@ -73,7 +73,7 @@ BUILTIN_PLUGINS = (
 # as a `_FacetsModule` under its own name, and imported when its facets are first asked for
 # (a trace, a golden read), so a pytest run that never traces pays neither their import nor
 # that of the golden format they write: about half of the plugin's start-up.
-_FACETS_ONLY = BUILTIN_PLUGINS[1:]
+_FACETS_ONLY = tuple(name for name in BUILTIN_PLUGINS if name.startswith("pytest_fwdorder.facets."))
 
 
 class Describer(Protocol):
