@@ -14,7 +14,6 @@ from torch.utils.flop_counter import FlopCounterMode
 from pytest_fwdorder import TensorSpec, assert_same_structure, record, trace_forward
 from pytest_fwdorder.checks.cost_budgets import assert_costs
 from pytest_fwdorder.facets.cost_counting import runner
-from pytest_fwdorder.facets.storage_bytes import modules_in_order
 from pytest_fwdorder.golden.figures import (
     human_bytes,
     human_count,
@@ -345,15 +344,39 @@ def test_a_structure_comparison_leaves_costs_out() -> None:
     assert_same_structure(with_costs, without_costs)
 
 
-def test_the_storage_walk_meets_modules_as_torchs_modules_does() -> None:
-    # The oracle is `nn.Module.modules()`: pre-order, each shared module once, None skipped.
-    shared = nn.Linear(2, 2)
-    model = nn.Sequential(
-        nn.Sequential(shared, nn.ReLU()), shared, nn.ModuleList([nn.Identity(), shared])
-    )
-    model.register_module("absent", None)
-    model.add_module("last", torchvision.models.resnet18(weights=None).layer1)
-    assert modules_in_order(model) == list(model.modules())
+def test_the_models_bytes_count_each_storage_of_its_modules_once_in_torchs_order() -> None:
+    # The storages are read from the recorder's index of the model, not from a walk of their
+    # own. The oracle is `nn.Module.modules()` with each module's parameters, then buffers,
+    # the first tensor found in a storage giving its bytes.
+    shared, tied = nn.Linear(4, 4), nn.Linear(4, 4)
+    tied.weight = shared.weight
+    model = nn.Sequential(nn.Sequential(shared, nn.ReLU()), shared, tied)
+    model[0][1].register_module("never_run", nn.LazyLinear(3))  # stays uninitialized
+    model[0][1].register_buffer("whole", torch.zeros(10))
+    model[0][1].register_parameter("first_half", nn.Parameter(model[0][1].whole[:5]))
+    model[0][1].register_parameter("none", None)
+    model[0][1].register_buffer("sparse", torch.eye(3).to_sparse())
+    tensors = [
+        tensor
+        for module in model.modules()
+        for tensor in (*module._parameters.values(), *module._buffers.values())
+        if tensor is not None
+        and tensor.layout is torch.strided
+        and not isinstance(tensor, nn.parameter.UninitializedTensorMixin)
+    ]
+    storages: dict[int, int] = {}
+    for tensor in tensors:
+        storages.setdefault(tensor.untyped_storage()._cdata, tensor.nbytes)
+    # The shared weight once, two biases, the buffer's storage as its view's bytes.
+    expected = (16 + 4 + 4 + 5) * 4
+    assert sum(storages.values()) == expected
+    # The oracle can fail: each tensor counted, the tied weight and the buffer again.
+    assert sum(tensor.nbytes for tensor in tensors) == expected + 16 * 4 + 10 * 4
+
+    trace = trace_forward(model, torch.randn(2, 4), costs=True)
+
+    assert trace.costs is not None
+    assert trace.costs.tensor_bytes == expected
 
 
 def test_reading_the_values_adds_no_operation_to_the_costs() -> None:

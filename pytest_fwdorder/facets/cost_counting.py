@@ -31,7 +31,7 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 
@@ -390,12 +390,13 @@ class CostCounters:
 
 
 @contextmanager
-def costs_counted(recorder: Recorder, root: nn.Module) -> Iterator[CostCounters]:
+def costs_counted(recorder: Recorder) -> Iterator[CostCounters]:
     """Count FLOPs into `recorder`'s open calls, and saved tensors, for the block's length.
 
-    Entered after `recording`, so the model's tensors are those forward sees (stand-ins).
+    Entered after `recording`, so the model's tensors are those forward sees (stand-ins);
+    the model's modules are those of the recorder's index.
     """
-    storages = model_storages(root)
+    storages = model_storages(recorder.index.modules)
     saved = SavedTensors(set(storages))
     counters = CostCounters(CostMode(recorder, saved), saved, sum(storages.values()))
     with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack), counters.mode:

@@ -218,7 +218,7 @@ class CostsWatcher:
         tensors are those forward sees (stand-ins). torch only now."""
         from pytest_fwdorder.facets.cost_counting import costs_counted
 
-        with costs_counted(recorder, root) as counters:
+        with costs_counted(recorder) as counters:
             self.counters = counters
             yield
 

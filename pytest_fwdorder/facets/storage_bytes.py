@@ -7,8 +7,12 @@ saved ones while it runs.
 
 from __future__ import annotations
 
+import functools
+import operator
 import threading
 from collections.abc import Sequence
+from itertools import chain, repeat
+from typing import Any
 
 import torch
 from torch import nn
@@ -65,46 +69,39 @@ def storage_key(tensor: torch.Tensor) -> int:
     return key
 
 
-def model_storages(root: nn.Module) -> dict[int, int]:
-    """Each storage the model's parameters and buffers live in -> their bytes, once each.
+def model_storages(modules: Sequence[nn.Module]) -> dict[int, int]:
+    """Each storage these modules' parameters and buffers live in -> their bytes, once each.
 
-    A storage's bytes are those of the first tensor found in it (elements x element size);
-    lazy tensors, which have no elements yet, are left out.
+    `modules` is the recorder's index of the model (each module once, in `modules()`'s
+    order), so the model is not walked again. A storage's bytes are those of the first
+    tensor found in it (elements x element size), module by module, parameters before
+    buffers; lazy tensors, which have no elements yet, are left out. Each step is a `map`
+    over every tensor at once: this runs at every trace with costs.
     """
-    storages: dict[int, int] = {}
-    keep_first, strided = storages.setdefault, torch.strided
-    for module in modules_in_order(root):
-        for tensors in (module._parameters, module._buffers):
-            if not tensors:
-                continue
-            for tensor in tensors.values():
-                # `is_lazy` and `storage_key` written out: this runs for every tensor.
-                if (
-                    tensor is None
-                    or isinstance(tensor, UninitializedTensorMixin)
-                    or tensor.layout is not strided
-                ):
-                    continue
-                keep_first(tensor.untyped_storage()._cdata, tensor.nbytes)
-    return storages
+    tensors: list[Any] = list(
+        filter(
+            _IS_NOT_NONE,
+            chain.from_iterable(map(dict.values, chain.from_iterable(map(_TENSOR_DICTS, modules)))),
+        )
+    )
+    if not all(map(operator.is_, map(_LAYOUT, tensors), repeat(torch.strided))) or any(
+        issubclass(kind, UninitializedTensorMixin) for kind in set(map(type, tensors))
+    ):
+        tensors = [
+            tensor
+            for tensor in tensors
+            if not isinstance(tensor, UninitializedTensorMixin) and tensor.layout is torch.strided
+        ]
+    keys = list(map(_CDATA, map(_STORAGE, tensors)))
+    sizes = list(map(_NBYTES, tensors))
+    keys.reverse()  # so that the first tensor found in a storage is the last one kept
+    sizes.reverse()
+    return dict(zip(keys, sizes, strict=True))
 
 
-def modules_in_order(root: nn.Module) -> list[nn.Module]:
-    """`root.modules()`, each once and in its order, without a generator per module.
-
-    `named_modules` recurses through one generator per level and builds every path; for a
-    model of many small modules that walk was most of what counting its storages took.
-    """
-    found: list[nn.Module] = []
-    seen: set[int] = set()
-    pending: list[nn.Module | None] = [root]
-    next_pending, add_pending = pending.pop, pending.extend
-    add_found, add_seen = found.append, seen.add
-    while pending:
-        module = next_pending()
-        if module is None or id(module) in seen:  # an empty slot, or a module met before
-            continue
-        add_seen(id(module))
-        add_found(module)
-        add_pending(reversed(module._modules.values()))
-    return found
+_IS_NOT_NONE = functools.partial(operator.is_not, None)
+_TENSOR_DICTS = operator.attrgetter("_parameters", "_buffers")
+_LAYOUT = operator.attrgetter("layout")
+_STORAGE = operator.methodcaller("untyped_storage")
+_CDATA = operator.attrgetter("_cdata")
+_NBYTES = operator.attrgetter("nbytes")
