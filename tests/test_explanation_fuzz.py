@@ -30,18 +30,30 @@ _ACTIVATIONS = [
     nn.LeakyReLU, nn.Softplus, nn.Tanhshrink, nn.SELU, nn.CELU, nn.Hardswish, nn.Hardsigmoid,
     nn.ReLU6, nn.LogSigmoid,
 ]  # fmt: skip
-_SEEDS = range(200)
+_SEEDS = range(1000)
 # Seeds whose refactor draws nothing to change (a flatten where no stage is nested).
-_NO_REFACTOR = frozenset({13, 21, 36, 70, 72, 92, 94, 159, 165, 179, 193})
-# Known false pairings, 4 of the 189 refactors: a stage flattened as the whole model is
-# wrapped, read as the stage beside it moved into the other, one change against the
-# truth's two (167); a stage wrapped as a layer moves into it (66); blocks moved among
-# look-alike layers that are not side by side (68); a ReLU removed before a stage copied,
-# read as the ReLU wrapped with the copy's other layers, fewer calls inserted (59). In 167,
-# 66 and 59 no trace tells the new Sequential (or ReLU) from the old.
-_STILL_FALSE = frozenset({
-    59, 66, 68, 167,
+_NO_REFACTOR = frozenset({
+    13, 21, 36, 70, 72, 92, 94, 159, 165, 179, 193, 208, 210, 237, 250, 255, 268, 273, 316,
+    335, 357, 366, 402, 405, 412, 414, 415, 416, 417, 431, 432, 436, 447, 457, 463, 464, 520,
+    530, 556, 558, 596, 613, 614, 621, 628, 632, 687, 707, 753, 758, 770, 787, 793, 794, 820,
+    828, 830, 831, 834, 836, 845, 854, 856, 863, 892, 907, 911, 923, 926, 942, 982, 991,
 })  # fmt: skip
+# Known false pairings, 19 of the 928 refactors, with their steps. Most are two readings
+# that state as much, where no trace tells the refactor from ours: a stage flattened as the
+# whole model is wrapped, read as the stage beside it moved into the other (167); a stage
+# flattened into a container that lost its other layers, read as the container unwrapped
+# (314, 499); a layer duplicated beside a removal, read as the removed layer's type changed
+# (590, 893), which states fewer. Others: a stage wrapped as a layer moves into it (66);
+# blocks moved among look-alike layers that are not side by side (68); a ReLU removed
+# before a stage copied, read as the ReLU wrapped with the copy's other layers (59).
+_STILL_FALSE = {
+    59: "remove, duplicate", 66: "wrap, move", 68: "move, move", 167: "flatten, wrap whole",
+    235: "remove, duplicate", 314: "flatten, remove", 327: "flatten, move", 348: "move, wrap",
+    350: "flatten, move", 353: "move, flatten", 484: "flatten, subclass",
+    499: "remove, flatten", 549: "move, subclass", 590: "duplicate, remove",
+    655: "flatten, wrap whole", 660: "flatten, duplicate", 783: "wrap whole, flatten",
+    840: "duplicate, remove", 893: "remove, duplicate",
+}  # fmt: skip
 
 
 class Stage(nn.Sequential):
@@ -253,7 +265,9 @@ def _nested_alike(new: nn.Module, was: dict[str, str | None]) -> dict[str, set[s
     [
         pytest.param(
             seed,
-            marks=pytest.mark.xfail(strict=True, reason="a known false pairing"),
+            marks=pytest.mark.xfail(
+                strict=True, reason=f"a known false pairing: {_STILL_FALSE[seed]}"
+            ),
         )
         if seed in _STILL_FALSE
         else seed

@@ -1251,6 +1251,40 @@ def test_a_block_removed_beside_one_flattened_after_a_layer_that_stays() -> None
         assert "3 calls removed: 0.1 (Sequential, with 2 nested calls)" in summary, summary
 
 
+def test_a_stage_removed_beside_one_flattened_is_not_unwrapped_around_a_layer_that_stays() -> None:
+    """Block `0.1` is flattened and stage `0.3` goes whole. The stage starts with a Linear
+    like the one that stays before it: that Linear read as removed and the stage as
+    unwrapped around its own Linear, three changes where two were made. Put back, the
+    mirror image: the Linear read as inserted and the stage as wrapped around it."""
+    torch.manual_seed(0)
+    softplus, linear = nn.Softplus(), nn.Linear(8, 8)
+    block = nn.Sequential(nn.Linear(8, 8), nn.LogSigmoid())
+    stage = nn.Sequential(nn.Linear(8, 8), nn.Tanhshrink(), nn.Softsign())
+    old = nn.Sequential(nn.Sequential(softplus, block, linear, stage))
+    new = nn.Sequential(nn.Sequential(softplus, *block, linear))
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0.1.0", "0.1.1", "0.2", "0.3", "0.3.0")] == [
+        "0.1", "0.2", "0.3", None, None,
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for removed in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = removed.summary()
+        counts = removed.explained_counts()
+        assert (counts["unwrapped"], counts["removed"]) == (1, 4), summary
+        assert set(counts) <= {"unwrapped", "removed", "renamed"}, summary
+        assert "0.1 (Sequential) unwrapped: the old 0.1.0, 0.1.1 are now 0.1, 0.2" in summary
+        assert "4 calls removed: 0.3 (Sequential, with 3 nested calls)" in summary, summary
+    for inserted in (after.diff(before), structure_diff(after, before, ignore=("paths",))):
+        summary = inserted.summary()
+        counts = inserted.explained_counts()
+        assert (counts["wrapped"], counts["inserted"]) == (1, 4), summary
+        assert set(counts) <= {"wrapped", "inserted", "renamed"}, summary
+        assert "0.1 (Sequential) wraps the old 0.1, 0.2, now 0.1.0, 0.1.1" in summary
+        assert "4 calls inserted: 0.3 (Sequential, with 3 nested calls)" in summary, summary
+
+
 def _block(width_in: int, width_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(width_in, width_out), nn.ReLU())
 

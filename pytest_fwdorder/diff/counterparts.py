@@ -12,8 +12,11 @@ Likewise a call a reading says swapped, or whose settings it says changed, besid
 unpaired sibling of its partner just like it: the Linear removed before a stage, read as
 it and the stage swapped and the Linear after the stage removed (`swap_readings`);
 MobileNetV3's depthwise block removed, read as it changed into the projection after it
-(`kind_readings`). `diffing` tries these readings last, where no other states fewer
-changes, and keeps one only where it states fewer: most diffs try none.
+(`kind_readings`). And the partner of a call an unwrap takes out of a stage that lost its
+other calls, beside a sibling of that stage just like the partner: a stage removed beside
+one flattened, read as both unwrapped (`kept_call_readings`). `diffing` tries these
+readings last, where no other states fewer changes, and keeps one only where it states
+fewer: most diffs try none.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pytest_fwdorder.diff.call_keys import facts_thawed
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.readings import identical, joined_anchors
 
-__all__ = ["counterpart_readings", "kind_readings", "swap_readings"]
+__all__ = ["counterpart_readings", "kept_call_readings", "kind_readings", "swap_readings"]
 
 _MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
 _MOST_CALLS_SEEN = 4_000  # calls looked at for counterparts, at most, in one diff
@@ -246,3 +249,65 @@ def _same_kinds(trees: tuple[CallTree, CallTree], old: int, new: int) -> bool:
             strict=True,
         )
     )
+
+
+def kept_call_readings(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    unwrapped: Iterable[frozenset[int]],
+    wrapped: Iterable[frozenset[int]],
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that pairs the partner of a call an unwrap takes out of a
+    stage that lost other calls with a sibling of that stage holding what the partner holds
+    (`readings.identical`), and the mirror image for a wrap that gained other calls.
+
+    A stage removed beside one flattened, its first layer like the layer that stays between
+    them, reads as two unwraps, that layer and the rest of the stage removed; with the
+    layer that stayed paired, it reads as the stage removed whole. `unwrapped`: the old
+    calls each unwrap explains; `wrapped`: the new calls each wrap explains.
+    """
+    old_tree, new_tree = trees
+    seen = [0]  # siblings looked at so far
+    readings: list[list[tuple[int, int]]] = []
+    for calls in unwrapped:
+        _add_kept((old_tree, new_tree), maps, calls, readings, seen)
+    flipped = (maps[1], maps[0])
+    for calls in wrapped:
+        found: list[list[tuple[int, int]]] = []
+        _add_kept((new_tree, old_tree), flipped, calls, found, seen)
+        readings += [
+            reading
+            for reading in ([(old, new) for new, old in anchors] for anchors in found)
+            if reading not in readings
+        ]
+    return readings[:_MOST_READINGS]
+
+
+def _add_kept(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    calls: frozenset[int],
+    readings: list[list[tuple[int, int]]],
+    seen: list[int],
+) -> None:
+    """`kept_call_readings` on one side: `calls` are those of `trees[0]` that one unwrap
+    explains (a wrap, with the trees and `maps` flipped), the stage the one among them
+    that is unpaired; `maps` gives that side's partners first."""
+    tree, other = trees
+    partners = maps[0]
+    for stage in sorted(calls):
+        children = tree.children[stage]
+        kept = [child for child in children if child in partners]
+        if stage in partners or not kept or len(kept) == len(children):
+            continue  # a call it renamed, or a stage that lost nothing
+        siblings = [sibling for sibling in tree.siblings(stage) if sibling != stage]
+        seen[0] += len(siblings) * len(kept)
+        if seen[0] > _MOST_CALLS_SEEN:
+            return
+        for child in kept:
+            partner = partners[child]
+            for sibling in siblings:
+                if identical((tree, other), sibling, partner):
+                    reading = [(sibling, partner)]
+                    if reading not in readings:
+                        readings.append(reading)

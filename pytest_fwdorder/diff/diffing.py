@@ -17,7 +17,12 @@ from pytest_fwdorder.calls.records import TraceRecords
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
-from pytest_fwdorder.diff.counterparts import counterpart_readings, kind_readings, swap_readings
+from pytest_fwdorder.diff.counterparts import (
+    counterpart_readings,
+    kept_call_readings,
+    kind_readings,
+    swap_readings,
+)
 from pytest_fwdorder.diff.level_readings import level_readings
 from pytest_fwdorder.diff.readings import (
     calls_that_stayed,
@@ -312,7 +317,8 @@ def _last_readings(
 ) -> list[list[tuple[int, int]]]:
     """The anchors of the readings tried last from a reading (its `maps` and changes):
     of the calls it pairs with calls of another class, says swapped, or says changed in
-    their settings, each as a call like it nearby (counterparts.py)."""
+    their settings, each as a call like it nearby, and of the calls its unwraps and wraps
+    keep out of stages that lost or gained others (counterparts.py)."""
     changed, settings = [], []
     for change in diff.changes:
         if change.position is None:
@@ -321,15 +327,21 @@ def _last_readings(
             changed.append(change.position)
         elif change.kind is ChangeKind.SETTINGS_CHANGED:
             settings.append(change.position)
-    swapped = [
-        change.old_calls for change in diff.tree_changes if change.kind is ChangeKind.SWAPPED
-    ]
-    if not (changed or swapped or settings):
+    swapped, unwrapped, wrapped = [], [], []
+    for tree_change in diff.tree_changes:
+        if tree_change.kind is ChangeKind.SWAPPED:
+            swapped.append(tree_change.old_calls)
+        elif tree_change.kind is ChangeKind.UNWRAPPED:
+            unwrapped.append(tree_change.old_calls)
+        elif tree_change.kind is ChangeKind.WRAPPED:
+            wrapped.append(tree_change.new_calls)
+    if not (changed or swapped or settings or unwrapped or wrapped):
         return []
     return (
         counterpart_readings(trees, maps, changed)
         + swap_readings(trees, maps, swapped)
         + kind_readings(trees, maps, settings)
+        + kept_call_readings(trees, maps, unwrapped, wrapped)
     )
 
 
