@@ -2381,6 +2381,31 @@ def test_a_layer_named_by_its_number_moved_elsewhere_is_not_paired_by_it() -> No
     ], summary
 
 
+def test_a_block_removed_from_one_stage_and_one_copied_in_another_moves_no_layer() -> None:
+    """Fuzz on real models: ResNet-18 loses `layer1.1` and `layer4.1` is copied after itself.
+    Each block's ReLU is the one layer of its last name and settings that went and came,
+    so it read as moved from the removed block into the copy (`layer1.1.relu #1 (ReLU)
+    moved to layer4.2.relu #1`, its input changed). A layer is not taken out of a block
+    removed whole into a block inserted whole: the blocks around it paired with nothing."""
+    torch.manual_seed(0)
+    old = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    new = copy.copy(old)  # the same modules, in a dict of its own
+    new._modules = dict(old._modules)
+    new.layer1 = nn.Sequential(old.layer1[0])
+    new.layer4 = nn.Sequential(*old.layer4, copy.deepcopy(old.layer4[1]))
+    now = _paths_by_identity(old, new)
+    assert (now["layer1.1"], now["layer1.1.relu"], now["layer4.1.relu"]) == (
+        None, None, "layer4.1.relu",
+    )  # fmt: skip
+    image = torch.randn(1, 3, 32, 32)
+    before, after = trace_forward(old, image), trace_forward(new, image)
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"inserted": 7, "removed": 7}, summary
+        assert " moved to " not in summary, summary
+
+
 def test_a_stage_wrapped_as_the_model_is_frozen_is_the_same_wrap() -> None:
     """Review: ResNet-18's `layer2` wrapped with an Identity after it, and every parameter
     frozen for fine-tuning, read as a new `layer2.0` wrapping the old blocks: freezing

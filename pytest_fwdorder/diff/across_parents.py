@@ -4,9 +4,10 @@ one explanation alone fits. Pure, no torch.
 The same module called elsewhere (its path and class, named), the one look-alike with the
 same facts (class, shapes, settings, tensors: a module moved), or, named, the one layer of
 its last name and facts that went and the one that came (a ViT's final norm moved to the
-front of the head, where it normalises the class token alone and so takes other shapes).
-A number is no such name: it says where a layer is, not which, and look-alike layers
-numbered alike are many.
+front of the head, where it normalises the class token alone and so takes other shapes),
+where one of the calls they run in is paired: of a block removed whole and one inserted
+whole, each with its ReLU, no ReLU moved. A number is no such name: it says where a layer
+is, not which, and look-alike layers numbered alike are many.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def pair_across_parents(
     if not olds or not news:
         return []
     paired: list[int] = []
+    maps = (old_to_new, new_to_old)
 
     def pair(old_index: int, new_index: int) -> None:
         old_to_new[old_index], new_to_old[new_index] = new_index, old_index
@@ -58,8 +60,11 @@ def pair_across_parents(
         olds = [i for i in olds if i not in old_to_new and takes(old_tree, i)]
         news = [j for j in news if j not in new_to_old and takes(new_tree, j)]
         for i, j in _found_once(old_lines, new_lines, olds, news, key):
-            if not _same_parent(trees, old_to_new, i, j):  # else its parent's alignment
-                pair(i, j)  # left it out: no move to explain
+            if _same_parent(trees, old_to_new, i, j):  # its parent's alignment left it
+                continue  # out: no move to explain
+            if key is _name_and_kind and _both_parents_unpaired(trees, maps, i, j):
+                continue  # a layer of a subtree that went, and of another that came
+            pair(i, j)
     return paired
 
 
@@ -90,6 +95,24 @@ def _named_layer(tree: CallTree, index: int) -> bool:
     """Whether a call is a layer (no nested calls) with facts and a name, not a number."""
     line = tree.lines[index]
     return tree.size(index) == 1 and bool(line.facts) and not call_keys.numbered(line.path)
+
+
+def _both_parents_unpaired(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    new_index: int,
+) -> bool:
+    """Whether neither call's parent is paired: each is a layer of a subtree that went and of
+    one that came, ResNet's block removed from one stage and another inserted in another,
+    each with its ReLU. Its name says which layer of its block it is, not that it moved."""
+    old_parent, new_parent = trees[0].parents[old_index], trees[1].parents[new_index]
+    return (
+        old_parent != NO_PARENT
+        and new_parent != NO_PARENT
+        and old_parent not in maps[0]
+        and new_parent not in maps[1]
+    )
 
 
 def _same_parent(

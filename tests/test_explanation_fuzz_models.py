@@ -1,0 +1,165 @@
+"""Random refactors of real models, each diff's pairs checked against the modules' identity,
+as tests/test_explanation_fuzz.py checks them on nested Sequentials (its oracle, its steps).
+
+The models: torchvision's ResNet-18 and MobileNetV3-Small, and a pre-norm decoder whose
+blocks live in a ModuleList. The steps act on their containers (Sequentials and the
+ModuleList): a stage flattened into its parent or made a subclass, siblings wrapped, a child
+removed, duplicated or moved to another container, the whole model wrapped. A refactor
+whose model no longer runs (a block moved to a stage of another width) draws again from the
+same seed, at most eight times. Seeds whose diff still pairs against the identity are
+strict expected failures, as there.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import test_explanation_fuzz as fuzz
+import torch
+import torchvision
+from torch import nn
+
+from pytest_fwdorder import trace_forward
+
+pytestmark = pytest.mark.slow
+
+_SEEDS = range(100)
+_DRAWS = 8  # refactors drawn per seed until one runs
+# Known false pairings, 1 of the 300 refactors: a GELU of one block's MLP and the Linear of
+# another block's mixing moved into each other's places, read as the Linear's type changed
+# and the GELU removed, a Linear inserted (the counterpart is looked for two levels up).
+_STILL_FALSE = {("decoder", 14): "move, move"}
+
+
+class _Block(nn.Module):
+    """A pre-norm decoder block: attention-like mixing and an MLP, each residual."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(width)
+        self.mix = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+        self.norm2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)
+        )
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        hidden = hidden + self.mix(self.norm1(hidden))
+        return hidden + self.mlp(self.norm2(hidden))
+
+
+class _Decoder(nn.Module):
+    def __init__(self, layers: int = 4, width: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, width)
+        self.blocks = nn.ModuleList(_Block(width) for _ in range(layers))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, 8)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        hidden = self.embed(tokens)
+        for block in self.blocks:
+            hidden = block(hidden)
+        return self.head(self.norm(hidden))
+
+
+def _resnet18() -> nn.Module:
+    return torchvision.models.resnet18(weights=None, num_classes=10)
+
+
+def _mobilenet_v3_small() -> nn.Module:
+    return torchvision.models.mobilenet_v3_small(weights=None, num_classes=10)
+
+
+# name -> (builder, input shape)
+_MODELS = {
+    "resnet18": (_resnet18, (1, 3, 32, 32)),
+    "mobilenet_v3_small": (_mobilenet_v3_small, (1, 3, 32, 32)),
+    "decoder": (_Decoder, (2, 5, 8)),
+}
+_CONTAINERS = (nn.Sequential, nn.ModuleList)
+
+
+class _ModelRefactor(fuzz._Refactor):
+    """`fuzz._Refactor`'s steps on a model of any class: only its containers are changed."""
+
+    def _step(self, rng: random.Random) -> str | None:
+        step = rng.choice(
+            ["flatten", "wrap", "remove", "wrap whole", "duplicate", "move", "subclass"]
+        )
+        containers = list(
+            dict.fromkeys(m for m in self.new.modules() if isinstance(m, _CONTAINERS))
+        )
+        if step in ("flatten", "subclass"):
+            stages = [
+                (parent, index)
+                for parent in containers
+                for index, child in enumerate(parent)
+                if type(child) in (nn.Sequential, fuzz.Stage)
+            ]
+            if not stages:
+                return None
+            parent, index = rng.choice(stages)
+            children = list(parent)
+            stage = children[index]
+            children[index : index + 1] = (
+                [fuzz.Stage(*stage)] if step == "subclass" else list(stage)
+            )
+            fuzz._set_children(parent, children)
+            return step
+        if step == "wrap whole":
+            self.new = nn.Sequential(self.new)
+            return step
+        return self._step_in(rng, step, containers)
+
+
+def _false_pairs(name: str, seed: int) -> tuple[list[str], list[str | None]]:
+    """The diff's pairs that join an old call to another module's, for the first refactor
+    drawn from `seed` whose model runs; its steps ([] when none ran)."""
+    build, shape = _MODELS[name]
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    old = build().eval()
+    inputs = torch.randn(shape)
+    for _ in range(_DRAWS):
+        refactor = _ModelRefactor(rng, old)
+        if not any(refactor.steps):
+            continue
+        try:
+            with torch.no_grad():
+                refactor.new.eval()(copy.deepcopy(inputs))
+        except RuntimeError:  # shapes that no longer fit: draw again
+            continue
+        with torch.no_grad():
+            difference = trace_forward(old, inputs).diff(trace_forward(refactor.new, inputs))
+        pairs = [
+            (difference.old_lines[old_index].path, difference.new_lines[new_index].path)
+            for old_index, new_index in difference.pairs
+        ]
+        return fuzz._false_among(pairs, old, refactor), refactor.steps
+    return [], []
+
+
+@pytest.mark.parametrize(
+    ("name", "seed"),
+    [
+        pytest.param(
+            name,
+            seed,
+            marks=pytest.mark.xfail(
+                strict=True, reason=f"a known false pairing: {_STILL_FALSE[name, seed]}"
+            ),
+        )
+        if (name, seed) in _STILL_FALSE
+        else (name, seed)
+        for name in sorted(_MODELS)
+        for seed in _SEEDS
+    ],
+)
+def test_every_pair_joins_a_module_to_itself_in_a_real_model(name: str, seed: int) -> None:
+    false, steps = _false_pairs(name, seed)
+
+    assert steps, f"{name}, seed {seed}: no refactor drawn runs"
+    assert false == [], f"{name}, seed {seed}, {steps}: {false}"
