@@ -38,7 +38,7 @@ _NO_REFACTOR = frozenset({
     530, 556, 558, 596, 613, 614, 621, 628, 632, 687, 707, 753, 758, 770, 787, 793, 794, 820,
     828, 830, 831, 834, 836, 845, 854, 856, 863, 892, 907, 911, 923, 926, 942, 982, 991,
 })  # fmt: skip
-# Known false pairings, 19 of the 928 refactors, with their steps. Most are two readings
+# Known false pairings, 17 of the 928 refactors, with their steps. Most are two readings
 # that state as much, where no trace tells the refactor from ours: a stage flattened as the
 # whole model is wrapped, read as the stage beside it moved into the other (167); a stage
 # flattened into a container that lost its other layers, read as the container unwrapped
@@ -49,10 +49,9 @@ _NO_REFACTOR = frozenset({
 _STILL_FALSE = {
     59: "remove, duplicate", 66: "wrap, move", 68: "move, move", 167: "flatten, wrap whole",
     235: "remove, duplicate", 314: "flatten, remove", 327: "flatten, move", 348: "move, wrap",
-    350: "flatten, move", 353: "move, flatten", 484: "flatten, subclass",
-    499: "remove, flatten", 549: "move, subclass", 590: "duplicate, remove",
-    655: "flatten, wrap whole", 660: "flatten, duplicate", 783: "wrap whole, flatten",
-    840: "duplicate, remove", 893: "remove, duplicate",
+    350: "flatten, move", 353: "move, flatten", 499: "remove, flatten",
+    549: "move, subclass", 590: "duplicate, remove", 655: "flatten, wrap whole",
+    783: "wrap whole, flatten", 840: "duplicate, remove", 893: "remove, duplicate",
 }  # fmt: skip
 
 

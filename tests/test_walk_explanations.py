@@ -1285,6 +1285,74 @@ def test_a_stage_removed_beside_one_flattened_is_not_unwrapped_around_a_layer_th
         assert "4 calls inserted: 0.3 (Sequential, with 3 nested calls)" in summary, summary
 
 
+def test_a_stage_made_a_subclass_beside_one_flattened_is_one_type_change() -> None:
+    """Block `1` is flattened and stage `2`, now `4`, becomes a `Stage` of the same layers.
+    The block ends with a SiLU like the one the stage starts with: read as both unwrapped,
+    the stage's layers moved into a new `Stage` and the old one removed, five changes where
+    two were made (the flattened block's siblings were paired by class alone, and no other
+    pass pairs a stage whose class and number changed). Put back, the mirror image."""
+    torch.manual_seed(0)
+    relu, last = nn.ReLU(), nn.Tanhshrink()
+    block = nn.Sequential(nn.Tanhshrink(), nn.LogSigmoid(), nn.SiLU())
+    stage = nn.Sequential(nn.SiLU(), nn.SELU())
+    old = nn.Sequential(relu, block, stage, last)
+    new = nn.Sequential(relu, *block, Stage(*stage), last)
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("1.0", "1.1", "1.2", "2.0", "2.1", "3")] == [
+        "1", "2", "3", "4.0", "4.1", "5",
+    ]  # fmt: skip
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    for flattened in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = flattened.summary()
+        counts = flattened.explained_counts()
+        assert (counts["unwrapped"], counts["type changed"]) == (1, 1), summary
+        assert set(counts) <= {"unwrapped", "type changed", "renamed"}, summary
+        assert "1 (Sequential) unwrapped: the old 1.0, 1.1, 1.2 are now 1, 2, 3" in summary
+        assert "type changed at 4: Sequential -> Stage" in summary, summary
+    for wrapped in (after.diff(before), structure_diff(after, before, ignore=("paths",))):
+        summary = wrapped.summary()
+        counts = wrapped.explained_counts()
+        assert (counts["wrapped"], counts["type changed"]) == (1, 1), summary
+        assert set(counts) <= {"wrapped", "type changed", "renamed"}, summary
+        assert "1 (Sequential) wraps the old 1, 2, 3, now 1.0, 1.1, 1.2" in summary, summary
+        assert "type changed at 2: Stage -> Sequential" in summary, summary
+
+
+def test_a_stage_copied_beside_one_flattened_is_the_copy_inserted() -> None:
+    """Block `1` is flattened and a copy of stage `0` is put before it, the stage now `1`.
+    The block, its Linears paired where they run now, was paired with the stage at its old
+    path by path and class (the pass across parents): read as its first Linear removed and
+    the stage's other layers and the block's Linears inserted. One unwrap and one of the
+    look-alike stages inserted. Put back, the mirror image. (Name-free, the block pairs
+    with the stage by its place and states fewer calls inserted: a count no reading here
+    changes.)"""
+    torch.manual_seed(0)
+    stage = nn.Sequential(nn.LogSigmoid(), nn.Sigmoid(), nn.Linear(8, 8))
+    block, last = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), nn.Hardsigmoid()
+    old = nn.Sequential(stage, block, last)
+    new = nn.Sequential(copy.deepcopy(stage), stage, *block, last)
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0", "1", "1.0", "1.1", "2")] == ["1", None, "2", "3", "4"]
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    flattened = before.diff(after)
+    summary, counts = flattened.summary(), flattened.explained_counts()
+    assert (counts["unwrapped"], counts["inserted"]) == (1, 4), summary
+    assert set(counts) <= {"unwrapped", "inserted", "renamed"}, summary
+    assert "1 (Sequential) unwrapped: the old 1.0, 1.1 are now 2, 3" in summary, summary
+    assert "4 calls inserted: one of 0, 1 (Sequential look-alikes, with 3 nested" in summary
+    for wrapped in (after.diff(before), structure_diff(after, before, ignore=("paths",))):
+        summary = wrapped.summary()
+        counts = wrapped.explained_counts()
+        assert (counts["wrapped"], counts["removed"]) == (1, 4), summary
+        assert set(counts) <= {"wrapped", "removed", "renamed"}, summary
+        assert "1 (Sequential) wraps the old 2, 3, now 1.0, 1.1" in summary, summary
+        assert "4 calls removed: one of 0, 1 (Sequential look-alikes, with 3 nested" in summary
+
+
 def _block(width_in: int, width_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(width_in, width_out), nn.ReLU())
 

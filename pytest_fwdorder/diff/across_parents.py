@@ -49,7 +49,11 @@ def pair_across_parents(
                 removed[call_keys.path_and_class(old_lines[i])].append(i)
         for j in news:
             candidates = removed.get(call_keys.path_and_class(new_lines[j]))
-            if candidates:
+            # Not a stage flattened, its calls paired where they run now, with the new
+            # stage put at its path (a copy of a sibling put before it).
+            if candidates and not contents_elsewhere(
+                trees, (old_to_new, new_to_old), candidates[0], j
+            ):
                 pair(candidates.pop(0), j)
     keys: list[tuple[Callable[[GoldenLine], Hashable], Callable[[CallTree, int], bool]]] = [
         (call_keys.look, lambda tree, index: bool(tree.lines[index].facts))
@@ -121,3 +125,29 @@ def _same_parent(
     """Whether the two calls run in partners (or both at the top)."""
     old_parent = trees[0].parents[old_index]
     return old_to_new.get(old_parent, NO_PARENT) == trees[1].parents[new_index]
+
+
+def contents_elsewhere(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    new_index: int,
+) -> bool:
+    """Whether every call nested in either call has a partner, none of them in the other:
+    a stage flattened whose blocks are paired already is not the call of another class left
+    where it was, nor the new stage put at its path. A call that kept some calls, or lost
+    some, may be it. `maps`: the partners of old calls, and of new ones."""
+    old_tree, new_tree = trees
+    if not (old_tree.children[old_index] and new_tree.children[new_index]):
+        return False  # a stage replaced by a leaf (`Identity`) is a type change
+    sides = (
+        (old_tree, old_index, maps[0], new_tree, new_index),
+        (new_tree, new_index, maps[1], old_tree, old_index),
+    )
+    for tree, index, partners, other_tree, other in sides:
+        nested = range(index + 1, tree.ends[index])
+        if all(call in partners for call in nested) and not any(
+            other < partners[call] < other_tree.ends[other] for call in nested
+        ):
+            return True
+    return False

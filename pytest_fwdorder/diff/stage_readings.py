@@ -316,7 +316,7 @@ def _shifted(
 ) -> list[tuple[int, int]]:
     """The stage's siblings paired with the calls of `other` the stage's unwrapping moved
     them to: those before it with those before the run, those after it with those after
-    the run, each side in order by class (a longest common run of classes)."""
+    the run, each side in order by class or by what they hold (`_in_order`)."""
     siblings = tree.siblings(stage)
     place, start = siblings.index(stage), other_siblings.index(run[0])
     return _in_order(tree, other, siblings[:place], other_siblings[:start]) + _in_order(
@@ -327,8 +327,9 @@ def _shifted(
 def _in_order(
     tree: CallTree, other: CallTree, calls: list[int], others: list[int]
 ) -> list[tuple[int, int]]:
-    """Calls of `tree` paired in order with calls of `other` of their class, as many as a
-    longest common subsequence of classes pairs; by place alone past `_MOST_CELLS`."""
+    """Calls of `tree` paired in order with calls of `other` of their class, or that hold
+    what they hold (a stage made a subclass, `readings.identical`), as many as a longest
+    common subsequence pairs; by class and place alone past `_MOST_CELLS`."""
     classes = [tree.lines[call].module_type for call in calls]
     other_classes = [other.lines[call].module_type for call in others]
     if len(calls) * len(others) > _MOST_CELLS:
@@ -337,18 +338,23 @@ def _in_order(
             for call, partner, one, two in zip(calls, others, classes, other_classes, strict=False)
             if one == two
         ]
-    # longest[a][b]: the longest common run of classes[a:] and other_classes[b:]
+    held, other_held = _held(tree, calls), _held(other, others)
+
+    def alike(a: int, b: int) -> bool:
+        return classes[a] == other_classes[b] or (held[a] is not None and held[a] == other_held[b])
+
+    # longest[a][b]: the longest common run of calls[a:] and others[b:], pairwise alike
     longest = [[0] * (len(others) + 1) for _ in range(len(calls) + 1)]
     for a in range(len(calls) - 1, -1, -1):
         for b in range(len(others) - 1, -1, -1):
             longest[a][b] = (
                 longest[a + 1][b + 1] + 1
-                if classes[a] == other_classes[b]
+                if alike(a, b)
                 else max(longest[a + 1][b], longest[a][b + 1])
             )
     pairs, a, b = [], 0, 0
     while a < len(calls) and b < len(others):
-        if classes[a] == other_classes[b]:
+        if alike(a, b):
             pairs.append((calls[a], others[b]))
             a, b = a + 1, b + 1
         elif longest[a + 1][b] >= longest[a][b + 1]:
@@ -356,6 +362,12 @@ def _in_order(
         else:
             b += 1
     return pairs
+
+
+def _held(tree: CallTree, calls: list[int]) -> list[tuple[int, ...] | None]:
+    """The subtrees each call's children make, in order (what `readings.identical` compares),
+    or None for a call that holds none."""
+    return [tuple(tree.shapes[child] for child in tree.children[call]) or None for call in calls]
 
 
 def _lent_runs(

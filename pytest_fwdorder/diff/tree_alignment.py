@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from pytest_fwdorder.diff import call_keys
-from pytest_fwdorder.diff.across_parents import pair_across_parents
+from pytest_fwdorder.diff.across_parents import contents_elsewhere, pair_across_parents
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.child_passes import child_passes
 from pytest_fwdorder.diff.container_pairs import pair_containers
@@ -453,21 +453,8 @@ class _Matcher:
 
     def _contents_elsewhere(self, old_index: int, new_index: int) -> bool:
         """Whether every call nested in either call has a partner, none of them in the
-        other: a stage flattened whose blocks are paired already is not the call of another
-        class left where it was. A call that kept some calls, or lost some, may be it."""
-        sides = (
-            (self.old_tree, old_index, self.old_to_new, self.new_tree, new_index),
-            (self.new_tree, new_index, self.new_to_old, self.old_tree, old_index),
-        )
-        if not (self.old_tree.children[old_index] and self.new_tree.children[new_index]):
-            return False  # a stage replaced by a leaf (`Identity`) is a type change
-        for tree, index, partners, other_tree, other in sides:
-            nested = range(index + 1, tree.ends[index])
-            if all(call in partners for call in nested) and not any(
-                other < partners[call] < other_tree.ends[other] for call in nested
-            ):
-                return True
-        return False
+        other (`across_parents.contents_elsewhere`)."""
+        return contents_elsewhere(self.trees, self.maps, old_index, new_index)
 
     def _renamed_prefixes(self, old_parent: int) -> tuple[str, str]:
         """The paths of a paired parent and its partner with a `.` (the model's: none) where
