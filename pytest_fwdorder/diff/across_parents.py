@@ -51,9 +51,7 @@ def pair_across_parents(
             candidates = removed.get(call_keys.path_and_class(new_lines[j]))
             # Not a stage flattened, its calls paired where they run now, with the new
             # stage put at its path (a copy of a sibling put before it).
-            if candidates and not contents_elsewhere(
-                trees, (old_to_new, new_to_old), candidates[0], j
-            ):
+            if candidates and not contents_elsewhere(trees, maps, candidates[0], j):
                 pair(candidates.pop(0), j)
     keys: list[tuple[Callable[[GoldenLine], Hashable], Callable[[CallTree, int], bool]]] = [
         (call_keys.look, lambda tree, index: bool(tree.lines[index].facts))
