@@ -7,9 +7,11 @@ Linear layers side by side was removed, or which a moved Linear now runs before)
 
 Refactors: a stage flattened into its parent, siblings wrapped, a child removed, duplicated
 (a deep copy beside it) or moved to another container, a stage made a subclass, the whole
-model wrapped; one or two of them per case. The seeds whose diff still pairs against the
-identity are listed below as strict expected failures: each is a reading still false, and
-one made true fails the run until it leaves the list.
+model wrapped; one or two of them per case. Each refactor is compared named and name-free
+(`structure_diff` ignoring paths, its pairs by the paths its summary names calls by). The
+seeds whose diff still pairs against the identity are listed below as strict expected
+failures: each is a reading still false, and one made true fails the run until it leaves
+the list.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder import trace_forward
+from pytest_fwdorder import structure_diff, trace_forward
 
 pytestmark = pytest.mark.slow
 
@@ -38,20 +40,33 @@ _NO_REFACTOR = frozenset({
     530, 556, 558, 596, 613, 614, 621, 628, 632, 687, 707, 753, 758, 770, 787, 793, 794, 820,
     828, 830, 831, 834, 836, 845, 854, 856, 863, 892, 907, 911, 923, 926, 942, 982, 991,
 })  # fmt: skip
-# Known false pairings, 17 of the 928 refactors, with their steps. Most are two readings
-# that state as much, where no trace tells the refactor from ours: a stage flattened as the
-# whole model is wrapped, read as the stage beside it moved into the other (167); a stage
-# flattened into a container that lost its other layers, read as the container unwrapped
-# (314, 499); a layer duplicated beside a removal, read as the removed layer's type changed
-# (590, 893), which states fewer. Others: a stage wrapped as a layer moves into it (66);
-# blocks moved among look-alike layers that are not side by side (68); a ReLU removed
-# before a stage copied, read as the ReLU wrapped with the copy's other layers (59).
+# Known false pairings, 16 of the 928 refactors, with their steps. 14 are readings that
+# state no more changes than the refactor made (`stated_changes`), where no trace tells the
+# two apart: a stage flattened as the whole model is wrapped, read as the stage beside it
+# moved into the other (167, 655, 783); a stage flattened into a container that lost its
+# other layers, read as the container unwrapped (314, 499); a layer duplicated beside a
+# removal, read as the removed layer's type changed (590, 893: a tie on every count); a ReLU
+# removed before a stage copied, read as the ReLU wrapped with the copy's layers (59); which
+# of two Linears apart moved (68, 348). Two state more: a layer moved and read as wrapped
+# with its namesake (353); a block moved after another's layers, read as a wrap and an
+# unwrap that hide the reorder (549).
 _STILL_FALSE = {
     59: "remove, duplicate", 66: "wrap, move", 68: "move, move", 167: "flatten, wrap whole",
     235: "remove, duplicate", 314: "flatten, remove", 327: "flatten, move", 348: "move, wrap",
-    350: "flatten, move", 353: "move, flatten", 499: "remove, flatten",
-    549: "move, subclass", 590: "duplicate, remove", 655: "flatten, wrap whole",
-    783: "wrap whole, flatten", 840: "duplicate, remove", 893: "remove, duplicate",
+    353: "move, flatten", 499: "remove, flatten", 549: "move, subclass",
+    590: "duplicate, remove", 655: "flatten, wrap whole", 783: "wrap whole, flatten",
+    840: "duplicate, remove", 893: "remove, duplicate",
+}  # fmt: skip
+# Known false pairings of the name-free comparison, 18 of the 928: those above but 348 and
+# 353, which it reads true, and four that names decide: a stage moved and copied, read as a
+# wrap and type changes (324); a stage flattened as a layer moved into its biggest block,
+# read as that block unwrapped (350); a stage moved into the model as it is wrapped whole,
+# read as four moves (654); a stage copied beside one flattened, read as the copy paired with
+# the flattened stage, one change fewer on the first count (660).
+_STILL_FALSE_NAME_FREE = {
+    **{seed: steps for seed, steps in _STILL_FALSE.items() if seed not in (348, 353)},
+    324: "move, duplicate", 350: "flatten, move", 654: "move, wrap whole",
+    660: "flatten, duplicate",
 }  # fmt: skip
 
 
@@ -182,21 +197,31 @@ def _named(path: str) -> str:
     return path or "<root>"
 
 
-def _false_pairs(seed: int) -> tuple[list[str], list[str | None]]:
+def _false_pairs(seed: int, *, named: bool = True) -> tuple[list[str], list[str | None]]:
     rng = random.Random(seed)
     torch.manual_seed(seed)
     old = _tree(rng, rng.choice([2, 3]))
     refactor = _Refactor(rng, old)
-    return _pairs_against_identity(old, refactor), refactor.steps
+    return _pairs_against_identity(old, refactor, named=named), refactor.steps
 
 
-def _pairs_against_identity(old: nn.Module, refactor: _Refactor) -> list[str]:
-    """The diff's pairs that join an old call to a call another module makes."""
+def _pairs_against_identity(
+    old: nn.Module, refactor: _Refactor, *, named: bool = True
+) -> list[str]:
+    """The diff's pairs that join an old call to a call another module makes; with
+    `named=False`, the pairs of the name-free comparison (`structure_diff` ignoring paths),
+    by the paths its summary names calls by."""
     inputs = torch.randn(2, 8)
     with torch.no_grad():
-        difference = trace_forward(old, inputs).diff(trace_forward(refactor.new, inputs))
+        before, after = trace_forward(old, inputs), trace_forward(refactor.new, inputs)
+    if named:
+        difference = before.diff(after)
+        old_lines, new_lines = difference.old_lines, difference.new_lines
+    else:
+        difference = structure_diff(before, after, ignore=("paths",))
+        old_lines, new_lines = difference.old_names, difference.new_names
     pairs = [
-        (difference.old_lines[old_index].name, difference.new_lines[new_index].name)
+        (old_lines[old_index].name, new_lines[new_index].name)
         for old_index, new_index in difference.pairs
     ]
     return _false_among(pairs, old, refactor)
@@ -276,6 +301,28 @@ def _nested_alike(new: nn.Module, was: dict[str, str | None]) -> dict[str, set[s
 )
 def test_every_pair_joins_a_module_to_itself(seed: int) -> None:
     false, steps = _false_pairs(seed)
+
+    assert any(steps), f"seed {seed} made no refactor: list it in _NO_REFACTOR"
+    assert false == [], f"seed {seed}, {steps}: {false}"
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(
+            seed,
+            marks=pytest.mark.xfail(
+                strict=True, reason=f"a known false pairing: {_STILL_FALSE_NAME_FREE[seed]}"
+            ),
+        )
+        if seed in _STILL_FALSE_NAME_FREE
+        else seed
+        for seed in _SEEDS
+        if seed not in _NO_REFACTOR
+    ],
+)
+def test_every_pair_joins_a_module_to_itself_without_names(seed: int) -> None:
+    false, steps = _false_pairs(seed, named=False)
 
     assert any(steps), f"seed {seed} made no refactor: list it in _NO_REFACTOR"
     assert false == [], f"seed {seed}, {steps}: {false}"

@@ -1353,6 +1353,38 @@ def test_a_stage_copied_beside_one_flattened_is_the_copy_inserted() -> None:
         assert "4 calls removed: one of 0, 1 (Sequential look-alikes, with 3 nested" in summary
 
 
+def test_a_stage_flattened_as_a_layer_moves_into_its_biggest_block_is_that_unwrap() -> None:
+    """Stage `0` is flattened and its GELU moved into a block of its biggest stage, `0.1`.
+    The biggest stage, holding most calls, took the flattened stage's place: read as `0.1`
+    unwrapped, the small stage and the GELU moved out of `0`. And read as the unwrap of `0`,
+    the GELU's move was counted among the calls renamed under it (`17 calls before, 16
+    after: 1 unwrap`), a change the summary did not say."""
+    torch.manual_seed(0)
+    small = nn.Sequential(nn.Tanh(), nn.Linear(8, 8))
+    inner = nn.Sequential(nn.CELU(), nn.LogSigmoid())
+    big = nn.Sequential(
+        nn.ReLU6(), inner, nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(), nn.Linear(8, 8)),
+        nn.Softsign(),
+    )  # fmt: skip
+    gelu, last = nn.GELU(), nn.SiLU()
+    old = nn.Sequential(nn.Sequential(small, big, gelu), last)
+    inputs = torch.randn(2, 8)
+    before = trace_forward(old, inputs)
+    new = nn.Sequential(small, big, last)
+    inner.insert(1, gelu)
+    after = trace_forward(new, inputs)
+    paths = {id(module): path for path, module in new.named_modules()}
+    assert [paths[id(module)] for module in (small, big, gelu, last)] == ["0", "1", "1.1.1", "2"]
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        assert (counts["unwrapped"], counts["moved"]) == (1, 1), summary
+        assert set(counts) <= {"unwrapped", "moved", "renamed"}, summary
+        assert "0 (Sequential) unwrapped: the old 0.0, 0.1 are now 0, 1" in summary, summary
+        assert "0.2 (GELU) moved to 1.1.1" in summary, summary
+
+
 def _block(width_in: int, width_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(width_in, width_out), nn.ReLU())
 

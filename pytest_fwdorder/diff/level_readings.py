@@ -1,8 +1,9 @@
 """Readings of a wrap one level further in. Pure, no torch.
 
 A reading may pair an old stage with a call inside a new wrapper, and say that the stage's
-other calls moved into the wrapper beside it; or pair a stage put in a wrapper of its own,
-as calls in it changed, with the wrapper, which took its path. Each reading here is a
+other calls moved into the wrapper beside it; pair a stage put in a wrapper of its own, as
+calls in it changed, with the wrapper, which took its path; or pair a stage flattened with
+its biggest block, changed inside, and say the block was unwrapped. Each reading here is a
 list of anchors for `align_trees`, tried by `diff_lines` like those of stage_readings.py:
 kept only where what its stages hold confirms it and where it states fewer changes than
 every other reading.
@@ -11,6 +12,7 @@ every other reading.
 from __future__ import annotations
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
+from pytest_fwdorder.diff.readings import mostly_within
 
 __all__ = ["level_readings"]
 
@@ -28,14 +30,17 @@ def level_readings(
     one of its children pairs with the old stage and another with one of the old stage's
     children, and the two stages' parents pair (or both are the root). The mirror image for
     an old stage read as unwrapped. And a stage paired with a wrapper of its own put around
-    it as calls in it changed, read as the wrapper's only call (`_wrapped_alone`). A plain
-    wrap never meets these: most diffs try none.
+    it as calls in it changed, read as the wrapper's only call (`_wrapped_alone`); and a
+    stage flattened whose biggest block took its place, read as that block (`_one_level_out`,
+    both ways). A plain wrap never meets these: most diffs try none.
     """
     old_tree, new_tree = trees
     partners, partners_of_new = maps
     readings = [[(old, new)] for new, old in _one_level_in(new_tree, old_tree, partners_of_new)]
     readings += [[(old, new)] for old, new in _one_level_in(old_tree, new_tree, partners)]
     readings += [[pair] for pair in _wrapped_alone(trees, maps)]
+    readings += [[(old, new)] for old, new in _one_level_out(old_tree, new_tree, partners)]
+    readings += [[(old, new)] for new, old in _one_level_out(new_tree, old_tree, partners_of_new)]
     return readings[:_MOST_READINGS]
 
 
@@ -121,3 +126,49 @@ def _one_level_in(
                 if len(found) == _MOST_READINGS:
                     return found
     return found
+
+
+def _one_level_out(
+    tree: CallTree, other: CallTree, partners: dict[int, int]
+) -> list[tuple[int, int]]:
+    """(child of a paired stage of `tree`, the stage's partner in `other`): the child holds
+    most of the stage's calls, is of its partner's class, and most of its own calls pair
+    within that partner, while half or more of the stage's other children that pair do so
+    outside it. A stage flattened whose biggest block, changed inside, took the stage's partner:
+    read as the block unwrapped into it and the stage's other calls moved out, where the
+    stage was unwrapped and the block kept. Where the other children stay in the partner,
+    the stage is where it was (its block flattened as a layer in it was wrapped)."""
+    found: list[tuple[int, int]] = []
+    for stage, partner in partners.items():
+        if tree.parents[stage] == NO_PARENT:  # the model's: `model_readings`'
+            continue
+        size, kind = tree.size(stage), other.lines[partner].module_type
+        for child in tree.children[stage]:
+            if (
+                2 * tree.size(child) > size
+                and tree.children[child]
+                and tree.lines[child].module_type == kind
+                and partners.get(child) != partner
+                and mostly_within(tree, child, partners, (other.ends, partner), more_than_half=True)
+                and _others_left(tree, other, (stage, child, partner), partners)
+            ):
+                found.append((child, partner))
+                if len(found) == _MOST_READINGS:
+                    return found
+    return found
+
+
+def _others_left(
+    tree: CallTree, other: CallTree, calls: tuple[int, int, int], partners: dict[int, int]
+) -> bool:
+    """Whether half or more of the stage's children but `child` that pair, and one at
+    least, pair outside the partner (`calls`: the stage, its child, the stage's partner)."""
+    stage, child, partner = calls
+    end = other.ends[partner]
+    placed = [
+        partners[sibling]
+        for sibling in tree.children[stage]
+        if sibling != child and sibling in partners
+    ]
+    outside = sum(not partner < place < end for place in placed)
+    return 2 * outside >= len(placed) > 0

@@ -133,18 +133,22 @@ class _Finder:
 
     def _held_in(self, new_roots: list[int]) -> Iterator[tuple[int, int]]:
         """The paired calls (new, old) of these new subtrees that came with them: a call
-        nested in a root whose parent was not its old parent's partner came from elsewhere
-        (a Linear moved into a stage that was unwrapped), and is a move of its own, with
-        the calls under it; one run out of order within its parent (a layer swapped inside a
+        nested in a root whose parent was not its old parent's partner, or that was not
+        nested in the root's old call, came from elsewhere (a Linear moved into a stage
+        that was unwrapped, or into a block of the stage unwrapped), and is a move of its
+        own, with the calls under it; one run out of order within its parent (a layer swapped inside a
         wrapped stage) is a swap of its own."""
         for root in new_roots:
             index, end = root, self.new_tree.ends[root]
+            old_root = self.new_to_old[root]
+            old_end = self.old_tree.ends[old_root]
             while index < end:
                 old_index = self.new_to_old.get(index)
                 if old_index is None:
                     index += 1
                 elif index != root and (
                     self.expected_parent(old_index) not in (self.new_tree.parents[index], _UNPAIRED)
+                    or not old_root < old_index < old_end  # from outside the root's old call
                     or (
                         old_index in self.reordered
                         and self.old_tree.parents[old_index] not in self.reordered
