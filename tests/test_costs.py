@@ -379,6 +379,22 @@ def test_the_models_bytes_count_each_storage_of_its_modules_once_in_torchs_order
     assert trace.costs.tensor_bytes == expected
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+def test_a_torchscript_stage_counts_its_parameters_too() -> None:
+    # A scripted module keeps its tensors in wrappers, not dicts. The oracle is torch's own
+    # `parameters()`, which reaches into the scripted stage as well.
+    model = nn.Sequential(
+        nn.Linear(4, 4), torch.jit.script(nn.Sequential(nn.Linear(4, 3), nn.ReLU()))
+    )
+    expected = sum(parameter.nbytes for parameter in model.parameters())
+    assert expected == (4 * 4 + 4 + 4 * 3 + 3) * 4
+
+    trace = trace_forward(model, torch.randn(2, 4), costs=True)
+
+    assert trace.costs is not None
+    assert trace.costs.tensor_bytes == expected
+
+
 def test_reading_the_values_adds_no_operation_to_the_costs() -> None:
     # The values facet reads each output (aminmax, std_mean) inside the recording: those are
     # the recorder's operations, not the model's. The oracle is the trace without values.

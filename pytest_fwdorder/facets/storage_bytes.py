@@ -81,7 +81,7 @@ def model_storages(modules: Sequence[nn.Module]) -> dict[int, int]:
     tensors: list[Any] = list(
         filter(
             _IS_NOT_NONE,
-            chain.from_iterable(map(dict.values, chain.from_iterable(map(_TENSOR_DICTS, modules)))),
+            chain.from_iterable(map(_VALUES, chain.from_iterable(map(_TENSOR_DICTS, modules)))),
         )
     )
     if not all(map(operator.is_, map(_LAYOUT, tensors), repeat(torch.strided))) or any(
@@ -101,6 +101,7 @@ def model_storages(modules: Sequence[nn.Module]) -> dict[int, int]:
 
 _IS_NOT_NONE = functools.partial(operator.is_not, None)
 _TENSOR_DICTS = operator.attrgetter("_parameters", "_buffers")
+_VALUES = operator.methodcaller("values")  # a TorchScript module's are wrappers, not dicts
 _LAYOUT = operator.attrgetter("layout")
 _STORAGE = operator.methodcaller("untyped_storage")
 _CDATA = operator.attrgetter("_cdata")
