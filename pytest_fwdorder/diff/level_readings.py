@@ -134,27 +134,32 @@ def _one_level_out(
     """(child of a paired stage of `tree`, the stage's partner in `other`): the child holds
     most of the stage's calls, is of its partner's class, and most of its own calls pair
     within that partner, while half or more of the stage's other children that pair do so
-    outside it. A stage flattened whose biggest block, changed inside, took the stage's partner:
-    read as the block unwrapped into it and the stage's other calls moved out, where the
-    stage was unwrapped and the block kept. Where the other children stay in the partner,
-    the stage is where it was (its block flattened as a layer in it was wrapped)."""
+    outside it. A stage flattened whose biggest block, changed inside, took the stage's
+    partner: read as the block unwrapped into it and the stage's other calls moved out,
+    where the stage was unwrapped and the block kept. Where the other children stay in the
+    partner, the stage is where it was (its block flattened as a layer in it was wrapped).
+    One pass over the calls that run two or more: this looks at every diff read again."""
     found: list[tuple[int, int]] = []
-    for stage, partner in partners.items():
-        if tree.parents[stage] == NO_PARENT:  # the model's: `model_readings`'
+    ends = tree.ends
+    for stage, children in enumerate(tree.children):
+        if len(children) < 2 or tree.parents[stage] == NO_PARENT:  # the model: `model_readings`
             continue
-        size, kind = tree.size(stage), other.lines[partner].module_type
-        for child in tree.children[stage]:
-            if (
-                2 * tree.size(child) > size
-                and tree.children[child]
-                and tree.lines[child].module_type == kind
-                and partners.get(child) != partner
-                and mostly_within(tree, child, partners, (other.ends, partner), more_than_half=True)
-                and _others_left(tree, other, (stage, child, partner), partners)
-            ):
-                found.append((child, partner))
-                if len(found) == _MOST_READINGS:
-                    return found
+        partner = partners.get(stage)
+        if partner is None:
+            continue
+        half = ends[stage] - stage
+        child = next((child for child in children if 2 * (ends[child] - child) > half), None)
+        if (
+            child is not None
+            and tree.children[child]
+            and tree.lines[child].module_type == other.lines[partner].module_type
+            and partners.get(child) != partner
+            and mostly_within(tree, child, partners, (other.ends, partner), more_than_half=True)
+            and _others_left(tree, other, (stage, child, partner), partners)
+        ):
+            found.append((child, partner))
+            if len(found) == _MOST_READINGS:
+                return found
     return found
 
 
