@@ -14,7 +14,6 @@ strict expected failures, as there.
 from __future__ import annotations
 
 import copy
-import functools
 import random
 
 import pytest
@@ -93,7 +92,9 @@ class _ModelRefactor(fuzz._Refactor):
             ["flatten", "wrap", "remove", "wrap whole", "duplicate", "move", "subclass"]
         )
         containers = list(
-            dict.fromkeys(m for m in self.new.modules() if isinstance(m, _CONTAINERS))
+            dict.fromkeys(
+                module for module in self.new.modules() if isinstance(module, _CONTAINERS)
+            )
         )
         if step in ("flatten", "subclass"):
             stages = [
@@ -118,10 +119,9 @@ class _ModelRefactor(fuzz._Refactor):
         return self._step_in(rng, step, containers)
 
 
-@functools.cache
-def _refactored(name: str, seed: int) -> tuple[nn.Module, _ModelRefactor | None, torch.Tensor]:
-    """The model, the first refactor drawn from `seed` whose model runs (None if none does),
-    and the inputs: made once per process for both views."""
+def _false_pairs(name: str, seed: int) -> tuple[dict[str, list[str]], list[str | None]]:
+    """The diff's pairs that join an old call to another module's, named and name-free, for
+    the first refactor drawn from `seed` whose model runs; its steps ([] when none ran)."""
     build, shape = _MODELS[name]
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -136,49 +136,41 @@ def _refactored(name: str, seed: int) -> tuple[nn.Module, _ModelRefactor | None,
                 refactor.new.eval()(copy.deepcopy(inputs))
         except RuntimeError:  # shapes that no longer fit: draw again
             continue
-        return old, refactor, inputs
-    return old, None, inputs
+        with torch.no_grad():
+            before, after = trace_forward(old, inputs), trace_forward(refactor.new, inputs)
+        named = before.diff(after)
+        name_free = structure_diff(before, after, ignore=("paths",))
+        views = {
+            # the name-free comparison's calls by the lines its summary names them by
+            "named": (named.pairs, named.old_lines, named.new_lines),
+            "name-free": (name_free.pairs, name_free.old_names, name_free.new_names),
+        }
+        false = {
+            view: fuzz._false_among(
+                [(old_lines[i].path, new_lines[j].path) for i, j in pairs], old, refactor
+            )
+            for view, (pairs, old_lines, new_lines) in views.items()
+        }
+        return false, refactor.steps
+    return {}, []
 
 
-def _false_pairs(name: str, seed: int, view: str) -> tuple[list[str], list[str | None]]:
-    """The diff's pairs that join an old call to another module's, named or name-free, for
-    the first refactor drawn from `seed` whose model runs; its steps ([] when none ran)."""
-    old, refactor, inputs = _refactored(name, seed)
-    if refactor is None:
-        return [], []
-    with torch.no_grad():
-        before, after = trace_forward(old, inputs), trace_forward(refactor.new, inputs)
-    if view == "named":
-        difference = before.diff(after)
-        old_lines, new_lines = difference.old_lines, difference.new_lines
-    else:  # the lines a name-free comparison names its calls by
-        difference = structure_diff(before, after, ignore=("paths",))
-        old_lines, new_lines = difference.old_names, difference.new_names
-    pairs = [(old_lines[i].path, new_lines[j].path) for i, j in difference.pairs]
-    return fuzz._false_among(pairs, old, refactor), refactor.steps
-
-
-@pytest.mark.parametrize("view", ["named", "name-free"])
 @pytest.mark.parametrize(
     ("name", "seed"),
     [
         pytest.param(
             name,
             seed,
-            marks=pytest.mark.xfail(
-                strict=True, reason=f"a known false pairing: {_STILL_FALSE[name, seed]}"
-            ),
+            marks=[pytest.mark.xfail(strict=True, reason=f"a known false pairing: {reason}")]
+            if (reason := _STILL_FALSE.get((name, seed)))
+            else [],
         )
-        if (name, seed) in _STILL_FALSE
-        else (name, seed)
         for name in sorted(_MODELS)
         for seed in _SEEDS
     ],
 )
-def test_every_pair_joins_a_module_to_itself_in_a_real_model(
-    name: str, seed: int, view: str
-) -> None:
-    false, steps = _false_pairs(name, seed, view)
+def test_every_pair_joins_a_module_to_itself_in_a_real_model(name: str, seed: int) -> None:
+    false, steps = _false_pairs(name, seed)
 
     assert steps, f"{name}, seed {seed}: no refactor drawn runs"
-    assert false == [], f"{name}, seed {seed}, {view}, {steps}: {false}"
+    assert false == {"named": [], "name-free": []}, f"{name}, seed {seed}, {steps}: {false}"
