@@ -136,8 +136,8 @@ class _Finder:
         nested in a root whose parent was not its old parent's partner, or that was not
         nested in the root's old call, came from elsewhere (a Linear moved into a stage
         that was unwrapped, or into a block of the stage unwrapped), and is a move of its
-        own, with the calls under it; one run out of order within its parent (a layer swapped inside a
-        wrapped stage) is a swap of its own."""
+        own, with the calls under it; one run out of order within its parent (a layer
+        swapped inside a wrapped stage) is a swap of its own."""
         for root in new_roots:
             index, end = root, self.new_tree.ends[root]
             old_root = self.new_to_old[root]
