@@ -268,33 +268,27 @@ def kept_call_readings(
     """
     old_tree, new_tree = trees
     seen = [0]  # siblings looked at so far
-    readings: list[list[tuple[int, int]]] = []
-    for calls in unwrapped:
-        _add_kept((old_tree, new_tree), maps, calls, readings, seen)
-    flipped = (maps[1], maps[0])
-    for calls in wrapped:
-        found: list[list[tuple[int, int]]] = []
-        _add_kept((new_tree, old_tree), flipped, calls, found, seen)
-        readings += [
-            reading
-            for reading in ([(old, new) for new, old in anchors] for anchors in found)
-            if reading not in readings
-        ]
-    return readings[:_MOST_READINGS]
+    pairs = [pair for calls in unwrapped for pair in _kept_pairs(trees, maps[0], calls, seen)]
+    pairs += [
+        (old, new)
+        for calls in wrapped
+        for new, old in _kept_pairs((new_tree, old_tree), maps[1], calls, seen)
+    ]
+    return [[pair] for pair in dict.fromkeys(pairs)][:_MOST_READINGS]
 
 
-def _add_kept(
+def _kept_pairs(
     trees: tuple[CallTree, CallTree],
-    maps: tuple[dict[int, int], dict[int, int]],
+    partners: dict[int, int],
     calls: frozenset[int],
-    readings: list[list[tuple[int, int]]],
     seen: list[int],
-) -> None:
-    """`kept_call_readings` on one side: `calls` are those of `trees[0]` that one unwrap
-    explains (a wrap, with the trees and `maps` flipped), the stage the one among them
-    that is unpaired; `maps` gives that side's partners first."""
+) -> list[tuple[int, int]]:
+    """`kept_call_readings` on one side: (sibling, partner) pairs, of `trees[0]` and
+    `trees[1]`, for the calls of `trees[0]` that one unwrap explains (a wrap, with the trees
+    flipped), the stage the one among them that is unpaired; `partners` those of
+    `trees[0]`'s calls."""
     tree, other = trees
-    partners = maps[0]
+    found: list[tuple[int, int]] = []
     for stage in sorted(calls):
         children = tree.children[stage]
         kept = [child for child in children if child in partners]
@@ -303,11 +297,11 @@ def _add_kept(
         siblings = [sibling for sibling in tree.siblings(stage) if sibling != stage]
         seen[0] += len(siblings) * len(kept)
         if seen[0] > _MOST_CALLS_SEEN:
-            return
-        for child in kept:
-            partner = partners[child]
-            for sibling in siblings:
-                if identical((tree, other), sibling, partner):
-                    reading = [(sibling, partner)]
-                    if reading not in readings:
-                        readings.append(reading)
+            break
+        found += [
+            (sibling, partners[child])
+            for child in kept
+            for sibling in siblings
+            if identical((tree, other), sibling, partners[child])
+        ]
+    return found
