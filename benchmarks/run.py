@@ -54,6 +54,7 @@ from pytest_fwdorder import TensorSpec, diff_golden, trace_forward
 from pytest_fwdorder.calls.records import Call
 from pytest_fwdorder.calls.value_descriptions import LiteralDescription, TensorDescription
 from pytest_fwdorder.diff.diffing import diff_lines
+from pytest_fwdorder.facets.shape_keys import shape_key
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.recording import model_index, model_state, numpy_random
 from pytest_fwdorder.recording import recorder as recorder_module
@@ -280,15 +281,6 @@ class RunOnlyMode(TorchDispatchMode):  # type: ignore[misc]
         return run(*args, **kwargs) if kwargs else run(*args)
 
 
-def _shapes_key(value: object) -> object:
-    """`value` as part of a dictionary key: tensors by their shapes, lists as tuples."""
-    if isinstance(value, torch.Tensor):
-        return value.shape
-    if type(value) is list or type(value) is tuple:
-        return tuple(map(_shapes_key, value))
-    return value
-
-
 class LeastCountingMode(RunOnlyMode):
     """The FLOPs `costs=True` gives, counted by the least Python that gives them: each
     operation's formula found once per overload, its figure worked out once per set of
@@ -312,8 +304,8 @@ class LeastCountingMode(RunOnlyMode):
         if formula is False:
             formula = self.formulas[func] = flop_registry.get(func._overloadpacket)
         if formula is not None:
-            keyed_kwargs = _shapes_key(tuple(kwargs.items())) if kwargs else None
-            key = (func, _shapes_key(args), keyed_kwargs, _shapes_key(output))
+            keyed_kwargs = shape_key(kwargs) if kwargs else None
+            key = (func, shape_key(args), keyed_kwargs, shape_key(output))
             flops = self.figures.get(key)
             if flops is None:
                 flops = self.figures[key] = formula(*args, **(kwargs or {}), out_val=output)
