@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_fwdorder import structure_diff, trace_forward
+from pytest_fwdorder import Trace, structure_diff, trace_forward
 
 pytestmark = pytest.mark.slow
 
@@ -208,23 +208,25 @@ def _false_pairs(seed: int, *, named: bool = True) -> tuple[list[str], list[str 
 def _pairs_against_identity(
     old: nn.Module, refactor: _Refactor, *, named: bool = True
 ) -> list[str]:
-    """The diff's pairs that join an old call to a call another module makes; with
-    `named=False`, the pairs of the name-free comparison (`structure_diff` ignoring paths),
-    by the paths its summary names calls by."""
+    """The diff's pairs that join an old call to a call another module makes, named or
+    name-free (`paired_paths`)."""
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before, after = trace_forward(old, inputs), trace_forward(refactor.new, inputs)
+    return _false_among(paired_paths(before, after, named=named), old, refactor)
+
+
+def paired_paths(before: Trace, after: Trace, *, named: bool) -> list[tuple[str, str]]:
+    """(old path, new path) of each pair the diff of two traces makes; with `named=False`,
+    the name-free comparison's (`structure_diff` ignoring paths), by the paths its summary
+    names calls by."""
     if named:
         difference = before.diff(after)
         old_lines, new_lines = difference.old_lines, difference.new_lines
     else:
         difference = structure_diff(before, after, ignore=("paths",))
         old_lines, new_lines = difference.old_names, difference.new_names
-    pairs = [
-        (old_lines[old_index].name, new_lines[new_index].name)
-        for old_index, new_index in difference.pairs
-    ]
-    return _false_among(pairs, old, refactor)
+    return [(old_lines[i].path, new_lines[j].path) for i, j in difference.pairs]
 
 
 def _false_among(pairs: list[tuple[str, str]], old: nn.Module, refactor: _Refactor) -> list[str]:

@@ -22,7 +22,7 @@ import torch
 import torchvision
 from torch import nn
 
-from pytest_fwdorder import structure_diff, trace_forward
+from pytest_fwdorder import trace_forward
 
 pytestmark = pytest.mark.slow
 
@@ -138,18 +138,11 @@ def _false_pairs(name: str, seed: int) -> tuple[dict[str, list[str]], list[str |
             continue
         with torch.no_grad():
             before, after = trace_forward(old, inputs), trace_forward(refactor.new, inputs)
-        named = before.diff(after)
-        name_free = structure_diff(before, after, ignore=("paths",))
-        views = {
-            # the name-free comparison's calls by the lines its summary names them by
-            "named": (named.pairs, named.old_lines, named.new_lines),
-            "name-free": (name_free.pairs, name_free.old_names, name_free.new_names),
-        }
         false = {
             view: fuzz._false_among(
-                [(old_lines[i].path, new_lines[j].path) for i, j in pairs], old, refactor
+                fuzz.paired_paths(before, after, named=view == "named"), old, refactor
             )
-            for view, (pairs, old_lines, new_lines) in views.items()
+            for view in ("named", "name-free")
         }
         return false, refactor.steps
     return {}, []
