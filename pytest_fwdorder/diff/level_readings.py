@@ -148,10 +148,10 @@ def _one_level_out(
         if partner is None:
             continue
         half = ends[stage] - stage
+        # Over half of a stage with a sibling beside it: three calls or more, so a stage too.
         child = next((child for child in children if 2 * (ends[child] - child) > half), None)
         if (
             child is not None
-            and tree.children[child]
             and tree.lines[child].module_type == other.lines[partner].module_type
             and partners.get(child) != partner
             and mostly_within(tree, child, partners, (other.ends, partner), more_than_half=True)
