@@ -1,13 +1,17 @@
 """Calls the tree alignment left unpaired within their parents, paired across parents where
 one explanation alone fits. Pure, no torch.
 
-The same module called elsewhere (its path and class, named), the one look-alike with the
-same facts (class, shapes, settings, tensors: a module moved), or, named, the one layer of
-its last name and facts that went and the one that came (a ViT's final norm moved to the
-front of the head, where it normalises the class token alone and so takes other shapes),
-where one of the calls they run in is paired: of a block removed whole and one inserted
-whole, each with its ReLU, no ReLU moved. A number is no such name: it says where a layer
-is, not which, and look-alike layers numbered alike are many.
+The same module called elsewhere (its path and class, named); the one look-alike with the
+same facts (class, shapes, settings, tensors: a module moved), or the one layer without
+settings of its class and shapes, between stages that are paired (a Sigmoid taken out of
+one stage and put in another); named, the one layer of its last name and facts that went
+and the one that came (a ViT's final norm moved to the front of the head, where it
+normalises the class token alone and so takes other shapes), where one of the calls they
+run in is paired: of a block removed whole and one inserted whole, each with its ReLU, no
+ReLU moved; and last, named or not, the one layer of its class and facts that went and the
+one that came, whatever its shapes, between stages that are paired (`enc.2 (LayerNorm)`
+now `dec.0`, a GELU moved from one decoder block's MLP to another's). Where two such
+layers went, or came, no trace tells which moved, and none is paired.
 """
 
 from __future__ import annotations
@@ -54,20 +58,37 @@ def pair_across_parents(
             if candidates and not contents_elsewhere(trees, maps, candidates[0], j):
                 pair(candidates.pop(0), j)
     keys: list[tuple[Callable[[GoldenLine], Hashable], Callable[[CallTree, int], bool]]] = [
-        (call_keys.look, lambda tree, index: bool(tree.lines[index].facts))
+        (call_keys.look, _layer_or_with_facts)
     ]
     if match_paths:
         keys.append((_name_and_kind, _named_layer))
+    keys.append((call_keys.kind, _layer))
     for key, takes in keys:
-        olds = [i for i in olds if i not in old_to_new and takes(old_tree, i)]
-        news = [j for j in news if j not in new_to_old and takes(new_tree, j)]
-        for i, j in _found_once(old_lines, new_lines, olds, news, key):
+        left_old = [i for i in olds if i not in old_to_new and takes(old_tree, i)]
+        left_new = [j for j in news if j not in new_to_old and takes(new_tree, j)]
+        for i, j in _found_once(old_lines, new_lines, left_old, left_new, key):
             if _same_parent(trees, old_to_new, i, j):  # its parent's alignment left it
                 continue  # out: no move to explain
+            if (key is call_keys.kind or not old_lines[i].facts) and not _both_parents_paired(
+                trees, maps, i, j
+            ):
+                continue  # a move only between stages that stay
             if key is _name_and_kind and _both_parents_unpaired(trees, maps, i, j):
                 continue  # a layer of a subtree that went, and of another that came
             pair(i, j)
     return paired
+
+
+def _layer(tree: CallTree, index: int) -> bool:
+    """Whether a call is a layer: it runs no module inside it."""
+    return tree.size(index) == 1
+
+
+def _layer_or_with_facts(tree: CallTree, index: int) -> bool:
+    """Whether a call may be paired by its look: a layer (a Sigmoid taken out of one stage
+    and put in another is one move, not a call removed and one inserted), or a call with
+    facts of its own."""
+    return tree.size(index) == 1 or bool(tree.lines[index].facts)
 
 
 def _found_once(
@@ -114,6 +135,21 @@ def _both_parents_unpaired(
         and new_parent != NO_PARENT
         and old_parent not in maps[0]
         and new_parent not in maps[1]
+    )
+
+
+def _both_parents_paired(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old_index: int,
+    new_index: int,
+) -> bool:
+    """Whether each call runs in a paired call, or at the top: a layer moved between stages
+    that stay, not one of a stage wrapped around its neighbours, which the passes by place
+    pair in order (paired here, out of order, the wrap would hide a layer moved past it)."""
+    old_parent, new_parent = trees[0].parents[old_index], trees[1].parents[new_index]
+    return (old_parent == NO_PARENT or old_parent in maps[0]) and (
+        new_parent == NO_PARENT or new_parent in maps[1]
     )
 
 
