@@ -3439,3 +3439,28 @@ def test_a_layer_without_settings_moved_to_another_stage_is_one_move() -> None:
     assert name_free.explained_counts() == {"moved": 1}, name_free.summary()  # names ignored
     for difference in (named, name_free):
         assert "0.1 (Sigmoid) moved to 1.2" in difference.summary(), difference.summary()
+
+
+def test_a_layer_removed_beside_its_neighbour_wrapped_alone_is_one_wrap_and_one_removal() -> None:
+    """Fuzz, stated changes against the refactor's own reading (seeds 525 and 912): a
+    LogSigmoid removed and the Softsign after it wrapped in a Sequential of its own read as
+    `2 calls inserted, 2 calls removed`: the wrapper held no call paired yet, so nothing
+    placed it. The calls of a wrapper that holds none paired are paired with the one run of
+    calls of their classes left unpaired where the wrapper stands."""
+    torch.manual_seed(0)
+    old = nn.Sequential(
+        nn.Linear(8, 8), nn.Sequential(nn.LogSigmoid(), nn.Softsign(), nn.Hardtanh())
+    )
+    new = nn.Sequential(old[0], nn.Sequential(nn.Sequential(old[1][1]), old[1][2]))
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    assert _paths_by_identity(old, new)["1.1"] == "1.0.0"
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.explained_counts() == {"wrapped": 1, "removed": 1, "renamed": 1}, named.summary()
+    assert name_free.explained_counts() == {"wrapped": 1, "removed": 1}, name_free.summary()
+    for difference in (named, name_free):
+        summary = difference.summary()
+        assert "1.0 (Sequential) wraps the old 1.1, now 1.0.0" in summary, summary
+        assert "1 call removed: 1.0 (LogSigmoid)" in summary, summary

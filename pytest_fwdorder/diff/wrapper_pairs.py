@@ -58,6 +58,7 @@ def _pair_left(
         if j in inner_to_outer and outer_tree.parents[inner_to_outer[j]] == outer_parent
     )
     if not anchors:
+        _pair_lone_held(outer_tree, inner_tree, outer_to_inner, inner_to_outer, container)
         return
     stretches = [
         (_between(siblings, first[0], next_[0]), _between(inside, first[1], next_[1]))
@@ -81,6 +82,63 @@ def _pair_left(
         for outer, inner in zip(outers, inners, strict=True):
             outer_to_inner[outer] = inner
             inner_to_outer[inner] = outer
+
+
+def _pair_lone_held(
+    outer_tree: CallTree,
+    inner_tree: CallTree,
+    outer_to_inner: dict[int, int],
+    inner_to_outer: dict[int, int],
+    container: int,
+) -> None:
+    """For a `container` none of whose children is paired (a Softsign wrapped alone beside
+    a layer removed): its children pair with the one run of calls of their classes, in
+    order, among the calls left unpaired where it stands, between the partners of its
+    nearest paired siblings. Where the classes run twice there, none pair."""
+    inside = inner_tree.children[container]
+    if any(j in inner_to_outer for j in inside):
+        return
+    parent = inner_tree.parents[container]
+    siblings = inner_tree.roots if parent == NO_PARENT else inner_tree.children[parent]
+    outer_parent = inner_to_outer.get(parent, NO_PARENT)
+    outer_siblings = (
+        outer_tree.roots if outer_parent == NO_PARENT else outer_tree.children[outer_parent]
+    )
+    place = siblings.index(container)
+    before = _nearest_bound(outer_tree, inner_to_outer, siblings[:place][::-1], outer_parent)
+    after = _nearest_bound(outer_tree, inner_to_outer, siblings[place + 1 :], outer_parent)
+    if before is None or after is None:
+        return  # its neighbours' partners run elsewhere: no place to read
+    start = before if before != NO_PARENT else -1
+    end = after if after != NO_PARENT else len(outer_tree.lines)
+    left = [i for i in _between(outer_siblings, start, end) if i not in outer_to_inner]
+    classes = [inner_tree.lines[j].module_type for j in inside]
+    found = [
+        at
+        for at in range(len(left) - len(inside) + 1)
+        if [outer_tree.lines[i].module_type for i in left[at : at + len(inside)]] == classes
+    ]
+    if len(found) != 1:
+        return
+    for outer, inner in zip(left[found[0] : found[0] + len(inside)], inside, strict=True):
+        outer_to_inner[outer] = inner
+        inner_to_outer[inner] = outer
+
+
+def _nearest_bound(
+    outer_tree: CallTree, inner_to_outer: dict[int, int], siblings: list[int], outer_parent: int
+) -> int | None:
+    """The partner of the first paired call of `siblings`, as the child of `outer_parent`
+    it runs in (a call of a stage unwrapped bounds as the stage); NO_PARENT where none of
+    them is paired (no bound), None where that partner runs outside `outer_parent`."""
+    paired = next((inner_to_outer[j] for j in siblings if j in inner_to_outer), None)
+    if paired is None:
+        return NO_PARENT
+    while outer_tree.parents[paired] != outer_parent:
+        paired = outer_tree.parents[paired]
+        if paired == NO_PARENT:
+            return None
+    return paired
 
 
 def _between(calls: list[int], first: int, last: int) -> list[int]:
