@@ -2461,7 +2461,7 @@ def test_a_layer_named_by_its_number_moved_to_a_stage_that_stays_is_one_move() -
     """The issue's own case (`enc.2 (LayerNorm)` now `dec.0`) where the layer takes other
     shapes in its new stage: it read as one LayerNorm removed and another inserted, as a
     number says where a layer is, not which. Where it is the one layer of its class and
-    facts that went and the one that came, and both stages it runs in stay, it is moved
+    facts that went and the one that came, and the stage it now runs in stays, it is moved
     (the fuzz on real models: a GELU moved from one decoder block's MLP to another's)."""
     torch.manual_seed(0)
     norm = nn.LayerNorm(8)
@@ -3418,7 +3418,7 @@ def test_a_layer_without_settings_moved_to_another_stage_is_one_move() -> None:
     taken out of one stage and put at the end of another read as `1 call inserted, 1 call
     removed`, two changes where one was made. Only a layer with settings or tensors was
     moved across parents; a layer without them, the one of its class and shapes that went
-    and came, is moved too, where both stages it runs in are paired (a layer of a block
+    and came, is moved too, where the stage it now runs in is paired (a layer of a block
     removed whole and of one inserted whole is not)."""
     torch.manual_seed(0)
     model = nn.Sequential(
@@ -3464,3 +3464,23 @@ def test_a_layer_removed_beside_its_neighbour_wrapped_alone_is_one_wrap_and_one_
         summary = difference.summary()
         assert "1.0 (Sequential) wraps the old 1.1, now 1.0.0" in summary, summary
         assert "1 call removed: 1.0 (LogSigmoid)" in summary, summary
+
+
+def test_a_layer_moved_out_of_a_stage_then_removed_is_one_move_without_names_too() -> None:
+    """Fuzz, stated changes (seed 411): a Sigmoid moved out of a stage into the next, and
+    the stage it left removed. Named, its path pairs it; name-free it read as a Sigmoid
+    inserted and the stage removed with both its calls, one change more: a layer without
+    settings was moved only between stages that both stay. The stage it goes to staying is
+    enough: the one it left may be gone."""
+    torch.manual_seed(0)
+    old = nn.Sequential(nn.Sequential(nn.Tanh(), nn.Sigmoid()), nn.Sequential(nn.Linear(8, 8)))
+    new = nn.Sequential(nn.Sequential(old[1][0], old[0][1]))
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+    assert _paths_by_identity(old, new)["0.1"] == "0.1"
+
+    name_free = structure_diff(before, after, ignore=("paths",))
+
+    assert name_free.explained_counts() == {"moved": 1, "removed": 2}, name_free.summary()
+    assert "0.1 (Sigmoid) moved into 0" in name_free.summary(), name_free.summary()
+    assert before.diff(after).explained_counts() == {"moved": 1, "renamed": 1, "removed": 2}

@@ -3,15 +3,16 @@ one explanation alone fits. Pure, no torch.
 
 The same module called elsewhere (its path and class, named); the one look-alike with the
 same facts (class, shapes, settings, tensors: a module moved), or the one layer without
-settings of its class and shapes, between stages that are paired (a Sigmoid taken out of
-one stage and put in another); named, the one layer of its last name and facts that went
-and the one that came (a ViT's final norm moved to the front of the head, where it
-normalises the class token alone and so takes other shapes), where one of the calls they
-run in is paired: of a block removed whole and one inserted whole, each with its ReLU, no
-ReLU moved; and last, named or not, the one layer of its class and facts that went and the
-one that came, whatever its shapes, between stages that are paired (`enc.2 (LayerNorm)`
-now `dec.0`, a GELU moved from one decoder block's MLP to another's). Where two such
-layers went, or came, no trace tells which moved, and none is paired.
+settings of its class and shapes, moved to a stage that is paired (a Sigmoid taken out of
+one stage and put in another, the one it left kept or removed); named, the one layer of
+its last name and facts that went and the one that came (a ViT's final norm moved to the
+front of the head, where it normalises the class token alone and so takes other shapes),
+where one of the calls they run in is paired: of a block removed whole and one inserted
+whole, each with its ReLU, no ReLU moved; and last, named or not, the one layer of its
+class and facts that went and the one that came, whatever its shapes, moved to a stage
+that is paired (`enc.2 (LayerNorm)` now `dec.0`, a GELU moved from one decoder block's MLP
+to another's). Where two such layers went, or came, no trace tells which moved, and none is
+paired.
 """
 
 from __future__ import annotations
@@ -69,10 +70,10 @@ def pair_across_parents(
         for i, j in _found_once(old_lines, new_lines, left_old, left_new, key):
             if _same_parent(trees, old_to_new, i, j):  # its parent's alignment left it
                 continue  # out: no move to explain
-            if (key is call_keys.kind or not old_lines[i].facts) and not _both_parents_paired(
-                trees, maps, i, j
+            if (key is call_keys.kind or not old_lines[i].facts) and not _lands_in_a_paired_call(
+                trees, maps, j
             ):
-                continue  # a move only between stages that stay
+                continue  # a move only to a stage that stays
             if key is _name_and_kind and _both_parents_unpaired(trees, maps, i, j):
                 continue  # a layer of a subtree that went, and of another that came
             pair(i, j)
@@ -138,19 +139,17 @@ def _both_parents_unpaired(
     )
 
 
-def _both_parents_paired(
+def _lands_in_a_paired_call(
     trees: tuple[CallTree, CallTree],
     maps: tuple[dict[int, int], dict[int, int]],
-    old_index: int,
     new_index: int,
 ) -> bool:
-    """Whether each call runs in a paired call, or at the top: a layer moved between stages
-    that stay, not one of a stage wrapped around its neighbours, which the passes by place
-    pair in order (paired here, out of order, the wrap would hide a layer moved past it)."""
-    old_parent, new_parent = trees[0].parents[old_index], trees[1].parents[new_index]
-    return (old_parent == NO_PARENT or old_parent in maps[0]) and (
-        new_parent == NO_PARENT or new_parent in maps[1]
-    )
+    """Whether the new call runs in a paired call, or at the top: a layer moved to a stage
+    that stays (the one it left may be gone), not one of a stage wrapped around its
+    neighbours, which the passes by place pair in order (paired here, out of order, the
+    wrap would hide a layer moved past it)."""
+    new_parent = trees[1].parents[new_index]
+    return new_parent == NO_PARENT or new_parent in maps[1]
 
 
 def _same_parent(

@@ -20,7 +20,7 @@ The pairing follows GumTree (Falleri et al., ASE 2014) on the call tree:
 4. across parents, only what nothing above explains: a call left over on both sides with
    the same path and class (a reused module's call made elsewhere), the one call on each
    side with the same class, shapes and facts (`enc.2`, now `dec.0`), or, named, with the
-   same last name and facts, or with the same class and facts between stages that stay
+   same last name and facts, or with the same class and facts, moved to a stage that stays
    (across_parents.py); then a block whose layers paired so, with
    the block of its layout that holds them (kept_layouts.py); then the calls left between
    wrapped or unwrapped ones, by place (wrapper_pairs.py).
