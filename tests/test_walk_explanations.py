@@ -3484,3 +3484,67 @@ def test_a_layer_moved_out_of_a_stage_then_removed_is_one_move_without_names_too
     assert name_free.explained_counts() == {"moved": 1, "removed": 2}, name_free.summary()
     assert "0.1 (Sigmoid) moved into 0" in name_free.summary(), name_free.summary()
     assert before.diff(after).explained_counts() == {"moved": 1, "renamed": 1, "removed": 2}
+
+
+def test_a_stage_moved_to_the_end_of_its_sibling_made_a_subclass_is_a_move_not_a_wrap() -> None:
+    """Fuzz, stated changes against the refactor's own reading (seed 549): stage A moved to
+    the end of its sibling B, and the stage that held both made a `Stage` of B alone, read
+    `1 (Stage) wraps the old 1, now 1.0` and `1.1 (Sequential) unwrapped: the old 1.1.0,
+    1.1.1 are now 1.0.0, 1.0.1`, which hides that ReLU6 and Tanh now run before A: a wrap
+    or an unwrap keeps the order of the calls it holds. A call run out of the order it had
+    (its parent in order) is held by neither, and is said moved."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Hardsigmoid(), nn.Hardswish())
+    second = nn.Sequential(nn.ReLU6(), nn.Tanh())
+    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(first, second))
+    new = nn.Sequential(old[0], Stage(nn.Sequential(*second, first)))
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("1.0", "1.1", "1.1.0", "1.1.1")] == [
+        "1.0.2",
+        None,
+        "1.0.0",
+        "1.0.1",
+    ]
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    counts = {"moved": 1, "type changed": 1}
+    assert named.explained_counts() == {**counts, "renamed": 1}, named.summary()
+    assert name_free.explained_counts() == counts, name_free.summary()
+    for difference in (named, name_free):
+        summary = difference.summary()
+        assert "1.0 (Sequential, with 2 nested calls) moved to 1.0.2" in summary, summary
+        assert "type changed at 1: Sequential -> Stage" in summary, summary
+        assert "wraps" not in summary, summary
+        assert "unwrapped" not in summary, summary
+
+
+def test_a_layer_moved_to_another_stage_beside_its_look_alike_is_read_as_the_one_moved() -> None:
+    """Fuzz, stated changes against the refactor's own reading (seed 348): of two look-alike
+    Linears apart, the first moved to the end of the next stage and the ReLU between them
+    wrapped, the named reading said `0.2 (Linear) moved to 1.2` and the first renamed to
+    0.1. Read again with the moved Linear's sibling just like it, which stayed, taken as the
+    one moved, the diff says the first moved, as the name-free one did."""
+    torch.manual_seed(0)
+    old = nn.Sequential(
+        nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8)),
+        nn.Sequential(nn.Tanh(), nn.Linear(8, 8)),
+    )
+    moved, relu, kept = old[0]
+    new = nn.Sequential(nn.Sequential(nn.Sequential(relu), kept), nn.Sequential(*old[1], moved))
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0.0", "0.1", "0.2")] == ["1.2", "0.0.0", "0.1"]
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.explained_counts() == {"wrapped": 1, "moved": 1, "renamed": 1}, named.summary()
+    assert name_free.explained_counts() == {"wrapped": 1, "moved": 1}, name_free.summary()
+    for difference in (named, name_free):
+        summary = difference.summary()
+        assert "0.0 (Linear) moved to 1.2" in summary, summary
+        assert "0.0 (Sequential) wraps the old 0.1, now 0.0.0" in summary, summary
+    assert "1 call renamed: 0.2 (Linear) -> 0.1" in named.summary(), named.summary()

@@ -14,7 +14,9 @@ it and the stage swapped and the Linear after the stage removed (`swap_readings`
 MobileNetV3's depthwise block removed, read as it changed into the projection after it
 (`kind_readings`). And the partner of a call an unwrap takes out of a stage that lost its
 other calls, beside a sibling of that stage just like the partner: a stage removed beside
-one flattened, read as both unwrapped (`kept_call_readings`). `diffing` tries these
+one flattened, read as both unwrapped (`kept_call_readings`). And a layer a reading moves,
+beside a look-alike of it that stayed: of two Linears apart, the first moved to another
+stage, read as the second moved (`moved_alike_readings`). `diffing` tries these
 readings last, where no other states fewer changes, and keeps one only where it states
 fewer: most diffs try none.
 """
@@ -27,7 +29,13 @@ from pytest_fwdorder.diff.call_keys import facts_thawed
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.readings import identical, joined_anchors
 
-__all__ = ["counterpart_readings", "kept_call_readings", "kind_readings", "swap_readings"]
+__all__ = [
+    "counterpart_readings",
+    "kept_call_readings",
+    "kind_readings",
+    "moved_alike_readings",
+    "swap_readings",
+]
 
 _MOST_READINGS = 6  # each costs an alignment and a classification of the whole diff
 _MOST_CALLS_SEEN = 4_000  # calls looked at for counterparts, at most, in one diff
@@ -176,6 +184,57 @@ def swap_readings(
         if len(readings) >= _MOST_READINGS:
             break
     return readings[:_MOST_READINGS]
+
+
+def moved_alike_readings(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    moved: Iterable[int],
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that takes, of a layer a reading moves to another parent
+    (`moved`: the old calls of its moves), a sibling just like it that stayed in their
+    parent as the one moved, the pairs exchanged. Of two Linears apart, the first moved to
+    another stage, read as the second moved and the first taken past the layer between them
+    (a move that a wrap around that layer hid)."""
+    old_tree, new_tree = trees
+    partners = maps[0]
+    seen = 0
+    readings: list[list[tuple[int, int]]] = []
+    for old in moved:
+        new = partners.get(old)
+        parent = old_tree.parents[old]
+        if new is None or old_tree.size(old) != 1 or parent == NO_PARENT:
+            continue
+        stayed_in = partners.get(parent)
+        if stayed_in is None or new_tree.parents[new] == stayed_in:
+            continue
+        siblings = old_tree.siblings(old)
+        seen += len(siblings)
+        for other in siblings:
+            if (
+                other != old
+                and other in partners
+                and new_tree.parents[partners[other]] == stayed_in
+                and old_tree.size(other) == 1
+                and _exchangeable(trees, old, other)
+            ):
+                reading = sorted([(other, new), (old, partners[other])])
+                if reading not in readings:
+                    readings.append(reading)
+        if len(readings) >= _MOST_READINGS or seen > _MOST_CALLS_SEEN:
+            break
+    return readings[:_MOST_READINGS]
+
+
+def _exchangeable(trees: tuple[CallTree, CallTree], old: int, other: int) -> bool:
+    """Whether two old layers look alike: class, shapes and facts."""
+    first, second = trees[0].lines[old], trees[0].lines[other]
+    return (first.module_type, first.inputs, first.outputs, first.facts) == (
+        second.module_type,
+        second.inputs,
+        second.outputs,
+        second.facts,
+    )
 
 
 def kind_readings(

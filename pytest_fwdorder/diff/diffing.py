@@ -21,6 +21,7 @@ from pytest_fwdorder.diff.counterparts import (
     counterpart_readings,
     kept_call_readings,
     kind_readings,
+    moved_alike_readings,
     swap_readings,
 )
 from pytest_fwdorder.diff.level_readings import level_readings
@@ -220,17 +221,26 @@ class _Reader:
         be.
         """
         last = False  # whether `readings` are the last readings of the reading kept
+        leading: list[list[tuple[int, int]]] = []  # last readings that re-pair kept calls
         while kept.stated[0] and len(tried[0]) < tried[1]:
             if not readings:
                 if last:
                     break
-                readings, last = _last_readings(self.trees, kept.maps, kept.reading), True
+                readings, leading = _last_readings(self.trees, kept.maps, kept.reading)
+                last = True
                 continue
             best = kept  # the round's best reading
             for reading_anchors in readings:
                 if len(tried[0]) == tried[1]:
                     break
-                candidate = self._aligned(joined_anchors(kept.anchors, reading_anchors), tried)
+                # A moved layer's look-alike taken as the one moved re-pairs calls the kept
+                # reading paired: its anchors come first.
+                joined = (
+                    joined_anchors(reading_anchors, kept.anchors)
+                    if reading_anchors in leading
+                    else joined_anchors(kept.anchors, reading_anchors)
+                )
+                candidate = self._aligned(joined, tried)
                 if candidate is None:
                     continue
                 if wraps is not None and _wraps_model(self.trees, reading_anchors):
@@ -314,11 +324,13 @@ def _readings_from(
 
 def _last_readings(
     trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]], diff: TraceDiff
-) -> list[list[tuple[int, int]]]:
+) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]:
     """The anchors of the readings tried last from a reading (its `maps` and changes):
     of the calls it pairs with calls of another class, says swapped, or says changed in
-    their settings, each as a call like it nearby, and of the calls its unwraps and wraps
-    keep out of stages that lost or gained others (counterparts.py)."""
+    their settings, each as a call like it nearby, of the calls its unwraps and wraps keep
+    out of stages that lost or gained others, and of the layers it moves, each as a
+    look-alike sibling (counterparts.py); then those last of them, which re-pair calls the
+    reading paired and so come before its anchors."""
     changed, settings = [], []
     for change in diff.changes:
         if change.position is None:
@@ -327,22 +339,26 @@ def _last_readings(
             changed.append(change.position)
         elif change.kind is ChangeKind.SETTINGS_CHANGED:
             settings.append(change.position)
-    swapped, unwrapped, wrapped = [], [], []
+    swapped, unwrapped, wrapped, moved = [], [], [], []
     for tree_change in diff.tree_changes:
         if tree_change.kind is ChangeKind.SWAPPED:
             swapped.append(tree_change.old_calls)
+        elif tree_change.kind is ChangeKind.MOVED:
+            moved.append(min(tree_change.old_calls))
         elif tree_change.kind is ChangeKind.UNWRAPPED:
             unwrapped.append(tree_change.old_calls)
         elif tree_change.kind is ChangeKind.WRAPPED:
             wrapped.append(tree_change.new_calls)
-    if not (changed or swapped or settings or unwrapped or wrapped):
-        return []
-    return (
+    if not (changed or swapped or settings or unwrapped or wrapped or moved):
+        return [], []
+    leading = moved_alike_readings(trees, maps, moved)
+    readings = (
         counterpart_readings(trees, maps, changed)
         + swap_readings(trees, maps, swapped)
         + kind_readings(trees, maps, settings)
         + kept_call_readings(trees, maps, unwrapped, wrapped)
     )
+    return readings + leading, leading
 
 
 def _classified(

@@ -278,3 +278,18 @@ def end_order(lines: list[GoldenLine]) -> list[int]:
         order[open_calls.pop()] = ended
         ended += 1
     return order
+
+
+def named_wrappers(names: list[GoldenLine], chain: list[int], calls: int) -> str:
+    """The wrappers of one wrap, outermost first: `layer2 (Sequential)`, or `layer2
+    (Sequential) and layer2.0 (Sequential)` for a wrapper inside a wrapper."""
+    said = [_called(names[holder], calls) for holder in chain]
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+
+
+def _called(line: GoldenLine, calls: int) -> str:
+    """A wrapper as its sentence names it: `fc (Linear)` for one call, `fc (Linear, 2
+    calls)` for a module wrapped at each of its calls."""
+    if calls == 1:
+        return f"{line.name} ({line.module_type})"
+    return f"{line.path} ({line.module_type}, {plural(calls, 'call')})"

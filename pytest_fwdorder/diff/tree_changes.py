@@ -6,8 +6,9 @@ layer2, now layer2.0 (18 calls renamed under it)`. Each `TreeChange` says which 
 per-call changes it explains, so a summary states them once.
 
 - wrapped: a new call whose children are old calls that kept their old parent's partner
-  as their grandparent;
-- unwrapped: the mirror image, an old call whose children now sit in its place;
+  as their grandparent, and their order;
+- unwrapped: the mirror image, an old call whose children now sit in its place, in order
+  (a child run before a sibling it ran after is a move of its own);
 - swapped: two calls of one parent that took each other's place in its call order
   (`layer3.1 and layer3.2 (Bottleneck) swapped`), one change, not two moves;
 - moved: a call paired with one under another parent, which no wrap or unwrap explains;
@@ -23,8 +24,9 @@ from dataclasses import replace
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.changes import Change, ChangeKind, TreeChange
+from pytest_fwdorder.diff.execution_order import ExecutionOrder
 from pytest_fwdorder.diff.look_alike_wraps import hedged_wraps
-from pytest_fwdorder.diff.places import plural
+from pytest_fwdorder.diff.places import named_wrappers, plural
 from pytest_fwdorder.diff.sibling_swaps import exchanged
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
 from pytest_fwdorder.golden.format import GoldenLine
@@ -98,6 +100,7 @@ class _Finder:
         # A name-free comparison does not compare names: a rename is never a finding there.
         self.name_free = old_names is not alignment.old_tree.lines
         self.moved = alignment.moved
+        self.order = ExecutionOrder(alignment)  # what a wrap or an unwrap cannot hold
         # Two calls that swapped places in their parent: a change of their own, never
         # among the calls a wrap or unwrap renamed.
         self.reordered: set[int] = set()
@@ -149,6 +152,7 @@ class _Finder:
                 elif index != root and (
                     self.expected_parent(old_index) not in (self.new_tree.parents[index], _UNPAIRED)
                     or not old_root < old_index < old_end  # from outside the root's old call
+                    or self.order.out_of_order(old_index)
                     or (
                         old_index in self.reordered
                         and self.old_tree.parents[old_index] not in self.reordered
@@ -169,7 +173,7 @@ class _Finder:
         for calls in _one_per_module(wrapping, self.new_names, self._child_paths):
             roots = [child for call in calls for child in wrapping[call]]
             said = wrapping[calls[0]] if len(calls) > 1 else None
-            head = _wrappers(self.new_names, chains[calls[0]], len(calls))
+            head = named_wrappers(self.new_names, chains[calls[0]], len(calls))
             verb = "wrap" if len(chains[calls[0]]) > 1 else "wraps"
             sentence, olds, news = self._regrouped(f"{head} {verb}", roots, now=", now", said=said)
             wrappers = {holder for call in calls for holder in chains[call]}
@@ -185,6 +189,7 @@ class _Finder:
             for child in _through_unpaired(tree, self.new_to_old, wrapper)
             if child in self.new_to_old
             and self.expected_parent(self.new_to_old[child]) == tree.parents[holder]
+            and not self.order.out_of_order(self.new_to_old[child])
         ]
 
     def _kept_from(self, wrapper: int, holder: int) -> list[int]:
@@ -195,7 +200,9 @@ class _Finder:
         return [
             self.old_to_new[child]
             for child in _through_unpaired(self.old_tree, self.old_to_new, wrapper)
-            if child in self.old_to_new and self.new_tree.parents[self.old_to_new[child]] == place
+            if child in self.old_to_new
+            and self.new_tree.parents[self.old_to_new[child]] == place
+            and not self.order.out_of_order(child)
         ]
 
     def _child_paths(self, new_children: list[int]) -> tuple[str, ...]:
@@ -211,7 +218,7 @@ class _Finder:
         for calls in _one_per_module(unwrapping, self.old_names, self._child_paths):
             roots = [child for call in calls for child in unwrapping[call]]
             said = unwrapping[calls[0]] if len(calls) > 1 else None
-            head = _wrappers(self.old_names, chains[calls[0]], len(calls))
+            head = named_wrappers(self.old_names, chains[calls[0]], len(calls))
             now = " is now" if len(said or roots) == 1 else " are now"
             sentence, olds, news = self._regrouped(f"{head} unwrapped:", roots, now=now, said=said)
             wrappers = {holder for call in calls for holder in chains[call]}
@@ -581,18 +588,3 @@ def _unpaired_chain(tree: CallTree, partners: dict[int, int], wrapper: int) -> l
         chain.append(parent)
         parent = tree.parents[parent]
     return chain
-
-
-def _wrappers(names: list[GoldenLine], chain: list[int], calls: int) -> str:
-    """The wrappers of one wrap, outermost first: `layer2 (Sequential)`, or `layer2
-    (Sequential) and layer2.0 (Sequential)` for a wrapper inside a wrapper."""
-    said = [_called(names[holder], calls) for holder in chain]
-    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
-
-
-def _called(line: GoldenLine, calls: int) -> str:
-    """A wrapper as its sentence names it: `fc (Linear)` for one call, `fc (Linear, 2
-    calls)` for a module wrapped at each of its calls."""
-    if calls == 1:
-        return f"{line.name} ({line.module_type})"
-    return f"{line.path} ({line.module_type}, {plural(calls, 'call')})"
