@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from pytest_fwdorder.diff.call_keys import facts_thawed
+from pytest_fwdorder.diff.call_keys import facts_thawed, look
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.readings import identical, joined_anchors
 
@@ -228,13 +228,8 @@ def moved_alike_readings(
 
 def _exchangeable(trees: tuple[CallTree, CallTree], old: int, other: int) -> bool:
     """Whether two old layers look alike: class, shapes and facts."""
-    first, second = trees[0].lines[old], trees[0].lines[other]
-    return (first.module_type, first.inputs, first.outputs, first.facts) == (
-        second.module_type,
-        second.inputs,
-        second.outputs,
-        second.facts,
-    )
+    lines = trees[0].lines
+    return look(lines[old]) == look(lines[other])
 
 
 def kind_readings(

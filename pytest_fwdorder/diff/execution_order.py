@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from operator import itemgetter
 
+from pytest_fwdorder.diff.call_keys import look
 from pytest_fwdorder.diff.call_tree import CallTree
 from pytest_fwdorder.diff.ordered_pairing import longest_increasing
 from pytest_fwdorder.diff.tree_alignment import TreeAlignment
@@ -93,4 +94,4 @@ def _signature(tree: CallTree, index: int) -> tuple[object, ...]:
     """A call's class, shapes and facts, and the classes of the calls under it in order."""
     line = tree.lines[index]
     under = tuple(tree.lines[nested].module_type for nested in range(index + 1, tree.ends[index]))
-    return (line.module_type, line.inputs, line.outputs, line.facts, under)
+    return (look(line), under)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 from itertools import pairwise
+from typing import NamedTuple
 
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 
@@ -30,6 +31,16 @@ def pair_left_in_wrappers(
         _pair_left(old_tree, new_tree, old_to_new, new_to_old, wrapper, ends=False)
     for unwrapped in range(len(old_tree.lines)):
         _pair_left(new_tree, old_tree, new_to_old, old_to_new, unwrapped, ends=True)
+
+
+class _Held(NamedTuple):
+    """A container of the inner tree and where it stands: its parent's partner in the outer
+    tree, that partner's children (the calls it may hold) and its own children."""
+
+    container: int
+    outer_parent: int
+    outer_siblings: list[int]
+    inside: list[int]
 
 
 def _pair_left(
@@ -58,7 +69,8 @@ def _pair_left(
         if j in inner_to_outer and outer_tree.parents[inner_to_outer[j]] == outer_parent
     )
     if not anchors:
-        _pair_lone_held(outer_tree, inner_tree, outer_to_inner, inner_to_outer, container)
+        held = _Held(container, outer_parent, siblings, inside)
+        _pair_lone_held(outer_tree, inner_tree, outer_to_inner, inner_to_outer, held)
         return
     stretches = [
         (_between(siblings, first[0], next_[0]), _between(inside, first[1], next_[1]))
@@ -89,21 +101,16 @@ def _pair_lone_held(
     inner_tree: CallTree,
     outer_to_inner: dict[int, int],
     inner_to_outer: dict[int, int],
-    container: int,
+    held: _Held,
 ) -> None:
-    """For a `container` none of whose children is paired (a Softsign wrapped alone beside
+    """For a container none of whose children is paired (a Softsign wrapped alone beside
     a layer removed): its children pair with the one run of calls of their classes, in
     order, among the calls left unpaired where it stands, between the partners of its
     nearest paired siblings. Where the classes run twice there, none pair."""
-    inside = inner_tree.children[container]
+    container, outer_parent, outer_siblings, inside = held
     if any(j in inner_to_outer for j in inside):
         return
-    parent = inner_tree.parents[container]
-    siblings = inner_tree.roots if parent == NO_PARENT else inner_tree.children[parent]
-    outer_parent = inner_to_outer.get(parent, NO_PARENT)
-    outer_siblings = (
-        outer_tree.roots if outer_parent == NO_PARENT else outer_tree.children[outer_parent]
-    )
+    siblings = inner_tree.siblings(container)
     place = siblings.index(container)
     before = _nearest_bound(outer_tree, inner_to_outer, siblings[:place][::-1], outer_parent)
     after = _nearest_bound(outer_tree, inner_to_outer, siblings[place + 1 :], outer_parent)
