@@ -3548,3 +3548,41 @@ def test_a_layer_moved_to_another_stage_beside_its_look_alike_is_read_as_the_one
         assert "0.0 (Linear) moved to 1.2" in summary, summary
         assert "0.0 (Sequential) wraps the old 0.1, now 0.0.0" in summary, summary
     assert "1 call renamed: 0.2 (Linear) -> 0.1" in named.summary(), named.summary()
+
+
+def test_two_layers_that_took_each_others_places_in_blocks_apart_are_two_moves() -> None:
+    """Real-model fuzz, stated changes and pairs against the identity (decoder seed 14): the
+    GELU of block 0's MLP and the Linear of block 2's mixing took each other's places. Named,
+    it read as the mixing Linear changed into a GELU, a Linear inserted and a GELU removed
+    (and the Linear's parameters removed); name-free the same. The calls of the other class
+    are looked for near the type change only, two levels up: in another block there was none.
+    The one call of its class and facts that the reading leaves unpaired anywhere is its
+    counterpart too."""
+    torch.manual_seed(0)
+
+    def block() -> nn.Sequential:
+        mix = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+        return nn.Sequential(mix, nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8)))
+
+    old = nn.Sequential(block(), block(), block())
+    (first_mix, (widen, gelu, narrow)), (mixing, tanh) = old[0], old[2][0]
+    new = nn.Sequential(
+        nn.Sequential(first_mix, nn.Sequential(widen, narrow, mixing)),
+        old[1],
+        nn.Sequential(nn.Sequential(gelu, tanh), old[2][1]),
+    )
+    now = _paths_by_identity(old, new)
+    assert [now[path] for path in ("0.1.1", "0.1.2", "2.0.0")] == ["2.0.0", "0.1.1", "0.1.2"]
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    # The GELU takes the mixing's 8 features where it took the MLP's 16: a true change.
+    moved = {"moved": 2, "input changed": 1}
+    assert named.explained_counts() == {**moved, "renamed": 1}, named.summary()
+    assert name_free.explained_counts() == moved, name_free.summary()  # names ignored
+    for difference in (named, name_free):
+        summary = difference.summary()
+        assert "0.1.1 (GELU) moved to 2.0.0" in summary, summary
+        assert "2.0.0 (Linear) moved to 0.1.2" in summary, summary

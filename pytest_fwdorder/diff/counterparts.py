@@ -16,16 +16,19 @@ MobileNetV3's depthwise block removed, read as it changed into the projection af
 other calls, beside a sibling of that stage just like the partner: a stage removed beside
 one flattened, read as both unwrapped (`kept_call_readings`). And a layer a reading moves,
 beside a look-alike of it that stayed: of two Linears apart, the first moved to another
-stage, read as the second moved (`moved_alike_readings`). `diffing` tries these
+stage, read as the second moved (`moved_alike_readings`). A counterpart is looked for near
+the call first, and where none is near, anywhere, where it is the one of its class and
+facts left unpaired: a GELU and a Linear of blocks apart that took each other's places. `diffing` tries these
 readings last, where no other states fewer changes, and keeps one only where it states
 fewer: most diffs try none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from functools import cached_property
 
-from pytest_fwdorder.diff.call_keys import facts_thawed, look
+from pytest_fwdorder.diff.call_keys import facts_thawed, kind, look
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.readings import identical, joined_anchors
 
@@ -52,7 +55,9 @@ def counterpart_readings(
     index) pairs. `maps`: the reading's partners of old calls, and of new ones."""
     old_tree, new_tree = trees
     partners, partners_of_new = maps
+    changed = list(changed)
     seen = [0]  # calls looked at so far
+    lone = _LoneOfKind(trees, maps, changed)
     readings: list[list[tuple[int, int]]] = []
     for new in changed:
         old = partners_of_new.get(new)
@@ -60,9 +65,13 @@ def counterpart_readings(
             continue
         anchors = []
         counterpart = _nearest((new_tree, old_tree), new, old, partners_of_new, seen)
+        if counterpart is None:
+            counterpart = lone.new_like(old)
         if counterpart is not None:
             anchors.append((old, counterpart))
         counterpart = _nearest((old_tree, new_tree), old, new, partners, seen)
+        if counterpart is None:
+            counterpart = lone.old_like(new)
         if counterpart is not None:
             anchors.append((counterpart, new))
         if not anchors:
@@ -75,6 +84,59 @@ def counterpart_readings(
         if len(readings) >= _MOST_READINGS or seen[0] > _MOST_CALLS_SEEN:
             break
     return readings[:_MOST_READINGS]
+
+
+class _LoneOfKind:
+    """Of the calls a reading leaves unpaired or pairs with a call of another class, the one
+    of a call's class and facts (`call_keys.kind`) anywhere in its tree: a GELU of one
+    block's MLP and the Linear of another block's mixing that took each other's places,
+    read as a type change, one Linear inserted and one GELU removed, are two moves. Found
+    only where it is the one of its kind: of two, no trace tells which moved."""
+
+    def __init__(
+        self,
+        trees: tuple[CallTree, CallTree],
+        maps: tuple[dict[int, int], dict[int, int]],
+        changed: list[int],
+    ) -> None:
+        self.trees, self.maps, self.changed = trees, maps, changed
+
+    @cached_property
+    def misfits(self) -> tuple[dict[Hashable, list[int]], dict[Hashable, list[int]]]:
+        """The old and the new misfits by kind: found once, when first asked for (most
+        counterparts are near)."""
+        (old_tree, new_tree), (partners, partners_of_new) = self.trees, self.maps
+        old_misfits = [*_unpaired(old_tree, partners), *map(partners_of_new.get, self.changed)]
+        new_misfits = [*_unpaired(new_tree, partners_of_new), *self.changed]
+        return _by_kind(old_tree, old_misfits), _by_kind(new_tree, new_misfits)
+
+    def new_like(self, old: int) -> int | None:
+        """The one new misfit of the old call's kind, None where there is none or more."""
+        return self._one(1, kind(self.trees[0].lines[old]))
+
+    def old_like(self, new: int) -> int | None:
+        """The one old misfit of the new call's kind, None where there is none or more."""
+        return self._one(0, kind(self.trees[1].lines[new]))
+
+    def _one(self, side: int, wanted: Hashable) -> int | None:
+        found = self.misfits[side].get(wanted, [])
+        return found[0] if len(found) == 1 else None
+
+
+def _unpaired(tree: CallTree, partners: dict[int, int]) -> list[int]:
+    """The calls of `tree` without a partner, in order; none where there are too many to
+    look at (`_MOST_CALLS_SEEN`)."""
+    unpaired = sorted(set(range(len(tree.lines))).difference(partners))
+    return unpaired if len(unpaired) <= _MOST_CALLS_SEEN else []
+
+
+def _by_kind(tree: CallTree, calls: Sequence[int | None]) -> dict[Hashable, list[int]]:
+    """The calls by their class and facts (`call_keys.kind`), each once."""
+    grouped: dict[Hashable, list[int]] = {}
+    for call in dict.fromkeys(calls):
+        if call is not None:
+            grouped.setdefault(kind(tree.lines[call]), []).append(call)
+    return grouped
 
 
 def _same_stage(trees: tuple[CallTree, CallTree], old: int, new: int) -> bool:
