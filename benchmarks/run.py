@@ -44,6 +44,7 @@ from models import (
     rebuilt_after_deep_copy,
     tiny_modules,
 )
+from scale import PAIRS as SCALE_PAIRS
 from scale import TARGETS as LINEAR_TARGETS
 from scale import linear_time, suite
 from torch.nn.modules import module as torch_module
@@ -549,6 +550,17 @@ def breakdown(smoke: bool) -> list[Row]:
             smoke,
             rounds=15,
         ),
+        # At 100,001 calls, where the issue's linear-time target is read (scale.py), with the
+        # collector paused throughout as trace_forward pauses it: at this size the least's
+        # own records would otherwise pay the collector's full passes (about 9 us per call).
+        *guarantee_rows(
+            f"{2 * SCALE_PAIRS + 1:,} calls" if not smoke else "501 calls",
+            tiny_modules(250 if smoke else SCALE_PAIRS).eval(),
+            torch.randn(1, 16),
+            smoke,
+            rounds=5,
+            paused_collector=True,
+        ),
         *phase_rows(
             "tiny modules", tiny_modules(20 if smoke else 400).eval(), torch.randn(1, 16), smoke
         ),
@@ -562,7 +574,13 @@ def breakdown(smoke: bool) -> list[Row]:
 
 
 def guarantee_rows(
-    label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool, rounds: int = 31
+    label: str,
+    model: nn.Module,
+    inputs: torch.Tensor,
+    smoke: bool,
+    rounds: int = 31,
+    *,
+    paused_collector: bool = False,
 ) -> list[Row]:
     """What the guarantees the recorder keeps cost by themselves, each written as the least
     Python that keeps it, next to the recorder's own cost in the same rounds.
@@ -574,7 +592,8 @@ def guarantee_rows(
     Per trace: the random states saved and put back.
     On ResNet-50 the per-call microseconds are small next to its forward: its rows end with
     the least a trace can cost as a ratio to the bare forward, the figure its overhead
-    target is read against.
+    target is read against. With `paused_collector`, every candidate runs with Python's
+    cyclic collector paused, as trace_forward runs its forward.
     """
     rounds = 1 if smoke else rounds
     tensor_type = torch.Tensor
@@ -677,6 +696,8 @@ def guarantee_rows(
         "ours per module": ours_per_module,
         "trace_forward": traced,
     }
+    if paused_collector:
+        candidates = {name: _collector_paused(run) for name, run in candidates.items()}
     medians = interleaved_medians(candidates, rounds)
     floor = medians["floor"]
 
@@ -761,6 +782,21 @@ def guarantee_rows(
         )
     )
     return rows
+
+
+def _collector_paused(run: Callable[[], object]) -> Callable[[], object]:
+    """`run` with Python's cyclic collector paused, and put back as it was."""
+
+    def paused() -> object:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return run()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
 
 
 def phase_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool) -> list[Row]:
@@ -1313,7 +1349,7 @@ def resnet50_tree_diff(smoke: bool) -> list[Row]:
 def real_model_at_scale(smoke: bool) -> list[Row]:
     """A real 100,001-call model: one trace, the render and the compare `trace == snapshot`
     does, and the Python heap the trace keeps, at two sizes to show it grows linearly."""
-    pairs = 250 if smoke else 50_000
+    pairs = 250 if smoke else SCALE_PAIRS
     rounds = 1 if smoke else 3
     model = tiny_modules(pairs).eval()
     inputs = torch.randn(1, 16)
