@@ -3586,3 +3586,63 @@ def test_two_layers_that_took_each_others_places_in_blocks_apart_are_two_moves()
         summary = difference.summary()
         assert "0.1.1 (GELU) moved to 2.0.0" in summary, summary
         assert "2.0.0 (Linear) moved to 0.1.2" in summary, summary
+
+
+def test_a_stage_moved_into_another_as_one_of_its_layers_is_removed_is_a_move_and_a_removal() -> (
+    None
+):
+    """Fuzz, stated changes against the refactor's own reading (seed 803): stage 1 moved to
+    the start of stage 0 and its Linear removed read as `2 calls inserted` (the stage with
+    its Tanhshrink) and `3 calls removed` (the stage with both). A stage removed whole and
+    one of its class inserted whole elsewhere, holding what it held but one call, is that
+    stage moved, where it is the one such pair."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Sequential(nn.Hardtanh(), nn.Linear(8, 8)),
+        nn.Sequential(nn.Tanhshrink(), nn.Linear(8, 8)),
+        nn.Softsign(),
+    )
+    paths_before = {id(module): path for path, module in model.named_modules()}
+    inputs = torch.randn(2, 8)
+    before = trace_forward(model, inputs)
+    stage = model[1]
+    del stage[1]
+    del model[1]
+    model[0].insert(0, stage)
+    now = {paths_before[id(module)]: path for path, module in model.named_modules()}
+    assert (now["1"], now["1.0"], now["0.0"]) == ("0.0", "0.0.0", "0.1")
+    after = trace_forward(model, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    assert named.explained_counts() == {"moved": 1, "removed": 1, "renamed": 3}, named.summary()
+    assert name_free.explained_counts() == {"moved": 1, "removed": 1}, name_free.summary()
+    for difference in (named, name_free):
+        summary = difference.summary()
+        assert "1 (Sequential, with 2 nested calls) moved to 0.0" in summary, summary
+        assert "1 call removed: 1.1 (Linear)" in summary, summary
+
+
+def test_a_stage_flattened_beside_a_copy_of_the_stage_that_held_it_is_not_moved_into_it() -> None:
+    """Fuzz, pairs against the identity (seed 674): a stage that held a stage and a SELU had
+    its inner stage flattened and was then copied after itself. The inner stage, gone, holds
+    what the copy holds but the SELU; its calls are paired where they run now, in the stage
+    flattened, so it did not move into the copy: one unwrap and the copy inserted."""
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Softsign(), nn.Linear(8, 8), nn.LeakyReLU())
+    old = nn.Sequential(nn.Linear(8, 8), nn.Sequential(inner, nn.SELU()))
+    flattened = nn.Sequential(*inner, old[1][1])
+    new = nn.Sequential(old[0], flattened, copy.deepcopy(flattened))
+    inputs = torch.randn(2, 8)
+    before, after = trace_forward(old, inputs), trace_forward(new, inputs)
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+
+    for difference in (named, name_free):
+        summary = difference.summary()
+        old_names = difference.old_names or difference.old_lines
+        new_names = difference.new_names or difference.new_lines
+        pairs = {old_names[i].name: new_names[j].name for i, j in difference.pairs}
+        assert pairs.get("1.0") is None, summary  # the inner stage went: it is in no copy
+        assert "moved" not in summary, summary
+        assert difference.explained_counts()["unwrapped"] == 1, summary

@@ -18,13 +18,17 @@ one flattened, read as both unwrapped (`kept_call_readings`). And a layer a read
 beside a look-alike of it that stayed: of two Linears apart, the first moved to another
 stage, read as the second moved (`moved_alike_readings`). A counterpart is looked for near
 the call first, and where none is near, anywhere, where it is the one of its class and
-facts left unpaired: a GELU and a Linear of blocks apart that took each other's places. `diffing` tries these
+facts left unpaired: a GELU and a Linear of blocks apart that took each other's places.
+And a stage a reading removes whole beside one of its class it inserts whole elsewhere,
+holding what it held but one call: the stage moved as one of its layers was removed
+(`changed_stage_readings`). `diffing` tries these
 readings last, where no other states fewer changes, and keeps one only where it states
 fewer: most diffs try none.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import cached_property
 
@@ -33,6 +37,7 @@ from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree
 from pytest_fwdorder.diff.readings import identical, joined_anchors
 
 __all__ = [
+    "changed_stage_readings",
     "counterpart_readings",
     "kept_call_readings",
     "kind_readings",
@@ -421,3 +426,82 @@ def _kept_pairs(
             if identical((tree, other), sibling, partners[child])
         ]
     return found
+
+
+def changed_stage_readings(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    removed: Iterable[int],
+    inserted: Iterable[int],
+) -> list[list[tuple[int, int]]]:
+    """The anchors of each reading that pairs a stage a reading removes whole with one it
+    inserts whole elsewhere, of its class and facts, holding what it held with one call more
+    or one fewer: a stage moved to the start of another as one of its layers was removed,
+    read as the stage removed with both its calls and one inserted with the other. Only the
+    one such stage on each side is paired: of two, no trace tells which moved. `removed`
+    and `inserted`: the old and new calls the reading says went and came."""
+    old_tree, new_tree = trees
+    old_roots = _stage_roots(old_tree, removed, maps[0])
+    new_roots = _stage_roots(new_tree, inserted, maps[1])
+    if len(old_roots) * len(new_roots) > _MOST_CALLS_SEEN:
+        return []
+    found = [
+        (old, new)
+        for old in old_roots
+        for new in new_roots
+        if kind(old_tree.lines[old]) == kind(new_tree.lines[new])
+        and _one_call_apart(trees, maps, old, new)
+    ]
+    olds = Counter(old for old, _ in found)
+    news = Counter(new for _, new in found)
+    return [[pair] for pair in found if olds[pair[0]] == news[pair[1]] == 1][:_MOST_READINGS]
+
+
+def _stage_roots(tree: CallTree, went: Iterable[int], partners: dict[int, int]) -> list[int]:
+    """Of the calls `went`, those that hold calls and run in no other of them."""
+    gone = set(went)
+    return [
+        call
+        for call in sorted(gone)
+        if tree.children[call] and tree.parents[call] not in gone and call not in partners
+    ]
+
+
+def _one_call_apart(
+    trees: tuple[CallTree, CallTree],
+    maps: tuple[dict[int, int], dict[int, int]],
+    old: int,
+    new: int,
+) -> bool:
+    """Whether two stages hold the same calls, in order, but for one more on one side, that
+    one unpaired (removed or inserted), and none of those they share is paired outside the
+    other stage: a stage unwrapped, whose calls are paired where they run now, did not move.
+    A call more that moved is left to the readings of moves: the model wrapped whole as a
+    stage was flattened and a layer of the next moved reads as that stage moved into the
+    flattened one, two moves where three changes were made, the paths of the layers
+    flattened kept, which no trace tells from the truth."""
+    # Each side: its tree, its stage, its partners, and the other side's tree and stage.
+    sides = [(trees[0], old, maps[0], trees[1], new), (trees[1], new, maps[1], trees[0], old)]
+    if len(trees[0].children[old]) > len(trees[1].children[new]):
+        sides.reverse()  # the shorter side first: the old stage holds the call more
+    shorter, longer = (
+        [tree.shapes[child] for child in tree.children[stage]] for tree, stage, *_ in sides
+    )
+    if len(longer) != len(shorter) + 1 or not shorter:
+        return False
+    extra = next(
+        (at for at in range(len(longer)) if longer[:at] + longer[at + 1 :] == shorter), None
+    )
+    if extra is None:
+        return False
+    longer_tree, longer_stage = sides[1][0], sides[1][1]
+    more = longer_tree.children[longer_stage][extra]
+    extra_calls = range(more, longer_tree.ends[more])
+    if any(call in sides[1][2] for call in extra_calls):
+        return False  # the call more moved (a model wrapped whole as a stage was flattened)
+    for tree, stage, partners, other_tree, other in sides:
+        for nested in range(stage + 1, tree.ends[stage]):
+            partner = partners.get(nested)
+            if partner is not None and not other < partner < other_tree.ends[other]:
+                return False
+    return True

@@ -18,6 +18,7 @@ from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, build_call_tree
 from pytest_fwdorder.diff.changes import ChangeKind
 from pytest_fwdorder.diff.classification import TraceDiff, classify_diff
 from pytest_fwdorder.diff.counterparts import (
+    changed_stage_readings,
     counterpart_readings,
     kept_call_readings,
     kind_readings,
@@ -331,7 +332,7 @@ def _last_readings(
     out of stages that lost or gained others, and of the layers it moves, each as a
     look-alike sibling (counterparts.py); then those last of them, which re-pair calls the
     reading paired and so come before its anchors."""
-    changed, settings = [], []
+    changed, settings, removed, inserted = [], [], [], []
     for change in diff.changes:
         if change.position is None:
             continue
@@ -339,6 +340,10 @@ def _last_readings(
             changed.append(change.position)
         elif change.kind is ChangeKind.SETTINGS_CHANGED:
             settings.append(change.position)
+        elif change.kind is ChangeKind.REMOVED:
+            removed.append(change.position)
+        elif change.kind is ChangeKind.INSERTED:
+            inserted.append(change.position)
     swapped, unwrapped, wrapped, moved = [], [], [], []
     for tree_change in diff.tree_changes:
         if tree_change.kind is ChangeKind.SWAPPED:
@@ -349,7 +354,7 @@ def _last_readings(
             unwrapped.append(tree_change.old_calls)
         elif tree_change.kind is ChangeKind.WRAPPED:
             wrapped.append(tree_change.new_calls)
-    if not (changed or swapped or settings or unwrapped or wrapped or moved):
+    if not (changed or swapped or settings or unwrapped or wrapped or moved or removed):
         return [], []
     leading = moved_alike_readings(trees, maps, moved)
     readings = (
@@ -357,6 +362,7 @@ def _last_readings(
         + swap_readings(trees, maps, swapped)
         + kind_readings(trees, maps, settings)
         + kept_call_readings(trees, maps, unwrapped, wrapped)
+        + changed_stage_readings(trees, maps, removed, inserted)
     )
     return readings + leading, leading
 
