@@ -56,6 +56,7 @@ from pytest_fwdorder.calls.records import Call
 from pytest_fwdorder.calls.value_descriptions import LiteralDescription, TensorDescription
 from pytest_fwdorder.diff.diffing import diff_lines
 from pytest_fwdorder.facets.shape_keys import shape_key
+from pytest_fwdorder.golden.garbage_collection import without_garbage_collection
 from pytest_fwdorder.golden.parse import parse_golden
 from pytest_fwdorder.recording import model_index, model_state, numpy_random
 from pytest_fwdorder.recording import recorder as recorder_module
@@ -697,7 +698,7 @@ def guarantee_rows(
         "trace_forward": traced,
     }
     if paused_collector:
-        candidates = {name: _collector_paused(run) for name, run in candidates.items()}
+        candidates = {name: without_garbage_collection(run) for name, run in candidates.items()}
     medians = interleaved_medians(candidates, rounds)
     floor = medians["floor"]
 
@@ -782,21 +783,6 @@ def guarantee_rows(
         )
     )
     return rows
-
-
-def _collector_paused(run: Callable[[], object]) -> Callable[[], object]:
-    """`run` with Python's cyclic collector paused, and put back as it was."""
-
-    def paused() -> object:
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return run()
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return paused
 
 
 def phase_rows(label: str, model: nn.Module, inputs: torch.Tensor, smoke: bool) -> list[Row]:
