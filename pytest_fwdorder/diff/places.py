@@ -291,5 +291,5 @@ def _called(line: GoldenLine, calls: int) -> str:
     """A wrapper as its sentence names it: `fc (Linear)` for one call, `fc (Linear, 2
     calls)` for a module wrapped at each of its calls."""
     if calls == 1:
-        return f"{line.name} ({line.module_type})"
+        return called(line)
     return f"{line.path} ({line.module_type}, {plural(calls, 'call')})"
