@@ -85,7 +85,7 @@ def test_every_benchmark_runs_once_at_tiny_sizes(smoke_table: str) -> None:
         "the recorder's hooks, above the floor",
         "per trace: least: save and put back torch's, Python's and numpy's random states",
         "all the guarantees at their least vs trace_forward, above the floor",
-        "501 calls: all the guarantees at their least vs trace_forward, above the floor",
+        "tiny modules at scale: all the guarantees at their least vs trace_forward, above the floor",
         "-call model: global no-op hooks (floor)",
         "trace_forward(costs=True), ratio to costs=False",
         "least: FlopCounterMode alone, ratio to the bare forward",
