@@ -1,6 +1,6 @@
 """pytest-fwdorder benchmarks: every figure side by side in one run, medians over rounds.
 
-    python benchmarks/run.py            # the full suite (about 4 minutes on 2 cores)
+    python benchmarks/run.py            # the full suite (about 13 minutes on 2 cores)
     python benchmarks/run.py --smoke    # each benchmark once at tiny sizes (the test suite runs this)
 
 Timings are medians of interleaved rounds (bare, floor and traced alternate), so a noisy
