@@ -85,10 +85,10 @@ _STATES_MORE = {
     324: "move, duplicate", 353: "move, flatten", 570: "move, remove",
     630: "subclass, flatten", 792: "move, move",
 }  # fmt: skip
-# The same of the name-free comparison, 14: those above but 353, and six that names decide.
+# The same of the name-free comparison, 13: those above but 353, and five that names decide.
 _STATES_MORE_NAME_FREE = {
     **{seed: steps for seed, steps in _STATES_MORE.items() if seed != 353},
-    59: "remove, duplicate", 78: "wrap, flatten", 100: "flatten, move",
+    78: "wrap, flatten", 100: "flatten, move",
     350: "flatten, move", 654: "move, wrap whole", 660: "flatten, duplicate",
 }  # fmt: skip
 

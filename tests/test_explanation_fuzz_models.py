@@ -35,10 +35,11 @@ _DRAWS = 8  # refactors drawn per seed until one runs
 # of its kind: test_walk_explanations.py).
 _STILL_FALSE: dict[tuple[str, int], str] = {}
 # Refactors whose diff states more changes than the refactor's own reading of it
-# (identity_reading.py), 1 of the 300: a block's mixing Linear wrapped and the block copied
-# before itself, read name-free as the Linear of both blocks wrapped and the last block
-# inserted (decoder 88).
-_STATES_MORE = {("decoder", 88): "wrap, duplicate"}
+# (identity_reading.py): none of the 300 (the last, decoder seed 88, a block's mixing Linear
+# wrapped and the block copied before itself, read name-free as the Linear of both blocks
+# wrapped and the last block inserted until identical blocks paired across the one left
+# out: test_walk_explanations.py).
+_STATES_MORE: dict[tuple[str, int], str] = {}
 
 
 class _Block(nn.Module):

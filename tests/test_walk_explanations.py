@@ -3646,3 +3646,41 @@ def test_a_stage_flattened_beside_a_copy_of_the_stage_that_held_it_is_not_moved_
         assert pairs.get("1.0") is None, summary  # the inner stage went: it is in no copy
         assert "moved" not in summary, summary
         assert difference.explained_counts()["unwrapped"] == 1, summary
+
+
+def test_a_block_copied_before_itself_after_a_layer_in_it_was_wrapped_is_one_wrap_and_a_copy() -> (
+    None
+):
+    """Of four look-alike blocks, block 2's first Linear wrapped in a Sequential, then block
+    2 copied before itself. Name-free, the three blocks left as they were are identical
+    subtrees, three of four on one side: none paired there (which went cannot be told from
+    their count alone), and the blocks then paired by place, so block 3 paired with the
+    second changed block and read `2 wraps, 5 calls inserted` (the wrap in both changed
+    blocks, block 3 inserted). The block left out (block 2) is what puts every later block
+    one place on, so the identical blocks pair across it (`pairs_by_gaps`), as the named
+    comparison pairs them by name: one wrap, and the copy inserted."""
+    torch.manual_seed(0)
+
+    def block() -> nn.Sequential:
+        return nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+
+    model = nn.Sequential(*(block() for _ in range(4)))
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        before = trace_forward(model, inputs)
+        old_blocks = list(model)
+        old_blocks[2][1] = nn.Sequential(old_blocks[2][1])
+        model = nn.Sequential(*old_blocks[:2], copy.deepcopy(old_blocks[2]), *old_blocks[2:])
+        after = trace_forward(model, inputs)
+    # The oracle: the last block is the old block 3, one place on.
+    assert next(name for name, module in model.named_children() if module is old_blocks[3]) == "4"
+
+    named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
+    # Named, block 3 renamed to 4 is one more line; name-free, a new name is no change.
+    assert named.explained_counts() == {"wrapped": 1, "renamed": 1, "inserted": 6}
+    assert name_free.explained_counts() == {"wrapped": 1, "inserted": 6}, name_free.summary()
+    for difference in (named, name_free):
+        summary = difference.summary()
+        assert _paired_names(difference)["3"] == "4", summary
+        assert "2.1 (Sequential) wraps the old 2.1, now 2.1.0" in summary, summary
+        assert "6 calls inserted: one of 2, 3 (Sequential look-alikes, with 5 nested" in summary

@@ -200,7 +200,8 @@ class _Matcher:
         """Pairs among identical subtrees: the same path first, then the same parent path
         in order (`features.12`, now `features.11`: a block before it was deleted), then
         the one left on each side; more on one side, those whose places the ones left out
-        explain (`pairs_by_gaps`). Look-alikes left several to a side pair later, inside
+        explain (`pairs_by_gaps`), named or not (a block changed and copied before itself:
+        the blocks after it are one place on). Look-alikes left several to a side pair later, inside
         their parents, or not at all."""
         if not olds or not news:
             return []
@@ -209,7 +210,9 @@ class _Matcher:
                 return []
             if len(olds) == len(news):
                 return list(zip(olds, news, strict=True))
-            return self._in_order_with_the_changed(olds, news)
+            return self._in_order_with_the_changed(olds, news) or pairs_by_gaps(
+                [], olds, news, self.old_tree, self.new_tree
+            )
         by_path = self._look_alikes_by(
             olds, news, (call_keys.path_and_number, call_keys.parent_path)
         )
