@@ -3684,3 +3684,41 @@ def test_a_block_copied_before_itself_after_a_layer_in_it_was_wrapped_is_one_wra
         assert _paired_names(difference)["3"] == "4", summary
         assert "2.1 (Sequential) wraps the old 2.1, now 2.1.0" in summary, summary
         assert "6 calls inserted: one of 2, 3 (Sequential look-alikes, with 5 nested" in summary
+
+
+def test_a_layer_moved_into_a_stage_renumbered_by_a_flatten_does_not_wrap_the_next_layer() -> None:
+    """A Hardsigmoid moved from stage `0.0` in between the two Linears of stage `0.2`, then
+    `0.0` flattened: every later sibling moves one place on, so stage `0.2` is now `0.3`,
+    the path of the Linear after it. The Linear `0.3` read as wrapped into the stage that
+    took its path (`0.3 (Linear) moved to 0.3.0`), a Linear inserted at `0.4` and one of the
+    stage's removed: 5 changes where the refactor made 2. A call is not read as wrapped in a
+    new call that an old sibling of that call's class, whose calls it all holds, can be
+    (`held_by_a_renumbered_sibling`)."""
+    torch.manual_seed(0)
+    first = nn.Sequential(nn.Sigmoid(), nn.Hardsigmoid(), nn.Linear(8, 8))
+    stage = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    model = nn.Sequential(nn.Sequential(first, nn.Softsign(), stage, nn.Linear(8, 8)), nn.SiLU())
+    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        before = trace_forward(model, inputs)
+        hardsigmoid = first[1]
+        del first[1]
+        stage.insert(1, hardsigmoid)
+        outer = model[0]
+        children = [*first, *list(outer)[1:]]
+        for name in list(outer._modules):  # flattened in place: every module keeps itself
+            del outer._modules[name]
+        for index, child in enumerate(children):
+            outer.add_module(str(index), child)
+        after = trace_forward(model, inputs)
+    # The oracle: each new path -> the old path of its very module.
+    was = {path or "<root>": paths_before[id(module)] for path, module in model.named_modules()}
+    assert (was["0.3"], was["0.4"], was["0.3.1"]) == ("0.2", "0.3", "0.0.1")
+
+    difference = before.diff(after)
+    summary = difference.summary()
+    assert difference.explained_counts() == {"unwrapped": 1, "moved": 1, "renamed": 4}, summary
+    assert "0.0.1 (Hardsigmoid) moved to 0.3.1" in summary, summary
+    paired = _paired_names(difference)
+    assert {new: old for old, new in paired.items() if was[new] != old} == {}, summary

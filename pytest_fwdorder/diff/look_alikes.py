@@ -6,6 +6,7 @@ within their parent). Pure, no torch.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from pytest_fwdorder.diff import call_keys
@@ -57,6 +58,29 @@ def first_alike(
         if tree.lines[child].outputs == line.outputs or tree.children[child]:
             return child
     return None
+
+
+def held_by_a_renumbered_sibling(
+    trees: tuple[CallTree, CallTree], olds: list[int], old_index: int, new_index: int
+) -> bool:
+    """Whether the new call is more likely an unpaired old sibling of `old_index` (of its
+    class, with calls, each of whose look is found among the new call's) than a wrapper
+    around `old_index`: a stage renumbered by a flatten before it, with a layer moved into
+    it (`0.2` holding two Linears, now `0.3` holding them and a Hardsigmoid), beside the old
+    `0.3`, a Linear, which it does not wrap."""
+    old_tree, new_tree = trees
+    held = Counter(call_keys.look(new_tree.lines[child]) for child in new_tree.children[new_index])
+    module_type = new_tree.lines[new_index].module_type
+    for sibling in olds:
+        children = old_tree.children[sibling]
+        if sibling == old_index or not children:
+            continue
+        if old_tree.lines[sibling].module_type != module_type:
+            continue
+        looks = Counter(call_keys.look(old_tree.lines[child]) for child in children)
+        if looks <= held:
+            return True
+    return False
 
 
 def _lone_wrapper(tree: CallTree, parent: int, partners: dict[int, int]) -> int | None:

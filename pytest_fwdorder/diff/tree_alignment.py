@@ -52,6 +52,7 @@ from pytest_fwdorder.diff.look_alike_order import (
 )
 from pytest_fwdorder.diff.look_alikes import (
     first_alike,
+    held_by_a_renumbered_sibling,
     lone_look_alike,
     replaced_beside,
     swapped,
@@ -506,7 +507,7 @@ class _Matcher:
             if (i, j) in taken or old_lines[i].module_type == new_lines[j].module_type:
                 continue
             inner = first_alike(self.new_tree, j, old_lines[i], self.new_to_old)
-            if inner is not None:
+            if inner is not None and not held_by_a_renumbered_sibling(self.trees, olds, i, j):
                 self.pair(i, inner)
                 if lone_look_alike(self.new_tree, j, inner, self.old_tree.shapes[i]):
                     wrapped.append((i, j))
