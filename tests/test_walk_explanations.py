@@ -3722,3 +3722,72 @@ def test_a_layer_moved_into_a_stage_renumbered_by_a_flatten_does_not_wrap_the_ne
     assert "0.0.1 (Hardsigmoid) moved to 0.3.1" in summary, summary
     paired = _paired_names(difference)
     assert {new: old for old, new in paired.items() if was[new] != old} == {}, summary
+
+
+def test_a_stage_made_a_subclass_as_a_stage_before_it_is_flattened_is_a_type_change() -> None:
+    """Stage `1.1` (two Linears and a SELU) made a `Stage`, then stage `1.0` before it
+    flattened, which renumbers it `1.3`. Its Linears look like the Linears around it, so
+    nothing paired inside it, and no pass paired a stage of another class whose calls were
+    not paired: it read as `1.1 (Sequential, with 2 nested calls)` removed, `1.3 (Stage,
+    with 2 nested calls)` inserted and its SELU moved between them: 8 calls changed,
+    where the refactor's own reading changes 2. Two calls of other classes that hold the same calls, none paired yet,
+    the one such pair, pair (`container_pairs._pair_made_subclasses`)."""
+    torch.manual_seed(0)
+    flattened = nn.Sequential(
+        nn.Softsign(),
+        nn.Sequential(nn.Mish(), nn.ELU(), nn.Linear(8, 8)),
+        nn.Sequential(nn.CELU(), nn.LogSigmoid()),
+    )
+    stage = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.SELU())
+    body = nn.Sequential(flattened, stage, nn.Linear(8, 8), nn.GELU())
+    model = nn.Sequential(nn.Tanhshrink(), body)
+    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        before = trace_forward(model, inputs)
+        children = [*flattened, Stage(*stage), *list(body)[2:]]
+        for name in list(body._modules):  # flattened in place: every module keeps itself
+            del body._modules[name]
+        for index, child in enumerate(children):
+            body.add_module(str(index), child)
+        after = trace_forward(model, inputs)
+    # The oracle: each new path -> the old path of its very module (None: the new Stage).
+    was = {path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()}
+    assert (was["1.3"], was["1.3.0"], was["1.3.2"], was["1.4"]) == (None, "1.1.0", "1.1.2", "1.2")
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        counts.pop("renamed", None)  # named, the calls renumbered by the flatten
+        assert counts == {"unwrapped": 1, "type changed": 1}, summary
+        assert "type changed at 1.3: Sequential -> Stage" in summary, summary
+        paired = _paired_names(difference)
+        wrong = {new: old for old, new in paired.items() if was[new] not in (old, None)}
+        assert (wrong, paired["1.1"]) == ({}, "1.3"), summary
+
+
+def test_the_calls_of_a_stage_wrapped_inside_it_are_a_wrap_not_its_class_changed() -> None:
+    """A `Stage`'s two calls put in a Sequential inside it. The new Sequential holds the
+    same calls as the old Stage, none paired yet, and is of another class; it is still the
+    wrapper, alone in the stage, not the stage with its class changed: the bound of
+    `container_pairs._pair_made_subclasses`."""
+    torch.manual_seed(0)
+    stage = Stage(nn.Linear(8, 8), nn.ReLU())
+    model = nn.Sequential(nn.Linear(8, 8), stage, nn.Linear(8, 8))
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        before = trace_forward(model, inputs)
+        inner = nn.Sequential(*stage)
+        for name in list(stage._modules):
+            del stage._modules[name]
+        stage.add_module("0", inner)
+        after = trace_forward(model, inputs)
+    # The oracle: the stage is itself still, at its path, and holds the new Sequential.
+    assert model[1] is stage
+    assert type(stage[0]) is nn.Sequential
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        assert difference.explained_counts() == {"wrapped": 1}, summary
+        assert summary.splitlines()[1].startswith("1.0 (Sequential) wraps the old 1.0, 1.1")
+        assert _paired_names(difference)["1"] == "1", summary

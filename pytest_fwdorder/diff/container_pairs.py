@@ -21,6 +21,7 @@ regrouped as a stem and a body is two wraps inside the model).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Hashable
 
 from pytest_fwdorder.diff import call_keys
 from pytest_fwdorder.diff.call_tree import NO_PARENT, CallTree, inverts_nesting
@@ -76,6 +77,53 @@ def pair_containers(
                 dice_of,
                 waiting,
             )
+    _pair_made_subclasses((old_tree, new_tree), (old_to_new, new_to_old))
+
+
+def _pair_made_subclasses(
+    trees: tuple[CallTree, CallTree], maps: tuple[dict[int, int], dict[int, int]]
+) -> None:
+    """Pair an old call and a new one of another class that hold the same calls, none of
+    them paired yet (a stage made a subclass as a flatten before it renumbered it, its
+    layers look-alikes of others, so nothing paired inside it), where that body is found
+    once on each side and neither is alone in its parent: `type changed`, its calls paired
+    inside it later."""
+    bodies: tuple[dict[Hashable, list[int]], dict[Hashable, list[int]]] = ({}, {})
+    for tree, partners, by_body in zip(trees, maps, bodies, strict=True):
+        for index in [index for index in range(len(tree.lines)) if index not in partners]:
+            line, end = tree.lines[index], tree.ends[index]
+            if end == index + 1 or _alone_in_its_parent(tree, index):
+                continue
+            if any(nested in partners for nested in range(index + 1, end)):
+                continue
+            body = (
+                line.inputs,
+                line.outputs,
+                tuple(
+                    (tree.lines[nested].depth - line.depth, call_keys.look(tree.lines[nested]))
+                    for nested in range(index + 1, end)
+                ),
+            )
+            by_body.setdefault(body, []).append(index)
+    (old_tree, new_tree), (old_to_new, new_to_old) = trees, maps
+    for held, olds in bodies[0].items():
+        news = bodies[1].get(held, [])
+        if len(olds) != 1 or len(news) != 1:
+            continue
+        old_index, new_index = olds[0], news[0]
+        if old_tree.lines[old_index].module_type == new_tree.lines[new_index].module_type:
+            continue  # one class: identical subtrees, which that pass pairs or leaves
+        if inverts_nesting(trees, maps, old_index, new_index):
+            continue
+        old_to_new[old_index], new_to_old[new_index] = new_index, old_index
+
+
+def _alone_in_its_parent(tree: CallTree, index: int) -> bool:
+    """Whether a call is the model's own or the one call its parent runs: what holds the
+    same calls as it there is a wrapper's reading (its calls wrapped in a Sequential inside
+    it, the model wrapped whole), not a class changed."""
+    parent = tree.parents[index]
+    return parent == NO_PARENT or tree.children[parent] == [index]
 
 
 def _take(
