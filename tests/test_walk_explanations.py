@@ -3791,3 +3791,38 @@ def test_the_calls_of_a_stage_wrapped_inside_it_are_a_wrap_not_its_class_changed
         assert difference.explained_counts() == {"wrapped": 1}, summary
         assert summary.splitlines()[1].startswith("1.0 (Sequential) wraps the old 1.0, 1.1")
         assert _paired_names(difference)["1"] == "1", summary
+
+
+def test_a_layer_moved_as_a_stage_holding_its_look_alike_is_removed_is_a_move_and_a_removal() -> (
+    None
+):
+    """Stage 0's Linear moved to the start of stage 1, and stage 2, which holds a Linear
+    just like it, removed. Two Linears went and one came, so which moved looked untold:
+    it read as the Linear removed, one inserted and the stage removed. The one that went
+    from a stage that stays is the one that moved (the other went with its stage, removed
+    whole), the smaller reading: a move and the stage removed."""
+    torch.manual_seed(0)
+    linear = nn.Linear(8, 8)
+    first, second = nn.Sequential(linear, nn.LeakyReLU()), nn.Sequential(nn.ReLU(), nn.Tanh())
+    model = nn.Sequential(first, second, nn.Sequential(nn.Linear(8, 8), nn.Softsign()))
+    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        before = trace_forward(model, inputs)
+        del first[0]
+        second.insert(0, linear)
+        del model[2]
+        after = trace_forward(model, inputs)
+    # The oracle: each new path -> the old path of its very module.
+    was = {path or "<root>": paths_before[id(module)] for path, module in model.named_modules()}
+    assert was["1.0"] == "0.0"
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        counts.pop("renamed", None)  # named, the calls renumbered in their stages
+        assert counts == {"moved": 1, "removed": 3}, summary
+        assert "0.0 (Linear) moved to 1.0" in summary, summary
+        assert "3 calls removed: 2 (Sequential, with 2 nested calls)" in summary, summary
+        paired = _paired_names(difference)
+        assert {new: old for old, new in paired.items() if was[new] != old} == {}, summary

@@ -12,7 +12,8 @@ whole, each with its ReLU, no ReLU moved; and last, named or not, the one layer 
 class and facts that went and the one that came, whatever its shapes, moved to a stage
 that is paired (`enc.2 (LayerNorm)` now `dec.0`, a GELU moved from one decoder block's MLP
 to another's). Where two such layers went, or came, no trace tells which moved, and none is
-paired.
+paired; unless one of them ran in a call that stays and the others in calls that went (or
+came) with them: the one in a call that stays moved, the smaller reading.
 """
 
 from __future__ import annotations
@@ -64,9 +65,16 @@ def pair_across_parents(
     if match_paths:
         keys.append((_name_and_kind, _named_layer))
     keys.append((call_keys.kind, _layer))
-    for key, takes in keys:
+    # Then, of the layers left, those in calls that stay: the one that went from a stage
+    # that stays is the one that moved, not one of a stage removed whole (which went with
+    # it), and the mirror image; the smaller reading.
+    stayers = [(call_keys.look, _layer, True), (call_keys.kind, _layer, True)]
+    for key, takes, staying in [*((key, takes, False) for key, takes in keys), *stayers]:
         left_old = [i for i in olds if i not in old_to_new and takes(old_tree, i)]
         left_new = [j for j in news if j not in new_to_old and takes(new_tree, j)]
+        if staying:
+            left_old = [i for i in left_old if _in_a_paired_call(old_tree, old_to_new, i)]
+            left_new = [j for j in left_new if _in_a_paired_call(new_tree, new_to_old, j)]
         for i, j in _found_once(old_lines, new_lines, left_old, left_new, key):
             if _same_parent(trees, old_to_new, i, j):  # its parent's alignment left it
                 continue  # out: no move to explain
@@ -78,6 +86,12 @@ def pair_across_parents(
                 continue  # a layer of a subtree that went, and of another that came
             pair(i, j)
     return paired
+
+
+def _in_a_paired_call(tree: CallTree, partners: dict[int, int], index: int) -> bool:
+    """Whether a call runs in a paired call, or at the top."""
+    parent = tree.parents[index]
+    return parent == NO_PARENT or parent in partners
 
 
 def _layer(tree: CallTree, index: int) -> bool:
