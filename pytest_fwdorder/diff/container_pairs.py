@@ -88,23 +88,18 @@ def _pair_made_subclasses(
     layers look-alikes of others, so nothing paired inside it), where that body is found
     once on each side and neither is alone in its parent: `type changed`, its calls paired
     inside it later."""
+    # Each call's look with its calls' looks, as one number shared by both sides, so a
+    # body is compared in the size of its own calls, each numbered once.
+    numbers: dict[Hashable, int] = {}
     bodies: tuple[dict[Hashable, list[int]], dict[Hashable, list[int]]] = ({}, {})
     for tree, partners, by_body in zip(trees, maps, bodies, strict=True):
-        for index in [index for index in range(len(tree.lines)) if index not in partners]:
-            line, end = tree.lines[index], tree.ends[index]
-            if end == index + 1 or _alone_in_its_parent(tree, index):
+        memo: dict[int, int] = {}
+        for index in _unpaired_throughout(tree, partners):
+            if _alone_in_its_parent(tree, index):
                 continue
-            if any(nested in partners for nested in range(index + 1, end)):
-                continue
-            body = (
-                line.inputs,
-                line.outputs,
-                tuple(
-                    (tree.lines[nested].depth - line.depth, call_keys.look(tree.lines[nested]))
-                    for nested in range(index + 1, end)
-                ),
-            )
-            by_body.setdefault(body, []).append(index)
+            line = tree.lines[index]
+            calls = tuple(_numbered(tree, child, numbers, memo) for child in tree.children[index])
+            by_body.setdefault((line.inputs, line.outputs, calls), []).append(index)
     (old_tree, new_tree), (old_to_new, new_to_old) = trees, maps
     for held, olds in bodies[0].items():
         news = bodies[1].get(held, [])
@@ -116,6 +111,35 @@ def _pair_made_subclasses(
         if inverts_nesting(trees, maps, old_index, new_index):
             continue
         old_to_new[old_index], new_to_old[new_index] = new_index, old_index
+
+
+def _unpaired_throughout(tree: CallTree, partners: dict[int, int]) -> list[int]:
+    """The unpaired calls with nested calls none of which is paired, in order; not the
+    model's own, which no parent asks about and which pairs with no other class here."""
+    children, parents = tree.children, tree.parents
+    containers = [
+        i
+        for i in range(len(children) - 1, -1, -1)
+        if children[i] and i not in partners and parents[i] != NO_PARENT
+    ]
+    clear: set[int] = set()
+    for index in containers:  # its nested calls come after it: bottom-up
+        if all(
+            child not in partners and (not children[child] or child in clear)
+            for child in children[index]
+        ):
+            clear.add(index)
+    return sorted(clear)
+
+
+def _numbered(
+    tree: CallTree, index: int, numbers: dict[Hashable, int], memo: dict[int, int]
+) -> int:
+    """The number of a call's look with the looks of the calls under it (`numbers`)."""
+    if index not in memo:
+        held = tuple(_numbered(tree, child, numbers, memo) for child in tree.children[index])
+        memo[index] = numbers.setdefault((call_keys.look(tree.lines[index]), held), len(numbers))
+    return memo[index]
 
 
 def _alone_in_its_parent(tree: CallTree, index: int) -> bool:
