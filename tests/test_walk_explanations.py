@@ -949,6 +949,15 @@ def _paths_by_identity(old: nn.Module, new: nn.Module) -> dict[str, str | None]:
     return {path: new_paths.get(id(module)) for path, module in old.named_modules()}
 
 
+def _hold_in_place(container: nn.Module, children: list[nn.Module]) -> None:
+    """Make `container` hold `children`, numbered from 0: the very container, so each
+    module keeps itself and the identity oracles can follow it."""
+    for name in list(container._modules):
+        del container._modules[name]
+    for index, child in enumerate(children):
+        container.add_module(str(index), child)
+
+
 class Stage(nn.Sequential):
     """A stage's own class: a Sequential that holds the same blocks."""
 
@@ -1745,10 +1754,7 @@ def test_a_stage_flattened_as_the_layer_after_it_is_wrapped_is_an_unwrap_and_a_w
     before = trace_forward(old, inputs)
     wrapper = nn.Sequential(stage[1])
     selu = stage[2]
-    for name in list(stage._modules):
-        del stage._modules[name]
-    for index, layer in enumerate([*inner, wrapper, selu]):
-        stage.add_module(str(index), layer)  # the very stage, holding its old layers
+    _hold_in_place(stage, [*inner, wrapper, selu])  # the very stage, holding its old layers
     after = trace_forward(old, inputs)
     named, name_free = before.diff(after), structure_diff(before, after, ignore=("paths",))
 
@@ -3705,12 +3711,7 @@ def test_a_layer_moved_into_a_stage_renumbered_by_a_flatten_does_not_wrap_the_ne
         hardsigmoid = first[1]
         del first[1]
         stage.insert(1, hardsigmoid)
-        outer = model[0]
-        children = [*first, *list(outer)[1:]]
-        for name in list(outer._modules):  # flattened in place: every module keeps itself
-            del outer._modules[name]
-        for index, child in enumerate(children):
-            outer.add_module(str(index), child)
+        _hold_in_place(model[0], [*first, *list(model[0])[1:]])  # `first` flattened
         after = trace_forward(model, inputs)
     # The oracle: each new path -> the old path of its very module.
     was = {path or "<root>": paths_before[id(module)] for path, module in model.named_modules()}
@@ -3745,11 +3746,7 @@ def test_a_stage_made_a_subclass_as_a_stage_before_it_is_flattened_is_a_type_cha
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before = trace_forward(model, inputs)
-        children = [*flattened, Stage(*stage), *list(body)[2:]]
-        for name in list(body._modules):  # flattened in place: every module keeps itself
-            del body._modules[name]
-        for index, child in enumerate(children):
-            body.add_module(str(index), child)
+        _hold_in_place(body, [*flattened, Stage(*stage), *list(body)[2:]])
         after = trace_forward(model, inputs)
     # The oracle: each new path -> the old path of its very module (None: the new Stage).
     was = {path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()}
@@ -3777,10 +3774,7 @@ def test_the_calls_of_a_stage_wrapped_inside_it_are_a_wrap_not_its_class_changed
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before = trace_forward(model, inputs)
-        inner = nn.Sequential(*stage)
-        for name in list(stage._modules):
-            del stage._modules[name]
-        stage.add_module("0", inner)
+        _hold_in_place(stage, [nn.Sequential(*stage)])
         after = trace_forward(model, inputs)
     # The oracle: the stage is itself still, at its path, and holds the new Sequential.
     assert model[1] is stage
