@@ -29,6 +29,7 @@ class ExecutionOrder:
         self.alignment = alignment
         self.reordered: set[int] | None = None
         self.kinds: dict[tuple[str, int], list[int]] | None = None
+        self.signatures: dict[int, tuple[object, ...]] = {}  # old call -> `_signature`
 
     def out_of_order(self, old_index: int) -> bool:
         """Whether an old call runs out of the execution order it had, and its parent does
@@ -77,7 +78,7 @@ class ExecutionOrder:
             for index, line in enumerate(tree.lines):
                 self.kinds[line.module_type, tree.size(index)].append(index)
         kind = (tree.lines[old_index].module_type, tree.size(old_index))
-        mine = _signature(tree, old_index)
+        mine = self._signature(old_index)
         partners = self.alignment.partners
         return any(
             other != old_index
@@ -85,9 +86,16 @@ class ExecutionOrder:
                 other not in partners
                 or (other < old_index) != (partners[other] < partners[old_index])
             )
-            and _signature(tree, other) == mine
+            and self._signature(other) == mine
             for other in self.kinds[kind]
         )
+
+    def _signature(self, old_index: int) -> tuple[object, ...]:
+        """`_signature` of an old call, worked out once: the calls of one kind are each
+        compared with every call moved."""
+        if old_index not in self.signatures:
+            self.signatures[old_index] = _signature(self.alignment.old_tree, old_index)
+        return self.signatures[old_index]
 
 
 def _signature(tree: CallTree, index: int) -> tuple[object, ...]:
