@@ -3820,3 +3820,37 @@ def test_a_layer_moved_as_a_stage_holding_its_look_alike_is_removed_is_a_move_an
         assert "3 calls removed: 2 (Sequential, with 2 nested calls)" in summary, summary
         paired = _paired_names(difference)
         assert {new: old for old, new in paired.items() if was[new] != old} == {}, summary
+
+
+def test_a_stage_whose_block_was_made_a_subclass_stays_itself_name_free_beside_a_flatten() -> None:
+    """Stage `2`'s first block made a `Stage` as stage `1` before it was flattened. Name-free,
+    the block paired with its `Stage` only after the stages around them had paired by the
+    calls they share, and stage `2` shared too few then (its SELU and other block): it read
+    as stage `2` removed, a stage inserted and its three calls moved into it. The blocks of
+    other classes that hold the same calls pair first, so the stage holds enough of its
+    calls' partners to pair: the unwrap and the type change."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8), nn.Hardswish())
+    tail = nn.Sequential(nn.Tanh(), nn.ReLU6(), nn.Softplus(), nn.Softplus())
+    stage = nn.Sequential(block, nn.SELU(), tail)
+    flattened = nn.Sequential(nn.Sequential(nn.Softsign(), nn.Linear(8, 8)), nn.Linear(8, 8))
+    model = nn.Sequential(nn.Sequential(nn.CELU(), nn.Linear(8, 8)), flattened, stage)
+    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        before = trace_forward(model, inputs)
+        stage[0] = Stage(*block)
+        _hold_in_place(model, [model[0], *flattened, stage])
+        after = trace_forward(model, inputs)
+    # The oracle: each new path -> the old path of its very module (None: the new Stage).
+    was = {path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()}
+    assert (was["3"], was["3.0"], was["3.0.0"]) == ("2", None, "2.0.0")
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        counts.pop("renamed", None)  # named, the calls renumbered by the flatten
+        assert counts == {"unwrapped": 1, "type changed": 1}, summary
+        paired = _paired_names(difference)
+        wrong = {new: old for old, new in paired.items() if was[new] not in (old, None)}
+        assert (wrong, paired["2"], paired["2.0"]) == ({}, "3", "3.0"), summary

@@ -46,6 +46,8 @@ def pair_containers(
         if match_paths
         else {}
     )
+    # First, so the stages around them count them as nested partners.
+    _pair_made_subclasses((old_tree, new_tree), (old_to_new, new_to_old))
     dice_of: dict[int, float] = {}  # old calls paired here -> the Dice they paired by
     # The classes of the old calls without a partner: this pass pairs only calls with nested
     # calls, so the layers among them stay unpaired throughout it.
@@ -77,7 +79,6 @@ def pair_containers(
                 dice_of,
                 waiting,
             )
-    _pair_made_subclasses((old_tree, new_tree), (old_to_new, new_to_old))
 
 
 def _pair_made_subclasses(
