@@ -87,10 +87,9 @@ _STATES_MORE = {
     45: "move, move", 143: "duplicate, move", 324: "move, duplicate", 570: "move, remove",
     792: "move, move",
 }  # fmt: skip
-# The same of the name-free comparison, 9: those above, and four that names decide.
+# The same of the name-free comparison, 8: those above, and three that names decide.
 _STATES_MORE_NAME_FREE = {
     **_STATES_MORE,
-    78: "wrap, flatten",
     350: "flatten, move", 654: "move, wrap whole", 660: "flatten, duplicate",
 }  # fmt: skip
 

@@ -3854,3 +3854,42 @@ def test_a_stage_whose_block_was_made_a_subclass_stays_itself_name_free_beside_a
         paired = _paired_names(difference)
         wrong = {new: old for old, new in paired.items() if was[new] not in (old, None)}
         assert (wrong, paired["2"], paired["2.0"]) == ({}, "3", "3.0"), summary
+
+
+def test_a_stage_copied_before_itself_with_the_copys_calls_wrapped_is_one_insertion_name_free() -> (
+    None
+):
+    """Stage `0` copied before itself and the copy's calls put in a Sequential inside it.
+    Without names, the stage had two identical subtrees to pair with, itself (now `1`) and
+    the copy's wrapped calls (`0.0`), under parents not yet paired, so neither paired then:
+    it read as the stage wrapped in the copy and itself inserted (`1 wrap, 9 calls
+    inserted`). Of one identical subtree and several, the one as deep as it was pairs: the
+    copy inserted, one change, as the named comparison reads it."""
+    torch.manual_seed(0)
+    stage = nn.Sequential(
+        nn.Linear(8, 8),
+        nn.Sequential(nn.SELU(), nn.Softsign()),
+        nn.LogSigmoid(),
+        nn.Sequential(nn.Tanhshrink(), nn.CELU()),
+    )
+    model = nn.Sequential(stage, nn.Linear(8, 8))
+    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    inputs = torch.randn(2, 8)
+    with torch.no_grad():
+        before = trace_forward(model, inputs)
+        twin = copy.deepcopy(stage)
+        _hold_in_place(twin, [nn.Sequential(*twin)])
+        _hold_in_place(model, [twin, stage, model[1]])
+        after = trace_forward(model, inputs)
+    # The oracle: each new path -> the old path of its very module (None: the copy's).
+    was = {path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()}
+    assert (was["0"], was["0.0.0"], was["1"], was["1.0"]) == (None, None, "0", "0.0")
+
+    for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
+        summary = difference.summary()
+        counts = difference.explained_counts()
+        counts.pop("renamed", None)  # named, the stage and the Linear renumbered
+        assert counts == {"inserted": 10}, summary
+        assert "10 calls inserted: 0 (Sequential, with 9 nested calls)" in summary, summary
+        paired = _paired_names(difference)
+        assert {new: old for old, new in paired.items() if was[new] != old} == {}, summary

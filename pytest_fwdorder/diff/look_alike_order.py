@@ -128,6 +128,24 @@ def pairs_by_gaps(
     return sides.pairs(best)
 
 
+def one_at_its_depth(
+    olds: list[int], news: list[int], old_tree: CallTree, new_tree: CallTree
+) -> list[tuple[int, int]]:
+    """Of one identical subtree on one side and several on the other, the pair of the one
+    at its depth, where it is the only one there (a stage copied and the copy's calls
+    wrapped: the stage is the one as deep as it was, not the copy's wrapped calls); else
+    none. For a comparison without names, where no path says which."""
+    if len(olds) == 1:
+        depth = old_tree.lines[olds[0]].depth
+        alike = [new for new in news if new_tree.lines[new].depth == depth]
+        return [(olds[0], alike[0])] if len(alike) == 1 else []
+    if len(news) == 1:
+        depth = new_tree.lines[news[0]].depth
+        alike = [old for old in olds if old_tree.lines[old].depth == depth]
+        return [(alike[0], news[0])] if len(alike) == 1 else []
+    return []
+
+
 class _Sides:
     """Look-alikes more on one side: the longer and the shorter, and their places."""
 

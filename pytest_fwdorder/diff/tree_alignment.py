@@ -47,6 +47,7 @@ from pytest_fwdorder.diff.flattened_pairs import flattened_pairs
 from pytest_fwdorder.diff.kept_layouts import pair_kept_layouts
 from pytest_fwdorder.diff.look_alike_order import (
     least_displaced,
+    one_at_its_depth,
     pair_look_alikes_in_order,
     pairs_by_gaps,
 )
@@ -211,8 +212,10 @@ class _Matcher:
                 return []
             if len(olds) == len(news):
                 return list(zip(olds, news, strict=True))
-            return self._in_order_with_the_changed(olds, news) or pairs_by_gaps(
-                [], olds, news, self.old_tree, self.new_tree
+            return (
+                self._in_order_with_the_changed(olds, news)
+                or pairs_by_gaps([], olds, news, *self.trees)
+                or one_at_its_depth(olds, news, *self.trees)
             )
         by_path = self._look_alikes_by(
             olds, news, (call_keys.path_and_number, call_keys.parent_path)
