@@ -958,6 +958,26 @@ def _hold_in_place(container: nn.Module, children: list[nn.Module]) -> None:
         container.add_module(str(index), child)
 
 
+def _object_paths(model: nn.Module) -> dict[int, str]:
+    """Each module's object (by id) -> its path in `model` (`<root>` for the model)."""
+    return {id(module): path or "<root>" for path, module in model.named_modules()}
+
+
+def _was(model: nn.Module, paths_before: dict[int, str]) -> dict[str, str | None]:
+    """The oracle: each path in `model` now -> the path its very module had before
+    (`_object_paths` then), None for a module made since."""
+    return {
+        path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()
+    }
+
+
+def _explained_but_renames(difference: TraceDiff) -> dict[str, int]:
+    """`explained_counts` without renames: what a named and a name-free diff both state."""
+    counts = difference.explained_counts()
+    counts.pop("renamed", None)
+    return counts
+
+
 class Stage(nn.Sequential):
     """A stage's own class: a Sequential that holds the same blocks."""
 
@@ -3704,7 +3724,7 @@ def test_a_layer_moved_into_a_stage_renumbered_by_a_flatten_does_not_wrap_the_ne
     first = nn.Sequential(nn.Sigmoid(), nn.Hardsigmoid(), nn.Linear(8, 8))
     stage = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
     model = nn.Sequential(nn.Sequential(first, nn.Softsign(), stage, nn.Linear(8, 8)), nn.SiLU())
-    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    paths_before = _object_paths(model)
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before = trace_forward(model, inputs)
@@ -3714,7 +3734,7 @@ def test_a_layer_moved_into_a_stage_renumbered_by_a_flatten_does_not_wrap_the_ne
         _hold_in_place(model[0], [*first, *list(model[0])[1:]])  # `first` flattened
         after = trace_forward(model, inputs)
     # The oracle: each new path -> the old path of its very module.
-    was = {path or "<root>": paths_before[id(module)] for path, module in model.named_modules()}
+    was = _was(model, paths_before)
     assert (was["0.3"], was["0.4"], was["0.3.1"]) == ("0.2", "0.3", "0.0.1")
 
     difference = before.diff(after)
@@ -3742,21 +3762,19 @@ def test_a_stage_made_a_subclass_as_a_stage_before_it_is_flattened_is_a_type_cha
     stage = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.SELU())
     body = nn.Sequential(flattened, stage, nn.Linear(8, 8), nn.GELU())
     model = nn.Sequential(nn.Tanhshrink(), body)
-    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    paths_before = _object_paths(model)
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before = trace_forward(model, inputs)
         _hold_in_place(body, [*flattened, Stage(*stage), *list(body)[2:]])
         after = trace_forward(model, inputs)
     # The oracle: each new path -> the old path of its very module (None: the new Stage).
-    was = {path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()}
+    was = _was(model, paths_before)
     assert (was["1.3"], was["1.3.0"], was["1.3.2"], was["1.4"]) == (None, "1.1.0", "1.1.2", "1.2")
 
     for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
         summary = difference.summary()
-        counts = difference.explained_counts()
-        counts.pop("renamed", None)  # named, the calls renumbered by the flatten
-        assert counts == {"unwrapped": 1, "type changed": 1}, summary
+        assert _explained_but_renames(difference) == {"unwrapped": 1, "type changed": 1}, summary
         assert "type changed at 1.3: Sequential -> Stage" in summary, summary
         paired = _paired_names(difference)
         wrong = {new: old for old, new in paired.items() if was[new] not in (old, None)}
@@ -3799,7 +3817,7 @@ def test_a_layer_moved_as_a_stage_holding_its_look_alike_is_removed_is_a_move_an
     linear = nn.Linear(8, 8)
     first, second = nn.Sequential(linear, nn.LeakyReLU()), nn.Sequential(nn.ReLU(), nn.Tanh())
     model = nn.Sequential(first, second, nn.Sequential(nn.Linear(8, 8), nn.Softsign()))
-    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    paths_before = _object_paths(model)
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before = trace_forward(model, inputs)
@@ -3808,14 +3826,12 @@ def test_a_layer_moved_as_a_stage_holding_its_look_alike_is_removed_is_a_move_an
         del model[2]
         after = trace_forward(model, inputs)
     # The oracle: each new path -> the old path of its very module.
-    was = {path or "<root>": paths_before[id(module)] for path, module in model.named_modules()}
+    was = _was(model, paths_before)
     assert was["1.0"] == "0.0"
 
     for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
         summary = difference.summary()
-        counts = difference.explained_counts()
-        counts.pop("renamed", None)  # named, the calls renumbered in their stages
-        assert counts == {"moved": 1, "removed": 3}, summary
+        assert _explained_but_renames(difference) == {"moved": 1, "removed": 3}, summary
         assert "0.0 (Linear) moved to 1.0" in summary, summary
         assert "3 calls removed: 2 (Sequential, with 2 nested calls)" in summary, summary
         paired = _paired_names(difference)
@@ -3835,7 +3851,7 @@ def test_a_stage_whose_block_was_made_a_subclass_stays_itself_name_free_beside_a
     stage = nn.Sequential(block, nn.SELU(), tail)
     flattened = nn.Sequential(nn.Sequential(nn.Softsign(), nn.Linear(8, 8)), nn.Linear(8, 8))
     model = nn.Sequential(nn.Sequential(nn.CELU(), nn.Linear(8, 8)), flattened, stage)
-    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    paths_before = _object_paths(model)
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before = trace_forward(model, inputs)
@@ -3843,14 +3859,12 @@ def test_a_stage_whose_block_was_made_a_subclass_stays_itself_name_free_beside_a
         _hold_in_place(model, [model[0], *flattened, stage])
         after = trace_forward(model, inputs)
     # The oracle: each new path -> the old path of its very module (None: the new Stage).
-    was = {path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()}
+    was = _was(model, paths_before)
     assert (was["3"], was["3.0"], was["3.0.0"]) == ("2", None, "2.0.0")
 
     for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
         summary = difference.summary()
-        counts = difference.explained_counts()
-        counts.pop("renamed", None)  # named, the calls renumbered by the flatten
-        assert counts == {"unwrapped": 1, "type changed": 1}, summary
+        assert _explained_but_renames(difference) == {"unwrapped": 1, "type changed": 1}, summary
         paired = _paired_names(difference)
         wrong = {new: old for old, new in paired.items() if was[new] not in (old, None)}
         assert (wrong, paired["2"], paired["2.0"]) == ({}, "3", "3.0"), summary
@@ -3873,7 +3887,7 @@ def test_a_stage_copied_before_itself_with_the_copys_calls_wrapped_is_one_insert
         nn.Sequential(nn.Tanhshrink(), nn.CELU()),
     )
     model = nn.Sequential(stage, nn.Linear(8, 8))
-    paths_before = {id(module): path or "<root>" for path, module in model.named_modules()}
+    paths_before = _object_paths(model)
     inputs = torch.randn(2, 8)
     with torch.no_grad():
         before = trace_forward(model, inputs)
@@ -3882,14 +3896,12 @@ def test_a_stage_copied_before_itself_with_the_copys_calls_wrapped_is_one_insert
         _hold_in_place(model, [twin, stage, model[1]])
         after = trace_forward(model, inputs)
     # The oracle: each new path -> the old path of its very module (None: the copy's).
-    was = {path or "<root>": paths_before.get(id(module)) for path, module in model.named_modules()}
+    was = _was(model, paths_before)
     assert (was["0"], was["0.0.0"], was["1"], was["1.0"]) == (None, None, "0", "0.0")
 
     for difference in (before.diff(after), structure_diff(before, after, ignore=("paths",))):
         summary = difference.summary()
-        counts = difference.explained_counts()
-        counts.pop("renamed", None)  # named, the stage and the Linear renumbered
-        assert counts == {"inserted": 10}, summary
+        assert _explained_but_renames(difference) == {"inserted": 10}, summary
         assert "10 calls inserted: 0 (Sequential, with 9 nested calls)" in summary, summary
         paired = _paired_names(difference)
         assert {new: old for old, new in paired.items() if was[new] != old} == {}, summary
