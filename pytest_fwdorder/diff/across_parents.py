@@ -59,17 +59,17 @@ def pair_across_parents(
             # stage put at its path (a copy of a sibling put before it).
             if candidates and not contents_elsewhere(trees, maps, candidates[0], j):
                 pair(candidates.pop(0), j)
-    keys: list[tuple[Callable[[GoldenLine], Hashable], Callable[[CallTree, int], bool]]] = [
-        (call_keys.look, _layer_or_with_facts)
-    ]
+    # Each pass: its key, the calls it takes, and whether only those in calls that stay.
+    passes: list[tuple[Callable[[GoldenLine], Hashable], Callable[[CallTree, int], bool], bool]]
+    passes = [(call_keys.look, _layer_or_with_facts, False)]
     if match_paths:
-        keys.append((_name_and_kind, _named_layer))
-    keys.append((call_keys.kind, _layer))
+        passes.append((_name_and_kind, _named_layer, False))
+    passes.append((call_keys.kind, _layer, False))
     # Then, of the layers left, those in calls that stay: the one that went from a stage
     # that stays is the one that moved, not one of a stage removed whole (which went with
     # it), and the mirror image; the smaller reading.
-    stayers = [(call_keys.look, _layer, True), (call_keys.kind, _layer, True)]
-    for key, takes, staying in [*((key, takes, False) for key, takes in keys), *stayers]:
+    passes += [(call_keys.look, _layer, True), (call_keys.kind, _layer, True)]
+    for key, takes, staying in passes:
         left_old = [i for i in olds if i not in old_to_new and takes(old_tree, i)]
         left_new = [j for j in news if j not in new_to_old and takes(new_tree, j)]
         if staying:
@@ -162,8 +162,7 @@ def _lands_in_a_paired_call(
     that stays (the one it left may be gone), not one of a stage wrapped around its
     neighbours, which the passes by place pair in order (paired here, out of order, the
     wrap would hide a layer moved past it)."""
-    new_parent = trees[1].parents[new_index]
-    return new_parent == NO_PARENT or new_parent in maps[1]
+    return _in_a_paired_call(trees[1], maps[1], new_index)
 
 
 def _same_parent(

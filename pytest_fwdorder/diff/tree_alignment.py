@@ -203,8 +203,8 @@ class _Matcher:
         in order (`features.12`, now `features.11`: a block before it was deleted), then
         the one left on each side; more on one side, those whose places the ones left out
         explain (`pairs_by_gaps`), named or not (a block changed and copied before itself:
-        the blocks after it are one place on). Look-alikes left several to a side pair later, inside
-        their parents, or not at all."""
+        the blocks after it are one place on), and without names the one at its depth.
+        Look-alikes left several to a side pair later, inside their parents, or not at all."""
         if not olds or not news:
             return []
         if not self.match_paths:
